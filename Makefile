@@ -1,0 +1,17 @@
+# The README's two commands, and a few conveniences.
+.PHONY: demo test unit lint build down clean
+
+demo:           ## bring up the local control plane and show berthmaster at work
+	bash hack/demo.sh
+
+test:           ## the whole test suite (what CI runs)
+	bash hack/test.sh
+
+unit:           ## unit tests only (no cluster)
+	bash hack/test.sh tests/unit
+
+build:          ## build the local control plane binaries (cached)
+	.venv/bin/berthmaster dev build
+
+down:           ## stop the demo cluster
+	.venv/bin/berthmaster dev down

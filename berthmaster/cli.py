@@ -1,0 +1,69 @@
+"""The ``berthmaster`` console script: one entry point, one subcommand per component.
+
+Each subcommand lives in its own module, which exposes ``add_arguments(parser)`` and
+``run(args) -> int``. The registry below maps names to module paths and is imported lazily, so
+``berthmaster version`` does not pay for kopf or the Kubernetes client, and a component's
+import error cannot break the others.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+from typing import Protocol, cast
+
+SUBCOMMANDS: dict[str, tuple[str, str]] = {
+    "version": ("berthmaster.version_command", "print berthmaster's version and the pinned tools"),
+    "dev": ("berthmaster.devcluster.command", "build, start and stop the local control plane"),
+    "demo": ("berthmaster.demo", "bring up the local control plane and show berthmaster at work"),
+    "simulate": ("berthmaster.scheduler.simulate", "place pods offline on a cluster snapshot"),
+    "scheduler": ("berthmaster.scheduler.daemon.command", "run the scheduler"),
+    "operator": ("berthmaster.operator.command",
+                 "run the operator (Machines, Deschedulers, autoscaling)"),
+    "deschedule": ("berthmaster.scheduler.descheduler.command", "one descheduler pass"),
+}
+
+
+class _Subcommand(Protocol):
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None: ...
+
+    def run(self, args: argparse.Namespace) -> int: ...
+
+
+def _load(name: str) -> _Subcommand:
+    module_path, _ = SUBCOMMANDS[name]
+    return cast(_Subcommand, importlib.import_module(module_path))
+
+
+def build_parser(selected: str | None) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="berthmaster",
+        description="OpenShift's scheduling and machine-lifecycle features for any "
+        "Kubernetes cluster.",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name, (_, summary) in SUBCOMMANDS.items():
+        child = sub.add_parser(name, help=summary, description=summary)
+        if name == selected:
+            _load(name).add_arguments(child)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    arguments = list(sys.argv[1:] if argv is None else argv)
+    selected = next((a for a in arguments if not a.startswith("-")), None)
+    parser = build_parser(selected if selected in SUBCOMMANDS else None)
+    args = parser.parse_args(arguments)
+    if args.command is None:
+        parser.print_help()
+        return 2
+    try:
+        return _load(args.command).run(args)
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,206 @@
+"""Build the local control plane's binaries from the Go module proxy, and cache them.
+
+Design: every tool family has a pinned wrapper Go module under ``hack/<family>/`` (``go.mod``
+and ``go.sum`` committed). Its ``tool`` directives name the ``main`` packages to build. The build
+runs ``go build`` inside that module with ``GOTOOLCHAIN=local`` and ``GOFLAGS=-mod=mod`` off, so
+the committed ``go.sum`` is what verifies every download; nothing is ever fetched as a release
+binary.
+
+Binaries land in ``<cache>/bin/<family>-<key>/`` where ``key`` hashes the wrapper's go.mod,
+go.sum and the build flags: an unchanged wrapper reuses what is there, a changed one rebuilds
+into a fresh folder. The cache lives outside the repository (``$BERTHMASTER_CACHE`` or
+``~/.cache/berthmaster``), so clean clones and CI runs on the same machine reuse it, and Go's
+own build cache makes even a rebuild after a flag change cheap.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+from berthmaster.devcluster.paths import cache_dir, hack_dir
+
+
+class BuildError(RuntimeError):
+    """A tool could not be built; the message says which, why, and what to do."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Family:
+    """One wrapper module and the binaries it produces."""
+
+    name: str
+    packages: tuple[tuple[str, str], ...]  # (output binary name, Go package path)
+    ldflags: str = ""
+    tags: str = ""
+
+
+KUBE_VERSION = "v1.35.4"
+_KUBE_LDFLAGS = " ".join(
+    f"-X {pkg}.{key}={value}"
+    for pkg in ("k8s.io/component-base/version", "k8s.io/client-go/pkg/version")
+    for key, value in (
+        ("gitVersion", KUBE_VERSION),
+        ("gitMajor", "1"),
+        ("gitMinor", "35"),
+        ("gitTreeState", "clean"),
+    )
+)
+
+FAMILIES: tuple[Family, ...] = (
+    Family("etcd", (("etcd", "go.etcd.io/etcd/server/v3"),)),
+    Family("kwok", (("kwok", "sigs.k8s.io/kwok/cmd/kwok"),)),
+    Family(
+        "kubernetes",
+        (
+            ("kube-apiserver", "k8s.io/kubernetes/cmd/kube-apiserver"),
+            ("kube-controller-manager", "k8s.io/kubernetes/cmd/kube-controller-manager"),
+            ("kube-scheduler", "k8s.io/kubernetes/cmd/kube-scheduler"),
+            ("kubectl", "k8s.io/kubernetes/cmd/kubectl"),
+        ),
+        ldflags="-s -w " + _KUBE_LDFLAGS,
+        tags="selinux,notest",
+    ),
+    Family("helm", (("helm", "helm.sh/helm/v3/cmd/helm"),)),
+)
+
+BINARIES = tuple(binary for family in FAMILIES for binary, _ in family.packages)
+
+# kwok's published default stages (fake node start-up and lease heart-beats; pods turn Ready,
+# Job pods complete, deletions finish). The kwok binary embeds none of them when run outside
+# kwokctl, so the build collects them from the pinned kwok module into the binary cache.
+KWOK_STAGE_DIRS = ("node/fast", "node/heartbeat-with-lease", "pod/fast")
+KWOK_STAGES = "kwok-stages.yaml"
+
+
+def _key(family: Family, module_dir: Path) -> str:
+    digest = hashlib.sha256()
+    for name in ("go.mod", "go.sum"):
+        digest.update((module_dir / name).read_bytes())
+    digest.update(repr(dataclasses.astuple(family)).encode())
+    return digest.hexdigest()[:12]
+
+
+def family_dir(family: Family) -> Path:
+    """Where this family's binaries live for the wrapper module as committed."""
+    module_dir = hack_dir() / family.name
+    return cache_dir() / "bin" / f"{family.name}-{_key(family, module_dir)}"
+
+
+def binary_path(binary: str) -> Path:
+    """The cached path of one binary (it may not be built yet)."""
+    for family in FAMILIES:
+        if any(name == binary for name, _ in family.packages):
+            return family_dir(family) / binary
+    raise KeyError(binary)
+
+
+def missing_binaries(names: Iterable[str] = BINARIES) -> list[str]:
+    return [name for name in names if not binary_path(name).is_file()]
+
+
+def kwok_stages_path() -> Path:
+    return binary_path("kwok").parent / KWOK_STAGES
+
+
+def write_kwok_stages(target: Path) -> None:
+    """Collect kwok's default Stage documents from the pinned module into ``target``."""
+    module_dir = hack_dir() / "kwok"
+    result = subprocess.run(
+        [_go(), "list", "-m", "-f", "{{.Dir}}", "sigs.k8s.io/kwok"], cwd=module_dir,
+        env=dict(os.environ, GOTOOLCHAIN="local", GOFLAGS="-mod=readonly"),
+        capture_output=True, text=True, check=False,
+    )
+    source = Path(result.stdout.strip()) / "kustomize" / "stage"
+    if result.returncode != 0 or not source.is_dir():
+        raise BuildError(f"cannot find kwok's stage definitions in the module cache: "
+                         f"{result.stderr.strip() or source}")
+    documents = [
+        stage.read_text()
+        for folder in KWOK_STAGE_DIRS
+        for stage in sorted((source / folder).glob("*.yaml"))
+        if stage.name != "kustomization.yaml"
+    ]
+    target.write_text("\n---\n".join(doc.strip() for doc in documents) + "\n")
+
+
+def _go() -> str:
+    go = shutil.which("go")
+    if go is None:
+        raise BuildError(
+            "Go is not installed or not on PATH: the local control plane is built from the Go "
+            "module proxy. Install Go 1.25 or newer (https://go.dev/doc/install) and retry."
+        )
+    return go
+
+
+def build_family(family: Family, say: Callable[[str], None]) -> Path:
+    """Build one family's binaries unless they are already cached; returns their folder."""
+    target = family_dir(family)
+    wanted = [name for name, _ in family.packages]
+    if all((target / name).is_file() for name in wanted):
+        if family.name == "kwok" and not (target / KWOK_STAGES).is_file():
+            write_kwok_stages(target / KWOK_STAGES)
+        say(f"  {family.name}: cached in {target}")
+        return target
+    module_dir = hack_dir() / family.name
+    partial = target.with_name(target.name + ".partial")
+    partial.mkdir(parents=True, exist_ok=True)
+    env = dict(os.environ, GOTOOLCHAIN="local", CGO_ENABLED="0", GOFLAGS="-mod=readonly")
+    for name, package in family.packages:
+        say(f"  {family.name}: building {name} ({package}) ...")
+        started = time.monotonic()
+        command = [_go(), "build", "-trimpath", "-o", str(partial / name)]
+        if family.tags:
+            command += ["-tags", family.tags]
+        if family.ldflags:
+            command += ["-ldflags", family.ldflags]
+        command.append(package)
+        result = subprocess.run(
+            command, cwd=module_dir, env=env, capture_output=True, text=True, check=False
+        )
+        if result.returncode != 0:
+            tail = "\n".join((result.stderr or result.stdout).strip().splitlines()[-20:])
+            raise BuildError(
+                f"building {name} from {module_dir} failed (go build exit {result.returncode}):\n"
+                f"{tail}\n"
+                "Check that the Go module proxy is reachable (GOPROXY) and that the wrapper "
+                f"module under {module_dir} is unmodified."
+            )
+        say(f"  {family.name}: {name} built in {time.monotonic() - started:.0f}s")
+    if family.name == "kwok":
+        write_kwok_stages(partial / KWOK_STAGES)
+    if target.exists():
+        shutil.rmtree(target)
+    partial.rename(target)
+    return target
+
+
+def build_all(say: Callable[[str], None] = print) -> dict[str, Path]:
+    """Build (or reuse) every binary; returns binary name -> path."""
+    started = time.monotonic()
+    say(f"Building the local control plane into {cache_dir() / 'bin'} "
+        "(cached after the first time)")
+    for family in FAMILIES:
+        build_family(family, say)
+    say(f"All binaries ready in {time.monotonic() - started:.0f}s")
+    return {name: binary_path(name) for name in BINARIES}
+
+
+def main() -> None:  # pragma: no cover - convenience for `python -m`
+    try:
+        build_all()
+    except BuildError as error:
+        print(f"error: {error}", file=sys.stderr)
+        raise SystemExit(1) from error
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

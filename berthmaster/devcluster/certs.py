@@ -1,0 +1,199 @@
+"""Certificates and keys for the local control plane, generated with ``cryptography``.
+
+One self-signed CA signs: the kube-apiserver serving certificate (SANs for loopback and the
+in-cluster ``kubernetes`` service names), and client certificates for the admin
+(``system:masters``), the controller-manager (``system:kube-controller-manager``), the scheduler
+(``system:kube-scheduler``) and kwok (``system:masters``: it manages nodes and pods wholesale).
+A separate RSA key pair signs and verifies service-account tokens; the apiserver and the
+controller-manager share it. Everything is written once into ``pki/`` and reused on restart.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import ipaddress
+from pathlib import Path
+
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec, rsa
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+VALIDITY = datetime.timedelta(days=365)
+
+# Client identities: file stem -> (common name, organisations).
+CLIENTS: dict[str, tuple[str, tuple[str, ...]]] = {
+    "admin": ("berthmaster-admin", ("system:masters",)),
+    "controller-manager": ("system:kube-controller-manager", ()),
+    "scheduler": ("system:kube-scheduler", ()),
+    "kwok": ("kwok-controller", ("system:masters",)),
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class Pki:
+    """Paths of everything :func:`ensure_pki` writes."""
+
+    root: Path
+
+    @property
+    def ca_cert(self) -> Path:
+        return self.root / "ca.crt"
+
+    @property
+    def ca_key(self) -> Path:
+        return self.root / "ca.key"
+
+    @property
+    def serving_cert(self) -> Path:
+        return self.root / "apiserver.crt"
+
+    @property
+    def serving_key(self) -> Path:
+        return self.root / "apiserver.key"
+
+    @property
+    def service_account_key(self) -> Path:
+        return self.root / "sa.key"
+
+    @property
+    def service_account_pub(self) -> Path:
+        return self.root / "sa.pub"
+
+    def client_cert(self, name: str) -> Path:
+        return self.root / f"{name}.crt"
+
+    def client_key(self, name: str) -> Path:
+        return self.root / f"{name}.key"
+
+
+def _now() -> datetime.datetime:
+    return datetime.datetime.now(datetime.UTC)
+
+
+def _key() -> ec.EllipticCurvePrivateKey:
+    return ec.generate_private_key(ec.SECP256R1())
+
+
+def _write_key(path: Path, key: ec.EllipticCurvePrivateKey | rsa.RSAPrivateKey) -> None:
+    path.write_bytes(key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+        serialization.NoEncryption(),
+    ))
+    path.chmod(0o600)
+
+
+def _write_cert(path: Path, cert: x509.Certificate) -> None:
+    path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+
+
+def _name(common_name: str, organisations: tuple[str, ...] = ()) -> x509.Name:
+    attributes = [x509.NameAttribute(NameOID.ORGANIZATION_NAME, org) for org in organisations]
+    attributes.append(x509.NameAttribute(NameOID.COMMON_NAME, common_name))
+    return x509.Name(attributes)
+
+
+def _issue(
+    subject: x509.Name,
+    public_key: ec.EllipticCurvePublicKey,
+    ca_cert: x509.Certificate,
+    ca_key: ec.EllipticCurvePrivateKey,
+    usage: x509.ObjectIdentifier,
+    sans: list[x509.GeneralName] | None = None,
+) -> x509.Certificate:
+    builder = (
+        x509.CertificateBuilder()
+        .subject_name(subject)
+        .issuer_name(ca_cert.subject)
+        .public_key(public_key)
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(_now() - datetime.timedelta(minutes=5))
+        .not_valid_after(_now() + VALIDITY)
+        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+        .add_extension(
+            x509.KeyUsage(
+                digital_signature=True, key_encipherment=False, content_commitment=False,
+                data_encipherment=False, key_agreement=False, key_cert_sign=False,
+                crl_sign=False, encipher_only=False, decipher_only=False,
+            ),
+            critical=True,
+        )
+        .add_extension(x509.ExtendedKeyUsage([usage]), critical=False)
+    )
+    if sans:
+        builder = builder.add_extension(x509.SubjectAlternativeName(sans), critical=False)
+    return builder.sign(ca_key, hashes.SHA256())
+
+
+def ensure_pki(root: Path, service_ip: str = "10.96.0.1") -> Pki:
+    """Create the CA, serving, client and service-account material unless already present."""
+    pki = Pki(root)
+    if pki.ca_cert.exists() and all(pki.client_cert(n).exists() for n in CLIENTS):
+        return pki
+    root.mkdir(parents=True, exist_ok=True)
+    ca_key = _key()
+    ca_subject = _name("berthmaster-local-ca")
+    ca_cert = (
+        x509.CertificateBuilder()
+        .subject_name(ca_subject)
+        .issuer_name(ca_subject)
+        .public_key(ca_key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(_now() - datetime.timedelta(minutes=5))
+        .not_valid_after(_now() + VALIDITY)
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .add_extension(
+            x509.KeyUsage(
+                digital_signature=True, key_encipherment=False, content_commitment=False,
+                data_encipherment=False, key_agreement=False, key_cert_sign=True,
+                crl_sign=True, encipher_only=False, decipher_only=False,
+            ),
+            critical=True,
+        )
+        .sign(ca_key, hashes.SHA256())
+    )
+    _write_key(pki.ca_key, ca_key)
+    _write_cert(pki.ca_cert, ca_cert)
+
+    serving_key = _key()
+    sans: list[x509.GeneralName] = [
+        x509.DNSName(name)
+        for name in ("localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc",
+                     "kubernetes.default.svc.cluster.local")
+    ]
+    sans += [x509.IPAddress(ipaddress.ip_address(ip)) for ip in ("127.0.0.1", service_ip)]
+    serving = _issue(_name("kube-apiserver"), serving_key.public_key(), ca_cert, ca_key,
+                     ExtendedKeyUsageOID.SERVER_AUTH, sans)
+    _write_key(pki.serving_key, serving_key)
+    _write_cert(pki.serving_cert, serving)
+
+    for stem, (common_name, organisations) in CLIENTS.items():
+        key = _key()
+        cert = _issue(_name(common_name, organisations), key.public_key(), ca_cert, ca_key,
+                      ExtendedKeyUsageOID.CLIENT_AUTH)
+        _write_key(pki.client_key(stem), key)
+        _write_cert(pki.client_cert(stem), cert)
+
+    sa_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    _write_key(pki.service_account_key, sa_key)
+    pki.service_account_pub.write_bytes(sa_key.public_key().public_bytes(
+        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo,
+    ))
+    return pki
+
+
+def kubeconfig(server: str, pki: Pki, client: str, cluster_name: str) -> dict[str, object]:
+    """A kubeconfig (as a dict) for one client identity, with absolute file references."""
+    user = f"{cluster_name}-{client}"
+    return {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": cluster_name, "cluster": {
+            "server": server, "certificate-authority": str(pki.ca_cert)}}],
+        "users": [{"name": user, "user": {
+            "client-certificate": str(pki.client_cert(client)),
+            "client-key": str(pki.client_key(client))}}],
+        "contexts": [{"name": cluster_name, "context": {"cluster": cluster_name, "user": user}}],
+        "current-context": cluster_name,
+    }

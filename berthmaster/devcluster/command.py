@@ -1,0 +1,73 @@
+"""``berthmaster dev build|up|status|env|down``: the local control plane from the command line.
+
+Thin: parses arguments, calls :mod:`build` and :mod:`cluster`, and turns their errors into one
+readable line (plus a log tail) and exit code 1 instead of a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from berthmaster.devcluster import build
+from berthmaster.devcluster.cluster import ClusterError, ControlPlane, describe
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--name", default="berthmaster", help="cluster name (default: berthmaster)")
+    sub = parser.add_subparsers(dest="dev_command", metavar="ACTION", required=True)
+    sub.add_parser("build", help="build (or reuse) the binaries from the Go module proxy")
+    up = sub.add_parser("up", help="start the control plane (idempotent)")
+    up.add_argument("--port", type=int, default=None,
+                    help="kube-apiserver port (default: a free one)")
+    up.add_argument("--json", action="store_true", help="print the cluster description as JSON")
+    sub.add_parser("status", help="show which components run and where")
+    sub.add_parser("env", help="print the KUBECONFIG line (eval \"$(berthmaster dev env)\")")
+    sub.add_parser("down", help="stop every process and remove the cluster's state")
+
+
+def run(args: argparse.Namespace) -> int:
+    say = (lambda line: print(line, file=sys.stderr)) if getattr(args, "json", False) else print
+    plane = ControlPlane(args.name, apiserver_port=getattr(args, "port", None), say=say)
+    try:
+        if args.dev_command == "build":
+            build.build_all()
+        elif args.dev_command == "up":
+            cluster = plane.up()
+            if args.json:
+                print(json.dumps(describe(cluster), indent=2))
+            else:
+                print(f"Cluster {cluster.name!r} is up at {cluster.server}"
+                      + (f" (started in {cluster.started_in:.1f}s)" if cluster.started_in else ""))
+                print(f"  {cluster.env_line()}")
+        elif args.dev_command == "status":
+            rows = plane.status()
+            if not rows:
+                print(f"No cluster {args.name!r} (start one with: berthmaster dev up)")
+                return 1
+            _table([("COMPONENT", "STATE", "PID", "ENDPOINT"), *rows])
+            recorded = plane.load()
+            if recorded is not None:
+                print(f"kubeconfig: {recorded.kubeconfig}")
+            return 0 if all(row[1] == "running" for row in rows) else 1
+        elif args.dev_command == "env":
+            recorded = plane.load()
+            if recorded is None:
+                print(f"No cluster {args.name!r} (start one with: berthmaster dev up)",
+                      file=sys.stderr)
+                return 1
+            print(recorded.env_line())
+        elif args.dev_command == "down":
+            plane.down()
+    except (build.BuildError, ClusterError, FileNotFoundError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _table(rows: list[tuple[str, ...]]) -> None:
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    for row in rows:
+        cells = zip(row, widths, strict=True)
+        print("  ".join(cell.ljust(width) for cell, width in cells).rstrip())

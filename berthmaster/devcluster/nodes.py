@@ -1,0 +1,79 @@
+"""Fake nodes for the local control plane: pure builders of Node objects kwok will manage.
+
+A fake node is an ordinary ``v1/Node`` carrying the annotation kwok is told to select
+(``kwok.x-k8s.io/node: fake``); kwok then keeps it Ready with heartbeats and turns pods bound to
+it Running, so scheduling, drains, evictions and PodDisruptionBudgets behave as on a real
+cluster. Capacity doubles as allocatable. The zone, when given, becomes the well-known
+``topology.kubernetes.io/zone`` label; a cloud-style zone (``us-east-1a``) also gives the region
+label (``us-east-1``).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from berthmaster.devcluster.cluster import FAKE_NODE_ANNOTATION, FAKE_NODE_VALUE
+
+DEFAULT_CAPACITY = {"cpu": "4", "memory": "16Gi", "pods": "110", "ephemeral-storage": "100Gi"}
+ZONE_LABEL = "topology.kubernetes.io/zone"
+REGION_LABEL = "topology.kubernetes.io/region"
+
+
+def fake_node(
+    name: str,
+    *,
+    labels: Mapping[str, str] | None = None,
+    taints: Sequence[Mapping[str, Any]] | None = None,
+    capacity: Mapping[str, str] | None = None,
+    zone: str | None = None,
+    unschedulable: bool = False,
+    annotations: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
+    """The Node object to POST for one kwok-managed fake node."""
+    all_labels = {
+        "kubernetes.io/hostname": name,
+        "kubernetes.io/os": "linux",
+        "kubernetes.io/arch": "amd64",
+        "type": "kwok",
+    }
+    if zone:
+        all_labels[ZONE_LABEL] = zone
+        cloud_style = re.fullmatch(r"(.*\d)[a-z]", zone)  # us-east-1a -> region us-east-1
+        if cloud_style:
+            all_labels[REGION_LABEL] = cloud_style.group(1)
+    all_labels.update(labels or {})
+    resources = {**DEFAULT_CAPACITY, **(capacity or {})}
+    spec: dict[str, Any] = {}
+    if taints:
+        spec["taints"] = [dict(t) for t in taints]
+    if unschedulable:
+        spec["unschedulable"] = True
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": name,
+            "labels": all_labels,
+            "annotations": {FAKE_NODE_ANNOTATION: FAKE_NODE_VALUE,
+                            "node.alpha.kubernetes.io/ttl": "0", **(annotations or {})},
+        },
+        "spec": spec,
+        "status": {"capacity": dict(resources), "allocatable": dict(resources),
+                   "nodeInfo": {"kubeletVersion": "fake", "architecture": "amd64",
+                                "operatingSystem": "linux"}},
+    }
+
+
+def parse_taint(text: str) -> dict[str, str]:
+    """``key=value:Effect`` or ``key:Effect`` (kubectl taint's syntax) -> a taint object."""
+    head, sep, effect = text.rpartition(":")
+    if not sep or effect not in ("NoSchedule", "PreferNoSchedule", "NoExecute"):
+        raise ValueError(
+            f"taint {text!r}: expected key[=value]:NoSchedule|PreferNoSchedule|NoExecute")
+    key, _, value = head.partition("=")
+    taint = {"key": key, "effect": effect}
+    if value:
+        taint["value"] = value
+    return taint

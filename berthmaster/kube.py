@@ -1,0 +1,282 @@
+"""The one place that talks HTTP to the Kubernetes API server.
+
+Design: ``kubernetes_asyncio`` supplies what is hard to get right — kubeconfig and in-cluster
+loading, TLS contexts with client certificates, bearer tokens and their refresh hooks — and its
+aiohttp session. Requests and watches go through that session as raw JSON: objects are plain
+``dict``\\ s from ``json.loads``, never generated models, so the watch and bind hot paths pay for
+no model deserialisation. Every component (scheduler, operator, descheduler, tests, the demo)
+uses :class:`KubeClient`; nothing else opens connections to the API server.
+
+Rate limiting is a token bucket (``qps``/``burst``), as client-go's, so a component can be
+benchmarked at kube-scheduler's default client limits or with them lifted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import AsyncIterator, Mapping
+from typing import Any
+from urllib.parse import quote, urlencode
+
+import aiohttp
+from kubernetes_asyncio import client as k8s_client
+from kubernetes_asyncio import config as k8s_config
+
+JSON = dict[str, Any]
+
+# API group/version paths for the kinds the project touches, so callers say what, not where.
+CORE = "/api/v1"
+
+
+def group_path(group: str, version: str) -> str:
+    return CORE if group in ("", "core") and version == "v1" else f"/apis/{group}/{version}"
+
+
+def resource_path(
+    api: str, plural: str, namespace: str | None = None, name: str | None = None, sub: str = ""
+) -> str:
+    """``/api/v1/namespaces/ns/pods/name/binding`` from its parts (``api`` from group_path)."""
+    path = api
+    if namespace is not None:
+        path += f"/namespaces/{quote(namespace, safe='')}"
+    path += f"/{plural}"
+    if name is not None:
+        path += f"/{quote(name, safe='')}"
+    if sub:
+        path += f"/{sub}"
+    return path
+
+
+class KubeError(Exception):
+    """A request the API server answered with an error status (or could not answer)."""
+
+    def __init__(self, status: int, reason: str, message: str, body: JSON | None = None):
+        super().__init__(f"{status} {reason}: {message}")
+        self.status = status
+        self.reason = reason
+        self.message = message
+        self.body = body or {}
+
+    @property
+    def not_found(self) -> bool:
+        return self.status == 404
+
+    @property
+    def conflict(self) -> bool:
+        return self.status == 409
+
+    @property
+    def gone(self) -> bool:
+        return self.status == 410
+
+    @property
+    def too_many_requests(self) -> bool:
+        return self.status == 429
+
+
+class TokenBucket:
+    """client-go's flowcontrol token bucket: ``qps`` tokens a second, at most ``burst`` saved."""
+
+    def __init__(self, qps: float, burst: int):
+        self.qps = qps
+        self.burst = max(1, burst)
+        self._tokens = float(self.burst)
+        self._stamp = time.monotonic()
+        self._lock = asyncio.Lock()
+
+    async def acquire(self) -> None:
+        if self.qps <= 0:
+            return
+        async with self._lock:
+            now = time.monotonic()
+            self._tokens = min(self.burst, self._tokens + (now - self._stamp) * self.qps)
+            self._stamp = now
+            if self._tokens < 1:
+                wait = (1 - self._tokens) / self.qps
+                await asyncio.sleep(wait)
+                self._stamp = time.monotonic()
+                self._tokens = 0.0
+            else:
+                self._tokens -= 1
+
+
+class KubeClient:
+    """Raw-JSON access to one API server. Create with :meth:`from_kubeconfig` or
+    :meth:`in_cluster`, close with :meth:`close` (or ``async with``)."""
+
+    def __init__(self, api_client: Any, qps: float = 0.0, burst: int = 0):
+        self._api = api_client
+        self._session: aiohttp.ClientSession = api_client.rest_client.pool_manager
+        self.host: str = api_client.configuration.host.rstrip("/")
+        self._limiter = TokenBucket(qps, burst) if qps > 0 else None
+
+    @classmethod
+    async def from_kubeconfig(
+        cls, path: str | None = None, context: str | None = None, qps: float = 0.0, burst: int = 0,
+        pool_size: int = 64,
+    ) -> KubeClient:
+        configuration = k8s_client.Configuration()
+        await k8s_config.load_kube_config(
+            config_file=path, context=context, client_configuration=configuration,
+            persist_config=False,
+        )
+        configuration.connection_pool_maxsize = pool_size
+        return cls(k8s_client.ApiClient(configuration), qps, burst)
+
+    @classmethod
+    def in_cluster(cls, qps: float = 0.0, burst: int = 0, pool_size: int = 64) -> KubeClient:
+        configuration = k8s_client.Configuration()
+        k8s_config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
+        configuration.connection_pool_maxsize = pool_size
+        return cls(k8s_client.ApiClient(configuration), qps, burst)
+
+    @classmethod
+    async def connect(
+        cls, kubeconfig: str | None = None, qps: float = 0.0, burst: int = 0, pool_size: int = 64
+    ) -> KubeClient:
+        """A kubeconfig when given (or $KUBECONFIG / ~/.kube/config exists), else in-cluster."""
+        import os
+
+        if kubeconfig or os.environ.get("KUBECONFIG") or os.path.exists(
+            os.path.expanduser("~/.kube/config")
+        ):
+            return await cls.from_kubeconfig(kubeconfig, qps=qps, burst=burst, pool_size=pool_size)
+        return cls.in_cluster(qps=qps, burst=burst, pool_size=pool_size)
+
+    async def close(self) -> None:
+        await self._api.close()
+
+    async def __aenter__(self) -> KubeClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def _headers(self, content_type: str | None) -> dict[str, str]:
+        headers: dict[str, str] = {"Accept": "application/json"}
+        if content_type:
+            headers["Content-Type"] = content_type
+        await self._api.update_params_for_auth(headers, None, ["BearerToken"])
+        return headers
+
+    def _url(self, path: str, params: Mapping[str, Any] | None) -> str:
+        url = self.host + path
+        if params:
+            clean = {k: _param(v) for k, v in params.items() if v is not None}
+            if clean:
+                url += "?" + urlencode(clean)
+        return url
+
+    async def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: Mapping[str, Any] | None = None,
+        body: Any = None,
+        content_type: str = "application/json",
+        timeout: float | None = 60.0,
+    ) -> JSON:
+        """One request; returns the decoded JSON answer or raises :class:`KubeError`."""
+        if self._limiter is not None:
+            await self._limiter.acquire()
+        data = None if body is None else json.dumps(body, separators=(",", ":"))
+        headers = await self._headers(content_type if data is not None else None)
+        try:
+            async with self._session.request(
+                method, self._url(path, params), data=data, headers=headers,
+                timeout=aiohttp.ClientTimeout(total=timeout),
+            ) as response:
+                raw = await response.read()
+                status = response.status
+                reason = response.reason or ""
+        except (TimeoutError, aiohttp.ClientError, OSError) as error:
+            raise KubeError(0, "ConnectionError", f"{method} {path}: {error!r}") from error
+        decoded: JSON = {}
+        if raw:
+            try:
+                loaded = json.loads(raw)
+                decoded = loaded if isinstance(loaded, dict) else {"items": loaded}
+            except ValueError:
+                decoded = {"message": raw.decode(errors="replace")}
+        if status >= 400:
+            raise KubeError(status, decoded.get("reason") or reason,
+                            decoded.get("message") or reason, decoded)
+        return decoded
+
+    # Convenience verbs over request(); all take API paths built by resource_path().
+    async def get(self, path: str, **params: Any) -> JSON:
+        return await self.request("GET", path, params=params)
+
+    async def create(self, path: str, body: JSON, **params: Any) -> JSON:
+        return await self.request("POST", path, body=body, params=params)
+
+    async def replace(self, path: str, body: JSON) -> JSON:
+        return await self.request("PUT", path, body=body)
+
+    async def patch(self, path: str, body: Any, kind: str = "merge", **params: Any) -> JSON:
+        content = {
+            "merge": "application/merge-patch+json",
+            "strategic": "application/strategic-merge-patch+json",
+            "json": "application/json-patch+json",
+            "apply": "application/apply-patch+yaml",
+        }[kind]
+        return await self.request("PATCH", path, body=body, content_type=content, params=params)
+
+    async def delete(self, path: str, body: JSON | None = None, **params: Any) -> JSON:
+        return await self.request("DELETE", path, body=body, params=params)
+
+    async def list_all(
+        self, path: str, page_size: int = 5000, **params: Any
+    ) -> tuple[list[JSON], str]:
+        """Every item of a collection (paged), and the list's resourceVersion."""
+        items: list[JSON] = []
+        token: str | None = None
+        while True:
+            page = await self.request("GET", path, params={**params, "limit": page_size,
+                                                           "continue": token})
+            items.extend(page.get("items") or [])
+            token = (page.get("metadata") or {}).get("continue") or None
+            if not token:
+                return items, (page.get("metadata") or {}).get("resourceVersion", "")
+
+    async def watch(
+        self, path: str, resource_version: str, timeout_seconds: int = 300, **params: Any
+    ) -> AsyncIterator[JSON]:
+        """Watch events (``{"type": ..., "object": {...}}``) from ``resource_version``.
+
+        Ends when the server closes the stream; raises :class:`KubeError` with status 410 when
+        the version is too old (the caller relists). Bookmarks are asked for and passed on.
+        """
+        query = {**params, "watch": "true", "resourceVersion": resource_version,
+                 "allowWatchBookmarks": "true", "timeoutSeconds": timeout_seconds}
+        headers = await self._headers(None)
+        try:
+            async with self._session.get(
+                self._url(path, query), headers=headers,
+                timeout=aiohttp.ClientTimeout(total=None, sock_read=timeout_seconds + 30),
+            ) as response:
+                if response.status >= 400:
+                    raw = await response.read()
+                    body = json.loads(raw) if raw else {}
+                    raise KubeError(response.status, body.get("reason", ""),
+                                    body.get("message", ""), body)
+                async for line in response.content:
+                    if not line.strip():
+                        continue
+                    event = json.loads(line)
+                    if event.get("type") == "ERROR":
+                        status = event.get("object") or {}
+                        raise KubeError(int(status.get("code") or 500), status.get("reason", ""),
+                                        status.get("message", ""), status)
+                    yield event
+        except (TimeoutError, aiohttp.ClientError) as error:
+            raise KubeError(0, "ConnectionError", f"watch {path}: {error!r}") from error
+
+
+def _param(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)

@@ -1,0 +1,20 @@
+"""``berthmaster version``: the package version and the pinned versions of the local tools."""
+
+from __future__ import annotations
+
+import argparse
+
+from berthmaster import __version__
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    del parser  # no options
+
+
+def run(args: argparse.Namespace) -> int:
+    del args
+    from berthmaster.devcluster.build import KUBE_VERSION
+
+    print(f"berthmaster {__version__}")
+    print(f"local control plane: Kubernetes {KUBE_VERSION} (built from the Go module proxy)")
+    return 0

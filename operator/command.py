@@ -1,0 +1,78 @@
+"""``berthmaster operator``: run the kopf operator with every capability that is installed.
+
+Design: the capabilities (Machines and MachineSets, Descheduler resources, cluster autoscaling)
+register their kopf handlers when their ``handlers`` module is imported; this module imports
+them, applies the operator-wide settings (explicit watch timeouts, a finalizer-safe posting of
+events, the liveness endpoint) in a startup handler, and hands control to ``kopf.run``.
+Handlers are idempotent, so a restart mid-way repeats nothing harmful.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import os
+from typing import Any
+
+CAPABILITIES = {
+    "machines": "berthmaster.operator.machines.handlers",
+    "deschedulers": "berthmaster.operator.deschedulers.handlers",
+    "autoscaler": "berthmaster.operator.autoscaler.handlers",
+}
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--kubeconfig", help="kubeconfig file (default: in-cluster config)")
+    parser.add_argument(
+        "--namespace", action="append", default=None,
+        help="watch only this namespace (repeatable; default: the whole cluster)",
+    )
+    parser.add_argument(
+        "--only", action="append", choices=sorted(CAPABILITIES), default=None,
+        help="run only this capability (repeatable; default: all)",
+    )
+    parser.add_argument("--liveness", default="http://0.0.0.0:8080/healthz",
+                        help="kopf liveness endpoint URL (empty to disable)")
+    parser.add_argument("--standalone", action="store_true",
+                        help="do not use kopf's peering (a single operator replica)")
+    parser.add_argument("--verbose", action="store_true")
+
+
+def load_capabilities(only: list[str] | None) -> list[str]:
+    """Import the handler modules, returning the names of the capabilities now registered."""
+    loaded = []
+    for name, module in CAPABILITIES.items():
+        if only and name not in only:
+            continue
+        importlib.import_module(module)
+        loaded.append(name)
+    return loaded
+
+
+def run(args: argparse.Namespace) -> int:
+    import kopf
+
+    if args.kubeconfig:
+        os.environ["KUBECONFIG"] = args.kubeconfig
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    loaded = load_capabilities(args.only)
+    logging.getLogger("berthmaster.operator").info("capabilities: %s", ", ".join(loaded))
+
+    @kopf.on.startup()
+    def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
+        # Explicit watch timeouts: a silently stalled watch is the classic operator hang.
+        settings.watching.server_timeout = 300
+        settings.watching.client_timeout = 330
+        settings.watching.connect_timeout = 30
+        settings.posting.level = logging.INFO
+        settings.persistence.finalizer = "berthmaster.io/operator"
+
+    kopf.run(
+        clusterwide=not args.namespace,
+        namespaces=args.namespace or (),
+        standalone=args.standalone,
+        liveness_endpoint=args.liveness or None,
+    )
+    return 0

@@ -1,0 +1,126 @@
+"""Fixtures for integration tests: one real control plane per test session.
+
+``cluster`` starts etcd, kube-apiserver, kube-controller-manager and kwok once per pytest session
+(building them first if the binary cache is empty) and stops them at the end; ``kube`` is an
+admin client; ``namespace`` gives each test a fresh namespace; ``nodes`` creates kwok-managed
+fake nodes that are Ready before the test sees them and deleted after it. Every test in this
+folder is marked ``integration``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import uuid
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from typing import Any
+
+import pytest
+
+from berthmaster.devcluster.cluster import ControlPlane, RunningCluster
+from berthmaster.devcluster.nodes import fake_node
+from berthmaster.kube import CORE, KubeClient, KubeError, resource_path
+from tests.support.waiting import wait_for
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if "/integration/" in str(item.fspath):
+            item.add_marker(pytest.mark.integration)
+
+
+@pytest.fixture(scope="session")
+def cluster() -> Iterator[RunningCluster]:
+    plane = ControlPlane(f"pytest-{os.getpid()}", say=lambda line: print(line, flush=True))
+    running = plane.up()
+    try:
+        yield running
+    finally:
+        plane.down(quiet=True)
+
+
+@pytest.fixture(scope="session")
+async def kube(cluster: RunningCluster) -> AsyncIterator[KubeClient]:
+    client = await KubeClient.from_kubeconfig(str(cluster.kubeconfig))
+    try:
+        yield client
+    finally:
+        await client.close()
+
+
+def unique(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:6]}"
+
+
+@pytest.fixture
+async def namespace(kube: KubeClient) -> AsyncIterator[str]:
+    name = unique("t")
+    await kube.create(resource_path(CORE, "namespaces"),
+                      {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+
+    async def has_default_account() -> bool:
+        try:
+            await kube.get(resource_path(CORE, "serviceaccounts", name, "default"))
+        except KubeError:
+            return False
+        return True
+
+    # Pods are refused until the serviceaccount controller has made the default account.
+    await wait_for(has_default_account, timeout=30, what=f"serviceaccount default in {name}")
+    try:
+        yield name
+    finally:
+        with contextlib.suppress(KubeError):
+            await kube.delete(resource_path(CORE, "namespaces", name=name))
+
+
+class NodeFactory:
+    """Creates Ready kwok fake nodes and remembers them for clean-up."""
+
+    def __init__(self, kube: KubeClient):
+        self.kube = kube
+        self.created: list[str] = []
+
+    async def create(
+        self,
+        name: str | None = None,
+        labels: Mapping[str, str] | None = None,
+        taints: Sequence[Mapping[str, Any]] | None = None,
+        capacity: Mapping[str, str] | None = None,
+        zone: str | None = None,
+        unschedulable: bool = False,
+        wait_ready: bool = True,
+    ) -> dict[str, Any]:
+        node_name = name or unique("node")
+        body = fake_node(node_name, labels=labels, taints=taints, capacity=capacity, zone=zone,
+                         unschedulable=unschedulable)
+        created = await self.kube.create(resource_path(CORE, "nodes"), body)
+        self.created.append(node_name)
+        if wait_ready:
+            return await wait_for(lambda: self.ready(node_name), timeout=60,
+                                  what=f"node {node_name} Ready")
+        return created
+
+    async def ready(self, name: str) -> dict[str, Any] | None:
+        node = await self.kube.get(resource_path(CORE, "nodes", name=name))
+        for condition in node.get("status", {}).get("conditions") or []:
+            if condition.get("type") == "Ready" and condition.get("status") == "True":
+                return node
+        return None
+
+    async def delete_all(self) -> None:
+        for name in self.created:
+            try:
+                await self.kube.delete(resource_path(CORE, "nodes", name=name))
+            except KubeError as error:
+                if not error.not_found:
+                    raise
+
+
+@pytest.fixture
+async def nodes(kube: KubeClient) -> AsyncIterator[NodeFactory]:
+    factory = NodeFactory(kube)
+    try:
+        yield factory
+    finally:
+        await factory.delete_all()
