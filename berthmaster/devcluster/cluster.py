@@ -182,7 +182,8 @@ class ControlPlane:
         existing = self.load()
         if existing is not None:
             dead = [n for n, c in existing.components.items() if not c.alive()]
-            if not dead and len(existing.components) == len(COMPONENTS) and _healthy(existing):
+            complete = all(name in existing.components for name in COMPONENTS)
+            if not dead and complete and _healthy(existing):
                 self.say(f"Cluster {self.name!r} is already running ({existing.server}).")
                 return existing
             self.say(f"Cluster {self.name!r} is partly down ({', '.join(dead) or 'unhealthy'}); "
@@ -283,6 +284,16 @@ class ControlPlane:
             "--cidr=10.244.0.0/16", "--node-ip=127.0.0.1",
         ], f"http://127.0.0.1:{kwok_port}", lambda: _http_ok(f"http://127.0.0.1:{kwok_port}/healthz"))
         return cluster
+
+    def attach(self, cluster: RunningCluster, name: str, command: list[str], endpoint: str,
+               ready: Callable[[], bool], timeout: float = 60) -> Component:
+        """Start one more process with the cluster (the scheduler, the operator, ...), recorded
+        in its state so ``down`` stops it too. An earlier instance of the same name is stopped."""
+        previous = cluster.components.get(name)
+        if previous is not None and previous.alive():
+            _terminate(previous)
+        self._launch(cluster, name, command, endpoint, ready, timeout)
+        return cluster.components[name]
 
     def _launch(self, cluster: RunningCluster, name: str, command: list[str], endpoint: str,
                 ready: Callable[[], bool], timeout: float = 90) -> None:

@@ -12,7 +12,10 @@ from berthmaster.devcluster.cluster import RunningCluster
 
 
 def dev(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "berthmaster.cli", "dev", *args],
+    # The console script, as a user runs it (and never `python -m` from the checkout, where
+    # operator/ would shadow the standard library's operator module).
+    script = str(Path(sys.executable).parent / "berthmaster")
+    return subprocess.run([script, "dev", *args],
                           capture_output=True, text=True, env=env, timeout=240)
 
 
