@@ -1,5 +1,5 @@
 # The README's two commands, and a few conveniences.
-.PHONY: demo test unit lint build down clean
+.PHONY: demo test unit build down e2e
 
 demo:           ## bring up the local control plane and show berthmaster at work
 	bash hack/demo.sh
@@ -15,3 +15,6 @@ build:          ## build the local control plane binaries (cached)
 
 down:           ## stop the demo cluster
 	.venv/bin/berthmaster dev down
+
+e2e:            ## end-to-end on kind (needs Docker and kind; skips with one line without them)
+	$(MAKE) -C e2e e2e

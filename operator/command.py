@@ -34,6 +34,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--liveness", default="http://0.0.0.0:8080/healthz",
                         help="kopf liveness endpoint URL (empty to disable)")
+    parser.add_argument("--metrics-bind-address", default="",
+                        help="serve Prometheus metrics (e.g. cluster_autoscaler_*) on HOST:PORT "
+                             "(default: off)")
     parser.add_argument("--standalone", action="store_true",
                         help="do not use kopf's peering (a single operator replica)")
     parser.add_argument("--verbose", action="store_true")
@@ -51,10 +54,16 @@ def load_capabilities(only: list[str] | None) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.kubeconfig:
+        # Before kopf and kubernetes_asyncio are imported: both read $KUBECONFIG at import time.
+        os.environ["KUBECONFIG"] = args.kubeconfig
     import kopf
 
-    if args.kubeconfig:
-        os.environ["KUBECONFIG"] = args.kubeconfig
+    if args.metrics_bind_address:
+        from prometheus_client import start_http_server
+
+        host, _, port = args.metrics_bind_address.rpartition(":")
+        start_http_server(int(port), addr=host or "0.0.0.0")
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     loaded = load_capabilities(args.only)

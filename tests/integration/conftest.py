@@ -48,6 +48,23 @@ async def kube(cluster: RunningCluster) -> AsyncIterator[KubeClient]:
         await client.close()
 
 
+@pytest.fixture(scope="module", autouse=True)
+async def leave_nodes_as_found(kube: KubeClient) -> AsyncIterator[None]:
+    """Each test module leaves the cluster's nodes as it found them.
+
+    Strategies such as RemoveDuplicates or LowNodeUtilization look at every node of the
+    cluster, so nodes another module made (a MachineSet's kwok nodes, say) must not outlive it.
+    Runs after the module's own fixtures (operators, schedulers) have stopped.
+    """
+    before = {n["metadata"]["name"]
+              for n in (await kube.get(resource_path(CORE, "nodes"))).get("items", [])}
+    yield
+    for node in (await kube.get(resource_path(CORE, "nodes"))).get("items", []):
+        if node["metadata"]["name"] not in before:
+            with contextlib.suppress(KubeError):
+                await kube.delete(resource_path(CORE, "nodes", name=node["metadata"]["name"]))
+
+
 def unique(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:6]}"
 

@@ -1,0 +1,460 @@
+"""Benchmark: berthmaster's scheduler side by side with kube-scheduler and a bind-only ceiling.
+
+One local control plane (or ``--kubeconfig`` for an existing one), one set of kwok nodes, and
+for each workload, each scheduler in turn as a separate process:
+
+- ``stub``: binds pending pods round-robin with no placement at all — the ceiling ``R_ceil``
+  this API server, this harness and this machine allow;
+- ``berthmaster``: ``berthmaster scheduler`` with its default policy, client QPS lifted;
+- ``kube-scheduler``: the binary the local control plane builds, profile schedulerName
+  ``kube-scheduler-bench``, at its default client QPS (50/100);
+- ``kube-scheduler-lifted``: the same with QPS/burst lifted.
+
+Workloads (as kube-scheduler's scheduler_perf): ``basic`` (existing pods pre-bound, then the
+measured ones), ``affinity-taints`` (required node affinity to a tainted pool, tolerated),
+``anti-affinity`` (required pod anti-affinity on hostname: one pod per node, so the measured
+count is capped at the node count), ``preferred-affinity`` (preferred pod affinity) and
+``spread`` (topology spread over zones, maxSkew 1, DoNotSchedule).
+
+Measured per run: pods/s (first create to last bind), create-to-bind p50/p99 (client-side
+clocks: POST sent -> the watch shows spec.nodeName), the scheduler's CPU seconds per pod
+(utime+stime over the measured phase) and peak RSS, plus berthmaster's initial cache sync time
+(from its log). ``--rate R`` creates pods at R pods/s instead of as fast as possible (the
+latency goal is p99 at 100 pods/s). Defaults are small so a run takes a few minutes on a
+laptop; ``--full`` is the issue's size (5,000 nodes, 1,000 existing + 10,000 measured pods).
+
+    .venv/bin/python bench/bench_scheduler.py                 # small, all schedulers/workloads
+    .venv/bin/python bench/bench_scheduler.py --full          # the issue's size
+    .venv/bin/python bench/bench_scheduler.py --workloads basic --rate 100
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from berthmaster.devcluster.nodes import fake_node
+from berthmaster.kube import CORE, KubeClient, KubeError, resource_path
+
+JSON = dict[str, Any]
+WORKLOADS = ("basic", "affinity-taints", "anti-affinity", "preferred-affinity", "spread")
+SCHEDULERS = ("stub", "berthmaster", "kube-scheduler", "kube-scheduler-lifted")
+LIFTED_QPS, LIFTED_BURST = 5000, 10000
+POOL_LABEL, POOL_TAINT = "bench.berthmaster.io/pool", "bench.berthmaster.io/dedicated"
+ZONES = 10
+
+
+# ---- the bind-only stub (runs as its own process: --run-stub) ---------------------------------
+async def run_stub(kubeconfig: str, name: str, concurrency: int) -> None:
+    kube = await KubeClient.from_kubeconfig(kubeconfig, pool_size=concurrency * 2)
+    nodes, _ = await kube.list_all(resource_path(CORE, "nodes"))
+    names = [n["metadata"]["name"] for n in nodes
+             if not (n.get("spec") or {}).get("taints")] or [n["metadata"]["name"] for n in nodes]
+    slots = asyncio.Semaphore(concurrency)
+    turn = 0
+    selector = f"spec.schedulerName={name},spec.nodeName="
+    path = resource_path(CORE, "pods")
+    tasks: set[asyncio.Task[None]] = set()
+
+    async def bind(pod: JSON, node: str) -> None:
+        meta = pod["metadata"]
+        async with slots:
+            with contextlib.suppress(KubeError):
+                await kube.create(resource_path(CORE, "pods", meta["namespace"], meta["name"],
+                                                "binding"),
+                                  {"apiVersion": "v1", "kind": "Binding",
+                                   "metadata": {"name": meta["name"], "uid": meta["uid"]},
+                                   "target": {"apiVersion": "v1", "kind": "Node", "name": node}})
+
+    def dispatch(pod: JSON) -> None:
+        nonlocal turn
+        task = asyncio.create_task(bind(pod, names[turn % len(names)]))
+        turn += 1
+        tasks.add(task)
+        task.add_done_callback(tasks.discard)
+
+    pending, version = await kube.list_all(path, fieldSelector=selector)
+    for pod in pending:
+        dispatch(pod)
+    while True:
+        try:
+            async for event in kube.watch(path, version, fieldSelector=selector):
+                version = event["object"]["metadata"].get("resourceVersion", version)
+                if event["type"] == "ADDED":
+                    dispatch(event["object"])
+        except KubeError as error:
+            if error.gone:
+                pending, version = await kube.list_all(path, fieldSelector=selector)
+                for pod in pending:
+                    dispatch(pod)
+
+
+# ---- workloads ------------------------------------------------------------------------------
+def pod_body(name: str, scheduler: str, workload: str, index: int, node: str | None = None
+             ) -> JSON:
+    labels = {"bench": workload, "app": f"{workload}-app"}
+    spec: JSON = {
+        "schedulerName": scheduler,
+        "terminationGracePeriodSeconds": 0,
+        "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10",
+                        "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}}}],
+    }
+    if node:
+        spec["nodeName"] = node
+    if workload == "affinity-taints":
+        spec["tolerations"] = [{"key": POOL_TAINT, "operator": "Exists",
+                                "effect": "NoSchedule"}]
+        spec["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+            "nodeSelectorTerms": [{"matchExpressions": [
+                {"key": POOL_LABEL, "operator": "In", "values": ["dedicated"]}]}]}}}
+    elif workload == "anti-affinity":
+        spec["affinity"] = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+            {"labelSelector": {"matchLabels": {"app": labels["app"]}},
+             "topologyKey": "kubernetes.io/hostname"}]}}
+    elif workload == "preferred-affinity":
+        labels["color"] = f"c{index % 10}"
+        spec["affinity"] = {"podAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+            {"weight": 1, "podAffinityTerm": {
+                "labelSelector": {"matchLabels": {"color": labels["color"]}},
+                "topologyKey": "kubernetes.io/hostname"}}]}}
+    elif workload == "spread":
+        spec["topologySpreadConstraints"] = [{
+            "maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone",
+            "whenUnsatisfiable": "DoNotSchedule",
+            "labelSelector": {"matchLabels": {"app": labels["app"]}}}]
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "labels": labels},
+            "spec": spec}
+
+
+async def create_nodes(kube: KubeClient, count: int) -> list[str]:
+    existing, _ = await kube.list_all(resource_path(CORE, "nodes"), labelSelector="type=kwok")
+    names = sorted(n["metadata"]["name"] for n in existing
+                   if n["metadata"]["name"].startswith("bench-node-"))
+    want = [f"bench-node-{i:05d}" for i in range(count)]
+    missing = [n for n in want if n not in set(names)]
+    slots = asyncio.Semaphore(32)
+
+    async def one(name: str) -> None:
+        index = int(name.rsplit("-", 1)[1])
+        dedicated = index % 2 == 0
+        labels = {POOL_LABEL: "dedicated" if dedicated else "shared"}
+        taints = [{"key": POOL_TAINT, "value": "bench", "effect": "NoSchedule"}] \
+            if dedicated else None
+        async with slots:
+            with contextlib.suppress(KubeError):
+                await kube.create(resource_path(CORE, "nodes"), fake_node(
+                    name, labels=labels, taints=taints, zone=f"zone-{index % ZONES}",
+                    capacity={"cpu": "64", "memory": "256Gi", "pods": "250"}))
+
+    await asyncio.gather(*(one(n) for n in missing))
+    return want
+
+
+# ---- scheduler processes ---------------------------------------------------------------------
+@dataclass
+class Proc:
+    popen: subprocess.Popen[bytes]
+    log: Path
+
+    def cpu_seconds(self) -> float:
+        fields = Path(f"/proc/{self.popen.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    def peak_rss_mib(self) -> float:
+        for line in Path(f"/proc/{self.popen.pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+        return 0.0
+
+    def stop(self) -> None:
+        self.popen.terminate()
+        try:
+            self.popen.wait(10)
+        except subprocess.TimeoutExpired:
+            self.popen.kill()
+            self.popen.wait()
+
+
+def start_scheduler(kind: str, kubeconfig: str, workdir: Path, binary: Path) -> tuple[Proc, str]:
+    log = workdir / f"{kind}.log"
+    if kind == "stub":
+        name = "bench-stub"
+        command = [sys.executable, __file__, "--run-stub", "--kubeconfig", kubeconfig,
+                   "--stub-name", name]
+    elif kind == "berthmaster":
+        name = "berthmaster-bench"
+        command = [sys.executable, "-m", "berthmaster.cli", "scheduler", "--kubeconfig",
+                   kubeconfig, "--scheduler-name", name, "--no-leader-elect",
+                   "--metrics-bind-address", "", "--kube-api-qps", str(LIFTED_QPS),
+                   "--kube-api-burst", str(LIFTED_BURST)]
+    else:
+        name = "kube-scheduler-bench"
+        lifted = kind.endswith("lifted")
+        config = {
+            "apiVersion": "kubescheduler.config.k8s.io/v1",
+            "kind": "KubeSchedulerConfiguration",
+            "clientConnection": {"kubeconfig": kubeconfig,
+                                 "qps": LIFTED_QPS if lifted else 50,
+                                 "burst": LIFTED_BURST if lifted else 100},
+            "leaderElection": {"leaderElect": False},
+            "profiles": [{"schedulerName": name}],
+        }
+        config_path = workdir / f"{kind}.yaml"
+        config_path.write_text(yaml.safe_dump(config))
+        command = [str(binary), f"--config={config_path}", "--secure-port=0", "-v=1"]
+    handle = log.open("wb")
+    popen = subprocess.Popen(command, stdout=handle, stderr=subprocess.STDOUT)
+    return Proc(popen, log), name
+
+
+def sync_seconds(log: Path) -> float | None:
+    for line in log.read_text(errors="replace").splitlines():
+        if '"caches synced"' in line:
+            with contextlib.suppress(ValueError, KeyError):
+                return float(json.loads(line)["seconds"])
+    return None
+
+
+# ---- one measured run ------------------------------------------------------------------------
+@dataclass
+class Result:
+    scheduler: str
+    workload: str
+    pods: int
+    bound: int
+    seconds: float
+    p50_ms: float
+    p99_ms: float
+    cpu_per_pod_ms: float
+    rss_mib: float
+    sync_s: float | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def rate(self) -> float:
+        return self.bound / self.seconds if self.seconds else 0.0
+
+
+def percentile(values: list[float], q: float) -> float:
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+async def measure(kube: KubeClient, args: argparse.Namespace, kind: str, workload: str,
+                  nodes: list[str], workdir: Path) -> Result:
+    namespace = f"bench-{workload}-{kind}-{uuid.uuid4().hex[:4]}"
+    await kube.create(resource_path(CORE, "namespaces"),
+                      {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
+    await wait_default_account(kube, namespace)
+    count = args.pods if workload != "anti-affinity" else min(args.pods, len(nodes) // 2)
+    # Pre-bound existing pods (basic only), created before the scheduler starts.
+    if workload == "basic" and args.existing:
+        await create_pods(kube, namespace, [
+            pod_body(f"existing-{i}", "none", workload, i, node=nodes[i % len(nodes)])
+            for i in range(args.existing)], rate=0)
+    proc, name = start_scheduler(kind, args.kubeconfig, workdir,
+                                 Path(args.kube_scheduler_binary))
+    try:
+        await wait_ready(kube, namespace, name)
+        cpu_before = proc.cpu_seconds()
+        bodies = [pod_body(f"p-{i}", name, workload, i) for i in range(count)]
+        created: dict[str, float] = {}
+        bound_at: dict[str, float] = {}
+        watching = asyncio.Event()
+        watcher = asyncio.create_task(watch_binds(kube, namespace, bound_at, watching))
+        await watching.wait()
+        start = time.monotonic()
+        await create_pods(kube, namespace, bodies, rate=args.rate, created=created)
+        deadline = time.monotonic() + args.timeout
+        while len(bound_at) < count and time.monotonic() < deadline:  # noqa: ASYNC110
+            await asyncio.sleep(0.1)
+        cpu = proc.cpu_seconds() - cpu_before
+        watcher.cancel()
+        latencies = [(bound_at[n] - created[n]) * 1000 for n in bound_at if n in created]
+        end = max(bound_at.values()) if bound_at else time.monotonic()
+        return Result(kind, workload, count, len(bound_at), end - start,
+                      percentile(latencies, 0.5), percentile(latencies, 0.99),
+                      cpu * 1000 / max(1, len(bound_at)), proc.peak_rss_mib(),
+                      sync_seconds(proc.log) if kind == "berthmaster" else None)
+    finally:
+        proc.stop()
+        with contextlib.suppress(KubeError):
+            await kube.delete(resource_path(CORE, "namespaces", name=namespace),
+                              {"kind": "DeleteOptions", "gracePeriodSeconds": 0})
+        with contextlib.suppress(KubeError):
+            await kube.request("DELETE", resource_path(CORE, "pods", namespace),
+                               params={"gracePeriodSeconds": 0})
+
+
+async def wait_default_account(kube: KubeClient, namespace: str) -> None:
+    for _ in range(300):
+        try:
+            await kube.get(resource_path(CORE, "serviceaccounts", namespace, "default"))
+            return
+        except KubeError:
+            await asyncio.sleep(0.1)
+
+
+async def wait_ready(kube: KubeClient, namespace: str, scheduler: str) -> None:
+    """The scheduler is up and synced once it binds a warm-up pod."""
+    body = pod_body("warmup", scheduler, "warmup", 0)
+    await kube.create(resource_path(CORE, "pods", namespace), body)
+    for _ in range(1200):
+        pod = await kube.get(resource_path(CORE, "pods", namespace, "warmup"))
+        if pod["spec"].get("nodeName"):
+            return
+        await asyncio.sleep(0.1)
+    raise RuntimeError(f"{scheduler} did not bind a warm-up pod within 120 s")
+
+
+async def create_pods(kube: KubeClient, namespace: str, bodies: list[JSON], rate: float,
+                      created: dict[str, float] | None = None) -> None:
+    slots = asyncio.Semaphore(64)
+    path = resource_path(CORE, "pods", namespace)
+    start = time.monotonic()
+
+    async def one(index: int, body: JSON) -> None:
+        if rate > 0:
+            await asyncio.sleep(max(0.0, start + index / rate - time.monotonic()))
+        async with slots:
+            if created is not None:
+                created[body["metadata"]["name"]] = time.monotonic()
+            await kube.create(path, body)
+
+    await asyncio.gather(*(one(i, b) for i, b in enumerate(bodies)))
+
+
+async def watch_binds(kube: KubeClient, namespace: str, bound_at: dict[str, float],
+                      ready: asyncio.Event) -> None:
+    path = resource_path(CORE, "pods", namespace)
+    items, version = await kube.list_all(path)
+    for pod in items:
+        name = pod["metadata"]["name"]
+        if pod["spec"].get("nodeName") and name.startswith("p-"):
+            bound_at.setdefault(name, time.monotonic())
+    ready.set()
+    while True:
+        with contextlib.suppress(KubeError):
+            async for event in kube.watch(path, version):
+                pod = event["object"]
+                version = pod["metadata"].get("resourceVersion", version)
+                name = pod["metadata"].get("name", "")
+                if (pod.get("spec") or {}).get("nodeName") and name not in bound_at \
+                        and name.startswith("p-"):
+                    bound_at[name] = time.monotonic()
+
+
+# ---- report ----------------------------------------------------------------------------------
+def report(results: list[Result]) -> str:
+    lines = []
+    header = (f"{'workload':<19}{'scheduler':<23}{'bound':>11}{'pods/s':>9}{'p50 ms':>9}"
+              f"{'p99 ms':>9}{'cpu ms/pod':>11}{'rss MiB':>9}{'x R_ceil':>9}{'x ks':>7}"
+              f"{'x ks-lift':>10}")
+    lines.append(header)
+    for workload in dict.fromkeys(r.workload for r in results):
+        group = {r.scheduler: r for r in results if r.workload == workload}
+        ceil = group.get("stub")
+        ks = group.get("kube-scheduler")
+        lifted = group.get("kube-scheduler-lifted")
+        for r in group.values():
+            def ratio(base: Result | None, r: Result = r) -> str:
+                return f"{r.rate / base.rate:.2f}" if base and base.rate else "-"
+            lines.append(
+                f"{workload:<19}{r.scheduler:<23}{f'{r.bound}/{r.pods}':>11}{r.rate:>9.1f}"
+                f"{r.p50_ms:>9.0f}{r.p99_ms:>9.0f}{r.cpu_per_pod_ms:>11.2f}{r.rss_mib:>9.0f}"
+                f"{ratio(ceil):>9}{ratio(ks):>7}{ratio(lifted):>10}")
+            if r.sync_s is not None:
+                lines.append(f"{'':<19}  berthmaster initial cache sync: {r.sync_s:.2f} s")
+    return "\n".join(lines)
+
+
+async def bench(args: argparse.Namespace) -> list[Result]:
+    kube = await KubeClient.from_kubeconfig(args.kubeconfig, pool_size=96)
+    try:
+        started = time.monotonic()
+        nodes = await create_nodes(kube, args.nodes)
+        print(f"{len(nodes)} kwok nodes ready in {time.monotonic() - started:.1f} s", flush=True)
+        results = []
+        with tempfile.TemporaryDirectory(prefix="bench-sched-") as tmp:
+            for workload in args.workloads:
+                for kind in args.schedulers:
+                    result = await measure(kube, args, kind, workload, nodes, Path(tmp))
+                    print(f"  {workload:<19} {kind:<22} {result.bound}/{result.pods} bound, "
+                          f"{result.rate:.1f} pods/s, p99 {result.p99_ms:.0f} ms, "
+                          f"{result.cpu_per_pod_ms:.2f} cpu ms/pod, {result.rss_mib:.0f} MiB",
+                          flush=True)
+                    results.append(result)
+        return results
+    finally:
+        await kube.close()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--kubeconfig", help="use this cluster (default: start a local one)")
+    parser.add_argument("--nodes", type=int, default=200)
+    parser.add_argument("--existing", type=int, default=200)
+    parser.add_argument("--pods", type=int, default=500)
+    parser.add_argument("--full", action="store_true",
+                        help="the issue's size: 5,000 nodes, 1,000 existing + 10,000 pods")
+    parser.add_argument("--workloads", default=",".join(WORKLOADS))
+    parser.add_argument("--schedulers", default=",".join(SCHEDULERS))
+    parser.add_argument("--rate", type=float, default=0.0,
+                        help="create pods at this many per second (0: as fast as possible)")
+    parser.add_argument("--timeout", type=float, default=300.0,
+                        help="give up waiting for binds after this many seconds per run")
+    parser.add_argument("--kube-scheduler-binary", default=None)
+    parser.add_argument("--run-stub", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--stub-name", default="bench-stub", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.run_stub:
+        asyncio.run(run_stub(args.kubeconfig, args.stub_name, 16))
+        return 0
+    if args.full:
+        args.nodes, args.existing, args.pods = 5000, 1000, 10000
+    args.workloads = [w for w in args.workloads.split(",") if w]
+    args.schedulers = [s for s in args.schedulers.split(",") if s]
+    unknown = sorted(set(args.workloads) - set(WORKLOADS)) + \
+        sorted(set(args.schedulers) - set(SCHEDULERS))
+    if unknown:
+        parser.error(f"unknown workload/scheduler {unknown}; choose from {WORKLOADS} and "
+                     f"{SCHEDULERS}")
+    from berthmaster.devcluster import build
+    args.kube_scheduler_binary = args.kube_scheduler_binary or str(
+        build.binary_path("kube-scheduler"))
+    plane = None
+    if not args.kubeconfig:
+        from berthmaster.devcluster.cluster import ControlPlane
+        plane = ControlPlane(f"bench-{os.getpid()}")
+        args.kubeconfig = str(plane.up().kubeconfig)
+    try:
+        results = asyncio.run(bench(args))
+    finally:
+        if plane is not None:
+            plane.down(quiet=True)
+    print()
+    print(f"nodes={args.nodes} existing={args.existing} pods={args.pods} "
+          f"rate={'max' if not args.rate else args.rate}")
+    print(report(results))
+    summary = {r.workload + "/" + r.scheduler: round(r.rate, 1) for r in results}
+    print(json.dumps(summary))
+    return 0 if all(r.bound == r.pods for r in results) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,110 @@
+{{/*
+Names, labels and shared pod fragments. Every object carries the app.kubernetes.io labels;
+selectors use only name, instance and component (labels that never change on upgrade).
+*/}}
+
+{{- define "berthmaster.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{- define "berthmaster.fullname" -}}
+{{- if .Values.fullnameOverride -}}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- $name := default .Chart.Name .Values.nameOverride -}}
+{{- if contains $name .Release.Name -}}
+{{- .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{/* <fullname>-<component>, for objects of one component. Call with (list $ "scheduler"). */}}
+{{- define "berthmaster.componentName" -}}
+{{- $root := index . 0 -}}
+{{- printf "%s-%s" (include "berthmaster.fullname" $root | trunc 50 | trimSuffix "-") (index . 1) -}}
+{{- end -}}
+
+{{- define "berthmaster.labels" -}}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+app.kubernetes.io/name: {{ include "berthmaster.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/part-of: berthmaster
+{{- with .Values.commonLabels }}
+{{ toYaml . }}
+{{- end }}
+{{- end -}}
+
+{{/* Labels of one component's objects. Call with (list $ "scheduler"). */}}
+{{- define "berthmaster.componentLabels" -}}
+{{ include "berthmaster.labels" (index . 0) }}
+app.kubernetes.io/component: {{ index . 1 }}
+{{- end -}}
+
+{{- define "berthmaster.selectorLabels" -}}
+{{- $root := index . 0 -}}
+app.kubernetes.io/name: {{ include "berthmaster.name" $root }}
+app.kubernetes.io/instance: {{ $root.Release.Name }}
+app.kubernetes.io/component: {{ index . 1 }}
+{{- end -}}
+
+{{- define "berthmaster.image" -}}
+{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) -}}
+{{- end -}}
+
+{{/* The restricted-profile container fragment shared by every container. */}}
+{{- define "berthmaster.containerSecurity" -}}
+securityContext:
+  {{- toYaml .Values.containerSecurityContext | nindent 2 }}
+{{- end -}}
+
+{{/* Pod-level fields shared by the scheduler and the operator. Call with (list $ $component). */}}
+{{- define "berthmaster.podCommon" -}}
+{{- $root := index . 0 -}}
+{{- $component := index . 1 -}}
+{{- with $root.Values.imagePullSecrets }}
+imagePullSecrets:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with $root.Values.priorityClassName }}
+priorityClassName: {{ . }}
+{{- end }}
+securityContext:
+  {{- toYaml $root.Values.podSecurityContext | nindent 2 }}
+{{- with $component.nodeSelector }}
+nodeSelector:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with $component.tolerations }}
+tolerations:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with $component.affinity }}
+affinity:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- end -}}
+
+{{/* The Downward API variables every component reads (its namespace and its own name). */}}
+{{- define "berthmaster.podEnv" -}}
+- name: POD_NAMESPACE
+  valueFrom:
+    fieldRef:
+      fieldPath: metadata.namespace
+- name: POD_NAME
+  valueFrom:
+    fieldRef:
+      fieldPath: metadata.name
+{{- end -}}
+
+{{/* The Policy file's JSON text: the user's policy, else files/policy.json. */}}
+{{- define "berthmaster.scheduler.policy" -}}
+{{- if .Values.scheduler.policy -}}
+{{- toPrettyJson .Values.scheduler.policy -}}
+{{- else -}}
+{{- .Files.Get "files/policy.json" | trim -}}
+{{- end -}}
+{{- end -}}

@@ -1,0 +1,283 @@
+"""The ClusterAutoscaler resource -> one validated, defaulted :class:`AutoscalerConfig`.
+
+Design: the CRD's schema and CEL rules reject most bad input at the API server; this module is
+the second line (objects written before the CRD was tightened, tests, the offline tools) and the
+single place where upstream cluster-autoscaler's defaults live. Validation collects every problem
+and raises one :class:`ConfigError` whose lines name the field and the fix. Durations use Go's
+``time.ParseDuration`` syntax (``10m``, ``1h30m``, ``500ms``), as the upstream flags do.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+# Upstream cluster-autoscaler flag defaults (cluster-autoscaler/main.go / FAQ).
+DEFAULT_POD_PRIORITY_THRESHOLD = -10  # --expendable-pods-priority-cutoff
+DEFAULT_MAX_POD_GRACE_PERIOD = 600  # --max-graceful-termination-sec
+DEFAULT_MAX_NODE_PROVISION_TIME = 15 * 60.0  # --max-node-provision-time
+DEFAULT_DELAY_AFTER_ADD = 10 * 60.0
+DEFAULT_DELAY_AFTER_DELETE = 10.0  # defaults to the scan interval
+DEFAULT_DELAY_AFTER_FAILURE = 3 * 60.0
+DEFAULT_UNNEEDED_TIME = 10 * 60.0
+DEFAULT_UTILIZATION_THRESHOLD = 0.5
+SCAN_INTERVAL = 10.0
+
+# OpenShift's three plus upstream's most-pods; the issue makes least-waste the default.
+EXPANDERS = ("LeastWaste", "MostPods", "Priority", "Random")
+DEFAULT_EXPANDERS = ("LeastWaste",)
+ONLY_NAME = "default"
+
+_DURATION_PART = re.compile(r"([0-9]+(?:\.[0-9]*)?|\.[0-9]+)(ns|us|µs|μs|ms|s|m|h)")
+_UNIT_SECONDS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "μs": 1e-6, "ms": 1e-3, "s": 1.0,
+                 "m": 60.0, "h": 3600.0}
+
+
+class ConfigError(ValueError):
+    """Every problem found in one ClusterAutoscaler, one per line."""
+
+    def __init__(self, name: str, problems: list[str]):
+        self.problems = problems
+        super().__init__(f"ClusterAutoscaler {name!r} is invalid:\n  - " + "\n  - ".join(problems))
+
+
+def parse_duration(text: str) -> float:
+    """Go duration syntax -> seconds. Raises ValueError on anything else (``"0"`` is allowed)."""
+    value = text.strip()
+    if value == "0":
+        return 0.0
+    sign = -1.0 if value.startswith("-") else 1.0
+    value = value.lstrip("+-")
+    position, total = 0, 0.0
+    while position < len(value):
+        match = _DURATION_PART.match(value, position)
+        if match is None:
+            raise ValueError(f"{text!r} is not a duration such as 10s, 5m or 1h30m")
+        total += float(match.group(1)) * _UNIT_SECONDS[match.group(2)]
+        position = match.end()
+    if not value:
+        raise ValueError(f"{text!r} is not a duration such as 10s, 5m or 1h30m")
+    return sign * total
+
+
+@dataclass(frozen=True)
+class ResourceRange:
+    min: int
+    max: int
+
+
+@dataclass(frozen=True)
+class GpuLimit:
+    type: str
+    min: int
+    max: int
+
+
+@dataclass(frozen=True)
+class ResourceLimits:
+    """Cluster-wide bounds; cores in cores, memory in GiB, as the resource spells them."""
+
+    max_nodes_total: int | None = None
+    cores: ResourceRange | None = None
+    memory_gib: ResourceRange | None = None
+    gpus: tuple[GpuLimit, ...] = ()
+
+
+@dataclass(frozen=True)
+class ScaleDownConfig:
+    enabled: bool = True
+    delay_after_add: float = DEFAULT_DELAY_AFTER_ADD
+    delay_after_delete: float = DEFAULT_DELAY_AFTER_DELETE
+    delay_after_failure: float = DEFAULT_DELAY_AFTER_FAILURE
+    unneeded_time: float = DEFAULT_UNNEEDED_TIME
+    utilization_threshold: float = DEFAULT_UTILIZATION_THRESHOLD
+
+
+@dataclass(frozen=True)
+class AutoscalerConfig:
+    pod_priority_threshold: int = DEFAULT_POD_PRIORITY_THRESHOLD
+    max_pod_grace_period: int = DEFAULT_MAX_POD_GRACE_PERIOD
+    max_node_provision_time: float = DEFAULT_MAX_NODE_PROVISION_TIME
+    limits: ResourceLimits = field(default_factory=ResourceLimits)
+    scale_down: ScaleDownConfig = field(default_factory=ScaleDownConfig)
+    expanders: tuple[str, ...] = DEFAULT_EXPANDERS
+    balance_similar_node_groups: bool = False
+    balancing_ignored_labels: tuple[str, ...] = ()
+    ignore_daemonsets_utilization: bool = False
+    skip_nodes_with_local_storage: bool = True
+
+
+class _Problems:
+    def __init__(self) -> None:
+        self.items: list[str] = []
+
+    def add(self, message: str) -> None:
+        self.items.append(message)
+
+
+def _int(spec: Mapping[str, Any], key: str, path: str, problems: _Problems,
+         default: int | None, minimum: int | None = None) -> int | None:
+    value = spec.get(key)
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int):
+        problems.add(f"{path}.{key}: {value!r} is not an integer; write a whole number")
+        return default
+    if minimum is not None and value < minimum:
+        problems.add(f"{path}.{key}: {value} is below {minimum}; use a value >= {minimum}")
+        return default
+    return value
+
+
+def _bool(spec: Mapping[str, Any], key: str, path: str, problems: _Problems, default: bool) -> bool:
+    value = spec.get(key)
+    if value is None:
+        return default
+    if not isinstance(value, bool):
+        problems.add(f"{path}.{key}: {value!r} is not a boolean; write true or false")
+        return default
+    return value
+
+
+def _duration(spec: Mapping[str, Any], key: str, path: str, problems: _Problems,
+              default: float) -> float:
+    value = spec.get(key)
+    if value is None:
+        return default
+    try:
+        seconds = parse_duration(str(value))
+    except ValueError as error:
+        problems.add(f"{path}.{key}: {error}")
+        return default
+    if seconds < 0:
+        problems.add(f"{path}.{key}: {value!r} is negative; use a duration >= 0")
+        return default
+    return seconds
+
+
+def _range(spec: Mapping[str, Any], key: str, path: str,
+           problems: _Problems) -> ResourceRange | None:
+    raw = spec.get(key)
+    if raw is None:
+        return None
+    if not isinstance(raw, Mapping):
+        problems.add(f"{path}.{key}: expected an object with min and max")
+        return None
+    low = _int(raw, "min", f"{path}.{key}", problems, 0, minimum=0)
+    high = _int(raw, "max", f"{path}.{key}", problems, None, minimum=0)
+    if high is None:
+        if "max" not in raw:
+            problems.add(f"{path}.{key}.max is required")
+        return None
+    low = low or 0
+    if low > high:
+        problems.add(f"{path}.{key}: min {low} is greater than max {high}; make min <= max")
+        return None
+    return ResourceRange(low, high)
+
+
+def _limits(spec: Mapping[str, Any], problems: _Problems) -> ResourceLimits:
+    raw = spec.get("resourceLimits") or {}
+    path = "spec.resourceLimits"
+    if not isinstance(raw, Mapping):
+        problems.add(f"{path}: expected an object")
+        return ResourceLimits()
+    gpus: list[GpuLimit] = []
+    for index, item in enumerate(raw.get("gpus") or []):
+        where = f"{path}.gpus[{index}]"
+        if not isinstance(item, Mapping) or not item.get("type"):
+            problems.add(f"{where}.type is required (for example nvidia.com/gpu)")
+            continue
+        bounds = _range({"g": item}, "g", where, problems)
+        if bounds is not None:
+            gpus.append(GpuLimit(str(item["type"]), bounds.min, bounds.max))
+    if len({gpu.type for gpu in gpus}) != len(gpus):
+        problems.add(f"{path}.gpus: a GPU type is listed twice; list each type once")
+    return ResourceLimits(
+        max_nodes_total=_int(raw, "maxNodesTotal", path, problems, None, minimum=0),
+        cores=_range(raw, "cores", path, problems),
+        memory_gib=_range(raw, "memory", path, problems),
+        gpus=tuple(gpus),
+    )
+
+
+def _scale_down(spec: Mapping[str, Any], problems: _Problems) -> ScaleDownConfig:
+    raw = spec.get("scaleDown")
+    path = "spec.scaleDown"
+    if raw is None:
+        return ScaleDownConfig()
+    if not isinstance(raw, Mapping):
+        problems.add(f"{path}: expected an object")
+        return ScaleDownConfig()
+    threshold = DEFAULT_UTILIZATION_THRESHOLD
+    if raw.get("utilizationThreshold") is not None:
+        try:
+            threshold = float(str(raw["utilizationThreshold"]))
+            if not 0.0 < threshold <= 1.0:
+                raise ValueError
+        except ValueError:
+            problems.add(f"{path}.utilizationThreshold: {raw['utilizationThreshold']!r} must be a "
+                         "quoted number above 0 and at most 1, such as \"0.5\"")
+            threshold = DEFAULT_UTILIZATION_THRESHOLD
+    return ScaleDownConfig(
+        enabled=_bool(raw, "enabled", path, problems, True),
+        delay_after_add=_duration(raw, "delayAfterAdd", path, problems, DEFAULT_DELAY_AFTER_ADD),
+        delay_after_delete=_duration(raw, "delayAfterDelete", path, problems,
+                                     DEFAULT_DELAY_AFTER_DELETE),
+        delay_after_failure=_duration(raw, "delayAfterFailure", path, problems,
+                                      DEFAULT_DELAY_AFTER_FAILURE),
+        unneeded_time=_duration(raw, "unneededTime", path, problems, DEFAULT_UNNEEDED_TIME),
+        utilization_threshold=threshold,
+    )
+
+
+def _expanders(spec: Mapping[str, Any], problems: _Problems) -> tuple[str, ...]:
+    raw = spec.get("expanders")
+    if not raw:
+        return DEFAULT_EXPANDERS
+    names: list[str] = []
+    for name in raw:
+        if name not in EXPANDERS:
+            problems.add(f"spec.expanders: unknown expander {name!r}; "
+                         f"use one of {', '.join(EXPANDERS)}")
+        elif name in names:
+            problems.add(f"spec.expanders: {name} is listed twice; list each expander once")
+        else:
+            names.append(name)
+    return tuple(names) or DEFAULT_EXPANDERS
+
+
+def parse_cluster_autoscaler(obj: Mapping[str, Any]) -> AutoscalerConfig:
+    """A ClusterAutoscaler object (dict) -> its config; raises ConfigError listing every problem."""
+    name = str((obj.get("metadata") or {}).get("name") or "")
+    spec = obj.get("spec") or {}
+    problems = _Problems()
+    if name != ONLY_NAME:
+        problems.add(f"metadata.name: only a ClusterAutoscaler named {ONLY_NAME!r} is used; "
+                     f"rename {name!r} to {ONLY_NAME!r}")
+    provision = spec.get("maxNodeProvisionTime")
+    config = AutoscalerConfig(
+        pod_priority_threshold=_int(spec, "podPriorityThreshold", "spec", problems,
+                                    DEFAULT_POD_PRIORITY_THRESHOLD) or 0,
+        max_pod_grace_period=_int(spec, "maxPodGracePeriod", "spec", problems,
+                                  DEFAULT_MAX_POD_GRACE_PERIOD, minimum=0) or 0,
+        max_node_provision_time=_duration(spec, "maxNodeProvisionTime", "spec", problems,
+                                          DEFAULT_MAX_NODE_PROVISION_TIME)
+        if provision else DEFAULT_MAX_NODE_PROVISION_TIME,
+        limits=_limits(spec, problems),
+        scale_down=_scale_down(spec, problems),
+        expanders=_expanders(spec, problems),
+        balance_similar_node_groups=_bool(spec, "balanceSimilarNodeGroups", "spec", problems,
+                                          False),
+        balancing_ignored_labels=tuple(str(x) for x in spec.get("balancingIgnoredLabels") or ()),
+        ignore_daemonsets_utilization=_bool(spec, "ignoreDaemonsetsUtilization", "spec", problems,
+                                            False),
+        skip_nodes_with_local_storage=_bool(spec, "skipNodesWithLocalStorage", "spec", problems,
+                                            True),
+    )
+    if problems.items:
+        raise ConfigError(name, problems.items)
+    return config
+

@@ -1,0 +1,195 @@
+"""kopf handlers: the ClusterAutoscaler loop and the MachineAutoscaler -> MachineSet annotations.
+
+Design: what runs
+- a kopf timer on the ClusterAutoscaler named ``default`` every 10 s (upstream's scan interval;
+  ``BERTHMASTER_AUTOSCALER_SCAN_INTERVAL`` shortens it for tests) calls ``loop.run_once`` and
+  writes the status it returns; kopf never overlaps two runs of one timer, so one decision
+  finishes before the next starts. An invalid ClusterAutoscaler gets a ``Healthy=False``
+  condition naming every problem, and no scaling.
+- MachineAutoscaler create/update/resume (and a 60 s timer against drift) write the min/max
+  annotations, and an owner annotation, onto the target MachineSet, and record it as
+  ``status.lastTargetRef``; when the target changes the previous MachineSet loses the
+  annotations; deletion (behind kopf's finalizer) removes them from both.
+One KubeClient is opened lazily in kopf's event loop and closed at cleanup. The metrics are
+served by ``berthmaster operator --metrics-bind-address``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from typing import Any
+
+import kopf
+
+from berthmaster.kube import KubeClient, KubeError, resource_path
+from berthmaster.operator.autoscaler import metrics
+from berthmaster.operator.autoscaler.config import (
+    ONLY_NAME,
+    SCAN_INTERVAL,
+    ConfigError,
+    parse_cluster_autoscaler,
+)
+from berthmaster.operator.autoscaler.groups import MAX_SIZE_KEY, MIN_SIZE_KEY
+from berthmaster.operator.autoscaler.loop import (
+    MACHINE_API,
+    AutoscalerState,
+    default_placement,
+    run_once,
+)
+from berthmaster.operator.autoscaler.simulation import Placement
+
+GROUP = "autoscaling.openshift.io"
+OWNER_KEY = "autoscaling.openshift.io/machineautoscaler"  # upstream's target-owner annotation
+INTERVAL = float(os.environ.get("BERTHMASTER_AUTOSCALER_SCAN_INTERVAL", SCAN_INTERVAL))
+
+log = logging.getLogger("berthmaster.operator.autoscaler")
+
+
+class _Shared:
+    client: KubeClient | None = None
+    lock: asyncio.Lock | None = None
+    state = AutoscalerState()
+    placement: Placement | None = None
+
+
+async def kube() -> KubeClient:
+    if _Shared.lock is None:
+        _Shared.lock = asyncio.Lock()
+    async with _Shared.lock:
+        if _Shared.client is None:
+            _Shared.client = await KubeClient.connect(os.environ.get("KUBECONFIG"))
+        client: KubeClient = _Shared.client
+        return client
+
+
+@kopf.on.cleanup()
+async def close_client(**_: Any) -> None:
+    if _Shared.client is not None:
+        await _Shared.client.close()
+        _Shared.client = None
+        _Shared.lock = None
+
+
+# ---------------------------------------------------------------- ClusterAutoscaler
+
+
+def _is_default(name: str | None, **_: Any) -> bool:
+    return name == ONLY_NAME
+
+
+@kopf.on.create(GROUP, "v1", "clusterautoscalers")
+@kopf.on.update(GROUP, "v1", "clusterautoscalers")
+@kopf.on.resume(GROUP, "v1", "clusterautoscalers")
+def clusterautoscaler_validate(body: kopf.Body, patch: kopf.Patch, **_: Any) -> None:
+    try:
+        parse_cluster_autoscaler(body)
+    except ConfigError as error:
+        patch.status["conditions"] = [{"type": "Healthy", "status": "False",
+                                       "reason": "InvalidConfiguration", "message": str(error)}]
+        raise kopf.PermanentError(str(error)) from error
+
+
+@kopf.timer(GROUP, "v1", "clusterautoscalers", interval=INTERVAL, when=_is_default)
+async def clusterautoscaler_loop(body: kopf.Body, patch: kopf.Patch, **_: Any) -> None:
+    try:
+        parse_cluster_autoscaler(body)
+    except ConfigError:
+        return  # reported by clusterautoscaler_validate
+    if _Shared.placement is None:
+        _Shared.placement = default_placement()
+    client = await kube()
+    try:
+        status = await run_once(client, body, _Shared.state, _Shared.placement)
+    except KubeError as error:
+        metrics.errors_total.labels("apiCallError").inc()
+        log.warning("autoscaler loop failed: %s", error)
+        return
+    status["observedGeneration"] = body.get("metadata", {}).get("generation")
+    patch.status.update(status)
+
+
+# ---------------------------------------------------------------- MachineAutoscaler
+
+
+def _target(ref: Any) -> tuple[str, str] | None:
+    if not ref or not ref.get("name"):
+        return None
+    return str(ref.get("kind", "MachineSet")), str(ref["name"])
+
+
+async def _annotate(client: KubeClient, namespace: str, name: str,
+                    annotations: dict[str, str | None]) -> bool:
+    """Merge ``annotations`` into MachineSet ``namespace/name``; False when it does not exist."""
+    try:
+        await client.patch(resource_path(MACHINE_API, "machinesets", namespace, name),
+                           {"metadata": {"annotations": annotations}})
+    except KubeError as error:
+        if error.not_found:
+            return False
+        raise
+    return True
+
+
+async def _release(client: KubeClient, namespace: str, name: str, owner: str) -> None:
+    """Remove our annotations from a MachineSet we (still) own."""
+    try:
+        machine_set = await client.get(resource_path(MACHINE_API, "machinesets", namespace, name))
+    except KubeError as error:
+        if error.not_found:
+            return
+        raise
+    current = (machine_set.get("metadata") or {}).get("annotations") or {}
+    if current.get(OWNER_KEY) not in (None, owner):
+        return  # another MachineAutoscaler took it over
+    await _annotate(client, namespace, name,
+                    {MIN_SIZE_KEY: None, MAX_SIZE_KEY: None, OWNER_KEY: None})
+
+
+@kopf.on.create(GROUP, "v1beta1", "machineautoscalers")
+@kopf.on.update(GROUP, "v1beta1", "machineautoscalers")
+@kopf.on.resume(GROUP, "v1beta1", "machineautoscalers")
+@kopf.timer(GROUP, "v1beta1", "machineautoscalers", interval=60, initial_delay=60)
+async def machineautoscaler_reconcile(body: kopf.Body, spec: kopf.Spec, status: kopf.Status,
+                                      name: str, namespace: str | None, patch: kopf.Patch,
+                                      **_: Any) -> None:
+    client = await kube()
+    namespace = namespace or "default"
+    owner = f"{namespace}/{name}"
+    target = _target(spec.get("scaleTargetRef"))
+    if target is None:
+        raise kopf.PermanentError("spec.scaleTargetRef.name is required; name a MachineSet")
+    last = _target(status.get("lastTargetRef"))
+    if last is not None and last != target:
+        await _release(client, namespace, last[1], owner)
+        kopf.info(body, reason="SuccessfulUpdate",
+                  message=f"Removed autoscaling from previous target: {namespace}/{last[1]}")
+    found = await _annotate(client, namespace, target[1], {
+        MIN_SIZE_KEY: str(spec.get("minReplicas", 0)),
+        MAX_SIZE_KEY: str(spec.get("maxReplicas", 0)),
+        OWNER_KEY: owner,
+    })
+    if not found:
+        kopf.warn(body, reason="FailedGetTarget",
+                  message=f"Error getting target: MachineSet {namespace}/{target[1]} not found")
+        raise kopf.TemporaryError(f"MachineSet {namespace}/{target[1]} not found", delay=30)
+    wanted = {"apiVersion": spec["scaleTargetRef"].get("apiVersion",
+                                                      "machine.openshift.io/v1beta1"),
+              "kind": target[0], "name": target[1]}
+    if dict(status.get("lastTargetRef") or {}) != wanted:
+        patch.status["lastTargetRef"] = wanted
+        kopf.info(body, reason="SuccessfulUpdate",
+                  message=f"Updated MachineAutoscaler target: {namespace}/{target[1]}")
+
+
+@kopf.on.delete(GROUP, "v1beta1", "machineautoscalers")
+async def machineautoscaler_delete(spec: kopf.Spec, status: kopf.Status, name: str,
+                                   namespace: str | None, **_: Any) -> None:
+    client = await kube()
+    namespace = namespace or "default"
+    owner = f"{namespace}/{name}"
+    for ref in (spec.get("scaleTargetRef"), status.get("lastTargetRef")):
+        target = _target(ref)
+        if target is not None:
+            await _release(client, namespace, target[1], owner)

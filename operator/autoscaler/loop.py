@@ -1,0 +1,398 @@
+"""One autoscaler iteration against the API server: read, decide (pure), act, report.
+
+Design: ``run_once`` lists what the decisions need (nodes, pods, PDBs, priority classes,
+MachineSets, Machines), builds a fresh placement snapshot, and in this order
+1. backs off MachineSets whose new nodes did not register within ``maxNodeProvisionTime`` and
+   gives their unregistered Machines back (``delete-machine`` + lower replicas);
+2. decides a scale-up and raises ``spec.replicas`` of the chosen MachineSets, with
+   TriggeredScaleUp / NotTriggerScaleUp events on the pods;
+3. when nothing was scaled up, finds unneeded nodes, and for those unneeded long enough and
+   outside the cooldowns taints the node ``ToBeDeletedByClusterAutoscaler``, marks its Machine
+   ``machine.openshift.io/delete-machine`` and lowers its MachineSet's replicas — the MachineSet
+   controller then deletes exactly that Machine, through its lifecycle hooks and the drain;
+4. returns the ClusterAutoscaler status and records the metrics.
+The in-memory :class:`AutoscalerState` (unneeded-since times, cooldown stamps, provisioning
+requests, backoffs) is what upstream keeps in memory too; a restart starts the clocks afresh,
+which only ever delays a scale-down.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from berthmaster.kube import CORE, KubeClient, KubeError, group_path, resource_path
+from berthmaster.operator.autoscaler import events, metrics
+from berthmaster.operator.autoscaler.config import AutoscalerConfig, parse_cluster_autoscaler
+from berthmaster.operator.autoscaler.expanders import PRIORITY_CONFIGMAP, parse_priorities
+from berthmaster.operator.autoscaler.groups import (
+    DELETE_MACHINE_KEY,
+    ClusterView,
+    build_cluster_view,
+)
+from berthmaster.operator.autoscaler.limits import cluster_totals
+from berthmaster.operator.autoscaler.scaledown import (
+    TO_BE_DELETED_TAINT,
+    Cooldown,
+    ScaleDownPlan,
+    Unneeded,
+    cooldown_reason,
+    find_unneeded,
+    select_removals,
+    track_unneeded,
+)
+from berthmaster.operator.autoscaler.scaleup import (
+    ScaleUpDecision,
+    decide_scale_up,
+    pod_id,
+    pod_priority,
+    pods_to_help,
+)
+from berthmaster.operator.autoscaler.simulation import Placement, Simulation
+
+JSON = dict[str, Any]
+MACHINE_API = group_path("machine.openshift.io", "v1beta1")
+POLICY_API = group_path("policy", "v1")
+SCHEDULING_API = group_path("scheduling.k8s.io", "v1")
+INITIAL_BACKOFF = 5 * 60.0  # upstream's initial node group backoff
+MAX_BACKOFF = 30 * 60.0
+
+log = logging.getLogger("berthmaster.operator.autoscaler")
+
+
+def default_placement() -> Placement:
+    """The scheduler's placement engine (one placement truth for scheduler and autoscaler)."""
+    from berthmaster.scheduler.engine import Engine
+
+    return Engine()
+
+
+@dataclass
+class ProvisionRequest:
+    since: float
+    target: int
+
+
+@dataclass
+class AutoscalerState:
+    unneeded_since: dict[str, float] = field(default_factory=dict)
+    last_scale_up: float | None = None
+    last_scale_down: float | None = None
+    last_failure: float | None = None
+    provisioning: dict[str, ProvisionRequest] = field(default_factory=dict)
+    backoff_until: dict[str, float] = field(default_factory=dict)
+    backoff_length: dict[str, float] = field(default_factory=dict)
+    last_scale_up_record: JSON | None = None
+    last_scale_down_record: JSON | None = None
+    rng: random.Random = field(default_factory=random.Random)
+
+
+@dataclass(frozen=True)
+class ClusterState:
+    nodes: list[JSON]
+    pods: list[JSON]
+    pdbs: list[JSON]
+    priority_classes: dict[str, JSON]
+    machine_sets: list[JSON]
+    machines: list[JSON]
+    priority_configmap: JSON | None
+
+
+async def read_cluster(kube: KubeClient, config: AutoscalerConfig) -> ClusterState:
+    nodes, _ = await kube.list_all(resource_path(CORE, "nodes"))
+    pods, _ = await kube.list_all(resource_path(CORE, "pods"),
+                                  fieldSelector="status.phase!=Succeeded,status.phase!=Failed")
+    pdbs, _ = await kube.list_all(resource_path(POLICY_API, "poddisruptionbudgets"))
+    classes, _ = await kube.list_all(resource_path(SCHEDULING_API, "priorityclasses"))
+    machine_sets, _ = await kube.list_all(resource_path(MACHINE_API, "machinesets"))
+    machines, _ = await kube.list_all(resource_path(MACHINE_API, "machines"))
+    configmap = None
+    if "Priority" in config.expanders:
+        found, _ = await kube.list_all(resource_path(CORE, "configmaps"),
+                                       fieldSelector=f"metadata.name={PRIORITY_CONFIGMAP}")
+        configmap = found[0] if found else None
+    return ClusterState(nodes, pods, pdbs, {c["metadata"]["name"]: c for c in classes},
+                        machine_sets, machines, configmap)
+
+
+def _ready(node: Mapping[str, Any]) -> bool:
+    return any(c.get("type") == "Ready" and c.get("status") == "True"
+               for c in (node.get("status") or {}).get("conditions") or [])
+
+
+def _stamp(when: float) -> str:
+    return datetime.fromtimestamp(when, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+class Actuator:
+    """The writes: MachineSet replicas, Machine and Node marks, events."""
+
+    def __init__(self, kube: KubeClient, now: float):
+        self.kube = kube
+        self.now = now
+        self.when = datetime.fromtimestamp(now, UTC)
+
+    async def set_replicas(self, group_id: str, replicas: int) -> None:
+        namespace, name = group_id.split("/", 1)
+        await self.kube.patch(resource_path(MACHINE_API, "machinesets", namespace, name),
+                              {"spec": {"replicas": replicas}})
+
+    async def mark_machine(self, namespace: str, name: str) -> None:
+        await self.kube.patch(resource_path(MACHINE_API, "machines", namespace, name),
+                              {"metadata": {"annotations": {DELETE_MACHINE_KEY: _stamp(self.now)}}})
+
+    async def taint_node(self, node: Mapping[str, Any]) -> None:
+        taints = [t for t in (node.get("spec") or {}).get("taints") or []
+                  if t.get("key") != TO_BE_DELETED_TAINT]
+        taints.append({"key": TO_BE_DELETED_TAINT, "value": str(int(self.now)),
+                       "effect": "NoSchedule"})
+        await self.kube.patch(resource_path(CORE, "nodes", name=node["metadata"]["name"]),
+                              {"spec": {"taints": taints}})
+
+    async def untaint_node(self, node: Mapping[str, Any]) -> None:
+        taints = [t for t in (node.get("spec") or {}).get("taints") or []
+                  if t.get("key") != TO_BE_DELETED_TAINT]
+        try:
+            await self.kube.patch(resource_path(CORE, "nodes", name=node["metadata"]["name"]),
+                                  {"spec": {"taints": taints}})
+        except KubeError as error:
+            log.warning("could not remove %s from %s: %s", TO_BE_DELETED_TAINT,
+                        node["metadata"]["name"], error)
+
+    async def event(self, obj: Mapping[str, Any], reason: str, message: str,
+                    event_type: str = "Normal") -> None:
+        await events.post(self.kube, obj, reason, message, self.when, event_type)
+
+
+async def handle_provision_timeouts(act: Actuator, view: ClusterView, state: AutoscalerState,
+                                    config: AutoscalerConfig, machine_sets: Sequence[JSON]
+                                    ) -> list[str]:
+    """Back off the groups whose requested nodes did not register in time; their ids."""
+    timed_out = []
+    for group in view.groups:
+        request = state.provisioning.get(group.id)
+        if request is None:
+            continue
+        if len(group.nodes) >= min(request.target, group.target_size) or \
+                group.target_size < request.target:
+            del state.provisioning[group.id]  # arrived, or someone else resized the set
+            continue
+        if act.now - request.since < config.max_node_provision_time:
+            continue
+        del state.provisioning[group.id]
+        length = min(MAX_BACKOFF, state.backoff_length.get(group.id, INITIAL_BACKOFF / 2) * 2)
+        state.backoff_length[group.id] = length
+        state.backoff_until[group.id] = act.now + length
+        metrics.failed_scale_ups_total.labels("timeout").inc()
+        timed_out.append(group.id)
+        machine_set = next(m for m in machine_sets
+                           if f"{m['metadata']['namespace']}/{m['metadata']['name']}" == group.id)
+        await act.event(machine_set, events.SCALE_UP_TIMED_OUT,
+                        f"Nodes added to group {group.id} failed to register within "
+                        f"{config.max_node_provision_time:g}s", "Warning")
+        # Give the unregistered machines back, as upstream decreases the target size.
+        stuck = [m for m in group.machines_without_node if m not in group.deleting_machines]
+        for machine in stuck:
+            await act.mark_machine(group.namespace, machine)
+        if stuck:
+            await act.set_replicas(group.id, max(group.min_size, group.target_size - len(stuck)))
+    return timed_out
+
+
+async def apply_scale_up(act: Actuator, decision: ScaleUpDecision, pods: Mapping[str, JSON],
+                         state: AutoscalerState) -> None:
+    for increase in decision.increases:
+        await act.set_replicas(increase.group_id, increase.new)
+        state.provisioning[increase.group_id] = ProvisionRequest(act.now, increase.new)
+        metrics.scaled_up_nodes_total.inc(increase.new - increase.current)
+        log.info("scale-up: %s %d->%d (max: %d)", increase.group_id, increase.current,
+                 increase.new, increase.max_size)
+    if decision.increases:
+        state.last_scale_up = act.now
+        state.last_scale_up_record = {
+            "time": _stamp(act.now),
+            "nodeGroups": [{"name": i.group_id, "from": i.current, "to": i.new,
+                            "max": i.max_size} for i in decision.increases],
+            "pods": sorted(decision.triggered)[:50],
+        }
+    for key, message in decision.triggered.items():
+        await act.event(pods[key], events.TRIGGERED_SCALE_UP, message)
+    for key, message in decision.not_triggered.items():
+        await act.event(pods[key], events.NOT_TRIGGER_SCALE_UP, message)
+
+
+async def apply_scale_down(act: Actuator, removals: Sequence[Unneeded], view: ClusterView,
+                           nodes: Mapping[str, JSON], pods: Mapping[str, JSON],
+                           state: AutoscalerState) -> list[str]:
+    removed = []
+    targets = {g.id: g.target_size for g in view.groups}
+    for removal in removals:
+        node = nodes[removal.node]
+        machine = view.node_machine.get(removal.node)
+        try:
+            if machine is None:
+                raise KubeError(0, "NoMachine", f"node {removal.node} has no Machine")
+            await act.taint_node(node)
+            await act.mark_machine(*machine)
+            targets[removal.group_id] -= 1
+            await act.set_replicas(removal.group_id, targets[removal.group_id])
+        except KubeError as error:
+            state.last_failure = act.now
+            await act.untaint_node(node)  # a node left tainted would never take pods again
+            await act.event(node, events.SCALE_DOWN_FAILED,
+                            f"failed to delete the node: {error.message}", "Warning")
+            log.warning("scale-down of %s failed: %s", removal.node, error)
+            break
+        removed.append(removal.node)
+        state.unneeded_since.pop(removal.node, None)
+        reason = "underutilized" if removal.pods_to_move else "empty"
+        metrics.scaled_down_nodes_total.labels(reason).inc()
+        await act.event(node, events.SCALE_DOWN, "marked the node as toBeDeleted/unschedulable")
+        for key in removal.pods_to_move:
+            if key in pods:
+                await act.event(pods[key], events.SCALE_DOWN, "deleting pod for node scale down")
+        log.info("scale-down: node %s (machine %s/%s) of %s", removal.node, *(machine or ("", "")),
+                 removal.group_id)
+    if removed:
+        state.last_scale_down = act.now
+        state.last_scale_down_record = {"time": _stamp(act.now), "nodes": removed}
+    return removed
+
+
+def _condition(kind: str, status: bool, reason: str, message: str) -> JSON:
+    return {"type": kind, "status": "True" if status else "False", "reason": reason,
+            "message": message}
+
+
+def with_transition_times(conditions: list[JSON], previous: Sequence[Mapping[str, Any]],
+                          now: float) -> list[JSON]:
+    """Keep a condition's lastTransitionTime while its status does not change."""
+    before = {c.get("type"): c for c in previous}
+    for condition in conditions:
+        old = before.get(condition["type"])
+        same = old is not None and old.get("status") == condition["status"]
+        condition["lastTransitionTime"] = (old or {}).get("lastTransitionTime") if same and \
+            (old or {}).get("lastTransitionTime") else _stamp(now)
+    return conditions
+
+
+def build_status(view: ClusterView, state: AutoscalerState, decision: ScaleUpDecision,
+                 plan: ScaleDownPlan, cooldown: str | None, unschedulable: int,
+                 config: AutoscalerConfig, now: float,
+                 previous: Sequence[Mapping[str, Any]] = ()) -> JSON:
+    backing_off = sorted(g for g, until in state.backoff_until.items() if until > now)
+    if decision.increases:
+        scale_up = _condition("ScaleUp", True, "InProgress",
+                              "scaling up " + ", ".join(str(i) for i in decision.increases))
+    elif state.provisioning:
+        scale_up = _condition("ScaleUp", True, "InProgress", "waiting for nodes of " +
+                              ", ".join(sorted(state.provisioning)))
+    elif backing_off:
+        scale_up = _condition("ScaleUp", False, "Backoff", "in backoff after failed scale-up: " +
+                              ", ".join(backing_off))
+    elif decision.not_triggered:
+        scale_up = _condition("ScaleUp", False, "NoOptions",
+                              f"{len(decision.not_triggered)} pod(s) cannot be helped")
+    else:
+        scale_up = _condition("ScaleUp", False, "NoActivity", "no unschedulable pods to help")
+    if not config.scale_down.enabled:
+        scale_down = _condition("ScaleDown", False, "Disabled", "scaleDown.enabled is false")
+    elif plan.unneeded:
+        scale_down = _condition("ScaleDown", True, "CandidatesPresent",
+                                "unneeded: " + ", ".join(u.node for u in plan.unneeded)
+                                + (f" (waiting: {cooldown})" if cooldown else ""))
+    else:
+        scale_down = _condition("ScaleDown", False, "NoCandidates", "no unneeded nodes")
+    healthy = _condition("Healthy", not view.problems, "Healthy" if not view.problems
+                         else "InvalidNodeGroups", "; ".join(view.problems) or "all node "
+                         "groups readable")
+    status: JSON = {
+        "conditions": with_transition_times([healthy, scale_up, scale_down], previous, now),
+        "unschedulablePods": unschedulable,
+        "unneededNodes": len(plan.unneeded),
+        # Why autoscaled nodes stay (first 50; upstream's UnremovableReason names).
+        "unremovableNodes": [
+            {"name": node, "reason": reason, "message": plan.messages.get(node, "")}
+            for node, reason in sorted(plan.unremovable.items())
+            if reason != "NotAutoscaled"][:50],
+        "nodeGroups": [{"name": g.id, "minSize": g.min_size, "maxSize": g.max_size,
+                        "targetSize": g.target_size, "registered": len(g.nodes),
+                        **({"backoffUntil": _stamp(state.backoff_until[g.id])}
+                           if state.backoff_until.get(g.id, 0) > now else {})}
+                       for g in view.groups],
+    }
+    if state.last_scale_up_record:
+        status["lastScaleUp"] = state.last_scale_up_record
+    if state.last_scale_down_record:
+        status["lastScaleDown"] = state.last_scale_down_record
+    return status
+
+
+async def run_once(kube: KubeClient, autoscaler: Mapping[str, Any], state: AutoscalerState,
+                   placement: Placement, now: float | None = None) -> JSON:
+    """One iteration; returns the ClusterAutoscaler ``status`` to write."""
+    started = time.monotonic()
+    now = time.time() if now is None else now
+    config = parse_cluster_autoscaler(autoscaler)
+    cluster = await read_cluster(kube, config)
+    view = build_cluster_view(cluster.machine_sets, cluster.machines, cluster.nodes)
+    act = Actuator(kube, now)
+    for problem in view.problems:
+        log.warning("%s", problem)
+
+    await handle_provision_timeouts(act, view, state, config, cluster.machine_sets)
+    in_backoff = [g for g, until in state.backoff_until.items() if until > now]
+
+    pods_by_key = {pod_id(p): p for p in cluster.pods}
+    sim = Simulation.build(placement, cluster.nodes, cluster.pods, pdbs=cluster.pdbs,
+                           priority_classes=list(cluster.priority_classes.values()))
+    upcoming = [(g.template, g.upcoming) for g in view.groups if g.template is not None]
+    totals = cluster_totals(cluster.nodes, config.limits, upcoming)
+    pending = pods_to_help(cluster.pods, config.pod_priority_threshold, cluster.priority_classes)
+    priorities = parse_priorities((cluster.priority_configmap or {}).get("data"))
+    scale_up_started = time.monotonic()
+    decision = decide_scale_up(pending, view, sim, config, totals, in_backoff, state.rng,
+                               priorities)
+    metrics.function_duration_seconds.labels("scaleUp").observe(
+        time.monotonic() - scale_up_started)
+    await apply_scale_up(act, decision, pods_by_key, state)
+
+    plan = ScaleDownPlan()
+    cooldown = None
+    if config.scale_down.enabled:
+        by_node: dict[str, list[JSON]] = {}
+        for pod in cluster.pods:
+            node_name = (pod.get("spec") or {}).get("nodeName")
+            if node_name:
+                by_node.setdefault(node_name, []).append(pod)
+        plan = find_unneeded(cluster.nodes, by_node, view, sim, config, cluster.pdbs,
+                             cluster_totals(cluster.nodes, config.limits),
+                             lambda pod: pod_priority(pod, cluster.priority_classes))
+        state.unneeded_since = track_unneeded(state.unneeded_since, plan, now)
+        cooldown = cooldown_reason(config, Cooldown(state.last_scale_up, state.last_scale_down,
+                                                     state.last_failure), now)
+        if decision.increases:
+            cooldown = "scaled up in this loop"
+        if cooldown is None:
+            removals = select_removals(plan, state.unneeded_since, now, config)
+            nodes = {n["metadata"]["name"]: n for n in cluster.nodes}
+            await apply_scale_down(act, removals, view, nodes, pods_by_key, state)
+
+    metrics.record_loop(metrics.LoopFigures(
+        ready_nodes=sum(1 for n in cluster.nodes if _ready(n)),
+        unready_nodes=sum(1 for n in cluster.nodes if not _ready(n)),
+        upcoming_nodes=sum(g.upcoming for g in view.groups),
+        node_groups=len(view.groups), max_nodes=sum(g.max_size for g in view.groups),
+        unschedulable_pods=len(pending), unneeded_nodes=len(plan.unneeded),
+        unremovable=dict(Counter(plan.unremovable.values())), in_cooldown=cooldown is not None,
+    ), now)
+    metrics.function_duration_seconds.labels("main").observe(time.monotonic() - started)
+    previous = (autoscaler.get("status") or {}).get("conditions") or []
+    return build_status(view, state, decision, plan, cooldown, len(pending), config, now,
+                        previous)

@@ -1,0 +1,226 @@
+"""Scale-down: which nodes are unneeded, why the others must stay, and which go now.
+
+Design (upstream cluster-autoscaler, pure):
+
+- :func:`find_unneeded` looks at every node, least utilized first. A node is unneeded when it
+  belongs to an autoscaled MachineSet above its min size, is not being deleted, carries no
+  ``cluster-autoscaler.kubernetes.io/scale-down-disabled: "true"``, its utilization (the larger
+  of its pods' cpu and memory requests over allocatable) is below the threshold, removing it
+  keeps the cluster above every minimum resource limit, no pod on it blocks (see
+  ``drainability``) and every pod that must move fits on another node that stays. The moves of
+  an unneeded node are kept in the simulation, so two nodes are never both emptied into the same
+  free space; the moves of a node that must stay are rolled back. Every node that stays gets
+  upstream's ``UnremovableReason`` name.
+- :func:`select_removals` applies time: a node goes only after being unneeded for
+  ``unneededTime``, outside the cooldowns (``delayAfterAdd``, ``delayAfterDelete``,
+  ``delayAfterFailure``); all eligible empty nodes go together, at most one node with pods to
+  move per loop, never a group below its min size.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from berthmaster.operator.autoscaler.config import AutoscalerConfig
+from berthmaster.operator.autoscaler.drainability import PdbBudget, classify, controller_kind
+from berthmaster.operator.autoscaler.groups import ClusterView
+from berthmaster.operator.autoscaler.limits import Totals, node_totals, removal_blocked_by
+from berthmaster.operator.autoscaler.resources import CPU, MEMORY, node_allocatable, pod_requests
+from berthmaster.operator.autoscaler.simulation import Simulation
+
+JSON = dict[str, Any]
+
+SCALE_DOWN_DISABLED_KEY = "cluster-autoscaler.kubernetes.io/scale-down-disabled"
+TO_BE_DELETED_TAINT = "ToBeDeletedByClusterAutoscaler"
+
+# upstream's simulator.UnremovableReason names
+CURRENTLY_BEING_DELETED = "CurrentlyBeingDeleted"
+SCALE_DOWN_DISABLED = "ScaleDownDisabledAnnotation"
+NOT_AUTOSCALED = "NotAutoscaled"
+NOT_UNDERUTILIZED = "NotUnderutilized"
+MIN_SIZE_REACHED = "NodeGroupMinSizeReached"
+MIN_RESOURCE_LIMIT = "MinimalResourceLimitExceeded"
+BLOCKED_BY_POD = "BlockedByPod"
+NO_PLACE_TO_MOVE_PODS = "NoPlaceToMovePods"
+NOT_UNNEEDED_LONG_ENOUGH = "NotUnneededLongEnough"
+
+
+@dataclass(frozen=True)
+class Unneeded:
+    node: str
+    group_id: str
+    utilization: float
+    pods_to_move: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class ScaleDownPlan:
+    unneeded: tuple[Unneeded, ...] = ()
+    unremovable: Mapping[str, str] = field(default_factory=dict)  # node -> reason name
+    messages: Mapping[str, str] = field(default_factory=dict)  # node -> human detail
+
+
+def utilization(node: Mapping[str, Any], pods: Sequence[Mapping[str, Any]],
+                ignore_daemonsets: bool) -> float:
+    """Upstream's node utilization: max over cpu and memory of requests / allocatable."""
+    allocatable = node_allocatable(node)
+    used: dict[str, int] = {}
+    for pod in pods:
+        if (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+            continue
+        if ignore_daemonsets and controller_kind(pod) == "DaemonSet":
+            continue
+        for name, amount in pod_requests(pod).items():
+            used[name] = used.get(name, 0) + amount
+    shares = [used.get(r, 0) / allocatable[r] for r in (CPU, MEMORY) if allocatable.get(r)]
+    return max(shares, default=0.0)
+
+
+def being_deleted(node: Mapping[str, Any]) -> bool:
+    return any(t.get("key") == TO_BE_DELETED_TAINT
+               for t in (node.get("spec") or {}).get("taints") or [])
+
+
+def _usable_destination(node: Mapping[str, Any]) -> bool:
+    if (node.get("spec") or {}).get("unschedulable") or being_deleted(node):
+        return False
+    return any(c.get("type") == "Ready" and c.get("status") == "True"
+               for c in (node.get("status") or {}).get("conditions") or [])
+
+
+def find_unneeded(
+    nodes: Sequence[Mapping[str, Any]],
+    pods_by_node: Mapping[str, Sequence[JSON]],
+    view: ClusterView,
+    sim: Simulation,
+    config: AutoscalerConfig,
+    pdbs: Sequence[Mapping[str, Any]],
+    totals: Totals,
+    priority_of: Any = None,
+) -> ScaleDownPlan:
+    """Every node judged; the simulation keeps the moves of the unneeded ones (caller rolls
+    back when done)."""
+    priority = priority_of or (lambda pod: int((pod.get("spec") or {}).get("priority") or 0))
+    unneeded: list[Unneeded] = []
+    unremovable: dict[str, str] = {}
+    messages: dict[str, str] = {}
+    removing: set[str] = set()
+    per_group_left = {g.id: g.target_size - g.min_size for g in view.groups}
+    remaining = totals
+    by_name = {n["metadata"]["name"]: n for n in nodes}
+    budget = PdbBudget(pdbs)  # disruptions are spent across every node found unneeded
+
+    def stays(node_name: str, reason: str, message: str) -> None:
+        unremovable[node_name] = reason
+        messages[node_name] = message
+
+    destinations = [name for name, n in by_name.items() if _usable_destination(n)]
+    scored = sorted(
+        ((utilization(n, pods_by_node.get(n["metadata"]["name"], ()),
+                      config.ignore_daemonsets_utilization), n["metadata"]["name"]) for n in nodes),
+    )
+    for used, name in scored:
+        node = by_name[name]
+        annotations = (node.get("metadata") or {}).get("annotations") or {}
+        group_id = view.node_group.get(name)
+        group = view.group(group_id) if group_id else None
+
+        if being_deleted(node) or (group is not None and view.node_machine.get(name, ("", ""))[1]
+                                   in group.deleting_machines):
+            stays(name, CURRENTLY_BEING_DELETED, "node is being deleted")
+            continue
+        if annotations.get(SCALE_DOWN_DISABLED_KEY) == "true":
+            stays(name, SCALE_DOWN_DISABLED, f"node is annotated {SCALE_DOWN_DISABLED_KEY}=true")
+            continue
+        if group is None:
+            stays(name, NOT_AUTOSCALED, "node belongs to no autoscaled MachineSet")
+            continue
+        if used >= config.scale_down.utilization_threshold:
+            stays(name, NOT_UNDERUTILIZED, f"utilization {used:.2f} is not below "
+                  f"{config.scale_down.utilization_threshold}")
+            continue
+        if per_group_left.get(group.id, 0) <= 0:
+            stays(name, MIN_SIZE_REACHED,
+                  f"MachineSet {group.id} is at its min size {group.min_size}")
+            continue
+        below = removal_blocked_by(remaining, node, config.limits)
+        if below:
+            stays(name, MIN_RESOURCE_LIMIT, f"removing it would go below the cluster minimum of "
+                  f"{', '.join(below)}")
+            continue
+        spent = budget.save()
+        to_move: list[JSON] = []
+        blocked = None
+        # The snapshot's pods: those moved here from nodes found unneeded earlier count too.
+        for pod in [dict(view_.raw) for view_ in sim.snapshot.pods_on(name)]:
+            verdict = classify(pod, config, budget, priority(pod))
+            if verdict.action == "block":
+                blocked = verdict
+                break
+            if verdict.action == "move":
+                to_move.append(pod)
+        if blocked is not None:
+            budget.restore(spent)
+            stays(name, BLOCKED_BY_POD, f"{blocked.reason}: {blocked.message}")
+            continue
+        mark = sim.checkpoint()
+        others = [d for d in destinations if d != name and d not in removing]
+        stuck = None
+        for pod in to_move:
+            target = sim.find_node(pod, others)
+            if target is None:
+                stuck = pod
+                break
+            sim.place(pod, target)
+        if stuck is not None:
+            sim.rollback(mark)
+            budget.restore(spent)
+            meta = stuck.get("metadata") or {}
+            stays(name, NO_PLACE_TO_MOVE_PODS, f"no place to move pod {meta.get('namespace')}/"
+                  f"{meta.get('name')}")
+            continue
+        removing.add(name)
+        per_group_left[group.id] -= 1
+        remaining = remaining.minus(node_totals(node, [g.type for g in config.limits.gpus]))
+        unneeded.append(Unneeded(name, group.id, used, tuple(
+            f"{(p.get('metadata') or {}).get('namespace')}/{(p.get('metadata') or {}).get('name')}"
+            for p in to_move)))
+    return ScaleDownPlan(tuple(unneeded), unremovable, messages)
+
+
+def track_unneeded(since: Mapping[str, float], plan: ScaleDownPlan, now: float) -> dict[str, float]:
+    """First time each currently unneeded node was seen unneeded (others forgotten)."""
+    return {u.node: since.get(u.node, now) for u in plan.unneeded}
+
+
+@dataclass(frozen=True)
+class Cooldown:
+    last_scale_up: float | None = None
+    last_scale_down: float | None = None
+    last_failure: float | None = None
+
+
+def cooldown_reason(config: AutoscalerConfig, cooldown: Cooldown, now: float) -> str | None:
+    """Why scale-down must wait now (None: it may act)."""
+    checks = (
+        (cooldown.last_scale_up, config.scale_down.delay_after_add, "delayAfterAdd"),
+        (cooldown.last_scale_down, config.scale_down.delay_after_delete, "delayAfterDelete"),
+        (cooldown.last_failure, config.scale_down.delay_after_failure, "delayAfterFailure"),
+    )
+    for stamp, delay, name in checks:
+        if stamp is not None and now - stamp < delay:
+            return f"{name} {delay:g}s has not passed since the last event"
+    return None
+
+
+def select_removals(plan: ScaleDownPlan, since: Mapping[str, float], now: float,
+                    config: AutoscalerConfig) -> list[Unneeded]:
+    """The unneeded nodes that go in this loop: every eligible empty node, plus at most one
+    node whose pods must move."""
+    ready = [u for u in plan.unneeded
+             if now - since.get(u.node, now) >= config.scale_down.unneeded_time]
+    empty = [u for u in ready if not u.pods_to_move]
+    busy = [u for u in ready if u.pods_to_move]
+    return empty + busy[:1]

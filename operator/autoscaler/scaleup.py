@@ -1,0 +1,289 @@
+"""Scale-up: which MachineSet grows, by how much, for which unschedulable pods — and why not.
+
+Design (upstream cluster-autoscaler's loop, one decision per call, pure):
+
+1. Pods count when they are unschedulable (no node, ``PodScheduled=False`` with reason
+   ``Unschedulable``, not being deleted) and their priority is at least ``podPriorityThreshold``;
+   lower-priority pods are expendable and never cause a scale-up.
+2. Nodes already asked for but not registered yet ("upcoming") join the simulation as template
+   copies; pods that fit an existing or upcoming node are left to the scheduler, so a slow
+   provider does not cause a second scale-up for the same pods.
+3. For each node group an option is estimated by bin-packing the remaining pods onto fresh
+   template nodes, capped by the group's max size and by the cluster's remaining headroom
+   (``limits``); groups that cannot help say why, in upstream's words.
+4. The expanders choose one option; with ``balanceSimilarNodeGroups`` the nodes are spread over
+   the similar groups, smallest first.
+
+Every simulated change is rolled back before returning; the caller applies the decision.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from berthmaster.operator.autoscaler.config import AutoscalerConfig
+from berthmaster.operator.autoscaler.expanders import Option, Priorities, best_option
+from berthmaster.operator.autoscaler.groups import ClusterView, NodeGroup
+from berthmaster.operator.autoscaler.limits import Totals, headroom
+from berthmaster.operator.autoscaler.resources import CPU, MEMORY, node_allocatable, pod_requests
+from berthmaster.operator.autoscaler.simulation import Simulation
+from berthmaster.operator.autoscaler.template import copy_of
+from berthmaster.scheduler.model import resolve_priority
+
+JSON = dict[str, Any]
+
+BACKOFF_REASON = "in backoff after failed scale-up"
+MAX_SIZE_REASON = "max node group size reached"
+WOULD_NOT_FIT_REASON = "it wouldn't fit if a new node is added"
+NO_TEMPLATE_REASON = "node group has no usable template"
+ZONE_LABELS = ("topology.kubernetes.io/zone", "topology.kubernetes.io/region",
+               "failure-domain.beta.kubernetes.io/zone", "failure-domain.beta.kubernetes.io/region")
+
+
+def pod_id(pod: Mapping[str, Any]) -> str:
+    meta = pod.get("metadata") or {}
+    return f"{meta.get('namespace', '')}/{meta.get('name', '')}"
+
+
+def pod_priority(pod: Mapping[str, Any], priority_classes: Mapping[str, Mapping[str, Any]]) -> int:
+    """The scheduler's rule: spec.priority, else its PriorityClass, else the global default."""
+    return resolve_priority(dict(pod), {k: dict(v) for k, v in priority_classes.items()})
+
+
+def is_unschedulable(pod: Mapping[str, Any]) -> bool:
+    if (pod.get("spec") or {}).get("nodeName") or (pod.get("metadata") or {}).get(
+            "deletionTimestamp"):
+        return False
+    status = pod.get("status") or {}
+    if status.get("phase") not in (None, "Pending"):
+        return False
+    return any(c.get("type") == "PodScheduled" and c.get("status") == "False"
+               and c.get("reason") == "Unschedulable" for c in status.get("conditions") or [])
+
+
+def pods_to_help(pods: Iterable[Mapping[str, Any]], threshold: int,
+                 priority_classes: Mapping[str, Mapping[str, Any]] | None = None) -> list[JSON]:
+    """Unschedulable pods at or above the priority threshold, highest priority first."""
+    classes = priority_classes or {}
+    chosen = [dict(p) for p in pods
+              if is_unschedulable(p) and pod_priority(p, classes) >= threshold]
+    chosen.sort(key=lambda p: (-pod_priority(p, classes), pod_id(p)))
+    return chosen
+
+
+@dataclass(frozen=True)
+class GroupIncrease:
+    group_id: str
+    current: int
+    new: int
+    max_size: int
+
+    def __str__(self) -> str:
+        return f"{{{self.group_id} {self.current}->{self.new} (max: {self.max_size})}}"
+
+
+@dataclass(frozen=True)
+class ScaleUpDecision:
+    increases: tuple[GroupIncrease, ...] = ()
+    triggered: Mapping[str, str] = field(default_factory=dict)  # pod id -> event message
+    not_triggered: Mapping[str, str] = field(default_factory=dict)
+    waiting: tuple[str, ...] = ()  # pods that fit existing or upcoming nodes
+    group_reasons: Mapping[str, str] = field(default_factory=dict)  # groups that could not help
+
+    @property
+    def scaled(self) -> bool:
+        return bool(self.increases)
+
+
+def _add_upcoming(sim: Simulation, view: ClusterView) -> None:
+    for group in view.groups:
+        if group.template is None:
+            continue
+        for index in range(group.upcoming):
+            node = copy_of(group.template, 10_000 + index)
+            node["metadata"]["name"] = f"upcoming-{group.name}-{index}"
+            node["metadata"]["labels"]["kubernetes.io/hostname"] = node["metadata"]["name"]
+            sim.add_node(node)
+
+
+def _pack_size(pod: JSON, template: Mapping[str, Any]) -> float:
+    """Upstream's binpacking order: the pod's share of a node, cpu plus memory."""
+    allocatable = node_allocatable(template)
+    requests = pod_requests(pod)
+    return float(sum(requests.get(r, 0) / allocatable[r] for r in (CPU, MEMORY)
+                     if allocatable.get(r)))
+
+
+def estimate(sim: Simulation, group: NodeGroup, pods: Sequence[JSON], cap: int
+             ) -> tuple[Option, dict[str, str]]:
+    """Bin-pack ``pods`` onto at most ``cap`` new template nodes of ``group`` (rolled back).
+
+    Returns the option and, for each pod left out, the reason it was left out.
+    """
+    assert group.template is not None
+    template = group.template
+    mark = sim.checkpoint()
+    new_nodes: list[str] = []
+    helped: list[JSON] = []
+    left_out: dict[str, str] = {}
+    ordered = sorted(pods, key=lambda p: (-_pack_size(p, template), pod_id(p)))
+    for pod in ordered:
+        target = sim.find_node(pod, reversed(new_nodes))
+        if target is None:
+            if len(new_nodes) >= cap:
+                left_out[pod_id(pod)] = MAX_SIZE_REASON
+                continue
+            before = sim.checkpoint()
+            node = copy_of(template, len(new_nodes))
+            sim.add_node(node)
+            if not sim.fits(pod, node["metadata"]["name"]):
+                # The scheduler's own words for the empty template node, as upstream reports.
+                reasons = sim.why_not(pod, node["metadata"]["name"])
+                sim.rollback(before)
+                left_out[pod_id(pod)] = reasons[0] if reasons else WOULD_NOT_FIT_REASON
+                continue
+            new_nodes.append(node["metadata"]["name"])
+            target = node["metadata"]["name"]
+        sim.place(pod, target)
+        helped.append(pod)
+    sim.rollback(mark)
+    return Option(group, len(new_nodes), tuple(helped), template), left_out
+
+
+def _signature(group: NodeGroup, ignored: Iterable[str]) -> tuple[Any, ...]:
+    assert group.template is not None
+    skip = {"kubernetes.io/hostname", *ZONE_LABELS, *ignored}
+    labels = {k: v for k, v in group.template["metadata"]["labels"].items() if k not in skip}
+    taints = sorted((t.get("key"), t.get("value"), t.get("effect"))
+                    for t in (group.template.get("spec") or {}).get("taints") or [])
+    allocatable = sorted(node_allocatable(group.template).items())
+    return (tuple(sorted(labels.items())), tuple(taints), tuple(allocatable))
+
+
+def balance(chosen: Option, options: Sequence[Option], ignored: Iterable[str]
+            ) -> list[GroupIncrease]:
+    """Spread ``chosen.node_count`` over the groups similar to the chosen one, smallest first."""
+    ignored = tuple(ignored)
+    signature = _signature(chosen.group, ignored)
+    similar = [o.group for o in options if _signature(o.group, ignored) == signature]
+    if chosen.group not in similar:
+        similar.append(chosen.group)
+    sizes = {g.id: g.target_size for g in similar}
+    for _ in range(chosen.node_count):
+        room = [g for g in similar if sizes[g.id] < g.max_size]
+        if not room:
+            break
+        smallest = min(room, key=lambda g: (sizes[g.id], g.id))
+        sizes[smallest.id] += 1
+    return [GroupIncrease(g.id, g.target_size, sizes[g.id], g.max_size)
+            for g in sorted(similar, key=lambda g: g.id) if sizes[g.id] > g.target_size]
+
+
+def _not_triggered_message(reasons: Counter[str]) -> str:
+    if not reasons:
+        return "pod didn't trigger scale-up: no node group to scale up"
+    parts = [f"{count} {reason}" for reason, count in sorted(reasons.items())]
+    return "pod didn't trigger scale-up: " + ", ".join(parts)
+
+
+def decide_scale_up(
+    pending: Sequence[JSON],
+    view: ClusterView,
+    sim: Simulation,
+    config: AutoscalerConfig,
+    totals: Totals,
+    in_backoff: Iterable[str] = (),
+    rng: random.Random | None = None,
+    priorities: Priorities | None = None,
+) -> ScaleUpDecision:
+    """One scale-up decision for ``pending`` (already filtered by :func:`pods_to_help`).
+
+    ``totals`` counts every node plus the upcoming ones; ``sim`` holds the registered nodes and
+    their pods and is left as it was found.
+    """
+    if not pending:
+        return ScaleUpDecision()
+    rng = rng or random.Random()
+    backoff = set(in_backoff)
+    mark = sim.checkpoint()
+    try:
+        _add_upcoming(sim, view)
+        remaining: list[JSON] = []
+        waiting: list[str] = []
+        nodes = sim.node_names()
+        for pod in pending:
+            target = sim.find_node(pod, nodes)
+            if target is None:
+                remaining.append(pod)
+            else:
+                sim.place(pod, target)
+                waiting.append(pod_id(pod))
+        if not remaining:
+            return ScaleUpDecision(waiting=tuple(waiting))
+
+        options: list[Option] = []
+        group_reasons: dict[str, str] = {}
+        pod_reasons: dict[str, Counter[str]] = {pod_id(p): Counter() for p in remaining}
+
+        def skip(group: NodeGroup, reason: str) -> None:
+            group_reasons[group.id] = reason
+            for counter in pod_reasons.values():
+                counter[reason] += 1
+
+        for group in view.groups:
+            if group.template is None:
+                skip(group, NO_TEMPLATE_REASON)
+                continue
+            if group.id in backoff:
+                skip(group, BACKOFF_REASON)
+                continue
+            if group.target_size >= group.max_size:
+                skip(group, MAX_SIZE_REASON)
+                continue
+            room = headroom(totals, group.template, config.limits)
+            if room.nodes == 0:
+                skip(group, room.reason())
+                continue
+            cap = group.max_size - group.target_size
+            if room.nodes is not None:
+                cap = min(cap, room.nodes)
+            option, left_out = estimate(sim, group, remaining, cap)
+            for key, reason in left_out.items():
+                if reason == MAX_SIZE_REASON and room.nodes is not None \
+                        and room.nodes < group.max_size - group.target_size:
+                    reason = room.reason()  # the cluster limits capped it, not the group max
+                pod_reasons[key][reason] += 1
+            if option.node_count > 0:
+                options.append(option)
+
+        chosen = best_option(options, config.expanders, rng, priorities)
+        if chosen is None:
+            return ScaleUpDecision(
+                not_triggered={k: _not_triggered_message(c) for k, c in pod_reasons.items()},
+                waiting=tuple(waiting), group_reasons=group_reasons)
+        if config.balance_similar_node_groups:
+            increases = balance(chosen, options, config.balancing_ignored_labels)
+        else:
+            g = chosen.group
+            increases = [GroupIncrease(g.id, g.target_size, g.target_size + chosen.node_count,
+                                       g.max_size)]
+        helped = {pod_id(p) for p in chosen.pods}
+        helped_anywhere = {pod_id(p) for o in options for p in o.pods}
+        summary = "[" + " ".join(str(i) for i in increases) + "]"
+        return ScaleUpDecision(
+            increases=tuple(increases),
+            triggered={k: f"pod triggered scale-up: {summary}" for k in sorted(helped)},
+            # Pods another option could help wait for the next loop (upstream: "awaiting
+            # evaluation"); only pods nothing can help hear why.
+            not_triggered={k: _not_triggered_message(c) for k, c in pod_reasons.items()
+                           if k not in helped_anywhere},
+            waiting=tuple(waiting),
+            group_reasons=group_reasons,
+        )
+    finally:
+        sim.rollback(mark)
+

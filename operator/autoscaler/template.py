@@ -1,0 +1,177 @@
+"""The template node of a MachineSet: what one more replica would look like to the scheduler.
+
+Design: a Node object (plain dict) is assembled from, in rising precedence,
+1. a registered node of the MachineSet, if one exists (its allocatable, labels and taints),
+2. the MachineSet's machine template: for the kwok provider, the Node its ``build_node`` would
+   register for a new Machine (one truth for that shape); otherwise
+   ``spec.template.spec.metadata.labels``/``.taints`` and ``providerSpec.value``'s
+   ``capacity``/``labels``/``taints``,
+3. OpenShift's machine annotations (``machine.openshift.io/vCPU``, ``memoryMb``, ``GPU``,
+   ``maxPods``) and upstream's scale-from-zero annotations
+   ``capacity.cluster-autoscaler.kubernetes.io/{cpu,memory,ephemeral-disk,maxPods,gpu-type,
+   gpu-count,labels,taints}``.
+Per-node identity (hostname, the provider id) is replaced by the template's own name, so pod
+anti-affinity by hostname treats every template copy as a distinct node. A MachineSet whose
+capacity cannot be known raises :class:`TemplateError` naming the annotations to add.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from typing import Any
+
+from berthmaster.operator.machines.machineset import build_machine
+from berthmaster.operator.machines.providers import kwok
+
+JSON = dict[str, Any]
+
+CAPACITY_PREFIX = "capacity.cluster-autoscaler.kubernetes.io/"
+CPU_KEY = CAPACITY_PREFIX + "cpu"
+MEMORY_KEY = CAPACITY_PREFIX + "memory"
+DISK_KEY = CAPACITY_PREFIX + "ephemeral-disk"
+MAX_PODS_KEY = CAPACITY_PREFIX + "maxPods"
+GPU_TYPE_KEY = CAPACITY_PREFIX + "gpu-type"
+GPU_COUNT_KEY = CAPACITY_PREFIX + "gpu-count"
+LABELS_KEY = CAPACITY_PREFIX + "labels"
+TAINTS_KEY = CAPACITY_PREFIX + "taints"
+# What OpenShift's machine-api providers put on MachineSets (and its autoscaler reads).
+OPENSHIFT_CPU_KEY = "machine.openshift.io/vCPU"
+OPENSHIFT_MEMORY_MB_KEY = "machine.openshift.io/memoryMb"
+OPENSHIFT_GPU_KEY = "machine.openshift.io/GPU"
+OPENSHIFT_MAX_PODS_KEY = "machine.openshift.io/maxPods"
+DEFAULT_GPU_TYPE = "nvidia.com/gpu"
+DEFAULT_MAX_PODS = "110"  # upstream's default when maxPods is not given
+HOSTNAME_LABEL = "kubernetes.io/hostname"
+
+
+class TemplateError(ValueError):
+    """The MachineSet does not say enough to build a template node."""
+
+
+def _parse_pairs(text: str, where: str) -> dict[str, str]:
+    pairs: dict[str, str] = {}
+    for item in filter(None, (part.strip() for part in text.split(","))):
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise TemplateError(f"{where}: {item!r} is not key=value; write k1=v1,k2=v2")
+        pairs[key] = value
+    return pairs
+
+
+def _parse_taints(text: str, where: str) -> list[JSON]:
+    taints = []
+    for item in filter(None, (part.strip() for part in text.split(","))):
+        head, sep, effect = item.rpartition(":")
+        key, _, value = head.partition("=")
+        if not sep or not key or effect not in ("NoSchedule", "PreferNoSchedule", "NoExecute"):
+            raise TemplateError(f"{where}: {item!r} is not key=value:Effect (NoSchedule, "
+                                "PreferNoSchedule or NoExecute)")
+        taint: JSON = {"key": key, "effect": effect}
+        if value:
+            taint["value"] = value
+        taints.append(taint)
+    return taints
+
+
+def _merge_taints(base: list[JSON], more: list[JSON]) -> list[JSON]:
+    merged = {(t.get("key"), t.get("effect")): t for t in base}
+    for taint in more:
+        merged[(taint.get("key"), taint.get("effect"))] = taint
+    return list(merged.values())
+
+
+def machine_set_name(machine_set: Mapping[str, Any]) -> str:
+    meta = machine_set.get("metadata") or {}
+    return f"{meta.get('namespace', '')}/{meta.get('name', '')}"
+
+
+def template_node(machine_set: Mapping[str, Any], sample_node: Mapping[str, Any] | None = None,
+                  index: int = 0) -> JSON:
+    """The Node a new replica of ``machine_set`` would register as (``index`` names the copy)."""
+    meta = machine_set.get("metadata") or {}
+    annotations: Mapping[str, str] = meta.get("annotations") or {}
+    where = f"MachineSet {machine_set_name(machine_set)}"
+    machine_spec = ((machine_set.get("spec") or {}).get("template") or {}).get("spec") or {}
+    provider = ((machine_spec.get("providerSpec") or {}).get("value")) or {}
+
+    capacity: dict[str, Any] = {}
+    labels: dict[str, str] = {}
+    taints: list[JSON] = []
+    if sample_node is not None:
+        status = sample_node.get("status") or {}
+        capacity.update(status.get("allocatable") or status.get("capacity") or {})
+        labels.update((sample_node.get("metadata") or {}).get("labels") or {})
+        taints = [t for t in (sample_node.get("spec") or {}).get("taints") or []
+                  if not str(t.get("key", "")).startswith("node.kubernetes.io/")
+                  and t.get("key") not in ("ToBeDeletedByClusterAutoscaler",
+                                           "DeletionCandidateOfClusterAutoscaler")]
+    labels.update(((machine_spec.get("metadata") or {}).get("labels")) or {})
+    taints = _merge_taints(taints, list(machine_spec.get("taints") or []))
+    if isinstance(provider, Mapping) and provider.get("kind") == kwok.KIND:
+        # The very Node the kwok provider would register for a new Machine of this set.
+        machine = build_machine(dict(machine_set))
+        machine["metadata"]["name"] = f"{meta.get('name', '')}-template"
+        node = kwok.build_node(machine)
+        capacity.update(node["status"]["capacity"])
+        labels.update({k: v for k, v in node["metadata"]["labels"].items()
+                       if k != "machine.openshift.io/machine"})  # per-machine identity
+        taints = _merge_taints(taints, list(node["spec"].get("taints") or []))
+    elif isinstance(provider, Mapping):
+        capacity.update(provider.get("capacity") or {})
+        labels.update(provider.get("labels") or {})
+        taints = _merge_taints(taints, list(provider.get("taints") or []))
+
+    if OPENSHIFT_CPU_KEY in annotations:
+        capacity["cpu"] = annotations[OPENSHIFT_CPU_KEY]
+    if OPENSHIFT_MEMORY_MB_KEY in annotations:
+        capacity["memory"] = f"{annotations[OPENSHIFT_MEMORY_MB_KEY]}Mi"
+    if OPENSHIFT_MAX_PODS_KEY in annotations:
+        capacity["pods"] = annotations[OPENSHIFT_MAX_PODS_KEY]
+    if OPENSHIFT_GPU_KEY in annotations and annotations[OPENSHIFT_GPU_KEY] not in ("", "0"):
+        capacity[DEFAULT_GPU_TYPE] = annotations[OPENSHIFT_GPU_KEY]
+    for key, resource in ((CPU_KEY, "cpu"), (MEMORY_KEY, "memory"),
+                          (DISK_KEY, "ephemeral-storage"), (MAX_PODS_KEY, "pods")):
+        if key in annotations:
+            capacity[resource] = annotations[key]
+    if GPU_COUNT_KEY in annotations:
+        capacity[annotations.get(GPU_TYPE_KEY) or DEFAULT_GPU_TYPE] = annotations[GPU_COUNT_KEY]
+    if LABELS_KEY in annotations:
+        labels.update(_parse_pairs(annotations[LABELS_KEY], f"{where} annotation {LABELS_KEY}"))
+    if TAINTS_KEY in annotations:
+        taints = _merge_taints(taints, _parse_taints(annotations[TAINTS_KEY],
+                                                     f"{where} annotation {TAINTS_KEY}"))
+
+    missing = [name for name in ("cpu", "memory") if name not in capacity]
+    if missing:
+        raise TemplateError(
+            f"{where} has no {' or '.join(missing)} capacity and no registered node to copy; "
+            f"annotate it with {CPU_KEY} and {MEMORY_KEY} (or give providerSpec.value.capacity)")
+    capacity.setdefault("pods", DEFAULT_MAX_PODS)
+
+    name = f"template-node-for-{meta.get('name', '')}-{index}"
+    labels = {**labels, HOSTNAME_LABEL: name}
+    labels.setdefault("kubernetes.io/os", "linux")
+    labels.setdefault("kubernetes.io/arch", "amd64")
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name, "labels": labels,
+                     "annotations": {"berthmaster.io/template-of": machine_set_name(machine_set)}},
+        "spec": {"taints": copy.deepcopy(taints)} if taints else {},
+        "status": {
+            "capacity": {k: str(v) for k, v in capacity.items()},
+            "allocatable": {k: str(v) for k, v in capacity.items()},
+            "conditions": [{"type": "Ready", "status": "True"}],
+        },
+    }
+
+
+def copy_of(template: Mapping[str, Any], index: int) -> JSON:
+    """Another copy of a template node, with its own name and hostname label."""
+    node = copy.deepcopy(dict(template))
+    base = str(node["metadata"]["name"]).rsplit("-", 1)[0]
+    name = f"{base}-{index}"
+    node["metadata"]["name"] = name
+    node["metadata"]["labels"][HOSTNAME_LABEL] = name
+    return node

@@ -1,0 +1,178 @@
+"""Pure builders for what a Descheduler resource owns, after the seed's section 16.3.
+
+Design: each ``build_*`` takes the Descheduler (a dict) and returns the child object as a dict,
+labelled with the owner's name and carrying an owner reference to it (with
+``blockOwnerDeletion``), so deleting the Descheduler lets the garbage collector remove them.
+Names follow the seed (``descheduler-cluster-role``, ``descheduler-sa``,
+``descheduler-policy-configmap``, ``descheduler-job``) prefixed with the resource's name; the
+ClusterRole is the seed's rules plus what a pass also reads (namespaces, PriorityClasses,
+PodDisruptionBudgets) and the events it writes. The Job's pod is critical twice over: the
+seed's annotation and ``priorityClassName: system-cluster-critical``. No I/O here.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import Any
+
+import yaml
+
+Obj = dict[str, Any]
+GROUP, VERSION, PLURAL, KIND = "berthmaster.io", "v1alpha1", "deschedulers", "Descheduler"
+OWNER_LABEL = "berthmaster.io/descheduler"
+POLICY_KEY = "policy.yaml"
+POLICY_DIR = "/policy-dir"
+CRITICAL_POD_ANNOTATION = "scheduler.alpha.kubernetes.io/critical-pod"
+DEFAULT_IMAGE = "berthmaster:latest"
+
+
+def image_default() -> str:
+    return os.environ.get("BERTHMASTER_IMAGE") or DEFAULT_IMAGE
+
+
+def name_of(descheduler: Mapping[str, Any]) -> str:
+    return str(descheduler["metadata"]["name"])
+
+
+def namespace_of(descheduler: Mapping[str, Any]) -> str:
+    return str((descheduler.get("spec") or {}).get("namespace") or "kube-system")
+
+
+def owner_reference(descheduler: Mapping[str, Any]) -> Obj:
+    return {"apiVersion": f"{GROUP}/{VERSION}", "kind": KIND, "name": name_of(descheduler),
+            "uid": descheduler["metadata"]["uid"], "controller": True,
+            "blockOwnerDeletion": True}
+
+
+def _metadata(descheduler: Mapping[str, Any], name: str, namespaced: bool = True) -> Obj:
+    meta: Obj = {"name": name, "labels": {OWNER_LABEL: name_of(descheduler)},
+                 "ownerReferences": [owner_reference(descheduler)]}
+    if namespaced:
+        meta["namespace"] = namespace_of(descheduler)
+    return meta
+
+
+def config_map_name(descheduler: Mapping[str, Any]) -> str:
+    return f"{name_of(descheduler)}-descheduler-policy-configmap"
+
+
+def service_account_name(descheduler: Mapping[str, Any]) -> str:
+    return f"{name_of(descheduler)}-descheduler-sa"
+
+
+def cluster_role_name(descheduler: Mapping[str, Any]) -> str:
+    return f"{name_of(descheduler)}-descheduler-cluster-role"
+
+
+def job_name(descheduler: Mapping[str, Any]) -> str:
+    """One Job per spec generation: a changed policy runs again, a resumed operator does not."""
+    generation = descheduler["metadata"].get("generation", 1)
+    return f"{name_of(descheduler)}-descheduler-job-{generation}"
+
+
+def cron_job_name(descheduler: Mapping[str, Any]) -> str:
+    return f"{name_of(descheduler)}-descheduler-cronjob"
+
+
+def policy_text(policy: Mapping[str, Any]) -> str:
+    return yaml.safe_dump(dict(policy), sort_keys=False)
+
+
+def build_config_map(descheduler: Mapping[str, Any], text: str) -> Obj:
+    return {"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": _metadata(descheduler, config_map_name(descheduler)),
+            "data": {POLICY_KEY: text}}
+
+
+def build_service_account(descheduler: Mapping[str, Any]) -> Obj:
+    return {"apiVersion": "v1", "kind": "ServiceAccount",
+            "metadata": _metadata(descheduler, service_account_name(descheduler))}
+
+
+def build_cluster_role(descheduler: Mapping[str, Any]) -> Obj:
+    rules = [
+        # the seed's three rules
+        {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "watch", "list"]},
+        {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "watch", "list", "delete"]},
+        {"apiGroups": [""], "resources": ["pods/eviction"], "verbs": ["create"]},
+        # what a pass also reads (one LIST each) and the events it records on evicted pods
+        {"apiGroups": [""], "resources": ["namespaces"], "verbs": ["get", "watch", "list"]},
+        {"apiGroups": ["scheduling.k8s.io"], "resources": ["priorityclasses"],
+         "verbs": ["get", "watch", "list"]},
+        {"apiGroups": ["policy"], "resources": ["poddisruptionbudgets"],
+         "verbs": ["get", "watch", "list"]},
+        {"apiGroups": ["events.k8s.io"], "resources": ["events"], "verbs": ["create", "patch"]},
+    ]
+    return {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+            "metadata": _metadata(descheduler, cluster_role_name(descheduler), namespaced=False),
+            "rules": rules}
+
+
+def build_cluster_role_binding(descheduler: Mapping[str, Any]) -> Obj:
+    return {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+            "metadata": _metadata(descheduler, f"{cluster_role_name(descheduler)}-binding",
+                                  namespaced=False),
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                        "name": cluster_role_name(descheduler)},
+            "subjects": [{"kind": "ServiceAccount", "name": service_account_name(descheduler),
+                          "namespace": namespace_of(descheduler)}]}
+
+
+def _pod_template(descheduler: Mapping[str, Any]) -> Obj:
+    spec = descheduler.get("spec") or {}
+    command = ["berthmaster", "deschedule", "--policy-config-file", f"{POLICY_DIR}/{POLICY_KEY}"]
+    if spec.get("dryRun"):
+        command.append("--dry-run")
+    container: Obj = {"name": "descheduler", "image": spec.get("image") or image_default(),
+                      "command": command,
+                      "volumeMounts": [{"mountPath": POLICY_DIR, "name": "policy-volume"},
+                                       {"mountPath": "/tmp", "name": "tmp"}],
+                      # The restricted Pod Security profile, so enforcing namespaces admit it.
+                      "securityContext": {"allowPrivilegeEscalation": False,
+                                          "readOnlyRootFilesystem": True,
+                                          "capabilities": {"drop": ["ALL"]}}}
+    if spec.get("resources"):
+        container["resources"] = spec["resources"]
+    return {
+        "metadata": {"name": f"{name_of(descheduler)}-descheduler-pod",
+                     "labels": {OWNER_LABEL: name_of(descheduler)},
+                     "annotations": {CRITICAL_POD_ANNOTATION: "true"}},
+        "spec": {"containers": [container], "restartPolicy": "Never",
+                 "priorityClassName": "system-cluster-critical",
+                 "serviceAccountName": service_account_name(descheduler),
+                 "securityContext": {"runAsNonRoot": True, "runAsUser": 65532,
+                                     "seccompProfile": {"type": "RuntimeDefault"}},
+                 "volumes": [{"name": "policy-volume",
+                              "configMap": {"name": config_map_name(descheduler)}},
+                             {"name": "tmp", "emptyDir": {}}]},
+    }
+
+
+def _job_spec(descheduler: Mapping[str, Any]) -> Obj:
+    return {"parallelism": 1, "completions": 1, "backoffLimit": 0,
+            "template": _pod_template(descheduler)}
+
+
+def build_job(descheduler: Mapping[str, Any]) -> Obj:
+    return {"apiVersion": "batch/v1", "kind": "Job",
+            "metadata": _metadata(descheduler, job_name(descheduler)),
+            "spec": _job_spec(descheduler)}
+
+
+def build_cron_job(descheduler: Mapping[str, Any]) -> Obj:
+    schedule = (descheduler.get("spec") or {})["schedule"]
+    return {"apiVersion": "batch/v1", "kind": "CronJob",
+            "metadata": _metadata(descheduler, cron_job_name(descheduler)),
+            "spec": {"schedule": schedule, "concurrencyPolicy": "Forbid",
+                     "successfulJobsHistoryLimit": 3, "failedJobsHistoryLimit": 3,
+                     "jobTemplate": {"metadata": {"labels": {OWNER_LABEL: name_of(descheduler)}},
+                                     "spec": _job_spec(descheduler)}}}
+
+
+def build_children(descheduler: Mapping[str, Any], text: str) -> list[Obj]:
+    """Everything a valid Descheduler owns, in creation order (RBAC before the Job)."""
+    run = build_cron_job(descheduler) if (descheduler.get("spec") or {}).get("schedule") \
+        else build_job(descheduler)
+    return [build_config_map(descheduler, text), build_service_account(descheduler),
+            build_cluster_role(descheduler), build_cluster_role_binding(descheduler), run]

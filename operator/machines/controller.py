@@ -1,0 +1,532 @@
+"""The Machine and MachineSet reconcilers: read state, ask the pure modules, apply one step.
+
+Each reconcile reads the object fresh from the API server (no cache, so a restarted operator
+sees exactly what the last one recorded), takes at most one side-effecting step, records it in
+the object's status with a resourceVersion precondition, and asks to run again (delay ``0``)
+until there is nothing left to do or something to wait for. Waiting on a hook owner needs no
+polling: removing a hook is an update, and the watch brings the Machine back.
+
+Drain retries are paced from the Machine's own status (``deletionProgress.drainAttempts`` and
+``lastDrainAttemptAt``), not from memory, so a restart neither retries early nor forgets the
+backoff, and the status writes a failing drain makes cannot turn into a hot loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from berthmaster.kube import CORE, KubeClient, KubeError, resource_path
+from berthmaster.operator.machines import api, drain, events, lifecycle, machineset, nodes
+from berthmaster.operator.machines.conditions import (
+    false_condition,
+    get_condition,
+    parse_time,
+    set_condition,
+    timestamp,
+    true_condition,
+)
+from berthmaster.operator.machines.hooks import with_hook_conditions
+from berthmaster.operator.machines.lifecycle import Step
+from berthmaster.operator.machines.providers import (
+    Instance,
+    InvalidProviderSpec,
+    Provider,
+    provider_for,
+)
+
+Key = tuple[str, str]
+JSON = dict[str, Any]
+log = logging.getLogger("berthmaster.operator.machines")
+
+AGAIN = 0.0  # run the next step now
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+class EventRecorder:
+    """Posts events idempotently (see :mod:`.events`): same name, higher count, or nothing."""
+
+    def __init__(self, kube: KubeClient, clock: Callable[[], datetime] = utcnow):
+        self.kube = kube
+        self.clock = clock
+
+    async def post(self, involved: JSON, reason: str, message: str, *, count: int = 1,
+                   event_type: str = "Normal", component: str = events.COMPONENT,
+                   series: str = "") -> None:
+        body = events.build_event(involved, reason, message, now=self.clock(),
+                                  event_type=event_type, count=count, component=component,
+                                  series=series)
+        namespace = body["metadata"]["namespace"]
+        try:
+            await self.kube.create(resource_path(CORE, "events", namespace), body)
+            return
+        except KubeError as error:
+            if not error.conflict:
+                log.warning("could not post event %s: %s", reason, error)
+                return
+        path = resource_path(CORE, "events", namespace, body["metadata"]["name"])
+        try:
+            existing = await self.kube.get(path)
+            if int(existing.get("count") or 1) < count:
+                await self.kube.patch(path, {"count": count, "message": message,
+                                             "lastTimestamp": body["lastTimestamp"]})
+        except KubeError as error:
+            log.warning("could not update event %s: %s", reason, error)
+
+
+class MachineController:
+    def __init__(self, kube: KubeClient, providers: dict[str, Provider], *,
+                 clock: Callable[[], datetime] = utcnow, drain_wait: float = 20.0,
+                 drain_backoff: float = 5.0, drain_backoff_cap: float = 60.0,
+                 instance_poll: float = 2.0, provision_poll: float = 5.0):
+        self.kube = kube
+        self.providers = providers
+        self.clock = clock
+        self.events = EventRecorder(kube, clock)
+        self.drain_wait = drain_wait
+        self.drain_backoff = drain_backoff
+        self.drain_backoff_cap = drain_backoff_cap
+        self.instance_poll = instance_poll
+        self.provision_poll = provision_poll
+
+    # -- reading and writing the Machine ------------------------------------------------------
+
+    async def get(self, key: Key) -> JSON | None:
+        try:
+            return await self.kube.get(api.machine_path(*key))
+        except KubeError as error:
+            if error.not_found:
+                return None
+            raise
+
+    async def write_status(self, machine: JSON, updates: JSON,
+                           progress: JSON | None = None) -> JSON:
+        """Patch status with ``updates`` (conditions refreshed from the hooks) if it changes."""
+        now = self.clock()
+        old = dict(machine.get("status") or {})
+        new = {**old, **updates}
+        conditions = updates.get("conditions", old.get("conditions"))
+        new["conditions"] = with_hook_conditions(conditions, machine, now)
+        if progress:
+            new["deletionProgress"] = {**(old.get("deletionProgress") or {}), **progress}
+        for field in ("errorReason", "errorMessage"):
+            if new.get(field) is None:
+                new.pop(field, None)
+        if new == old:
+            return machine
+        new["lastUpdated"] = timestamp(now)
+        patch: JSON = {"metadata": {"resourceVersion": machine["metadata"]["resourceVersion"]},
+                       "status": new}
+        for field in ("errorReason", "errorMessage"):
+            if field in old and field not in new:
+                patch["status"][field] = None
+        return await self.kube.patch(api.machine_path(*api.key_of(machine), sub="status"), patch)
+
+    async def set_finalizers(self, machine: JSON, finalizers: list[str]) -> None:
+        meta = machine["metadata"]
+        await self.kube.patch(api.machine_path(*api.key_of(machine)), {
+            "metadata": {"finalizers": finalizers, "resourceVersion": meta["resourceVersion"]}})
+
+    # -- the reconcile ---------------------------------------------------------------------------
+
+    async def reconcile(self, key: Key) -> float | None:
+        machine = await self.get(key)
+        if machine is None:
+            return None
+        if api.deleting(machine):
+            return await self.reconcile_deletion(machine)
+        return await self.reconcile_live(machine)
+
+    async def reconcile_live(self, machine: JSON) -> float | None:
+        meta = machine["metadata"]
+        finalizers = list(meta.get("finalizers") or [])
+        if api.FINALIZER not in finalizers:
+            await self.set_finalizers(machine, [*finalizers, api.FINALIZER])
+            return AGAIN
+        status = machine.get("status") or {}
+        if status.get("phase") == api.FAILED:
+            await self.write_status(machine, {})
+            return None
+        try:
+            provider = provider_for(machine, self.providers)
+            problems = provider.validate(machine)
+            if problems:
+                raise InvalidProviderSpec("; ".join(problems))
+        except InvalidProviderSpec as error:
+            await self.fail(machine, api.INVALID_CONFIGURATION, str(error), "FailedCreate")
+            return None
+        instance = await provider.instance_exists(machine)
+        if instance is not None:
+            return await self.reconcile_instance(machine, instance)
+        if (machine.get("spec") or {}).get("providerID"):
+            condition = false_condition(api.INSTANCE_EXISTS, api.INSTANCE_MISSING,
+                                        "Instance not found on provider")
+            await self.fail(machine, None, "Can't find created instance.", "",
+                            condition=condition)
+            return None
+        if not status.get("phase"):
+            condition = false_condition(api.INSTANCE_EXISTS, api.INSTANCE_NOT_CREATED,
+                                        "Instance has not been created")
+            now = self.clock()
+            await self.write_status(machine, {
+                "phase": api.PROVISIONING,
+                "conditions": set_condition(status.get("conditions"), condition, now)})
+            return AGAIN
+        try:
+            instance = await provider.create_instance(machine)
+        except InvalidProviderSpec as error:
+            await self.fail(machine, api.INVALID_CONFIGURATION, str(error), "FailedCreate")
+            return None
+        await self.record_created(machine, instance)
+        return AGAIN
+
+    async def record_created(self, machine: JSON, instance: Instance) -> None:
+        """The Created event and spec.providerID: the record that the instance exists."""
+        await self.events.post(machine, "Created", f"Created Machine {machine['metadata']['name']}")
+        await self.record_provider_id(machine, instance)
+
+    async def record_provider_id(self, machine: JSON, instance: Instance) -> None:
+        meta: JSON = {"resourceVersion": machine["metadata"]["resourceVersion"]}
+        if instance.machine_labels:
+            meta["labels"] = instance.machine_labels
+        await self.kube.patch(api.machine_path(*api.key_of(machine)), {
+            "metadata": meta, "spec": {"providerID": instance.provider_id}})
+
+    async def reconcile_instance(self, machine: JSON, instance: Instance) -> float | None:
+        if (machine.get("spec") or {}).get("providerID") != instance.provider_id:
+            await self.record_created(machine, instance)  # created by a life that then died
+            return AGAIN
+        labels = machine["metadata"].get("labels") or {}
+        if any(labels.get(k) != v for k, v in instance.machine_labels.items()):
+            await self.record_provider_id(machine, instance)  # labels drifted: put them back
+            return AGAIN
+        node = await self.get_node(instance.node_name)
+        if node is not None:
+            patch = nodes.node_patch(node, machine)
+            if patch is not None:
+                patch.setdefault("metadata", {})["resourceVersion"] = \
+                    node["metadata"]["resourceVersion"]
+                await self.kube.patch(api.node_path(node["metadata"]["name"]), patch)
+        status = machine.get("status") or {}
+        now = self.clock()
+        updates: JSON = {
+            "phase": api.RUNNING if node is not None else api.PROVISIONED,
+            "addresses": instance.addresses,
+            "conditions": set_condition(status.get("conditions"),
+                                        true_condition(api.INSTANCE_EXISTS), now),
+        }
+        if node is not None:
+            updates["nodeRef"] = {"apiVersion": "v1", "kind": "Node",
+                                  "name": node["metadata"]["name"],
+                                  "uid": node["metadata"]["uid"]}
+        await self.write_status(machine, updates)
+        return None if node is not None else self.provision_poll
+
+    async def fail(self, machine: JSON, reason: str | None, message: str, event: str,
+                   condition: JSON | None = None) -> None:
+        status = machine.get("status") or {}
+        conditions = status.get("conditions")
+        if condition is not None:
+            conditions = set_condition(conditions, condition, self.clock())
+        if event:
+            await self.events.post(machine, event, message, event_type="Warning")
+        await self.write_status(machine, {"phase": api.FAILED, "errorReason": reason,
+                                          "errorMessage": message, "conditions": conditions})
+
+    async def get_node(self, name: str | None) -> JSON | None:
+        if not name:
+            return None
+        try:
+            return await self.kube.get(api.node_path(name))
+        except KubeError as error:
+            if error.not_found:
+                return None
+            raise
+
+    # -- deletion --------------------------------------------------------------------------------
+
+    async def reconcile_deletion(self, machine: JSON) -> float | None:
+        step = lifecycle.decide_deletion_step(machine)
+        log.info("machine %s/%s: deletion step %s", *api.key_of(machine), step.value)
+        now = timestamp(self.clock())
+        if step is Step.NOTHING:
+            return None
+        if step is Step.MARK_DELETING:
+            started = lifecycle.progress(machine).get("startedAt") or now
+            await self.write_status(machine, {"phase": api.DELETING}, {"startedAt": started})
+            return AGAIN
+        if step is Step.WAIT_PRE_DRAIN:
+            await self.events.post(machine, *events.DRAIN_BLOCKED,
+                                   component=events.DRAIN_COMPONENT)
+            await self.write_status(machine, {})
+            return None
+        if step is Step.SKIP_DRAIN:
+            await self.events.post(machine, *events.DRAIN_SKIPPED,
+                                   component=events.DRAIN_COMPONENT)
+            await self.mark_drained(machine, true_condition(api.DRAINED, "Node drain skipped"))
+            return AGAIN
+        if step is Step.DRAIN:
+            return await self.drain_step(machine)
+        if step is Step.WAIT_PRE_TERMINATE:
+            await self.write_status(machine, {})
+            return None
+        if step is Step.DELETE_INSTANCE:
+            await self.delete_instance(machine)
+            await self.write_status(machine, {}, {"terminableAt": now, "instanceDeletedAt": now})
+            return AGAIN
+        if step is Step.WAIT_INSTANCE_GONE:
+            if await self.instance_exists(machine):
+                return self.instance_poll
+            await self.write_status(machine, {}, {"instanceGoneAt": now})
+            return AGAIN
+        if step is Step.DELETE_NODE:
+            name = lifecycle.node_name(machine)
+            try:
+                await self.kube.delete(api.node_path(name))
+            except KubeError as error:
+                if not error.not_found:
+                    raise
+            await self.write_status(machine, {}, {"nodeDeletedAt": now})
+            return AGAIN
+        # Step.REMOVE_FINALIZER
+        finalizers = [f for f in machine["metadata"].get("finalizers") or []
+                      if f != api.FINALIZER]
+        await self.set_finalizers(machine, finalizers)
+        log.info("machine %s/%s: machine deletion successful", *api.key_of(machine))
+        return None
+
+    def provider_or_none(self, machine: JSON) -> Provider | None:
+        try:
+            return provider_for(machine, self.providers)
+        except InvalidProviderSpec:
+            return None  # nothing was ever created for a Machine no provider accepts
+
+    async def delete_instance(self, machine: JSON) -> None:
+        provider = self.provider_or_none(machine)
+        if provider is not None:
+            await provider.delete_instance(machine)
+
+    async def instance_exists(self, machine: JSON) -> bool:
+        provider = self.provider_or_none(machine)
+        return provider is not None and await provider.instance_exists(machine) is not None
+
+    async def mark_drained(self, machine: JSON, condition: JSON,
+                           progress: JSON | None = None) -> None:
+        now = self.clock()
+        conditions = set_condition((machine.get("status") or {}).get("conditions"),
+                                   condition, now)
+        done = {"drainableAt": lifecycle.progress(machine).get("drainableAt") or timestamp(now),
+                "drainedAt": timestamp(now), **(progress or {})}
+        await self.write_status(machine, {"conditions": conditions}, done)
+
+    def drain_delay(self, attempts: int) -> float:
+        return float(min(self.drain_backoff_cap, self.drain_backoff * 2 ** max(0, attempts - 1)))
+
+    async def drain_step(self, machine: JSON) -> float | None:
+        now = self.clock()
+        done = lifecycle.progress(machine)
+        attempts = int(done.get("drainAttempts") or 0)
+        last = parse_time(done.get("lastDrainAttemptAt"))
+        if last is not None:
+            due = last + timedelta(seconds=self.drain_delay(attempts))
+            if now < due:
+                return (due - now).total_seconds()
+        try:
+            timeout = lifecycle.drain_timeout(machine)
+        except ValueError as invalid:
+            await self.events.post(machine, "InvalidAnnotation", str(invalid),
+                                   event_type="Warning")
+            timeout = None
+        attempt = attempts + 1
+        started = done.get("drainStartedAt") or timestamp(now)
+        drainable_at = done.get("drainableAt") or timestamp(now)
+        await self.events.post(machine, *events.DRAIN_PROCEEDS, count=attempt,
+                               component=events.DRAIN_COMPONENT)
+        failure = await self.drain_node(machine)
+        record = {"drainStartedAt": started, "drainableAt": drainable_at,
+                  "drainAttempts": attempt, "lastDrainAttemptAt": timestamp(self.clock())}
+        if failure is None:
+            await self.events.post(machine, *events.DRAIN_SUCCEEDED,
+                                   component=events.DRAIN_COMPONENT)
+            await self.mark_drained(machine, true_condition(api.DRAINED,
+                                                            "Drain finished successfully"), record)
+            return AGAIN
+        await self.events.post(machine, events.DRAIN_REQUEUED, f"Node drain requeued: {failure}",
+                               count=attempt, component=events.DRAIN_COMPONENT)
+        probe = {**machine, "status": {**(machine.get("status") or {}),
+                                       "deletionProgress": {**done, "drainStartedAt": started}}}
+        if timeout is not None and lifecycle.drain_timed_out(probe, timeout, self.clock()):
+            return await self.drain_timed_out(machine, timeout, failure, record)
+        condition = false_condition(api.DRAINED, api.DRAIN_ERROR,
+                                    f"could not drain machine: {failure}")
+        conditions = set_condition((machine.get("status") or {}).get("conditions"),
+                                   condition, self.clock())
+        await self.write_status(machine, {"conditions": conditions}, record)
+        return self.drain_delay(attempt)
+
+    async def drain_timed_out(self, machine: JSON, timeout: lifecycle.DrainTimeout, error: str,
+                              record: JSON) -> float | None:
+        await self.events.post(machine, events.DRAIN_TIMED_OUT,
+                               f"Node drain did not finish within {timeout.text}: {error}",
+                               event_type="Warning", component=events.DRAIN_COMPONENT)
+        if timeout.proceed:
+            condition = true_condition(
+                api.DRAINED, reason=api.DRAIN_TIMEOUT_REASON,
+                message=f"Drain did not finish within {timeout.text}; proceeding because "
+                        f"{api.PROCEED_AFTER_DRAIN_TIMEOUT} is true: {error}")
+            await self.mark_drained(machine, condition, record)
+            return AGAIN
+        condition = false_condition(
+            api.DRAINED, api.DRAIN_TIMEOUT_REASON,
+            f"Drain did not finish within {timeout.text}; still retrying (annotate "
+            f"{api.PROCEED_AFTER_DRAIN_TIMEOUT}=true to proceed without it): {error}")
+        conditions = set_condition((machine.get("status") or {}).get("conditions"),
+                                   condition, self.clock())
+        await self.write_status(machine, {"conditions": conditions}, record)
+        return self.drain_delay(int(record["drainAttempts"]))
+
+    async def drain_node(self, machine: JSON) -> str | None:
+        """Cordon and drain the Machine's Node; None when drained, else the error text."""
+        name = lifecycle.node_name(machine)
+        node = await self.get_node(name)
+        if node is None:
+            log.info("could not find node from noderef, it may have already been deleted: %s",
+                     name)
+            return None
+        if not (node.get("spec") or {}).get("unschedulable"):
+            try:
+                await self.kube.patch(api.node_path(name), {"spec": {"unschedulable": True}})
+            except KubeError as error:
+                return f"cordon failed for node {name!r}: {error.message}"
+        unreachable = drain.node_is_unreachable(node)
+        pods = await self.pods_on(str(name))
+        plan = drain.plan_drain(pods, unreachable=unreachable, now=self.clock())
+        errors = []
+        for pod in plan.evict:
+            if (pod.get("metadata") or {}).get("deletionTimestamp"):
+                continue  # already going; waiting below
+            meta = pod["metadata"]
+            try:
+                await self.kube.create(
+                    resource_path(CORE, "pods", meta["namespace"], meta["name"], "eviction"),
+                    drain.eviction_body(pod, unreachable=unreachable))
+            except KubeError as error:
+                if error.not_found:
+                    continue
+                message = drain.PDB_MESSAGE if error.too_many_requests else error.message
+                errors.append(drain.eviction_error(pod, message))
+        if errors:
+            return drain.drain_failure(errors)
+        return await self.wait_for_pods_gone(str(name), unreachable)
+
+    async def pods_on(self, node_name: str) -> list[JSON]:
+        items, _ = await self.kube.list_all(resource_path(CORE, "pods"),
+                                            fieldSelector=f"spec.nodeName={node_name}")
+        return items
+
+    async def wait_for_pods_gone(self, node_name: str, unreachable: bool) -> str | None:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.drain_wait
+        while True:
+            plan = drain.plan_drain(await self.pods_on(node_name), unreachable=unreachable,
+                                    now=self.clock())
+            if not plan.evict:
+                return None
+            if loop.time() >= deadline:
+                return drain.still_terminating_error(plan.evict)
+            await asyncio.sleep(0.5)
+
+
+class MachineSetController:
+    def __init__(self, kube: KubeClient, *, clock: Callable[[], datetime] = utcnow,
+                 resync: float = 30.0, status_poll: float = 5.0):
+        self.kube = kube
+        self.clock = clock
+        self.events = EventRecorder(kube, clock)
+        self.resync = resync
+        self.status_poll = status_poll
+
+    async def reconcile(self, key: Key) -> float | None:
+        try:
+            ms = await self.kube.get(api.machineset_path(*key))
+        except KubeError as error:
+            if error.not_found:
+                return None
+            raise
+        if api.deleting(ms):
+            return None
+        problems = machineset.validate(ms)
+        if problems:
+            message = "; ".join(problems)
+            await self.events.post(ms, "ReconcileError", message, event_type="Warning")
+            await self.write_status(ms, {"errorReason": api.INVALID_CONFIGURATION,
+                                         "errorMessage": message})
+            return None
+        namespace = key[0]
+        all_machines, _ = await self.kube.list_all(api.machine_path(namespace))
+        counted, orphans = machineset.owned_machines(ms, all_machines)
+        for orphan in orphans:
+            refs = list(orphan["metadata"].get("ownerReferences") or [])
+            await self.kube.patch(api.machine_path(*api.key_of(orphan)), {"metadata": {
+                "ownerReferences": [*refs, machineset.owner_reference(ms)],
+                "resourceVersion": orphan["metadata"]["resourceVersion"]}})
+        replicas = int((ms.get("spec") or {}).get("replicas", 1))
+        diff = len(counted) - replicas
+        if diff < 0:
+            log.info("Too few replicas for MachineSet %s/%s, need %d, creating %d",
+                     *key, replicas, -diff)
+            for _ in range(-diff):
+                created = await self.kube.create(api.machine_path(namespace),
+                                                 machineset.build_machine(ms))
+                counted.append(created)
+        elif diff > 0:
+            policy = (ms.get("spec") or {}).get("deletePolicy") or "Random"
+            log.info("Too many replicas for MachineSet %s/%s, need %d, deleting %d (%s)",
+                     *key, replicas, diff, policy)
+            doomed = machineset.machines_to_delete(counted, diff, policy, self.clock())
+            for machine in doomed:
+                try:
+                    await self.kube.delete(api.machine_path(*api.key_of(machine)))
+                except KubeError as error:
+                    if not error.not_found:
+                        raise
+            names = {m["metadata"]["name"] for m in doomed}
+            counted = [m for m in counted if m["metadata"]["name"] not in names]
+        node_objects = {}
+        for machine in counted:
+            name = ((machine.get("status") or {}).get("nodeRef") or {}).get("name")
+            if name:
+                try:
+                    node_objects[name] = await self.kube.get(api.node_path(name))
+                except KubeError as error:
+                    if not error.not_found:
+                        raise
+        status = machineset.build_status(ms, counted, node_objects, self.clock())
+        await self.write_status(ms, {**status, "errorReason": None, "errorMessage": None})
+        if diff != 0 or status["readyReplicas"] != replicas:
+            return self.status_poll
+        return self.resync
+
+    async def write_status(self, ms: JSON, updates: JSON) -> None:
+        old = dict(ms.get("status") or {})
+        new = {k: v for k, v in {**old, **updates}.items() if v is not None}
+        if new == old:
+            return
+        status_patch: JSON = dict(new)
+        for field in ("errorReason", "errorMessage"):
+            if field in old and field not in new:
+                status_patch[field] = None
+        await self.kube.patch(api.machineset_path(*api.key_of(ms), sub="status"), {
+            "metadata": {"resourceVersion": ms["metadata"]["resourceVersion"]},
+            "status": status_patch})
+
+
+def get_condition_status(machine: JSON, kind: str) -> str | None:
+    found = get_condition((machine.get("status") or {}).get("conditions"), kind)
+    return None if found is None else str(found.get("status"))

@@ -1,0 +1,245 @@
+"""MachineSet decisions: which Machines are its own, how many to add, which to delete, status.
+
+Pure functions over plain dicts, following upstream's machineset controller:
+
+- a Machine belongs to a MachineSet when it matches ``spec.selector`` and has no other
+  controller; orphans are adopted (a controller ownerReference is added); Machines being
+  deleted do not count;
+- new Machines are built from ``spec.template`` with ``generateName: <set>-`` and a controller
+  ownerReference;
+- when there are too many, :func:`machines_to_delete` ranks them by ``spec.deletePolicy`` in
+  upstream's priority tiers (``delete_priority``): being deleted already, then the
+  ``machine.openshift.io/delete-machine`` annotation (or its older
+  ``cluster-api-delete-machine`` form) and Machines with ``status.errorReason/errorMessage``
+  come first in every policy; Random then prefers Machines without a Node; Oldest and Newest
+  map the age onto 0..100 with upstream's ten-day exponential.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from berthmaster.operator.machines import api
+from berthmaster.operator.machines.conditions import parse_time
+
+Machine = dict[str, Any]
+
+MUST_DELETE = 100.0
+BETTER_DELETE = 50.0
+PREFER_DELETE = 40.0
+COULD_DELETE = 20.0
+MUST_NOT_DELETE = 0.0
+SECONDS_PER_TEN_DAYS = 864000.0
+POLICIES = ("Random", "Newest", "Oldest")
+
+
+class InvalidMachineSet(ValueError):
+    """The MachineSet cannot be reconciled until its spec is fixed (message says how)."""
+
+
+def validate(machineset: dict[str, Any]) -> list[str]:
+    """Every problem with the MachineSet's spec, each naming the field and the fix."""
+    name = (machineset.get("metadata") or {}).get("name")
+    spec = machineset.get("spec") or {}
+    problems = []
+    selector = spec.get("selector") or {}
+    if not selector.get("matchLabels") and not selector.get("matchExpressions"):
+        problems.append(f"MachineSet {name}: spec.selector: empty selector is not valid for "
+                        "MachineSet; set matchLabels matching spec.template.metadata.labels")
+    policy = spec.get("deletePolicy") or "Random"
+    if policy not in POLICIES:
+        problems.append(f"Unsupported delete policy {policy}. Must be one of 'Random', "
+                        "'Newest', or 'Oldest'")
+    template_labels = ((spec.get("template") or {}).get("metadata") or {}).get("labels") or {}
+    try:
+        if selector and not selector_matches(selector, template_labels):
+            problems.append(f"MachineSet {name}: spec.template.metadata.labels: `selector` does "
+                            "not match template `labels`; add the selector's labels to the "
+                            "template")
+    except InvalidMachineSet as error:
+        problems.append(str(error))
+    return problems
+
+
+def selector_matches(selector: dict[str, Any], labels: dict[str, str]) -> bool:
+    for key, value in (selector.get("matchLabels") or {}).items():
+        if labels.get(key) != value:
+            return False
+    for expression in selector.get("matchExpressions") or []:
+        key, operator = expression.get("key"), expression.get("operator")
+        values = expression.get("values") or []
+        if operator == "In" and labels.get(key) not in values:
+            return False
+        if operator == "NotIn" and key in labels and labels[key] in values:
+            return False
+        if operator == "Exists" and key not in labels:
+            return False
+        if operator == "DoesNotExist" and key in labels:
+            return False
+        if operator not in ("In", "NotIn", "Exists", "DoesNotExist"):
+            raise InvalidMachineSet(f"spec.selector.matchExpressions: unknown operator "
+                                    f"{operator!r}; use In, NotIn, Exists or DoesNotExist")
+    return True
+
+
+def controller_uid(machine: Machine) -> str | None:
+    for ref in (machine.get("metadata") or {}).get("ownerReferences") or []:
+        if ref.get("controller"):
+            return str(ref.get("uid"))
+    return None
+
+
+def owned_machines(machineset: dict[str, Any], machines: Sequence[Machine]
+                   ) -> tuple[list[Machine], list[Machine]]:
+    """(Machines counted for this set, the orphans among them to adopt); sorted by name."""
+    uid = (machineset.get("metadata") or {}).get("uid")
+    selector = (machineset.get("spec") or {}).get("selector") or {}
+    counted, orphans = [], []
+    for machine in sorted(machines, key=lambda m: m["metadata"]["name"]):
+        owner = controller_uid(machine)
+        if owner is not None and owner != uid:
+            continue
+        if api.deleting(machine):
+            continue
+        if not selector_matches(selector, (machine.get("metadata") or {}).get("labels") or {}):
+            continue
+        counted.append(machine)
+        if owner is None:
+            orphans.append(machine)
+    return counted, orphans
+
+
+def owner_reference(machineset: dict[str, Any]) -> dict[str, Any]:
+    meta = machineset.get("metadata") or {}
+    return {"apiVersion": api.API_VERSION, "kind": "MachineSet", "name": meta.get("name"),
+            "uid": meta.get("uid"), "controller": True, "blockOwnerDeletion": True}
+
+
+def build_machine(machineset: dict[str, Any]) -> Machine:
+    meta = machineset.get("metadata") or {}
+    template = (machineset.get("spec") or {}).get("template") or {}
+    template_meta = template.get("metadata") or {}
+    metadata: dict[str, Any] = {
+        "generateName": f"{meta.get('name')}-",
+        "namespace": meta.get("namespace"),
+        "labels": dict(template_meta.get("labels") or {}),
+        "ownerReferences": [owner_reference(machineset)],
+    }
+    if template_meta.get("annotations"):
+        metadata["annotations"] = dict(template_meta["annotations"])
+    return {"apiVersion": api.API_VERSION, "kind": "Machine", "metadata": metadata,
+            "spec": dict(template.get("spec") or {})}
+
+
+def _marked_for_deletion(machine: Machine) -> bool:
+    annotations = (machine.get("metadata") or {}).get("annotations") or {}
+    return bool(annotations.get(api.DELETE_MACHINE) or annotations.get(api.OLD_DELETE_MACHINE))
+
+
+def _unhealthy(machine: Machine) -> bool:
+    status = machine.get("status") or {}
+    return status.get("errorReason") is not None or status.get("errorMessage") is not None
+
+
+def oldest_priority(machine: Machine, now: datetime) -> float:
+    if api.deleting(machine) or _marked_for_deletion(machine) or _unhealthy(machine):
+        return MUST_DELETE
+    created = parse_time((machine.get("metadata") or {}).get("creationTimestamp"))
+    if created is None:
+        return MUST_NOT_DELETE
+    age = (now - created).total_seconds()
+    if age < 0:
+        return MUST_NOT_DELETE
+    return MUST_DELETE * (1.0 - math.exp(-age / SECONDS_PER_TEN_DAYS))
+
+
+def newest_priority(machine: Machine, now: datetime) -> float:
+    if api.deleting(machine) or _marked_for_deletion(machine) or _unhealthy(machine):
+        return MUST_DELETE
+    return MUST_DELETE - oldest_priority(machine, now)
+
+
+def random_priority(machine: Machine, now: datetime) -> float:
+    if api.deleting(machine):
+        return MUST_DELETE
+    if _marked_for_deletion(machine) or _unhealthy(machine):
+        return BETTER_DELETE
+    if not (machine.get("status") or {}).get("nodeRef"):
+        return PREFER_DELETE
+    return COULD_DELETE
+
+
+PRIORITIES = {"Random": random_priority, "Newest": newest_priority, "Oldest": oldest_priority}
+
+
+def machines_to_delete(machines: Sequence[Machine], count: int, policy: str, now: datetime,
+                       rng: random.Random | None = None) -> list[Machine]:
+    """The ``count`` Machines to delete, highest priority first (ties: random for Random)."""
+    if count <= 0:
+        return []
+    if count >= len(machines):
+        return list(machines)
+    priority = PRIORITIES.get(policy or "Random")
+    if priority is None:
+        raise InvalidMachineSet(f"Unsupported delete policy {policy}. Must be one of 'Random', "
+                                "'Newest', or 'Oldest'")
+    ordered = list(machines)
+    if (policy or "Random") == "Random":
+        (rng or random.Random()).shuffle(ordered)
+    ordered.sort(key=lambda m: priority(m, now), reverse=True)  # stable: ties keep order
+    return ordered[:count]
+
+
+def node_ready_since(node: dict[str, Any] | None) -> datetime | None:
+    for condition in ((node or {}).get("status") or {}).get("conditions") or []:
+        if condition.get("type") == "Ready" and condition.get("status") == "True":
+            return parse_time(condition.get("lastTransitionTime")) or datetime.min
+    return None
+
+
+def build_status(machineset: dict[str, Any], machines: Sequence[Machine],
+                 nodes: dict[str, dict[str, Any]], now: datetime) -> dict[str, Any]:
+    """status.replicas, fullyLabeledReplicas, readyReplicas, availableReplicas, labelSelector."""
+    spec = machineset.get("spec") or {}
+    template_labels = ((spec.get("template") or {}).get("metadata") or {}).get("labels") or {}
+    min_ready = int(spec.get("minReadySeconds") or 0)
+    fully_labeled = ready = available = 0
+    for machine in machines:
+        labels = (machine.get("metadata") or {}).get("labels") or {}
+        if all(labels.get(k) == v for k, v in template_labels.items()):
+            fully_labeled += 1
+        node_name = ((machine.get("status") or {}).get("nodeRef") or {}).get("name")
+        since = node_ready_since(nodes.get(node_name or ""))
+        if since is None:
+            continue
+        ready += 1
+        if min_ready == 0 or since == datetime.min or (now - since).total_seconds() >= min_ready:
+            available += 1
+    return {
+        "replicas": len(machines),
+        "fullyLabeledReplicas": fully_labeled,
+        "readyReplicas": ready,
+        "availableReplicas": available,
+        "observedGeneration": (machineset.get("metadata") or {}).get("generation", 0),
+        "labelSelector": selector_string(spec.get("selector") or {}),
+    }
+
+
+def selector_string(selector: dict[str, Any]) -> str:
+    parts = [f"{k}={v}" for k, v in sorted((selector.get("matchLabels") or {}).items())]
+    for expression in selector.get("matchExpressions") or []:
+        key, operator = expression.get("key"), expression.get("operator")
+        values = ",".join(sorted(expression.get("values") or []))
+        if operator == "In":
+            parts.append(f"{key} in ({values})")
+        elif operator == "NotIn":
+            parts.append(f"{key} notin ({values})")
+        elif operator == "Exists":
+            parts.append(str(key))
+        elif operator == "DoesNotExist":
+            parts.append(f"!{key}")
+    return ",".join(parts)

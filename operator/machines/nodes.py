@@ -1,0 +1,61 @@
+"""What a Machine asks of its Node: the link annotation, its labels, its taints (additive).
+
+Upstream's node-link controller annotates the Node with ``machine.openshift.io/machine:
+<namespace>/<name>``, copies ``spec.metadata.labels`` onto it and adds ``spec.taints`` that are
+missing, never removing a taint someone else put there (a taint matches on key and effect, as
+in the API server's taint identity). We also label the Node ``machine.openshift.io/machine=<name>``
+(when the name is a valid label value) so ``kubectl get nodes -l`` can find a Machine's Node.
+
+Pure: :func:`node_patch` returns a merge patch or None when the Node already conforms.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from berthmaster.operator.machines.api import NODE_MACHINE
+
+Taint = dict[str, Any]
+_LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
+
+
+def taint_identity(taint: Taint) -> tuple[str, str]:
+    return str(taint.get("key", "")), str(taint.get("effect", ""))
+
+
+def missing_taints(current: list[Taint], wanted: list[Taint]) -> list[Taint]:
+    have = {taint_identity(t) for t in current}
+    missing = []
+    for taint in wanted:
+        if taint_identity(taint) not in have:
+            missing.append({k: v for k, v in taint.items() if k in ("key", "value", "effect")})
+            have.add(taint_identity(taint))
+    return missing
+
+
+def wanted_labels(machine: dict[str, Any]) -> dict[str, str]:
+    meta = machine.get("metadata") or {}
+    labels = dict(((machine.get("spec") or {}).get("metadata") or {}).get("labels") or {})
+    name = str(meta.get("name", ""))
+    if len(name) <= 63 and _LABEL_VALUE.match(name):
+        labels[NODE_MACHINE] = name
+    return labels
+
+
+def node_patch(node: dict[str, Any], machine: dict[str, Any]) -> dict[str, Any] | None:
+    meta = machine.get("metadata") or {}
+    link = f"{meta.get('namespace')}/{meta.get('name')}"
+    node_meta = node.get("metadata") or {}
+    patch: dict[str, Any] = {}
+    if (node_meta.get("annotations") or {}).get(NODE_MACHINE) != link:
+        patch.setdefault("metadata", {})["annotations"] = {NODE_MACHINE: link}
+    have_labels = node_meta.get("labels") or {}
+    labels = {k: v for k, v in wanted_labels(machine).items() if have_labels.get(k) != v}
+    if labels:
+        patch.setdefault("metadata", {})["labels"] = labels
+    current = (node.get("spec") or {}).get("taints") or []
+    added = missing_taints(current, (machine.get("spec") or {}).get("taints") or [])
+    if added:
+        patch["spec"] = {"taints": [*current, *added]}
+    return patch or None

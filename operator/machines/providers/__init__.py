@@ -1,0 +1,61 @@
+"""Infrastructure providers: where a Machine's instance comes from.
+
+A provider answers three questions, all idempotent: create the instance for a Machine (again if
+it exists: no second instance), delete it (again if it is gone: success), and say whether it
+exists (returning what the Machine should record: providerID, addresses). The provider for a
+Machine is chosen by ``spec.providerSpec.value.kind``; :func:`provider_for` names the supported
+kinds when it meets another one.
+
+Built in: ``kwok`` (``KwokMachineProviderSpec``), whose instances are kwok-managed fake Nodes, so
+the whole Machine lifecycle runs on the local control plane and on kind with kwok installed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+
+@dataclass(frozen=True)
+class Instance:
+    """What the Machine records about its instance."""
+
+    provider_id: str
+    node_name: str | None = None
+    addresses: list[dict[str, str]] = field(default_factory=list)
+    # Labels for the Machine itself (instance type, region, zone), as upstream's actuators set.
+    machine_labels: dict[str, str] = field(default_factory=dict)
+
+
+class InvalidProviderSpec(ValueError):
+    """The providerSpec can never work as written (the message names the field and the fix)."""
+
+
+class Provider(Protocol):
+    kind: str
+
+    def validate(self, machine: dict[str, Any]) -> list[str]: ...
+
+    async def create_instance(self, machine: dict[str, Any]) -> Instance: ...
+
+    async def delete_instance(self, machine: dict[str, Any]) -> None: ...
+
+    async def instance_exists(self, machine: dict[str, Any]) -> Instance | None: ...
+
+
+def provider_spec_kind(machine: dict[str, Any]) -> str:
+    value = ((machine.get("spec") or {}).get("providerSpec") or {}).get("value") or {}
+    return str(value.get("kind") or "")
+
+
+def provider_for(machine: dict[str, Any], providers: dict[str, Provider]) -> Provider:
+    kind = provider_spec_kind(machine)
+    if kind in providers:
+        return providers[kind]
+    name = (machine.get("metadata") or {}).get("name")
+    supported = ", ".join(sorted(providers))
+    if not kind:
+        raise InvalidProviderSpec(f"Machine {name}: spec.providerSpec.value.kind is not set; "
+                                  f"set it to one of: {supported}")
+    raise InvalidProviderSpec(f"Machine {name}: spec.providerSpec.value.kind {kind!r} is not "
+                              f"supported by berthmaster; use one of: {supported}")

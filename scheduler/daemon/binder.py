@@ -1,0 +1,138 @@
+"""Binding: POST ``pods/<name>/binding`` concurrently, after the placement is assumed.
+
+Design: the scheduling loop assumes the pod on its node in the snapshot first (so the next
+decision already sees the node's usage: a node is never over-committed between assume and
+bind), then hands the binding to :meth:`Binder.bind`, which runs it as a task and returns at
+once; at most ``concurrency`` bindings are in flight. Outcomes:
+
+- **201**: the ``Scheduled`` Event, the pod leaves the queue. The assumption stays until the
+  watch shows the pod bound (then the real object replaces it).
+- **409** (the pod is already bound, or is another pod of the same name now: the binding names
+  the uid as a precondition): the assumption is forgotten and the pod leaves the queue; the
+  watch brings whatever is true. Never a crash, never a second binding.
+- **404** (the pod is gone): forgotten, dropped.
+- anything else: forgotten and requeued with backoff, with a ``FailedScheduling`` Event
+  ("Binding rejected: ...") as kube-scheduler.
+
+A binding is only sent while this replica leads (``may_act``), checked just before the POST.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from typing import Any
+
+from berthmaster.kube import CORE, KubeClient, KubeError, resource_path
+from berthmaster.scheduler.daemon import events
+from berthmaster.scheduler.daemon.events import EventRecorder
+from berthmaster.scheduler.daemon.metrics import SchedulerMetrics
+from berthmaster.scheduler.daemon.queue import QueuedPod, SchedulingQueue
+from berthmaster.scheduler.snapshot import Snapshot
+
+JSON = dict[str, Any]
+log = logging.getLogger("berthmaster.scheduler.binder")
+
+
+def binding_body(pod: JSON, node: str) -> JSON:
+    meta = pod.get("metadata") or {}
+    return {
+        "apiVersion": "v1",
+        "kind": "Binding",
+        "metadata": {"name": meta.get("name"), "namespace": meta.get("namespace"),
+                     "uid": meta.get("uid")},
+        "target": {"apiVersion": "v1", "kind": "Node", "name": node},
+    }
+
+
+class Binder:
+    def __init__(
+        self,
+        kube: KubeClient,
+        snapshot: Snapshot,
+        queue: SchedulingQueue,
+        recorder: EventRecorder,
+        metrics: SchedulerMetrics,
+        concurrency: int = 16,
+        may_act: Callable[[], bool] = lambda: True,
+    ):
+        self.kube = kube
+        self.snapshot = snapshot
+        self.queue = queue
+        self.recorder = recorder
+        self.metrics = metrics
+        self.may_act = may_act
+        self._slots = asyncio.Semaphore(max(1, concurrency))
+        self._tasks: set[asyncio.Task[None]] = set()
+        self.bound = 0
+        self.conflicts = 0
+
+    @property
+    def in_flight(self) -> int:
+        return len(self._tasks)
+
+    def bind(self, info: QueuedPod, node: str, started: float) -> None:
+        task = asyncio.create_task(self._bind(info, node, started))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def drain(self, timeout: float) -> None:
+        """Wait for the bindings in flight (graceful shutdown)."""
+        if self._tasks:
+            await asyncio.wait(set(self._tasks), timeout=timeout)
+
+    def cancel(self) -> None:
+        """Abandon the bindings not yet sent (leadership lost)."""
+        for task in list(self._tasks):
+            task.cancel()
+
+    async def _bind(self, info: QueuedPod, node: str, started: float) -> None:
+        pod = info.pod
+        meta = pod.get("metadata") or {}
+        try:
+            async with self._slots:
+                if not self.may_act():
+                    self.snapshot.forget(pod)
+                    self.queue.requeue(info, unschedulable=False)
+                    return
+                sent = time.perf_counter()
+                await self.kube.create(
+                    resource_path(CORE, "pods", meta.get("namespace"), meta.get("name"),
+                                  "binding"), binding_body(pod, node))
+        except asyncio.CancelledError:
+            self.snapshot.forget(pod)
+            self.queue.requeue(info, unschedulable=False)
+            raise
+        except KubeError as error:
+            self._failed(info, node, error, started)
+            return
+        now = time.perf_counter()
+        self.bound += 1
+        self.metrics.bind("Success", now - sent)
+        self.metrics.attempt("scheduled", now - started)
+        self.metrics.scheduled(info.attempts, self.queue.clock() - info.first_seen)
+        self.queue.done(info.key)
+        self.recorder.event(pod, "Normal", events.SCHEDULED,
+                            events.scheduled_message(pod, node), "Binding")
+        log.debug("bound", extra={"pod": info.key, "node": node})
+
+    def _failed(self, info: QueuedPod, node: str, error: KubeError, started: float) -> None:
+        pod = info.pod
+        self.snapshot.forget(pod)
+        self.metrics.bind("Error", 0.0)
+        if error.conflict or error.not_found:
+            # Already bound (by us earlier, or by someone else), or gone: nothing to retry.
+            self.conflicts += 1
+            log.info("binding not needed", extra={"pod": info.key, "node": node,
+                                                  "status": error.status,
+                                                  "error": error.message})
+            self.queue.done(info.key)
+            return
+        log.warning("binding failed", extra={"pod": info.key, "node": node,
+                                             "error": str(error)})
+        self.metrics.attempt("error", time.perf_counter() - started)
+        self.recorder.event(pod, "Warning", events.FAILED_SCHEDULING,
+                            f"Binding rejected: {error.message}", "Scheduling")
+        self.queue.requeue(info, unschedulable=False)

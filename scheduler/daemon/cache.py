@@ -1,0 +1,310 @@
+"""The scheduler's cache: list+watch of every kind placement reads, applied to one Snapshot.
+
+Design: one :class:`Informer` per kind lists the collection once (paged, raw JSON), then
+watches from the list's resourceVersion, with bookmarks, for ever: a stream that ends is
+re-opened from the last version seen, a ``410 Gone`` relists (the difference between what was
+known and the new list becomes deletes and upserts, so nothing is missed or doubled), any other
+error retries with a capped backoff. Informers run concurrently in the one event loop and hand
+each change to :class:`ClusterCache`, which
+
+- upserts/removes the object into the :class:`~berthmaster.scheduler.snapshot.Snapshot` (pods
+  bound by any scheduler count in node usage; a pod this scheduler has assumed but whose binding
+  the watch has not shown yet keeps its assumed placement),
+- feeds pending pods with our ``schedulerName`` to the queue (and removes them once bound or
+  deleted),
+- tells the queue which cluster event happened, so parked pods that it could help are retried.
+
+No request is ever made per pod: the watch is the only source of truth after the first list.
+Terminal pods (Succeeded/Failed) are filtered out on the server, as kube-scheduler does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from berthmaster.kube import CORE, KubeClient, KubeError, group_path, resource_path
+from berthmaster.scheduler.daemon import hints
+from berthmaster.scheduler.daemon.hints import ClusterEvent
+from berthmaster.scheduler.daemon.queue import SchedulingQueue
+from berthmaster.scheduler.daemon.queue import pod_key as queue_key
+from berthmaster.scheduler.model import resolve_priority
+from berthmaster.scheduler.snapshot import Snapshot, pod_key
+
+JSON = dict[str, Any]
+log = logging.getLogger("berthmaster.scheduler.cache")
+
+ADDED, MODIFIED, DELETED, BOOKMARK = "ADDED", "MODIFIED", "DELETED", "BOOKMARK"
+_APPS = group_path("apps", "v1")
+
+
+@dataclass(frozen=True)
+class Resource:
+    kind: str
+    path: str
+    field_selector: str | None = None
+    event: str = ""  # the queue's cluster event on any change ("" = none)
+
+
+RESOURCES: tuple[Resource, ...] = (
+    Resource("Node", resource_path(CORE, "nodes")),
+    Resource("Pod", resource_path(CORE, "pods"),
+             field_selector="status.phase!=Succeeded,status.phase!=Failed"),
+    Resource("Namespace", resource_path(CORE, "namespaces"), event=hints.NAMESPACE_CHANGE),
+    Resource("Service", resource_path(CORE, "services"), event=hints.SERVICE_CHANGE),
+    Resource("ReplicationController", resource_path(CORE, "replicationcontrollers"),
+             event=hints.CONTROLLER_CHANGE),
+    Resource("ReplicaSet", resource_path(_APPS, "replicasets"), event=hints.CONTROLLER_CHANGE),
+    Resource("StatefulSet", resource_path(_APPS, "statefulsets"), event=hints.CONTROLLER_CHANGE),
+    Resource("PodDisruptionBudget",
+             resource_path(group_path("policy", "v1"), "poddisruptionbudgets"),
+             event=hints.PDB_CHANGE),
+    Resource("PriorityClass",
+             resource_path(group_path("scheduling.k8s.io", "v1"), "priorityclasses"),
+             event=hints.PRIORITY_CLASS_CHANGE),
+    Resource("PersistentVolume", resource_path(CORE, "persistentvolumes"),
+             event="PersistentVolume/Add"),
+    Resource("PersistentVolumeClaim", resource_path(CORE, "persistentvolumeclaims"),
+             event="PersistentVolumeClaim/Add"),
+    Resource("StorageClass", resource_path(group_path("storage.k8s.io", "v1"),
+                                           "storageclasses"), event="StorageClass/Add"),
+)
+
+
+def object_key(obj: JSON) -> str:
+    meta = obj.get("metadata") or {}
+    return str(meta.get("uid") or f"{meta.get('namespace', '')}/{meta.get('name', '')}")
+
+
+def resource_version(obj: JSON) -> str:
+    return str((obj.get("metadata") or {}).get("resourceVersion") or "")
+
+
+def _placement_view(pod: JSON) -> tuple[Any, ...]:
+    """The parts of a bound pod that placement reads (status churn such as conditions, IPs and
+    container states is left out, so it costs no snapshot update)."""
+    meta = pod.get("metadata") or {}
+    status = pod.get("status") or {}
+    return (pod.get("spec"), meta.get("labels"), meta.get("deletionTimestamp"),
+            meta.get("ownerReferences"), status.get("phase"), status.get("startTime"),
+            status.get("nominatedNodeName"))
+
+
+class Informer:
+    """List once, then watch for ever; see the module docstring."""
+
+    def __init__(self, kube: KubeClient, resource: Resource,
+                 apply: Callable[[str, str, JSON, JSON | None], None],
+                 watch_timeout: int = 300):
+        self.kube = kube
+        self.resource = resource
+        self.apply = apply  # (kind, event type, object, previous object)
+        self.watch_timeout = watch_timeout
+        self.known: dict[str, JSON] = {}
+        self.version = ""
+        self.synced = asyncio.Event()
+        self.relists = 0
+
+    def _params(self) -> dict[str, Any]:
+        selector = self.resource.field_selector
+        return {"fieldSelector": selector} if selector else {}
+
+    async def list_objects(self) -> list[JSON]:
+        items, self.version = await self.kube.list_all(self.resource.path, **self._params())
+        return items
+
+    def replace(self, items: list[JSON], initial: bool) -> None:
+        """Make ``known`` equal to ``items``; changes go to ``apply`` unless this is the
+        initial list (which the cache builds its snapshot from in one go)."""
+        fresh = {object_key(item): item for item in items}
+        if not initial:
+            for key, old in self.known.items():
+                if key not in fresh:
+                    self.apply(self.resource.kind, DELETED, old, old)
+            for key, item in fresh.items():
+                known = self.known.get(key)
+                if known is None or resource_version(old) != resource_version(item):
+                    self.apply(self.resource.kind, MODIFIED if known else ADDED, item, known)
+        self.known = fresh
+        self.synced.set()
+
+    async def run(self) -> None:
+        """Watch from ``version`` (set by the initial list) for ever."""
+        delay = 0.5
+        while True:
+            try:
+                if not self.version:
+                    self.relists += 1
+                    log.info("relisting", extra={"kind": self.resource.kind})
+                    self.replace(await self.list_objects(), initial=False)
+                await self._watch()
+                delay = 0.5
+            except KubeError as error:
+                if error.gone:
+                    log.info("watch expired (410 Gone); relisting",
+                             extra={"kind": self.resource.kind})
+                    self.version = ""
+                    continue
+                log.warning("watch failed; retrying", extra={"kind": self.resource.kind,
+                                                             "error": str(error)})
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 30.0)
+            except (ValueError, OSError) as error:
+                # A malformed or oversized stream line: start over from a fresh list rather
+                # than trust a stream that may have lost an event.
+                log.warning("watch stream broken; relisting", extra={
+                    "kind": self.resource.kind, "error": repr(error)})
+                self.version = ""
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 30.0)
+
+    async def _watch(self) -> None:
+        async for event in self.kube.watch(self.resource.path, self.version,
+                                           timeout_seconds=self.watch_timeout, **self._params()):
+            kind = event.get("type")
+            obj = event.get("object") or {}
+            version = resource_version(obj)
+            if version:
+                self.version = version
+            if kind == BOOKMARK:
+                continue
+            key = object_key(obj)
+            old = self.known.get(key)
+            if kind == DELETED:
+                self.known.pop(key, None)
+            else:
+                self.known[key] = obj
+            self.apply(self.resource.kind, str(kind), obj, old)
+
+
+class ClusterCache:
+    """Keeps the snapshot and the queue in step with the API; see the module docstring."""
+
+    def __init__(self, kube: KubeClient, snapshot: Snapshot, queue: SchedulingQueue,
+                 scheduler_name: str, resources: tuple[Resource, ...] = RESOURCES):
+        self.kube = kube
+        self.snapshot = snapshot
+        self.queue = queue
+        self.scheduler_name = scheduler_name
+        self.informers = [Informer(kube, resource, self.apply) for resource in resources]
+        self._tasks: list[asyncio.Task[None]] = []
+        self.sync_seconds = 0.0
+        self.on_size: Callable[[dict[str, int]], None] | None = None
+
+    @property
+    def synced(self) -> bool:
+        return all(informer.synced.is_set() for informer in self.informers)
+
+    async def start(self) -> None:
+        """List everything (concurrently), load it, then start the watches."""
+        started = time.perf_counter()
+        lists = await asyncio.gather(*(informer.list_objects() for informer in self.informers))
+        order = {"Namespace": 0, "PriorityClass": 1, "Node": 8, "Pod": 9}
+        ordered = sorted(zip(self.informers, lists, strict=True),
+                         key=lambda pair: order.get(pair[0].resource.kind, 2))
+        for informer, items in ordered:
+            for item in items:
+                self.apply(informer.resource.kind, ADDED, item, None, initial=True)
+            informer.replace(items, initial=True)
+        self.sync_seconds = time.perf_counter() - started
+        log.info("caches synced", extra={"seconds": round(self.sync_seconds, 3),
+                                         **self.snapshot.describe()})
+        self._tasks = [asyncio.create_task(informer.run(), name=f"watch-{informer.resource.kind}")
+                       for informer in self.informers]
+
+    async def stop(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    # ---- applying one change --------------------------------------------------------------
+    def priority(self, pod: JSON) -> int:
+        return resolve_priority(pod, self.snapshot.priority_classes)
+
+    def ours(self, pod: JSON) -> bool:
+        return (pod.get("spec") or {}).get("schedulerName") == self.scheduler_name
+
+    def apply(self, kind: str, event: str, obj: JSON, old: JSON | None,
+              initial: bool = False) -> None:
+        """Apply one change; an object the snapshot cannot read is logged and skipped, so
+        one bad object never stops the watch that carries everything else."""
+        try:
+            self._apply(kind, event, obj, old, initial)
+        except Exception as error:
+            meta = obj.get("metadata") or {}
+            log.error("cannot apply change", extra={
+                "kind": kind, "event": event, "object": f"{meta.get('namespace', '')}/"
+                f"{meta.get('name', '')}", "error": repr(error)})
+
+    def _apply(self, kind: str, event: str, obj: JSON, old: JSON | None,
+               initial: bool) -> None:
+        if kind == "Pod":
+            self._apply_pod(event, obj, old, initial)
+        elif kind == "Node":
+            self._apply_node(event, obj, old, initial)
+        else:
+            if event == DELETED:
+                self.snapshot.remove(kind, obj)
+            else:
+                self.snapshot.upsert(kind, obj)
+            resource = next(r for r in RESOURCES if r.kind == kind)
+            if resource.event and not initial:
+                self.queue.move_for_event(ClusterEvent(resource.event))
+
+    def _apply_node(self, event: str, node: JSON, old: JSON | None, initial: bool) -> None:
+        if event == DELETED:
+            self.snapshot.remove_node(str((node.get("metadata") or {}).get("name", "")))
+            return
+        if old is not None and event != ADDED:
+            changes = hints.node_change(old, node)
+            if not changes:
+                return  # a heartbeat: placement reads nothing that changed
+            self.snapshot.upsert_node(node)
+            self.queue.move_for_event(ClusterEvent(hints.NODE_UPDATE, changes))
+            return
+        self.snapshot.upsert_node(node)
+        if not initial:
+            self.queue.move_for_event(ClusterEvent(hints.NODE_ADD))
+
+    def _apply_pod(self, event: str, pod: JSON, old: JSON | None, initial: bool) -> None:
+        uid = pod_key(pod)
+        spec = pod.get("spec") or {}
+        key = queue_key(pod)
+        if event == DELETED:
+            was_assigned = bool(((old or pod).get("spec") or {}).get("nodeName")) or \
+                self.snapshot.is_assumed(uid)
+            self.snapshot.remove_pod(uid)
+            self.queue.delete(key)
+            if was_assigned and not initial:
+                self.queue.move_for_event(ClusterEvent(hints.ASSIGNED_POD_DELETE))
+            return
+        if spec.get("nodeName"):
+            if old is not None and _placement_view(old) == _placement_view(pod) \
+                    and not self.snapshot.is_assumed(uid):
+                return  # kubelet/kwok status churn: nothing placement reads has changed
+            self.snapshot.upsert_pod(pod)  # replaces an assumed placement with the real one
+            self.queue.delete(key)
+            if initial:
+                return
+            old_node = ((old or {}).get("spec") or {}).get("nodeName")
+            if not old_node:
+                self.queue.move_for_event(ClusterEvent(hints.ASSIGNED_POD_ADD))
+            elif ((old or {}).get("metadata") or {}).get("labels") != (
+                    pod.get("metadata") or {}).get("labels"):
+                self.queue.move_for_event(ClusterEvent(hints.ASSIGNED_POD_UPDATE))
+            return
+        if self.snapshot.is_assumed(uid):
+            # Our binding is in flight or done but not yet seen: keep the assumed placement,
+            # and never queue the pod again.
+            return
+        if not self.ours(pod):
+            return  # another scheduler's pending pod uses nothing until it is bound
+        self.snapshot.upsert_pod(pod)
+        if (pod.get("metadata") or {}).get("deletionTimestamp"):
+            self.queue.delete(key)
+            return
+        self.queue.add(pod, self.priority(pod))

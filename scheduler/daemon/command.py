@@ -1,0 +1,101 @@
+"""``berthmaster scheduler``: the running scheduler for pods with ``schedulerName: berthmaster``.
+
+Design: everything runs in one asyncio event loop, started in this order and stopped in reverse:
+
+1. the metrics/health server, then the cache (list everything, then watch) — standby replicas
+   keep a warm cache too, so a takeover starts scheduling at once;
+2. leader election (when enabled): wait for the Lease, then keep renewing it in a task;
+3. the scheduling loop (decisions) with its binder and preemptor tasks (API writes).
+
+Three things end a run: SIGTERM/SIGINT (graceful: finish the bindings in flight for up to a few
+seconds, release the Lease, exit 0), a lost Lease (stop acting at once: cancel bindings not yet
+sent and exit 1, as kube-scheduler does, so the Pod restarts as a fresh candidate), or a crash
+of the loop (exit 1). API clients follow kube-scheduler: one for scheduling, one for Events and
+one for leader election, each with the configured QPS/burst.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import logging
+import signal
+import sys
+from typing import Any
+
+log = logging.getLogger("berthmaster.scheduler")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--policy", metavar="FILE",
+                        help="scheduler Policy file (kind: Policy, JSON or YAML); default: "
+                             "the default predicates and priorities")
+    parser.add_argument("--scheduler-name", default="berthmaster",
+                        help="schedule pods whose spec.schedulerName is this "
+                             "(default: %(default)s)")
+    parser.add_argument("--kubeconfig", help="kubeconfig file (default: in-cluster config)")
+    parser.add_argument("--leader-elect", default=True, action=argparse.BooleanOptionalAction,
+                        help="elect a leader among replicas with a Lease (default: on)")
+    parser.add_argument("--leader-elect-lease-namespace", default="kube-system")
+    parser.add_argument("--leader-elect-lease-name", default="berthmaster")
+    parser.add_argument("--leader-elect-lease-duration", type=float, default=15.0)
+    parser.add_argument("--leader-elect-renew-deadline", type=float, default=10.0)
+    parser.add_argument("--leader-elect-retry-period", type=float, default=2.0)
+    parser.add_argument("--leader-elect-identity", default=None,
+                        help="this replica's identity in the Lease (default: hostname_uuid)")
+    parser.add_argument("--metrics-bind-address", default="0.0.0.0:10260",
+                        help="serve /metrics, /healthz and /readyz here (plain HTTP; "
+                             "empty to disable; default: %(default)s)")
+    parser.add_argument("--kube-api-qps", type=float, default=50.0,
+                        help="client requests per second (default: %(default)s, as kube-scheduler)")
+    parser.add_argument("--kube-api-burst", type=int, default=100)
+    parser.add_argument("--bind-concurrency", type=int, default=16,
+                        help="bindings in flight at once (default: %(default)s)")
+    parser.add_argument("--percentage-of-nodes-to-score", type=int, default=0,
+                        help="stop filtering after this share of nodes fit (0: adaptive, as "
+                             "upstream)")
+    parser.add_argument("--log-format", choices=["json", "text"], default="json")
+    parser.add_argument("-v", "--verbose", action="store_true")
+
+
+def run(args: argparse.Namespace) -> int:
+    from berthmaster.scheduler.daemon import logs
+
+    logs.configure(args.log_format, args.verbose)
+    try:
+        return asyncio.run(main(args))
+    except KeyboardInterrupt:
+        return 130
+
+
+def load_configured_policy(path: str | None) -> Any:
+    from berthmaster.scheduler.policy import PolicyError, default_policy, load_policy
+
+    if not path:
+        return default_policy()
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return load_policy(handle.read(), source=path)
+    except PolicyError as error:
+        problems = "\n  ".join(error.problems) or str(error)
+        print(f"berthmaster scheduler: the policy file {path} is not valid:\n  {problems}",
+              file=sys.stderr)
+        raise SystemExit(2) from error
+    except OSError as error:
+        print(f"berthmaster scheduler: cannot read --policy {path}: {error.strerror}",
+              file=sys.stderr)
+        raise SystemExit(2) from error
+
+
+async def main(args: argparse.Namespace) -> int:
+    from berthmaster.scheduler.daemon.service import SchedulerService
+
+    policy = load_configured_policy(args.policy)
+    service = await SchedulerService.create(args, policy)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        with contextlib.suppress(NotImplementedError):
+            loop.add_signal_handler(sig, stop.set)
+    return await service.run(stop)

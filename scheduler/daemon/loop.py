@@ -1,0 +1,115 @@
+"""The scheduling cycle: one pod at a time, decided against the live snapshot.
+
+Design: as kube-scheduler, decisions are sequential and binding is concurrent. Each cycle pops
+the best pending pod, asks the engine (pure, no I/O) for a node, and then either assumes the
+pod there and hands it to the binder, or — when nothing fits — asks the engine for a
+preemption, records ``FailedScheduling`` (the engine's upstream-format message) and the
+``PodScheduled=False/Unschedulable`` condition, and parks the pod until a cluster event could
+help it. Because the engine runs synchronously in the event loop, the watches cannot change the
+snapshot in the middle of a decision; the loop yields to them between cycles.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from typing import Any
+
+from berthmaster.scheduler.daemon import events
+from berthmaster.scheduler.daemon.binder import Binder
+from berthmaster.scheduler.daemon.events import EventRecorder
+from berthmaster.scheduler.daemon.metrics import SchedulerMetrics
+from berthmaster.scheduler.daemon.preempt import Preemptor
+from berthmaster.scheduler.daemon.queue import QueuedPod, SchedulingQueue
+from berthmaster.scheduler.engine import Decision, Engine
+from berthmaster.scheduler.preemption import evaluate_preemption
+from berthmaster.scheduler.snapshot import Snapshot, pod_key
+
+JSON = dict[str, Any]
+log = logging.getLogger("berthmaster.scheduler")
+
+
+class SchedulingLoop:
+    def __init__(
+        self,
+        engine: Engine,
+        snapshot: Snapshot,
+        queue: SchedulingQueue,
+        binder: Binder,
+        preemptor: Preemptor,
+        recorder: EventRecorder,
+        metrics: SchedulerMetrics,
+        may_act: Callable[[], bool] = lambda: True,
+    ):
+        self.engine = engine
+        self.snapshot = snapshot
+        self.queue = queue
+        self.binder = binder
+        self.preemptor = preemptor
+        self.recorder = recorder
+        self.metrics = metrics
+        self.may_act = may_act
+        self.cycles = 0
+
+    async def run(self) -> None:
+        while True:
+            info = await self.queue.pop()
+            if not self.may_act():
+                self.queue.requeue(info, unschedulable=False)
+                return
+            self.schedule_one(info)
+            self.cycles += 1
+            await asyncio.sleep(0)  # let watches and bindings progress between decisions
+
+    def schedule_one(self, info: QueuedPod) -> None:
+        pod = info.pod
+        if info.deleted or (pod.get("spec") or {}).get("nodeName"):
+            self.queue.done(info.key)
+            return
+        started = time.perf_counter()
+        try:
+            decision = self.engine.schedule(pod, self.snapshot)
+        except Exception as error:  # an engine bug must not kill the scheduler
+            log.exception("scheduling failed", extra={"pod": info.key})
+            self.metrics.attempt("error", time.perf_counter() - started)
+            self.recorder.event(pod, "Warning", events.FAILED_SCHEDULING,
+                                f"running the scheduling algorithm: {error}", "Scheduling")
+            self.queue.requeue(info, unschedulable=False)
+            return
+        self.metrics.algorithm_duration.observe(time.perf_counter() - started)
+        if decision.node:
+            self.snapshot.assume(pod, decision.node)
+            self.binder.bind(info, decision.node, started)
+            return
+        nominated, preemption_message = self._try_preemption(pod, decision)
+        self.metrics.attempt("unschedulable", time.perf_counter() - started)
+        message = decision.message
+        if preemption_message:
+            message = f"{message} {preemption_message}"
+        log.info("unschedulable", extra={"pod": info.key, "reason": message})
+        self.recorder.event(pod, "Warning", events.FAILED_SCHEDULING, message, "Scheduling")
+        uid = pod_key(pod)
+        key = info.key
+        self.recorder.status(
+            pod, events.unschedulable_status_patch(message, nominated_node=nominated),
+            still_wanted=lambda: key in self.queue and not self.snapshot.is_assumed(uid))
+        self.queue.requeue(info, unschedulable=True,
+                           hint_events=self.engine.unschedulable_events(decision) or None)
+
+    def _try_preemption(self, pod: JSON, decision: Decision) -> tuple[str | None, str]:
+        """Ask the engine for victims; start evicting them. Returns (nominated node, the
+        sentence kube-scheduler appends to FailedScheduling)."""
+        self.metrics.preemption_attempts.inc()
+        try:
+            result = evaluate_preemption(pod, self.snapshot, self.engine, decision)
+        except Exception:
+            log.exception("preemption failed", extra={"pod": pod_key(pod)})
+            return None, ""
+        choice = result.preemption
+        if choice is None:
+            return None, result.message
+        self.metrics.preemption_victims.observe(len(choice.victims))
+        self.preemptor.preempt(pod, choice.node, choice.victims)
+        return choice.node, result.message

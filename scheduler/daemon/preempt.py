@@ -1,0 +1,84 @@
+"""Carrying out the engine's preemption choice: nominate the node, evict the victims.
+
+Design: the engine's :func:`~berthmaster.scheduler.preemption.evaluate_preemption` is pure (whether
+the pod may preempt at all, which node, which victims); this module acts on its choice, in a
+background task so the scheduling loop never waits on it, in upstream's order:
+
+1. ``status.nominatedNodeName`` of the preemptor (merge patch of ``pods/<name>/status``), so
+   the room being made is reserved for it and ``kubectl get pod -o wide`` shows where it goes;
+2. per victim: the ``DisruptionTarget`` condition (reason ``PreemptionByScheduler``), a graceful
+   DELETE with the victim's uid as precondition, and a ``Preempted`` Event
+   ("Preempted by pod <uid> on node <node>").
+
+The preemptor itself is parked like any unschedulable pod; the victims' deletions are the
+cluster events that wake it, and it then lands on the nominated node or wherever fits first.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Iterable
+from typing import Any
+
+from berthmaster.kube import CORE, KubeClient, KubeError, resource_path
+from berthmaster.scheduler.daemon import events
+from berthmaster.scheduler.daemon.events import EventRecorder
+from berthmaster.scheduler.model import PodView
+
+JSON = dict[str, Any]
+log = logging.getLogger("berthmaster.scheduler.preempt")
+
+
+def _victim_dicts(victims: Iterable[Any]) -> list[JSON]:
+    return [dict(victim.raw) if isinstance(victim, PodView) else dict(victim)
+            for victim in victims]
+
+
+class Preemptor:
+    def __init__(self, kube: KubeClient, recorder: EventRecorder, scheduler_name: str):
+        self.kube = kube
+        self.recorder = recorder
+        self.scheduler_name = scheduler_name
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    def preempt(self, pod: JSON, node: str, victims: Iterable[Any]) -> None:
+        task = asyncio.create_task(self._preempt(pod, node, _victim_dicts(victims)))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def cancel(self) -> None:
+        for task in list(self._tasks):
+            task.cancel()
+
+    async def _preempt(self, pod: JSON, node: str, victims: list[JSON]) -> None:
+        meta = pod.get("metadata") or {}
+        try:
+            await self.kube.patch(
+                resource_path(CORE, "pods", meta.get("namespace"), meta.get("name"), "status"),
+                {"status": {"nominatedNodeName": node}}, kind="merge")
+        except KubeError as error:
+            log.warning("could not nominate", extra={"pod": meta.get("name"), "node": node,
+                                                     "error": str(error)})
+            return
+        await asyncio.gather(*(self._evict(pod, node, victim) for victim in victims))
+        log.info("preempted", extra={"preemptor": f"{meta.get('namespace')}/{meta.get('name')}",
+                                     "node": node, "victims": len(victims)})
+
+    async def _evict(self, preemptor: JSON, node: str, victim: JSON) -> None:
+        meta = victim.get("metadata") or {}
+        path = resource_path(CORE, "pods", meta.get("namespace"), meta.get("name"))
+        try:
+            await self.kube.patch(f"{path}/status",
+                                  events.disruption_target_patch(self.scheduler_name),
+                                  kind="strategic")
+            await self.kube.delete(path, {"apiVersion": "v1", "kind": "DeleteOptions",
+                                          "preconditions": {"uid": meta.get("uid")}})
+        except KubeError as error:
+            if not (error.not_found or error.conflict):
+                log.warning("could not delete victim", extra={"victim": meta.get("name"),
+                                                              "error": str(error)})
+            return
+        self.recorder.event(victim, "Normal", events.PREEMPTED,
+                            events.preempted_message(preemptor, node), "Preempting",
+                            related=preemptor)

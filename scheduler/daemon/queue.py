@@ -1,0 +1,306 @@
+"""The scheduling queue: which pending pod to try next, and when to try a rejected one again.
+
+Design (kube-scheduler's PriorityQueue, in one asyncio thread so no locks are needed):
+
+- **active**: a heap ordered by priority (highest first), then by the time the pod entered the
+  queue (oldest first). :meth:`SchedulingQueue.pop` takes from here.
+- **backoff**: pods that failed recently wait ``initial_backoff * 2**(attempts-1)`` seconds,
+  capped at ``max_backoff`` (1 s doubling to 10 s), then move to active.
+- **unschedulable**: pods the engine rejected wait for a cluster event that could help them
+  (see :mod:`.hints`); such an event moves them to backoff (or straight to active when their
+  backoff is already over). Pods parked longer than ``unschedulable_timeout`` (5 minutes, as
+  upstream) are flushed anyway.
+- **gated**: pods with ``spec.schedulingGates`` are held until the gates are removed.
+- **in flight**: a popped pod is neither queued nor forgotten until :meth:`done` or a requeue;
+  watch updates received meanwhile are kept, so a pod is never scheduled twice concurrently.
+
+A cluster event that arrives while a pod is being scheduled could be the very one that helps
+it; as upstream (in-flight events) such a pod goes to backoff instead of parking. Events scan
+only the parked and in-flight pods, so a flood of bindings costs nothing per active pod.
+Time comes from an injected clock, so the unit tests run on a fake one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import heapq
+import itertools
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from berthmaster.scheduler.daemon.hints import ClusterEvent, could_help
+
+JSON = dict[str, Any]
+
+ACTIVE = "active"
+BACKOFF = "backoff"
+UNSCHEDULABLE = "unschedulable"
+GATED = "gated"
+INFLIGHT = "inflight"
+
+
+def pod_key(pod: JSON) -> str:
+    meta = pod.get("metadata") or {}
+    return f"{meta.get('namespace', '')}/{meta.get('name', '')}"
+
+
+def is_gated(pod: JSON) -> bool:
+    return bool((pod.get("spec") or {}).get("schedulingGates"))
+
+
+@dataclass
+class QueuedPod:
+    """A pending pod and its queueing history."""
+
+    pod: JSON
+    key: str
+    priority: int
+    timestamp: float  # when it (re-)entered the queue; the tie-breaker after priority
+    first_seen: float  # when it first entered the queue; the SLI latency starts here
+    attempts: int = 0
+    unschedulable_since: float | None = None
+    backoff_expiry: float = 0.0
+    cycle: int = 0  # the scheduling cycle that popped it last
+    deleted: bool = False  # deleted from the API while in flight
+    helped: bool = False  # an event that could help it arrived while it was in flight
+    hint_events: frozenset[str] | None = None  # what could help it, per the rejecting predicates
+    where: str = ""
+    _seq: int = field(default=0, repr=False)
+
+
+class SchedulingQueue:
+    def __init__(
+        self,
+        clock: Callable[[], float] = time.monotonic,
+        initial_backoff: float = 1.0,
+        max_backoff: float = 10.0,
+        unschedulable_timeout: float = 300.0,
+        helps: Callable[[JSON, ClusterEvent, frozenset[str] | None], bool] = could_help,
+    ):
+        self.clock = clock
+        self.initial_backoff = initial_backoff
+        self.max_backoff = max_backoff
+        self.unschedulable_timeout = unschedulable_timeout
+        self.helps = helps
+        self._pods: dict[str, QueuedPod] = {}  # every pod the queue knows, wherever it is
+        self._parked: dict[str, QueuedPod] = {}  # the unschedulable ones (events scan only these)
+        self._in_flight: dict[str, QueuedPod] = {}
+        self._active: list[tuple[int, float, int, str]] = []
+        self._backoff: list[tuple[float, int, str]] = []
+        self._counter = itertools.count()
+        self._counts = {ACTIVE: 0, BACKOFF: 0, UNSCHEDULABLE: 0, GATED: 0}
+        self._cycle = 0
+        self._wakeup = asyncio.Event()
+        self.on_change: Callable[[dict[str, int]], None] | None = None
+        self.on_incoming: Callable[[str, str], None] | None = None  # (queue, event)
+
+    # ---- bookkeeping -------------------------------------------------------------------------
+    def _leave(self, info: QueuedPod) -> None:
+        if info.where in self._counts:
+            self._counts[info.where] -= 1
+        if info.where == UNSCHEDULABLE:
+            self._parked.pop(info.key, None)
+        elif info.where == INFLIGHT:
+            self._in_flight.pop(info.key, None)
+
+    def _place(self, info: QueuedPod, where: str, event: str) -> None:
+        self._leave(info)
+        info.where = where
+        if where == UNSCHEDULABLE:
+            self._parked[info.key] = info
+        info._seq = next(self._counter)
+        if where == ACTIVE:
+            heapq.heappush(self._active, (-info.priority, info.timestamp, info._seq, info.key))
+            self._wakeup.set()
+        elif where == BACKOFF:
+            heapq.heappush(self._backoff, (info.backoff_expiry, info._seq, info.key))
+            self._wakeup.set()
+        if where in self._counts:
+            self._counts[where] += 1
+        if self.on_incoming is not None and where in self._counts:
+            self.on_incoming(where, event)
+        if self.on_change is not None:
+            self.on_change(dict(self._counts))
+
+    def _backoff_duration(self, attempts: int) -> float:
+        duration: float = self.initial_backoff * float(2 ** max(0, attempts - 1))
+        return min(duration, self.max_backoff)
+
+    def _requeue_target(self, info: QueuedPod, now: float) -> str:
+        return BACKOFF if info.backoff_expiry > now else ACTIVE
+
+    def counts(self) -> dict[str, int]:
+        return dict(self._counts)
+
+    def __len__(self) -> int:
+        return sum(self._counts.values())
+
+    def __contains__(self, key: str) -> bool:
+        return key in self._pods
+
+    def get(self, key: str) -> QueuedPod | None:
+        return self._pods.get(key)
+
+    def in_flight(self, key: str) -> bool:
+        info = self._pods.get(key)
+        return info is not None and info.where == INFLIGHT
+
+    # ---- watch-driven changes ----------------------------------------------------------------
+    def add(self, pod: JSON, priority: int) -> None:
+        """A pending pod for this scheduler was added or updated in the API."""
+        key = pod_key(pod)
+        now = self.clock()
+        info = self._pods.get(key)
+        if info is None:
+            info = QueuedPod(pod=pod, key=key, priority=priority, timestamp=now, first_seen=now)
+            self._pods[key] = info
+            self._place(info, GATED if is_gated(pod) else ACTIVE, "PodAdd")
+            return
+        old = info.pod
+        info.pod = pod
+        info.priority = priority
+        if info.where == INFLIGHT:
+            return  # the latest object is read back when the attempt finishes
+        if info.where == GATED and not is_gated(pod):
+            info.timestamp = now
+            self._place(info, ACTIVE, "PodUpdate")
+        elif info.where == UNSCHEDULABLE and _spec_changed(old, pod):
+            # The pod itself changed (tolerations, affinity, requests...): worth another try.
+            self._place(info, self._requeue_target(info, now), "PodUpdate")
+        elif info.where == ACTIVE:
+            self._place(info, ACTIVE, "PodUpdate")  # the priority may have changed
+
+    def delete(self, key: str) -> None:
+        """The pod was deleted, bound by someone else, or is no longer ours."""
+        info = self._pods.get(key)
+        if info is None:
+            return
+        if info.where == INFLIGHT:
+            info.deleted = True
+            return
+        self._forget(info)
+
+    def _forget(self, info: QueuedPod) -> None:
+        self._leave(info)
+        info.where = "gone"
+        self._pods.pop(info.key, None)
+        if self.on_change is not None:
+            self.on_change(dict(self._counts))
+
+    def move_for_event(self, event: ClusterEvent) -> int:
+        """Move the parked pods ``event`` could help; returns how many moved."""
+        now = self.clock()
+        moved = 0
+        for info in list(self._parked.values()):
+            if self.helps(info.pod, event, info.hint_events):
+                self._place(info, self._requeue_target(info, now), event.kind)
+                moved += 1
+        for info in self._in_flight.values():
+            if not info.helped and self.helps(info.pod, event, info.hint_events):
+                info.helped = True
+        return moved
+
+    # ---- the scheduling cycle ----------------------------------------------------------------
+    def flush(self) -> None:
+        """Backoff pods whose time is up go to active; long-parked pods are retried anyway."""
+        now = self.clock()
+        while self._backoff and self._backoff[0][0] <= now:
+            _, seq, key = heapq.heappop(self._backoff)
+            info = self._pods.get(key)
+            if info is not None and info.where == BACKOFF and info._seq == seq:
+                self._place(info, ACTIVE, "BackoffComplete")
+        for info in list(self._parked.values()):
+            if (info.unschedulable_since is not None
+                    and now - info.unschedulable_since >= self.unschedulable_timeout):
+                self._place(info, self._requeue_target(info, now), "UnschedulableTimeout")
+
+    def pop_nowait(self) -> QueuedPod | None:
+        """The next pod to schedule (now marked in flight), or None when none is ready."""
+        self.flush()
+        while self._active:
+            _, _, seq, key = heapq.heappop(self._active)
+            info = self._pods.get(key)
+            if info is None or info.where != ACTIVE or info._seq != seq:
+                continue  # a stale heap entry: the pod moved or left since
+            self._counts[ACTIVE] -= 1
+            info.where = INFLIGHT
+            self._in_flight[key] = info
+            info.helped = False
+            info.attempts += 1
+            self._cycle += 1
+            info.cycle = self._cycle
+            if self.on_change is not None:
+                self.on_change(dict(self._counts))
+            return info
+        return None
+
+    def next_wakeup(self) -> float | None:
+        """Seconds until a backoff or an unschedulable timeout could make a pod ready."""
+        now = self.clock()
+        deadlines = [entry[0] for entry in self._backoff[:1]]
+        deadlines += [info.unschedulable_since + self.unschedulable_timeout
+                      for info in self._parked.values() if info.unschedulable_since is not None]
+        if not deadlines:
+            return None
+        return max(0.0, min(deadlines) - now)
+
+    async def pop(self) -> QueuedPod:
+        """Wait for the next pod to schedule."""
+        while True:
+            info = self.pop_nowait()
+            if info is not None:
+                return info
+            self._wakeup.clear()
+            wait = self.next_wakeup()
+            timeout = 1.0 if wait is None else min(max(wait, 0.001), 1.0)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wakeup.wait(), timeout=timeout)
+
+    def done(self, key: str) -> None:
+        """The pod's attempt succeeded (it is bound, or needs nothing more): forget it."""
+        info = self._pods.get(key)
+        if info is not None and info.where == INFLIGHT:
+            self._forget(info)
+
+    def requeue(self, info: QueuedPod, unschedulable: bool,
+                hint_events: frozenset[str] | None = None) -> None:
+        """The attempt failed: park the pod (``unschedulable``, waiting for one of
+        ``hint_events`` when given) or back it off (an error)."""
+        if self._pods.get(info.key) is not info or info.where != INFLIGHT:
+            return
+        if info.deleted:
+            self._forget(info)
+            return
+        now = self.clock()
+        info.hint_events = hint_events
+        info.timestamp = now
+        info.backoff_expiry = now + self._backoff_duration(info.attempts)
+        if is_gated(info.pod):
+            self._place(info, GATED, "ScheduleAttemptFailure")
+        elif unschedulable and not info.helped:
+            info.unschedulable_since = now
+            self._place(info, UNSCHEDULABLE, "ScheduleAttemptFailure")
+        else:
+            # An error, or an event arrived during the attempt that may have helped it.
+            info.unschedulable_since = None
+            self._place(info, BACKOFF, "ScheduleAttemptFailure")
+
+    def activate(self, key: str) -> None:
+        """Force a parked pod back to active (used after preemption made room for it)."""
+        info = self._pods.get(key)
+        if info is not None and info.where in (UNSCHEDULABLE, BACKOFF):
+            self._place(info, ACTIVE, "ForceActivate")
+
+
+_IGNORED_META = ("resourceVersion", "generation", "managedFields", "annotations")
+
+
+def _spec_changed(old: JSON, new: JSON) -> bool:
+    """Whether anything but status and bookkeeping metadata changed (upstream's isPodUpdated)."""
+    def strip(pod: JSON) -> tuple[Any, Any, Any]:
+        meta = {k: v for k, v in (pod.get("metadata") or {}).items() if k not in _IGNORED_META}
+        return meta, pod.get("spec"), None
+    return strip(old) != strip(new)

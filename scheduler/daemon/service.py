@@ -1,0 +1,176 @@
+"""Wiring: build the scheduler's parts from the command-line options and run their lifecycle.
+
+Design: :class:`SchedulerService` owns every long-lived part (API clients, snapshot, queue,
+cache, recorder, binder, preemptor, loop, elector, metrics server) and the order they start and
+stop in (see :mod:`.command`). It is also what the integration tests run in-process:
+``await SchedulerService.create(options(...), policy)`` then ``await service.run(stop_event)``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import logging
+from typing import Any
+
+from aiohttp import web
+
+from berthmaster.kube import KubeClient
+from berthmaster.scheduler.daemon.binder import Binder
+from berthmaster.scheduler.daemon.cache import ClusterCache
+from berthmaster.scheduler.daemon.events import EventRecorder
+from berthmaster.scheduler.daemon.leader import LeaderElector, default_identity
+from berthmaster.scheduler.daemon.loop import SchedulingLoop
+from berthmaster.scheduler.daemon.metrics import SchedulerMetrics, serve
+from berthmaster.scheduler.daemon.preempt import Preemptor
+from berthmaster.scheduler.daemon.queue import SchedulingQueue
+from berthmaster.scheduler.engine import Engine
+from berthmaster.scheduler.snapshot import Snapshot
+
+log = logging.getLogger("berthmaster.scheduler")
+
+EXIT_OK, EXIT_LOST_LEASE, EXIT_CRASH = 0, 1, 1
+
+
+def options(**overrides: Any) -> argparse.Namespace:
+    """The command's options with their defaults, overridden (for in-process use)."""
+    from berthmaster.scheduler.daemon.command import add_arguments
+
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    parsed = parser.parse_args([])
+    for key, value in overrides.items():
+        if not hasattr(parsed, key):
+            raise TypeError(f"unknown scheduler option {key!r}")
+        setattr(parsed, key, value)
+    return parsed
+
+
+class SchedulerService:
+    def __init__(self, args: argparse.Namespace, policy: Any, kube: KubeClient,
+                 event_kube: KubeClient, election_kube: KubeClient | None):
+        self.args = args
+        self.name: str = args.scheduler_name
+        self.identity: str = args.leader_elect_identity or default_identity()
+        self.kube = kube
+        self.event_kube = event_kube
+        self.election_kube = election_kube
+        self.metrics = SchedulerMetrics(self.name)
+        self.snapshot = Snapshot()
+        self.queue = SchedulingQueue()
+        self.queue.on_change = self.metrics.pending
+        self.queue.on_incoming = self.metrics.incoming
+        self.cache = ClusterCache(kube, self.snapshot, self.queue, self.name)
+        self.recorder = EventRecorder(event_kube, self.name, self.identity)
+        self.elector: LeaderElector | None = None
+        if election_kube is not None:
+            self.elector = LeaderElector(
+                election_kube, args.leader_elect_lease_namespace, args.leader_elect_lease_name,
+                identity=self.identity, lease_duration=args.leader_elect_lease_duration,
+                renew_deadline=args.leader_elect_renew_deadline,
+                retry_period=args.leader_elect_retry_period)
+        self.binder = Binder(kube, self.snapshot, self.queue, self.recorder, self.metrics,
+                             concurrency=args.bind_concurrency, may_act=self.may_act)
+        self.preemptor = Preemptor(kube, self.recorder, self.name)
+        self.engine = Engine(policy, percentage_of_nodes_to_score=args.percentage_of_nodes_to_score)
+        self.loop = SchedulingLoop(self.engine, self.snapshot, self.queue, self.binder,
+                                   self.preemptor, self.recorder, self.metrics, self.may_act)
+        self._http: web.AppRunner | None = None
+        self.leading = asyncio.Event()
+
+    @classmethod
+    async def create(cls, args: argparse.Namespace, policy: Any) -> SchedulerService:
+        qps, burst = args.kube_api_qps, args.kube_api_burst
+        pool = max(64, args.bind_concurrency * 2)
+        kube = await KubeClient.connect(args.kubeconfig, qps=qps, burst=burst, pool_size=pool)
+        event_kube = await KubeClient.connect(args.kubeconfig, qps=qps, burst=burst)
+        election_kube = None
+        if args.leader_elect:
+            election_kube = await KubeClient.connect(args.kubeconfig, qps=qps, burst=burst,
+                                                     pool_size=4)
+        return cls(args, policy, kube, event_kube, election_kube)
+
+    # ---- state --------------------------------------------------------------------------
+    def may_act(self) -> bool:
+        return self.elector is None or self.elector.is_leader()
+
+    def healthy(self) -> tuple[bool, str]:
+        if self.elector is not None and self.leading.is_set() and not self.elector.is_leader():
+            return False, "leaderElection: lease not renewed within the renew deadline"
+        return True, "ok"
+
+    def ready(self) -> tuple[bool, str]:
+        return (True, "ok") if self.cache.synced else (False, "caches not synced")
+
+    # ---- lifecycle ----------------------------------------------------------------------
+    async def run(self, stop: asyncio.Event) -> int:
+        try:
+            if self.args.metrics_bind_address:
+                self._http = await serve(self.metrics, self.args.metrics_bind_address,
+                                         self.healthy, self.ready)
+            self.recorder.start()
+            await self.cache.start()
+            return await self._lead_and_schedule(stop)
+        finally:
+            await self._shutdown()
+
+    async def _lead_and_schedule(self, stop: asyncio.Event) -> int:
+        stopping = asyncio.create_task(stop.wait(), name="stop")
+        tasks: set[asyncio.Task[Any]] = {stopping}
+        holding: asyncio.Task[None] | None = None
+        try:
+            if self.elector is not None:
+                acquiring = asyncio.create_task(self.elector.acquire(), name="acquire")
+                done, _ = await asyncio.wait({acquiring, stopping},
+                                             return_when=asyncio.FIRST_COMPLETED)
+                if stopping in done:
+                    acquiring.cancel()
+                    return EXIT_OK
+                holding = asyncio.create_task(self.elector.hold(), name="hold-lease")
+                tasks.add(holding)
+            self.leading.set()
+            log.info("scheduling", extra={"scheduler": self.name, "identity": self.identity})
+            scheduling = asyncio.create_task(self.loop.run(), name="scheduling-loop")
+            tasks.add(scheduling)
+            housekeeping = asyncio.create_task(self._housekeeping(), name="housekeeping")
+            tasks.add(housekeeping)
+            done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+            scheduling.cancel()
+            if stopping in done:
+                await self.binder.drain(timeout=5.0)
+                return EXIT_OK
+            if scheduling in done and not scheduling.cancelled() and scheduling.exception():
+                log.error("scheduling loop crashed", exc_info=scheduling.exception())
+                return EXIT_CRASH
+            # The Lease was lost (the elector saw it, or the loop found it no longer leads).
+            self.binder.cancel()
+            self.preemptor.cancel()
+            return EXIT_LOST_LEASE
+        finally:
+            for task in tasks:
+                task.cancel()
+            if self.elector is not None:
+                await self.elector.release()
+
+    async def _housekeeping(self, every: float = 5.0) -> None:
+        """Refresh the gauges that are cheaper to sample than to track."""
+        while True:
+            described = self.snapshot.describe()
+            self.metrics.cache_size.labels("nodes").set(described["nodes"])
+            self.metrics.cache_size.labels("pods").set(described["assigned"])
+            self.metrics.pending(self.queue.counts())
+            await asyncio.sleep(every)
+
+    async def _shutdown(self) -> None:
+        self.binder.cancel()
+        self.preemptor.cancel()
+        await self.recorder.stop(drain_seconds=2.0)
+        await self.cache.stop()
+        if self._http is not None:
+            await self._http.cleanup()
+        for client in (self.kube, self.event_kube, self.election_kube):
+            if client is not None:
+                with contextlib.suppress(Exception):
+                    await client.close()
+        log.info("stopped", extra={"scheduler": self.name})

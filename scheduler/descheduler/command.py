@@ -1,0 +1,63 @@
+"""``berthmaster deschedule``: one descheduler pass over the cluster, then a summary.
+
+Exit codes: 0 the pass ran (whether or not anything was evicted), 1 a strategy failed, 2 the
+policy file is invalid (every problem is printed), 3 the API server could not be read.
+``--dry-run`` evicts nothing and prints each pod it would have evicted and why.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+
+from berthmaster.kube import KubeClient, KubeError
+from berthmaster.scheduler.descheduler.cycle import list_cluster, prepare, run_pass
+from berthmaster.scheduler.descheduler.fields import PolicyError
+from berthmaster.scheduler.descheduler.policy import load_policy_file
+from berthmaster.scheduler.descheduler.summary import (
+    EXIT_API_ERROR,
+    EXIT_INVALID_POLICY,
+    exit_code,
+    render,
+)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--policy-config-file", required=True, metavar="FILE",
+                        help="DeschedulerPolicy file (descheduler/v1alpha1 or v1alpha2)")
+    parser.add_argument("--dry-run", action="store_true",
+                        help="evict nothing; print what would be evicted")
+    parser.add_argument("--kubeconfig", help="kubeconfig file (default: $KUBECONFIG, "
+                                             "~/.kube/config, then in-cluster)")
+
+
+async def deschedule(policy_file: str, dry_run: bool, kubeconfig: str | None) -> int:
+    try:
+        policy = load_policy_file(policy_file)
+    except PolicyError as error:
+        print(error, file=sys.stderr)
+        return EXIT_INVALID_POLICY
+    try:
+        kube = await KubeClient.connect(kubeconfig)
+    except Exception as error:  # kubeconfig and in-cluster loading raise many types
+        print(f"cannot connect to the API server: {error}", file=sys.stderr)
+        return EXIT_API_ERROR
+    async with kube:
+        try:
+            objects = await list_cluster(kube)
+        except KubeError as error:
+            print(f"cannot list the cluster: {error}", file=sys.stderr)
+            return EXIT_API_ERROR
+        state = prepare(objects, policy)
+        print(f"descheduler pass ({policy.api_version}): {len(state.nodes)} of "
+              f"{len(state.all_nodes)} nodes, {len(objects.pods)} pods"
+              + (" [dry run]" if dry_run else ""), flush=True)
+        tallies = await run_pass(state, policy, kube, dry_run,
+                                 say=lambda line: print(line, flush=True))
+    print(render(tallies, dry_run), flush=True)
+    return exit_code(tallies)
+
+
+def run(args: argparse.Namespace) -> int:
+    return asyncio.run(deschedule(args.policy_config_file, args.dry_run, args.kubeconfig))

@@ -1,0 +1,297 @@
+"""The cluster as one descheduler pass sees it, and what each strategy is told and tallies.
+
+Design: a pass LISTs each resource type once; :class:`ClusterState` indexes the result (pods by
+node, the nodes the policy's ``nodeSelector`` admits, pods evicted so far in this pass) and is
+shared by every strategy in the pass, so a pod evicted by one strategy is invisible to the
+next. :class:`StrategyContext` is one strategy's window on it: it applies that strategy's
+evictor settings (the DefaultEvictor filter), answers ``nodeFit`` through the injected
+``node_fit(pod, node_name)`` predicate (the placement engine in production), and keeps the
+strategy's :class:`Tally` — pods considered, evicted, and skipped by reason — for the summary.
+
+Strategies are generators over a context: they yield :class:`Candidate` pods in the order they
+want them gone and receive back whether each was evicted (see ``evictor.drive``), so their
+decision stays pure while limits, PodDisruptionBudgets and the API have the last word.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Generator, Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from berthmaster.scheduler.descheduler.fields import PodFilter
+from berthmaster.scheduler.descheduler.protection import EvictorSettings, protection_reasons
+from berthmaster.scheduler.model import NodeView, PodView
+
+Pod = dict[str, Any]
+Node = dict[str, Any]
+NodeFit = Callable[[Pod, str], bool]
+
+TERMINAL_PHASES = ("Succeeded", "Failed")
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A pod a strategy wants evicted, and why (shown by --dry-run and in logs)."""
+
+    pod: Pod
+    why: str
+
+    @property
+    def key(self) -> str:
+        meta = self.pod.get("metadata") or {}
+        return f"{meta.get('namespace')}/{meta.get('name')}"
+
+    @property
+    def node_name(self) -> str:
+        return str((self.pod.get("spec") or {}).get("nodeName") or "")
+
+
+Decision = Generator[Candidate, bool, None]
+
+
+@dataclass
+class Tally:
+    """What one strategy did in one pass."""
+
+    strategy: str
+    profile: str = ""
+    considered: int = 0
+    evicted: list[str] = field(default_factory=list)
+    skipped: Counter[str] = field(default_factory=Counter)
+    note: str = ""
+    failure: str = ""
+
+    @property
+    def skipped_total(self) -> int:
+        return sum(self.skipped.values())
+
+
+def uid(pod: Mapping[str, Any]) -> str:
+    meta = pod.get("metadata") or {}
+    return str(meta.get("uid") or f"{meta.get('namespace')}/{meta.get('name')}")
+
+
+def _controller_uid(pod: Mapping[str, Any]) -> str:
+    for ref in (pod.get("metadata") or {}).get("ownerReferences") or ():
+        if ref.get("controller"):
+            return str(ref.get("uid") or f"{ref.get('kind')}/{ref.get('name')}")
+    return ""
+
+
+def node_is_ready(node: Mapping[str, Any]) -> bool:
+    for condition in (node.get("status") or {}).get("conditions") or []:
+        if condition.get("type") == "Ready":
+            return bool(condition.get("status") == "True")
+    return False
+
+
+def _label_test(term: str) -> Callable[[Mapping[str, str]], bool]:
+    if "!=" in term:
+        key, value = (s.strip() for s in term.split("!=", 1))
+        return lambda labels: labels.get(key) != value
+    if "=" in term:
+        key, value = (s.strip() for s in term.replace("==", "=").split("=", 1))
+        return lambda labels: labels.get(key) == value
+    if term.startswith("!"):
+        absent = term[1:].strip()
+        return lambda labels: absent not in labels
+    return lambda labels: term in labels
+
+
+def parse_node_selector(selector: str | None) -> Callable[[Mapping[str, str]], bool]:
+    """The ``nodeSelector`` string form (``a=b,c!=d,e,!f``), as kubectl's ``-l``."""
+    tests = [_label_test(t.strip()) for t in (selector or "").split(",") if t.strip()]
+    return lambda labels: all(test(labels) for test in tests)
+
+
+def parse_time(stamp: str | None) -> datetime | None:
+    if not stamp:
+        return None
+    return datetime.fromisoformat(stamp.replace("Z", "+00:00"))
+
+
+class ClusterState:
+    """Indexed nodes and pods for one pass (built once from one LIST of each)."""
+
+    def __init__(
+        self,
+        nodes: Iterable[Node],
+        pods: Iterable[Pod],
+        priority_classes: Mapping[str, int] | None = None,
+        namespace_labels: Mapping[str, Mapping[str, str]] | None = None,
+        node_selector: str | None = None,
+        node_fit: NodeFit | None = None,
+        now: datetime | None = None,
+    ):
+        self.all_nodes = list(nodes)
+        admits = parse_node_selector(node_selector)
+        # Upstream works on Ready nodes matching the policy's nodeSelector only.
+        self.nodes = [
+            n for n in self.all_nodes
+            if node_is_ready(n) and admits((n.get("metadata") or {}).get("labels") or {})
+        ]
+        self.node_order = [n["metadata"]["name"] for n in self.nodes]
+        self.node_names = set(self.node_order)
+        self.nodes_by_name = {n["metadata"]["name"]: n for n in self.all_nodes}
+        self.pods_by_node: dict[str, list[Pod]] = {}
+        for pod in pods:
+            node_name = (pod.get("spec") or {}).get("nodeName")
+            if node_name:
+                self.pods_by_node.setdefault(node_name, []).append(pod)
+        self.priority_classes = dict(priority_classes or {})
+        self.namespace_labels = dict(namespace_labels or {})
+        self.node_fit = node_fit
+        self.now = now or datetime.now(UTC)
+        self.evicted: set[str] = set()
+        self._pod_views: dict[int, PodView] = {}
+        self._owner_counts: Counter[str] | None = None
+        self._node_views: dict[int, NodeView] = {}
+        self._node_entries: dict[str, list[tuple[str, bool, Pod]]] = {}
+
+    def owner_replicas(self, pod: Pod) -> int:
+        """How many listed pods share this pod's controller (DefaultEvictor's minReplicas)."""
+        if self._owner_counts is None:
+            counts: Counter[str] = Counter()
+            for pods in self.pods_by_node.values():
+                for other in pods:
+                    owner = _controller_uid(other)
+                    if owner:
+                        counts[owner] += 1
+            self._owner_counts = counts
+        owner = _controller_uid(pod)
+        return self._owner_counts[owner] if owner else 0
+
+    def view(self, pod: Pod) -> PodView:
+        """The placement model's view of a listed pod, built once per pass."""
+        found = self._pod_views.get(id(pod))
+        if found is None:
+            shared = getattr(self.node_fit, "view_of", None)  # the engine's snapshot has one
+            found = shared(pod) if shared is not None else None
+            if found is None or found.raw is not pod:
+                found = PodView.from_dict(pod)
+            self._pod_views[id(pod)] = found
+        return found
+
+    def node_view(self, node: Node) -> NodeView:
+        found = self._node_views.get(id(node))
+        if found is None:
+            found = self._node_views[id(node)] = NodeView.from_dict(node)
+        return found
+
+    def pods_on(self, node_name: str, include_terminal: bool = False) -> list[Pod]:
+        """Pods bound to the node, minus those evicted earlier in this pass; terminal ones
+        (Succeeded/Failed) only when asked, as upstream's ListPodsOnANode."""
+        entries = self._node_entries.get(node_name)
+        if entries is None:
+            # (uid, terminal, pod) read once per node and pass: strategies ask for the same
+            # node's pods again and again, and a listed pod does not change within a pass
+            entries = self._node_entries[node_name] = [
+                (uid(p), (p.get("status") or {}).get("phase") in TERMINAL_PHASES, p)
+                for p in self.pods_by_node.get(node_name, ())
+            ]
+        evicted = self.evicted
+        return [p for key, terminal, p in entries
+                if key not in evicted and (include_terminal or not terminal)]
+
+
+class StrategyContext:
+    """One strategy's view: filters with its evictor settings, tallies what it did."""
+
+    def __init__(self, state: ClusterState, settings: EvictorSettings, tally: Tally):
+        self.state = state
+        self.settings = settings
+        self.tally = tally
+        self.threshold = self._resolve_threshold()
+        self._selector = PodFilter(None, settings.label_selector)
+        self._fits_elsewhere: dict[str, bool] = {}
+
+    def _resolve_threshold(self) -> int | None:
+        if self.settings.priority_threshold is not None:
+            return self.settings.priority_threshold
+        name = self.settings.priority_threshold_class
+        if name:
+            if name not in self.state.priority_classes:
+                raise LookupError(
+                    f"thresholdPriorityClassName {name!r}: no PriorityClass of that name exists; "
+                    "create it or name an existing one"
+                )
+            return self.state.priority_classes[name]
+        return None
+
+    @property
+    def nodes(self) -> list[Node]:
+        return self.state.nodes
+
+    @property
+    def now(self) -> datetime:
+        return self.state.now
+
+    def pods_on(self, node_name: str, include_terminal: bool = False) -> list[Pod]:
+        return self.state.pods_on(node_name, include_terminal)
+
+    def consider(self, pods: Iterable[Pod]) -> list[Pod]:
+        listed = list(pods)
+        self.tally.considered += len(listed)
+        return listed
+
+    def evictable(self, pod: Pod) -> bool:
+        """The DefaultEvictor filter; a refusal is tallied under its first reason."""
+        reasons = protection_reasons(pod, self.settings, self.threshold)
+        if reasons:
+            self.tally.skipped[reasons[0]] += 1
+            return False
+        if settings_selector_rejects(self._selector, pod):
+            self.tally.skipped["pod labels do not match the evictor's labelSelector"] += 1
+            return False
+        meta = pod.get("metadata") or {}
+        if self.settings.min_replicas > 1 and self.state.owner_replicas(pod) < (
+            self.settings.min_replicas
+        ):
+            self.tally.skipped["owner has fewer replicas than minReplicas"] += 1
+            return False
+        if self.settings.min_pod_age_seconds is not None:
+            created = parse_time(meta.get("creationTimestamp"))
+            if created and (self.now - created).total_seconds() < self.settings.min_pod_age_seconds:
+                self.tally.skipped["pod is younger than minPodAge"] += 1
+                return False
+        return True
+
+    def node_fit(self, pod: Pod, node_name: str) -> bool:
+        """Would the placement engine put ``pod`` on ``node_name``? (True without an engine.)"""
+        if self.state.node_fit is None:
+            return True
+        return self.state.node_fit(pod, node_name)
+
+    def fits_other_node(self, pod: Pod) -> bool:
+        """Upstream's PodFitsAnyOtherNode over the Ready nodes the nodeSelector admits."""
+        key = uid(pod)
+        if key not in self._fits_elsewhere:
+            current = str((pod.get("spec") or {}).get("nodeName") or "")
+            self._fits_elsewhere[key] = self.any_node_fits(pod, self.state.node_order, current)
+        return self._fits_elsewhere[key]
+
+    def any_node_fits(self, pod: Pod, names: list[str], exclude: str = "") -> bool:
+        fit = self.state.node_fit
+        if fit is None:
+            return any(name != exclude for name in names)
+        any_node = getattr(fit, "any_node", None)
+        if any_node is not None:
+            return bool(any_node(pod, names, exclude))
+        return any(name != exclude and fit(pod, name) for name in names)
+
+    def feasible_nodes(self, pod: Pod, names: list[str]) -> list[str]:
+        fit = self.state.node_fit
+        if fit is None:
+            return list(names)
+        feasible = getattr(fit, "feasible", None)
+        if feasible is not None:
+            return list(feasible(pod, names))
+        return [name for name in names if fit(pod, name)]
+
+
+
+def settings_selector_rejects(selector: PodFilter, pod: Pod) -> bool:
+    return selector.label_selector is not None and not selector.admits(pod)

@@ -1,0 +1,111 @@
+"""One descheduler pass: LIST once, decide per strategy, evict, summarise.
+
+Design: :func:`list_cluster` issues exactly one (paged) LIST per resource type — nodes, pods,
+namespaces, PriorityClasses, PodDisruptionBudgets — never a request per node or per pod.
+:func:`prepare` indexes them into a :class:`ClusterState` with the engine-backed ``node_fit``.
+:func:`run_pass` then runs the policy's strategies in order (every ``deschedule`` strategy, then
+every ``balance`` one) over that one state, each through the :class:`Evictor`; a pod evicted by
+one strategy is invisible to the next. :func:`plan_pass` is the same loop without I/O (every
+admissible candidate counts as evicted), used by the benchmark. A strategy that raises is
+recorded as failed and the pass goes on with the next one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from berthmaster.kube import CORE, KubeClient, group_path, resource_path
+from berthmaster.scheduler.descheduler.context import ClusterState, NodeFit, StrategyContext, Tally
+from berthmaster.scheduler.descheduler.evictor import (
+    EvictionBook,
+    Evictor,
+    drive,
+    drive_planned,
+    planned_attempt,
+)
+from berthmaster.scheduler.descheduler.policy import DeschedulerPolicy
+from berthmaster.scheduler.descheduler.strategies import REGISTRY
+
+Obj = dict[str, Any]
+
+
+@dataclass
+class ClusterObjects:
+    nodes: list[Obj] = field(default_factory=list)
+    pods: list[Obj] = field(default_factory=list)
+    namespaces: list[Obj] = field(default_factory=list)
+    priority_classes: list[Obj] = field(default_factory=list)
+    pdbs: list[Obj] = field(default_factory=list)
+
+
+async def list_cluster(kube: KubeClient) -> ClusterObjects:
+    """One LIST per resource type."""
+    nodes, _ = await kube.list_all(resource_path(CORE, "nodes"))
+    pods, _ = await kube.list_all(resource_path(CORE, "pods"))
+    namespaces, _ = await kube.list_all(resource_path(CORE, "namespaces"))
+    classes, _ = await kube.list_all(
+        resource_path(group_path("scheduling.k8s.io", "v1"), "priorityclasses"))
+    pdbs, _ = await kube.list_all(resource_path(group_path("policy", "v1"),
+                                                "poddisruptionbudgets"))
+    return ClusterObjects(nodes, pods, namespaces, classes, pdbs)
+
+
+def prepare(
+    objects: ClusterObjects, policy: DeschedulerPolicy, node_fit: NodeFit | None = None,
+    now: datetime | None = None,
+) -> ClusterState:
+    if node_fit is None:
+        from berthmaster.scheduler.descheduler.fit import engine_node_fit
+
+        node_fit = engine_node_fit(objects.nodes, objects.pods, objects.namespaces, objects.pdbs,
+                                   objects.priority_classes)
+    return ClusterState(
+        objects.nodes, objects.pods,
+        priority_classes={c["metadata"]["name"]: int(c.get("value", 0))
+                          for c in objects.priority_classes},
+        namespace_labels={n["metadata"]["name"]: (n["metadata"].get("labels") or {})
+                          for n in objects.namespaces},
+        node_selector=policy.node_selector, node_fit=node_fit, now=now,
+    )
+
+
+def book_for(policy: DeschedulerPolicy) -> EvictionBook:
+    return EvictionBook(policy.max_pods_per_node, policy.max_pods_per_namespace,
+                        policy.max_pods_total)
+
+
+async def run_pass(
+    state: ClusterState, policy: DeschedulerPolicy, kube: KubeClient | None, dry_run: bool,
+    say: Callable[[str], None] = print,
+) -> list[Tally]:
+    evictor = Evictor(kube, book_for(policy), dry_run, policy.grace_period_seconds, say)
+    tallies = []
+    for config in policy.strategies:
+        tally = Tally(config.name, config.profile)
+        tallies.append(tally)
+        try:
+            ctx = StrategyContext(state, config.evictor, tally)
+
+            async def attempt(candidate: Any, ctx: StrategyContext = ctx) -> bool:
+                return await evictor.attempt(candidate, ctx)
+
+            await drive(REGISTRY[config.name].decide(config.params, ctx), attempt)
+        except Exception as error:  # one broken strategy must not stop the others
+            tally.failure = f"{type(error).__name__}: {error}"
+            say(f"{config.name}: failed: {tally.failure}")
+    return tallies
+
+
+def plan_pass(state: ClusterState, policy: DeschedulerPolicy) -> list[Tally]:
+    """The pass without I/O: what would be evicted, for benchmarks and offline plans."""
+    book = book_for(policy)
+    tallies = []
+    for config in policy.strategies:
+        tally = Tally(config.name, config.profile)
+        tallies.append(tally)
+        ctx = StrategyContext(state, config.evictor, tally)
+        drive_planned(REGISTRY[config.name].decide(config.params, ctx), planned_attempt(book, ctx))
+    return tallies

@@ -1,0 +1,207 @@
+"""Evicting what the strategies chose: limits, nodeFit, the Eviction API, events, dry runs.
+
+Design: a strategy's decision is a generator of candidates; :func:`drive` (async, for the real
+pass) and :func:`drive_planned` (sync, for benchmarks and offline plans) feed each candidate to
+an attempt function and send back whether the pod went, so the strategy can keep its
+bookkeeping (LowNodeUtilization stops once a node is back under target).
+
+:class:`EvictionBook` is the pure part: the policy's per-node, per-namespace and total limits
+and the DefaultEvictor's pre-eviction ``nodeFit`` check. :class:`Evictor` adds the I/O: a POST
+of a ``policy/v1`` Eviction to ``pods/<name>/eviction`` (so PodDisruptionBudgets hold: a 429 is
+a refusal, recorded and skipped), then an ``events.k8s.io/v1`` Event on the pod with upstream's
+strings (reason: the strategy; action ``Descheduled``; note ``pod evicted from <node> node by
+sigs.k8s.io/descheduler``). With ``dry_run`` nothing is sent; the candidate is printed instead
+and counted as it would have been.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections import Counter
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from berthmaster.kube import CORE, KubeClient, KubeError, group_path, resource_path
+from berthmaster.scheduler.descheduler.context import Candidate, Decision, StrategyContext, uid
+
+ACTION = "Descheduled"
+REPORTING_CONTROLLER = "berthmaster.io/descheduler"
+NOTE = "pod evicted from {node} node by sigs.k8s.io/descheduler"
+
+
+@dataclass
+class EvictionBook:
+    """Counts evictions against the policy's limits (None: unlimited)."""
+
+    per_node: int | None = None
+    per_namespace: int | None = None
+    total: int | None = None
+    by_node: Counter[str] = field(default_factory=Counter)
+    by_namespace: Counter[str] = field(default_factory=Counter)
+    count: int = 0
+
+    def refusal(self, candidate: Candidate, ctx: StrategyContext) -> str | None:
+        """Why this candidate may not go now (limits, then nodeFit), or None."""
+        namespace = (candidate.pod.get("metadata") or {}).get("namespace", "")
+        if self.total is not None and self.count >= self.total:
+            return "maximum number of evicted pods per run reached (maxNoOfPodsToEvictTotal)"
+        node = candidate.node_name
+        if node and self.per_node is not None and self.by_node[node] >= self.per_node:
+            return "maximum number of pods per node reached (maxNoOfPodsToEvictPerNode)"
+        if self.per_namespace is not None and self.by_namespace[namespace] >= self.per_namespace:
+            return "maximum number of pods per namespace reached (maxNoOfPodsToEvictPerNamespace)"
+        if ctx.settings.node_fit and not ctx.fits_other_node(candidate.pod):
+            return ("pod does not fit on any other node because of nodeSelector(s), Taint(s), "
+                    "or nodes marked as unschedulable")
+        return None
+
+    def record(self, candidate: Candidate) -> None:
+        self.count += 1
+        if candidate.node_name:
+            self.by_node[candidate.node_name] += 1
+        self.by_namespace[(candidate.pod.get("metadata") or {}).get("namespace", "")] += 1
+
+
+def accept(candidate: Candidate, ctx: StrategyContext) -> None:
+    """Book a successful (or dry-run) eviction in the strategy's tally and the pass state."""
+    ctx.tally.evicted.append(candidate.key)
+    ctx.state.evicted.add(uid(candidate.pod))
+
+
+def build_eviction(pod: dict[str, Any], grace_period_seconds: int | None = None) -> dict[str, Any]:
+    meta = pod.get("metadata") or {}
+    body: dict[str, Any] = {
+        "apiVersion": "policy/v1", "kind": "Eviction",
+        "metadata": {"name": meta.get("name"), "namespace": meta.get("namespace")},
+    }
+    if grace_period_seconds is not None:
+        body["deleteOptions"] = {"gracePeriodSeconds": grace_period_seconds}
+    return body
+
+
+def build_event(pod: dict[str, Any], strategy: str, now: datetime | None = None) -> dict[str, Any]:
+    """An events.k8s.io/v1 Event on the evicted pod, with upstream's reason/action/note."""
+    meta = pod.get("metadata") or {}
+    stamp = (now or datetime.now(UTC)).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    node = (pod.get("spec") or {}).get("nodeName", "")
+    return {
+        "apiVersion": "events.k8s.io/v1", "kind": "Event",
+        # client-go's naming: <object>.<hex nanoseconds>
+        "metadata": {"name": f"{meta.get('name')}.{time.time_ns():x}",
+                     "namespace": meta.get("namespace")},
+        "eventTime": stamp,
+        "reportingController": REPORTING_CONTROLLER,
+        "reportingInstance": os.environ.get("HOSTNAME") or "berthmaster-deschedule",
+        "action": ACTION,
+        "reason": strategy or "NotSet",
+        "type": "Normal",
+        "note": NOTE.format(node=node),
+        "regarding": {"apiVersion": "v1", "kind": "Pod", "name": meta.get("name"),
+                      "namespace": meta.get("namespace"), "uid": meta.get("uid")},
+    }
+
+
+class Evictor:
+    """Evicts through the API (or pretends to, in a dry run), within the policy's limits."""
+
+    def __init__(
+        self,
+        kube: KubeClient | None,
+        book: EvictionBook,
+        dry_run: bool,
+        grace_period_seconds: int | None = None,
+        say: Callable[[str], None] = print,
+    ):
+        if kube is None and not dry_run:
+            raise ValueError("an Evictor that evicts needs a KubeClient")
+        self.kube = kube
+        self.book = book
+        self.dry_run = dry_run
+        self.grace_period_seconds = grace_period_seconds
+        self.say = say
+
+    async def attempt(self, candidate: Candidate, ctx: StrategyContext) -> bool:
+        refusal = self.book.refusal(candidate, ctx)
+        if refusal:
+            ctx.tally.skipped[refusal] += 1
+            return False
+        if self.dry_run:
+            self.say(f"[dry-run] {ctx.tally.strategy}: would evict {candidate.key} from "
+                     f"{candidate.node_name}: {candidate.why}")
+        else:
+            if not await self._evict(candidate, ctx):
+                return False
+            self.say(f"{ctx.tally.strategy}: evicted {candidate.key} from {candidate.node_name}: "
+                     f"{candidate.why}")
+            await self._record_event(candidate, ctx)
+        self.book.record(candidate)
+        accept(candidate, ctx)
+        return True
+
+    async def _evict(self, candidate: Candidate, ctx: StrategyContext) -> bool:
+        assert self.kube is not None
+        meta = candidate.pod.get("metadata") or {}
+        path = resource_path(CORE, "pods", meta.get("namespace"), meta.get("name"), "eviction")
+        try:
+            await self.kube.create(path, build_eviction(candidate.pod, self.grace_period_seconds))
+        except KubeError as error:
+            if error.too_many_requests:
+                ctx.tally.skipped[f"eviction refused (429 Too Many Requests): {error.message}"] += 1
+            elif error.not_found:
+                ctx.tally.skipped["pod not found when evicting"] += 1
+            else:
+                ctx.tally.skipped[f"eviction failed: {error.status} {error.reason}"] += 1
+            self.say(f"{ctx.tally.strategy}: could not evict {candidate.key}: {error}")
+            return False
+        return True
+
+    async def _record_event(self, candidate: Candidate, ctx: StrategyContext) -> None:
+        assert self.kube is not None
+        meta = candidate.pod.get("metadata") or {}
+        try:
+            await self.kube.create(
+                resource_path(group_path("events.k8s.io", "v1"), "events", meta.get("namespace")),
+                build_event(candidate.pod, ctx.tally.strategy),
+            )
+        except KubeError as error:  # the eviction stands; a missing event is only logged
+            self.say(f"{ctx.tally.strategy}: event for {candidate.key} not recorded: {error}")
+
+
+async def drive(
+    decision: Decision, attempt: Callable[[Candidate], Awaitable[bool]]
+) -> None:
+    """Run a strategy's decision, answering each candidate with the outcome of ``attempt``."""
+    try:
+        candidate = next(decision)
+        while True:
+            candidate = decision.send(await attempt(candidate))
+    except StopIteration:
+        return
+
+
+def drive_planned(decision: Decision, attempt: Callable[[Candidate], bool]) -> None:
+    """The synchronous twin of :func:`drive`, for plans that need no I/O."""
+    try:
+        candidate = next(decision)
+        while True:
+            candidate = decision.send(attempt(candidate))
+    except StopIteration:
+        return
+
+
+def planned_attempt(book: EvictionBook, ctx: StrategyContext) -> Callable[[Candidate], bool]:
+    """An attempt that only books: every admissible candidate counts as evicted."""
+
+    def attempt(candidate: Candidate) -> bool:
+        refusal = book.refusal(candidate, ctx)
+        if refusal:
+            ctx.tally.skipped[refusal] += 1
+            return False
+        book.record(candidate)
+        accept(candidate, ctx)
+        return True
+
+    return attempt

@@ -1,0 +1,94 @@
+"""``nodeFit``: would the placement engine put this pod on that node? One truth, shared.
+
+Design: the descheduler never re-implements placement. For a pass it builds the engine's
+:class:`~berthmaster.scheduler.snapshot.Snapshot` once from the same LISTed objects;
+:class:`EngineFit` answers ``fit(pod, node_name)`` and ``fit.any_node(pod, names)`` with the
+engine's predicates, with the pod itself taken out of the snapshot while asking (where it runs
+now must not count against it: its own anti-affinity, spread or resources) and its very view
+put back afterwards. ``any_node`` runs the engine's pod-only work once and stops at the first
+node that takes the pod (upstream's PodFitsAnyOtherNode also stops at the first fit), so a pass
+over thousands of nodes pays for a full filter only for pods that fit almost nowhere. The
+strategies see only these two callables, so their decisions stay pure and their unit tests can
+hand them any predicate.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+from berthmaster.scheduler.descheduler.context import Pod
+from berthmaster.scheduler.model import PodView
+
+
+class EngineFit:
+    """The placement engine's filter over one snapshot, for the descheduler's questions."""
+
+    def __init__(
+        self,
+        nodes: Iterable[dict[str, Any]],
+        pods: Iterable[dict[str, Any]],
+        namespaces: Iterable[dict[str, Any]] = (),
+        pdbs: Iterable[dict[str, Any]] = (),
+        priority_classes: Iterable[dict[str, Any]] = (),
+    ):
+        from berthmaster.scheduler.engine import Engine
+        from berthmaster.scheduler.snapshot import Snapshot
+
+        self.snapshot = Snapshot.build(nodes=nodes, pods=pods, namespaces=namespaces, pdbs=pdbs,
+                                       priority_classes=priority_classes)
+        self.engine = Engine(policy=None)
+        self._answers: dict[tuple[str, str], bool] = {}
+
+    @contextmanager
+    def _without(self, pod: Pod) -> Iterator[None]:
+        from berthmaster.scheduler.snapshot import pod_key
+
+        key = pod_key(pod)
+        present = self.snapshot.get_pod(key)
+        if present is not None:
+            self.snapshot.remove_pod(key)
+        try:
+            yield
+        finally:
+            if present is not None:
+                # put back the very view taken out: no rebuild, whatever the view cache holds
+                self.snapshot.upsert_view(present)
+
+    def view_of(self, pod: Pod) -> PodView | None:
+        """The snapshot's view of a listed pod (shared, so a pass builds each view once)."""
+        from berthmaster.scheduler.snapshot import pod_key
+
+        return self.snapshot.get_pod(pod_key(pod))
+
+    def __call__(self, pod: Pod, node_name: str) -> bool:
+        from berthmaster.scheduler.snapshot import pod_key
+
+        key = (pod_key(pod), node_name)
+        if key not in self._answers:
+            with self._without(pod):
+                self._answers[key] = bool(self.engine.fits(pod, node_name, self.snapshot))
+        return self._answers[key]
+
+    def feasible(self, pod: Pod, names: Sequence[str]) -> list[str]:
+        """Every one of ``names`` the pod fits on."""
+        with self._without(pod):
+            return self.engine.feasible_nodes(pod, self.snapshot, candidates=names)
+
+    def any_node(self, pod: Pod, names: Sequence[str], exclude: str = "") -> bool:
+        """Whether the pod fits on at least one of ``names`` other than ``exclude``."""
+        with self._without(pod):
+            others = (n for n in names if n != exclude)
+            return self.engine.first_feasible(pod, self.snapshot, others) is not None
+
+
+def engine_node_fit(
+    nodes: Iterable[dict[str, Any]],
+    pods: Iterable[dict[str, Any]],
+    namespaces: Iterable[dict[str, Any]] = (),
+    pdbs: Iterable[dict[str, Any]] = (),
+    priority_classes: Iterable[dict[str, Any]] = (),
+) -> EngineFit:
+    """A ``node_fit`` backed by the placement engine over one snapshot of the cluster."""
+    return EngineFit(nodes, pods, namespaces, pdbs, priority_classes)

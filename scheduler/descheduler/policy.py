@@ -1,0 +1,323 @@
+"""DeschedulerPolicy files, v1alpha1 ``strategies`` and v1alpha2 ``profiles``, to one internal form.
+
+Design: both versions become a :class:`DeschedulerPolicy` — an ordered tuple of
+:class:`StrategyConfig` (strategy name, parsed params, DefaultEvictor settings, profile) plus the
+global eviction limits. v1alpha1 (the seed's format, dropped upstream in v0.31) is read as
+upstream read it while migrating: each enabled strategy becomes its own profile whose evictor
+takes the top-level ``evictLocalStoragePods``/``evictSystemCriticalPods``/``ignorePvcPods``/
+``evictFailedBarePods`` and the strategy's ``thresholdPriority``/``thresholdPriorityClassName``/
+``nodeFit``. Run order is upstream's: every ``deschedule`` strategy, then every ``balance`` one.
+
+Validation collects every problem in the document (unknown strategies, unknown fields, bad
+values, plugins under the wrong extension point) and raises one :class:`PolicyError` listing
+them with their paths.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from berthmaster.scheduler.descheduler.fields import (
+    PolicyError,
+    Problems,
+    boolean,
+    check_known,
+    integer,
+    join,
+    label_selector,
+    mapping,
+)
+from berthmaster.scheduler.descheduler.protection import EvictorSettings
+from berthmaster.scheduler.descheduler.strategies import REGISTRY
+
+V1ALPHA1 = "descheduler/v1alpha1"
+V1ALPHA2 = "descheduler/v1alpha2"
+KIND = "DeschedulerPolicy"
+DEFAULT_EVICTOR = "DefaultEvictor"
+
+V1ALPHA1_TOP = ("apiVersion", "kind", "strategies", "nodeSelector", "evictLocalStoragePods",
+                "evictSystemCriticalPods", "evictDaemonSetPods", "ignorePvcPods",
+                "evictFailedBarePods", "maxNoOfPodsToEvictPerNode",
+                "maxNoOfPodsToEvictPerNamespace")
+V1ALPHA1_STRATEGY = ("enabled", "weight", "params")
+V1ALPHA2_TOP = ("apiVersion", "kind", "profiles", "nodeSelector", "maxNoOfPodsToEvictPerNode",
+                "maxNoOfPodsToEvictPerNamespace", "maxNoOfPodsToEvictTotal",
+                "gracePeriodSeconds", "evictionFailureEventNotification")
+V1ALPHA2_PROFILE = ("name", "pluginConfig", "plugins")
+EXTENSION_POINTS = ("presort", "sort", "deschedule", "balance", "filter", "preEvictionFilter")
+EVICTOR_ARGS = ("nodeSelector", "evictLocalStoragePods", "evictDaemonSetPods",
+                "evictSystemCriticalPods", "ignorePvcPods", "evictFailedBarePods",
+                "labelSelector", "priorityThreshold", "nodeFit", "minReplicas", "minPodAge")
+
+
+@dataclass(frozen=True)
+class StrategyConfig:
+    """One enabled strategy: what to run, with which params and evictor settings."""
+
+    name: str
+    profile: str
+    params: Any
+    evictor: EvictorSettings
+
+    @property
+    def extension_point(self) -> str:
+        return REGISTRY[self.name].EXTENSION_POINT
+
+
+@dataclass(frozen=True)
+class DeschedulerPolicy:
+    api_version: str
+    strategies: tuple[StrategyConfig, ...]
+    node_selector: str | None = None
+    max_pods_per_node: int | None = None
+    max_pods_per_namespace: int | None = None
+    max_pods_total: int | None = None
+    grace_period_seconds: int | None = None
+
+
+def load_policy_file(path: str | Path) -> DeschedulerPolicy:
+    """Read and validate a policy file (YAML or JSON); raises PolicyError naming the file."""
+    try:
+        text = Path(path).read_text()
+    except OSError as error:
+        raise PolicyError([f"cannot read the policy file: {error.strerror}"], str(path)) from error
+    return parse_policy_text(text, str(path))
+
+
+def parse_policy_text(text: str, source: str = "descheduler policy") -> DeschedulerPolicy:
+    try:
+        document = yaml.safe_load(text)
+    except yaml.YAMLError as error:
+        raise PolicyError([f"not valid YAML or JSON: {error}"], source) from error
+    return parse_policy(document, source)
+
+
+def parse_policy(document: Any, source: str = "descheduler policy") -> DeschedulerPolicy:
+    problems = Problems()
+    if not isinstance(document, Mapping):
+        problems.add("", "the policy must be a mapping with apiVersion and kind")
+        problems.raise_if_any(source)
+        raise AssertionError  # unreachable
+    version = document.get("apiVersion")
+    if document.get("kind") != KIND:
+        problems.add("kind", f"must be {KIND!r}, got {document.get('kind')!r}")
+    if version == V1ALPHA1:
+        policy = _v1alpha1(document, problems)
+    elif version == V1ALPHA2:
+        policy = _v1alpha2(document, problems)
+    else:
+        problems.add("apiVersion", f"must be {V1ALPHA1!r} or {V1ALPHA2!r}, got {version!r}")
+        policy = DeschedulerPolicy(str(version), ())
+    problems.raise_if_any(source)
+    return policy
+
+
+def _limits(document: Mapping[str, Any], problems: Problems) -> dict[str, Any]:
+    selector = document.get("nodeSelector")
+    if selector is not None and not isinstance(selector, str):
+        problems.add("nodeSelector", f"must be a label selector string like 'a=b,c', got "
+                                     f"{selector!r}")
+        selector = None
+    return {
+        "node_selector": selector,
+        "max_pods_per_node": integer(document.get("maxNoOfPodsToEvictPerNode"),
+                                     "maxNoOfPodsToEvictPerNode", problems, minimum=0),
+        "max_pods_per_namespace": integer(document.get("maxNoOfPodsToEvictPerNamespace"),
+                                          "maxNoOfPodsToEvictPerNamespace", problems, minimum=0),
+        "max_pods_total": integer(document.get("maxNoOfPodsToEvictTotal"),
+                                  "maxNoOfPodsToEvictTotal", problems, minimum=0),
+    }
+
+
+def _ordered(configs: list[StrategyConfig]) -> tuple[StrategyConfig, ...]:
+    return tuple([c for c in configs if c.extension_point == "deschedule"]
+                 + [c for c in configs if c.extension_point == "balance"])
+
+
+# ------------------------------------------------------------------------------ v1alpha1
+
+def _v1alpha1(document: Mapping[str, Any], problems: Problems) -> DeschedulerPolicy:
+    check_known(document, V1ALPHA1_TOP, "", problems)
+    top = {key: boolean(document.get(key), key, problems) for key in (
+        "evictLocalStoragePods", "evictSystemCriticalPods", "evictDaemonSetPods",
+        "ignorePvcPods", "evictFailedBarePods")}
+    strategies = mapping(document.get("strategies"), "strategies", problems)
+    if not strategies:
+        problems.add("strategies", "no strategy is configured; enable at least one, e.g. "
+                                   "RemoveDuplicates: {enabled: true}")
+    configs = []
+    for name, raw in strategies.items():
+        where = f'strategies["{name}"]'
+        entry = mapping(raw, where, problems)
+        check_known(entry, V1ALPHA1_STRATEGY, where, problems)
+        module = REGISTRY.get(str(name))
+        if module is None:
+            problems.add(where, f"unknown strategy name; expected one of {sorted(REGISTRY)}")
+            continue
+        if not boolean(entry.get("enabled"), join(where, "enabled"), problems):
+            continue
+        params_where = join(where, "params")
+        params = mapping(entry.get("params"), params_where, problems)
+        from berthmaster.scheduler.descheduler.strategies.common import V1ALPHA1_PARAMS
+
+        check_known(params, V1ALPHA1_PARAMS, params_where, problems)
+        value = integer(params.get("thresholdPriority"), join(params_where, "thresholdPriority"),
+                        problems)
+        class_name = params.get("thresholdPriorityClassName") or None
+        if value is not None and class_name:
+            problems.add(params_where, "only one of thresholdPriority and "
+                                       "thresholdPriorityClassName can be set")
+        node_fit = boolean(params.get("nodeFit"), join(params_where, "nodeFit"), problems)
+        evictor = EvictorSettings(
+            evict_local_storage_pods=top["evictLocalStoragePods"],
+            evict_daemonset_pods=top["evictDaemonSetPods"],
+            evict_system_critical_pods=top["evictSystemCriticalPods"],
+            ignore_pvc_pods=top["ignorePvcPods"],
+            evict_failed_bare_pods=top["evictFailedBarePods"],
+            node_fit=node_fit and name != "PodLifeTime",  # upstream ignores nodeFit there
+            priority_threshold=value,
+            priority_threshold_class=str(class_name) if class_name else None,
+        )
+        args = module.from_v1alpha1(params, params_where, problems)
+        parsed = module.parse(args, params_where, problems)
+        configs.append(StrategyConfig(str(name), f"strategy-{name}-profile", parsed, evictor))
+    return DeschedulerPolicy(V1ALPHA1, _ordered(configs), **_limits(document, problems))
+
+
+# ------------------------------------------------------------------------------ v1alpha2
+
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ns|us|µs|ms|s|m|h)")
+_UNIT_SECONDS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1, "m": 60, "h": 3600}
+
+
+def duration_seconds(value: Any, where: str, problems: Problems) -> float | None:
+    """A Go duration string (``90s``, ``1h30m``)."""
+    if value is None:
+        return None
+    text = str(value)
+    parts = _DURATION.findall(text)
+    if not parts or "".join(n + u for n, u in parts) != text:
+        problems.add(where, f"must be a duration such as '30s', '5m' or '1h30m', got {value!r}")
+        return None
+    return sum(float(n) * _UNIT_SECONDS[u] for n, u in parts)
+
+
+def _evictor_settings(args: Mapping[str, Any], where: str, problems: Problems) -> EvictorSettings:
+    check_known(args, EVICTOR_ARGS, where, problems)
+    flags = {key: boolean(args.get(key), join(where, key), problems) for key in (
+        "evictLocalStoragePods", "evictDaemonSetPods", "evictSystemCriticalPods",
+        "ignorePvcPods", "evictFailedBarePods", "nodeFit")}
+    threshold = mapping(args.get("priorityThreshold"), join(where, "priorityThreshold"), problems)
+    check_known(threshold, ("value", "name"), join(where, "priorityThreshold"), problems)
+    value = integer(threshold.get("value"), join(where, "priorityThreshold.value"), problems)
+    name = threshold.get("name") or None
+    if value is not None and name:
+        problems.add(join(where, "priorityThreshold"), "only one of priorityThreshold fields can "
+                                                       "be set: give value or name")
+    if args.get("nodeSelector") is not None:
+        problems.add(join(where, "nodeSelector"), "is not supported in DefaultEvictor args here; "
+                                                  "set the policy's top-level nodeSelector")
+    return EvictorSettings(
+        evict_local_storage_pods=flags["evictLocalStoragePods"],
+        evict_daemonset_pods=flags["evictDaemonSetPods"],
+        evict_system_critical_pods=flags["evictSystemCriticalPods"],
+        ignore_pvc_pods=flags["ignorePvcPods"],
+        evict_failed_bare_pods=flags["evictFailedBarePods"],
+        node_fit=flags["nodeFit"],
+        priority_threshold=value,
+        priority_threshold_class=str(name) if name else None,
+        label_selector=label_selector(args.get("labelSelector"), join(where, "labelSelector"),
+                                      problems),
+        min_replicas=integer(args.get("minReplicas"), join(where, "minReplicas"), problems,
+                             default=0, minimum=0) or 0,
+        min_pod_age_seconds=duration_seconds(args.get("minPodAge"), join(where, "minPodAge"),
+                                             problems),
+    )
+
+
+def _plugin_set(
+    plugins: Mapping[str, Any], point: str, where: str, problems: Problems
+) -> list[str]:
+    at = join(where, point)
+    entry = mapping(plugins.get(point), at, problems)
+    check_known(entry, ("enabled", "disabled"), at, problems)
+    enabled = entry.get("enabled") or []
+    if not isinstance(enabled, list) or not all(isinstance(n, str) for n in enabled):
+        problems.add(join(at, "enabled"), "must be a list of plugin names")
+        return []
+    return list(enabled)
+
+
+def _v1alpha2(document: Mapping[str, Any], problems: Problems) -> DeschedulerPolicy:
+    check_known(document, V1ALPHA2_TOP, "", problems)
+    profiles = document.get("profiles")
+    if not isinstance(profiles, list) or not profiles:
+        problems.add("profiles", "at least one profile is required")
+        profiles = []
+    names: set[str] = set()
+    configs: list[StrategyConfig] = []
+    for index, raw in enumerate(profiles):
+        where = join("profiles", index)
+        profile = mapping(raw, where, problems)
+        check_known(profile, V1ALPHA2_PROFILE, where, problems)
+        name = profile.get("name")
+        if not isinstance(name, str) or not name:
+            problems.add(join(where, "name"), "every profile needs a name")
+            name = f"profile-{index}"
+        elif name in names:
+            problems.add(join(where, "name"), f"profile name {name!r} is used twice; names must "
+                                              "be unique")
+        names.add(name)
+        args_by_plugin: dict[str, tuple[str, Mapping[str, Any]]] = {}
+        plugin_configs = profile.get("pluginConfig") or []
+        if not isinstance(plugin_configs, list):
+            problems.add(join(where, "pluginConfig"), "must be a list of {name, args}")
+            plugin_configs = []
+        for i, item in enumerate(plugin_configs):
+            at = join(join(where, "pluginConfig"), i)
+            entry = mapping(item, at, problems)
+            check_known(entry, ("name", "args"), at, problems)
+            plugin = entry.get("name")
+            if plugin != DEFAULT_EVICTOR and plugin not in REGISTRY:
+                problems.add(join(at, "name"), f"unknown plugin {plugin!r}; expected "
+                                               f"{DEFAULT_EVICTOR} or one of {sorted(REGISTRY)}")
+                continue
+            if plugin in args_by_plugin:
+                problems.add(join(at, "name"), f"plugin {plugin!r} is configured twice")
+            args_by_plugin[str(plugin)] = (join(at, "args"),
+                                           mapping(entry.get("args"), join(at, "args"), problems))
+        plugins = mapping(profile.get("plugins"), join(where, "plugins"), problems)
+        check_known(plugins, EXTENSION_POINTS, join(where, "plugins"), problems)
+        for point in ("filter", "preEvictionFilter", "presort", "sort"):
+            for plugin in _plugin_set(plugins, point, join(where, "plugins"), problems):
+                if plugin != DEFAULT_EVICTOR:
+                    problems.add(join(join(where, "plugins"), point),
+                                 f"unknown {point} plugin {plugin!r}; only {DEFAULT_EVICTOR} "
+                                 "is available")
+        evictor_where, evictor_args = args_by_plugin.get(DEFAULT_EVICTOR, ("", {}))
+        evictor = _evictor_settings(evictor_args, evictor_where or join(where, "pluginConfig"),
+                                    problems)
+        for point in ("deschedule", "balance"):
+            at = join(join(where, "plugins"), point)
+            for plugin in _plugin_set(plugins, point, join(where, "plugins"), problems):
+                module = REGISTRY.get(plugin)
+                if module is None:
+                    problems.add(at, f"unknown plugin {plugin!r}; expected one of "
+                                     f"{sorted(REGISTRY)}")
+                    continue
+                if point != module.EXTENSION_POINT:
+                    problems.add(at, f"{plugin} is a {module.EXTENSION_POINT} plugin; list it "
+                                     f"under plugins.{module.EXTENSION_POINT}.enabled")
+                    continue
+                args_where, args = args_by_plugin.get(plugin, (at, {}))
+                configs.append(StrategyConfig(plugin, name, module.parse(args, args_where,
+                                                                         problems), evictor))
+    grace = integer(document.get("gracePeriodSeconds"), "gracePeriodSeconds", problems, minimum=0)
+    return DeschedulerPolicy(V1ALPHA2, _ordered(configs), grace_period_seconds=grace,
+                             **_limits(document, problems))

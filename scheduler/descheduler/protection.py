@@ -1,0 +1,167 @@
+"""Which pods may be evicted at all, and in what order: upstream's DefaultEvictor, as data.
+
+Design: :class:`EvictorSettings` is the DefaultEvictor's arguments (v1alpha2 ``pluginConfig``
+``DefaultEvictor`` args, or v1alpha1's top-level ``evictLocalStoragePods`` ... plus per-strategy
+``thresholdPriority``/``nodeFit``). :func:`protection_reasons` returns every reason a pod is
+protected — the sentences are upstream's, so a summary reads like upstream's logs — and an empty
+list when it may go. :func:`eviction_order` is the seed's order: lower priority first, and at
+equal priority BestEffort before Burstable before Guaranteed. All pure, over raw pod dicts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+# The seed's critical-pod annotation, and upstream's opt-in/opt-out annotations.
+CRITICAL_POD_ANNOTATION = "scheduler.alpha.kubernetes.io/critical-pod"
+EVICT_ANNOTATION = "descheduler.alpha.kubernetes.io/evict"
+MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
+CONFIG_SOURCE_ANNOTATION = "kubernetes.io/config.source"
+SYSTEM_CRITICAL_PRIORITY = 2_000_000_000  # system-cluster-critical; system-node-critical is higher
+
+
+@dataclass(frozen=True)
+class EvictorSettings:
+    """DefaultEvictor arguments with upstream's defaults (everything protected)."""
+
+    evict_local_storage_pods: bool = False
+    evict_daemonset_pods: bool = False
+    evict_system_critical_pods: bool = False
+    ignore_pvc_pods: bool = False
+    evict_failed_bare_pods: bool = False
+    node_fit: bool = False
+    # priorityThreshold: a value, or a PriorityClass name resolved when the pass starts.
+    priority_threshold: int | None = None
+    priority_threshold_class: str | None = None
+    label_selector: Mapping[str, Any] | None = None
+    min_replicas: int = 0
+    min_pod_age_seconds: float | None = None
+
+
+def annotations_of(pod: Mapping[str, Any]) -> Mapping[str, str]:
+    return (pod.get("metadata") or {}).get("annotations") or {}
+
+
+def owner_references(pod: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    return list((pod.get("metadata") or {}).get("ownerReferences") or [])
+
+
+def pod_priority(pod: Mapping[str, Any]) -> int | None:
+    value = (pod.get("spec") or {}).get("priority")
+    return int(value) if value is not None else None
+
+
+def is_mirror_pod(pod: Mapping[str, Any]) -> bool:
+    return MIRROR_ANNOTATION in annotations_of(pod)
+
+
+def is_static_pod(pod: Mapping[str, Any]) -> bool:
+    source = annotations_of(pod).get(CONFIG_SOURCE_ANNOTATION)
+    return source is not None and source != "api"
+
+
+def is_terminating(pod: Mapping[str, Any]) -> bool:
+    return bool((pod.get("metadata") or {}).get("deletionTimestamp"))
+
+
+def is_daemonset_pod(pod: Mapping[str, Any]) -> bool:
+    return any(ref.get("kind") == "DaemonSet" for ref in owner_references(pod))
+
+
+def is_critical(pod: Mapping[str, Any]) -> bool:
+    """The seed's annotation, or a priority at or above system-cluster-critical."""
+    if CRITICAL_POD_ANNOTATION in annotations_of(pod):
+        return True
+    priority = pod_priority(pod)
+    return priority is not None and priority >= SYSTEM_CRITICAL_PRIORITY
+
+
+def has_local_storage(pod: Mapping[str, Any]) -> bool:
+    return any(
+        "emptyDir" in volume or "hostPath" in volume
+        for volume in (pod.get("spec") or {}).get("volumes") or []
+    )
+
+
+def has_pvc(pod: Mapping[str, Any]) -> bool:
+    return any(
+        "persistentVolumeClaim" in volume for volume in (pod.get("spec") or {}).get("volumes") or []
+    )
+
+
+def phase(pod: Mapping[str, Any]) -> str:
+    return str((pod.get("status") or {}).get("phase") or "")
+
+
+def protection_reasons(
+    pod: Mapping[str, Any], settings: EvictorSettings, threshold: int | None
+) -> list[str]:
+    """Every reason ``pod`` must not be evicted under ``settings``; empty when it may be.
+
+    ``threshold`` is the resolved priority threshold (a pod at or above it is kept); ``None``
+    means system-cluster-critical, upstream's default.
+    """
+    if EVICT_ANNOTATION in annotations_of(pod):
+        return []
+    reasons = []
+    if is_mirror_pod(pod):
+        reasons.append("pod is a mirror pod")
+    if is_static_pod(pod):
+        reasons.append("pod is a static pod")
+    if is_terminating(pod):
+        reasons.append("pod is terminating")
+    if not settings.evict_system_critical_pods:
+        if is_critical(pod):
+            reasons.append("pod has system critical priority and is protected against eviction")
+        else:
+            limit = SYSTEM_CRITICAL_PRIORITY if threshold is None else threshold
+            priority = pod_priority(pod)
+            if priority is not None and priority >= limit:
+                reasons.append("pod has higher priority than specified priority class threshold")
+    owners = owner_references(pod)
+    if not owners:
+        if not settings.evict_failed_bare_pods:
+            reasons.append("pod does not have any ownerRefs")
+        elif phase(pod) != "Failed":
+            reasons.append("pod does not have any ownerRefs and is not in failed phase")
+    if not settings.evict_local_storage_pods and has_local_storage(pod):
+        reasons.append("pod has local storage and is protected against eviction")
+    if not settings.evict_daemonset_pods and is_daemonset_pod(pod):
+        reasons.append("daemonset pods are protected against eviction")
+    if settings.ignore_pvc_pods and has_pvc(pod):
+        reasons.append("pod with PVC is protected against eviction")
+    return reasons
+
+
+def qos_class(pod: Mapping[str, Any]) -> str:
+    """status.qosClass when the API server set it, else computed as the kubelet does."""
+    declared = (pod.get("status") or {}).get("qosClass")
+    if declared:
+        return str(declared)
+    containers = list((pod.get("spec") or {}).get("containers") or []) + list(
+        (pod.get("spec") or {}).get("initContainers") or []
+    )
+    any_set, guaranteed = False, True
+    for container in containers:
+        resources = container.get("resources") or {}
+        requests, limits = resources.get("requests") or {}, resources.get("limits") or {}
+        if requests or limits:
+            any_set = True
+        for name in ("cpu", "memory"):
+            limit = limits.get(name)
+            if limit is None or str(requests.get(name, limit)) != str(limit):
+                guaranteed = False
+    if not any_set:
+        return "BestEffort"
+    return "Guaranteed" if guaranteed else "Burstable"
+
+
+QOS_RANK = {"BestEffort": 0, "Burstable": 1, "Guaranteed": 2}
+
+
+def eviction_order(pod: Mapping[str, Any]) -> tuple[int, int, int]:
+    """Sort key: pods without a priority first, then lower priority, then QoS class."""
+    priority = pod_priority(pod)
+    return (0 if priority is None else 1, priority or 0, QOS_RANK.get(qos_class(pod), 1))

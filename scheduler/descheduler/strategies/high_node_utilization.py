@@ -1,0 +1,102 @@
+"""HighNodeUtilization: empty under-utilized nodes so the scheduler can pack pods tighter.
+
+A node is under-utilized when its usage of every thresholded resource is below ``thresholds``
+(by requests, percent of allocatable). Its pods are evicted, least used node first, while the
+other schedulable nodes still have room (up to 100% of allocatable) for what is being moved.
+Nothing moves when no node, or not more than ``numberOfNodes`` nodes, are under-utilized, or
+when every node is. Meant for a scheduler that scores MostAllocated and an autoscaler that then
+removes the emptied nodes.
+
+Args (v1alpha2): ``thresholds``, ``numberOfNodes``, ``evictableNamespaces`` (exclude only).
+v1alpha1: ``params.nodeResourceUtilizationThresholds.thresholds``/``numberOfNodes``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from berthmaster.scheduler.descheduler.context import Candidate, Decision, StrategyContext
+from berthmaster.scheduler.descheduler.fields import (
+    EVERY_POD,
+    PodFilter,
+    Problems,
+    check_known,
+    integer,
+    join,
+    mapping,
+    namespaces,
+)
+from berthmaster.scheduler.descheduler.protection import eviction_order
+from berthmaster.scheduler.descheduler.strategies.utilization import (
+    describe,
+    node_usage,
+    requests,
+    thresholds,
+)
+
+NAME = "HighNodeUtilization"
+EXTENSION_POINT = "balance"
+ARGS = ("thresholds", "numberOfNodes", "evictableNamespaces")
+
+
+@dataclass(frozen=True)
+class Params:
+    thresholds: Mapping[str, float]
+    number_of_nodes: int = 0
+    filter: PodFilter = EVERY_POD
+
+
+def from_v1alpha1(params: Mapping[str, Any], where: str, problems: Problems) -> dict[str, Any]:
+    at = join(where, "nodeResourceUtilizationThresholds")
+    raw = mapping(params.get("nodeResourceUtilizationThresholds"), at, problems)
+    check_known(raw, ("thresholds", "numberOfNodes"), at, problems)
+    args = dict(raw)
+    if params.get("namespaces") is not None:
+        args["evictableNamespaces"] = params["namespaces"]
+    return args
+
+
+def parse(args: Mapping[str, Any], where: str, problems: Problems) -> Params:
+    check_known(args, ARGS, where, problems)
+    low = thresholds(args.get("thresholds"), join(where, "thresholds"), problems, "thresholds")
+    excluded = None
+    if args.get("evictableNamespaces") is not None:
+        excluded = namespaces(args["evictableNamespaces"], join(where, "evictableNamespaces"),
+                              problems, exclude_only=True)
+    return Params(low, integer(args.get("numberOfNodes"), join(where, "numberOfNodes"), problems,
+                               default=0, minimum=0) or 0, PodFilter(excluded))
+
+
+def decide(params: Params, ctx: StrategyContext) -> Decision:
+    resources = list(params.thresholds)
+    usages = [node_usage(n, ctx.consider(ctx.pods_on(n["metadata"]["name"])), resources, ctx)
+              for n in ctx.nodes]
+    under = [u for u in usages if all(u.percent(r) < params.thresholds[r] for r in resources)]
+    receivers = [u for u in usages if u not in under and not u.view.unschedulable]
+    if not under or len(under) <= params.number_of_nodes:
+        ctx.tally.note = (f"{len(under)} underutilized node(s), not more than numberOfNodes "
+                           f"{params.number_of_nodes}: nothing to do")
+        return
+    if len(under) == len(usages):
+        ctx.tally.note = "all nodes are underutilized, nothing to do here"
+        return
+    if not receivers:
+        ctx.tally.note = "no node is above the thresholds to take the pods, nothing to do here"
+        return
+    room = {r: sum(max(0.0, u.allocatable[r] - u.used[r]) for u in receivers) for r in resources}
+    under.sort(key=lambda u: [u.percent(r) for r in resources])
+    for usage in under:
+        for pod in sorted((p for p in usage.pods if params.filter.admits(p)), key=eviction_order):
+            if any(room[r] <= 0 for r in resources):
+                return
+            if not ctx.evictable(pod):
+                continue
+            amounts = requests(ctx.state.view(pod), resources)
+            evicted = yield Candidate(pod, f"node {usage.name} underutilized "
+                                           f"({describe(usage, resources)})")
+            if evicted:
+                usage.remove(amounts)
+                for resource, amount in amounts.items():
+                    room[resource] -= amount

@@ -1,0 +1,148 @@
+"""LowNodeUtilization: move pods off over-utilized nodes while under-utilized nodes exist.
+
+A node is under-utilized when its usage of every thresholded resource is at or below
+``thresholds``, over-utilized when any usage is above ``targetThresholds`` (the seed's
+definitions; usage is by requests, as a percentage of allocatable). Unschedulable nodes never
+count as under-utilized. Nothing moves when no node is under-utilized, when their number is
+not above ``numberOfNodes``, when every node is under-utilized, or when none is over.
+
+Evictions go from the most used over-utilized node down, each node's pods in eviction order,
+while the node is still above target and the under-utilized nodes still have room (the sum of
+their headroom up to ``targetThresholds``) for what is being moved.
+
+Args (v1alpha2): ``thresholds``, ``targetThresholds``, ``numberOfNodes``,
+``useDeviationThresholds``, ``evictableNamespaces`` (exclude only). v1alpha1:
+``params.nodeResourceUtilizationThresholds`` plus ``namespaces``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from berthmaster.scheduler.descheduler.context import Candidate, Decision, StrategyContext
+from berthmaster.scheduler.descheduler.fields import (
+    EVERY_POD,
+    PodFilter,
+    Problems,
+    boolean,
+    check_known,
+    integer,
+    join,
+    mapping,
+    namespaces,
+)
+from berthmaster.scheduler.descheduler.protection import eviction_order
+from berthmaster.scheduler.descheduler.strategies.utilization import (
+    NodeUsage,
+    average_percent,
+    describe,
+    node_usage,
+    requests,
+    thresholds,
+)
+
+NAME = "LowNodeUtilization"
+EXTENSION_POINT = "balance"
+ARGS = ("thresholds", "targetThresholds", "numberOfNodes", "useDeviationThresholds",
+        "evictableNamespaces")
+V1ALPHA1_KEYS = ("thresholds", "targetThresholds", "numberOfNodes", "useDeviationThresholds")
+
+
+@dataclass(frozen=True)
+class Params:
+    thresholds: Mapping[str, float]
+    target_thresholds: Mapping[str, float]
+    number_of_nodes: int = 0
+    use_deviation_thresholds: bool = False
+    filter: PodFilter = EVERY_POD
+
+
+def from_v1alpha1(params: Mapping[str, Any], where: str, problems: Problems) -> dict[str, Any]:
+    at = join(where, "nodeResourceUtilizationThresholds")
+    raw = mapping(params.get("nodeResourceUtilizationThresholds"), at, problems)
+    check_known(raw, V1ALPHA1_KEYS, at, problems)
+    args = dict(raw)
+    if params.get("namespaces") is not None:
+        args["evictableNamespaces"] = params["namespaces"]
+    return args
+
+
+def parse(args: Mapping[str, Any], where: str, problems: Problems) -> Params:
+    check_known(args, ARGS, where, problems)
+    low = thresholds(args.get("thresholds"), join(where, "thresholds"), problems, "thresholds")
+    high = thresholds(args.get("targetThresholds"), join(where, "targetThresholds"), problems,
+                      "targetThresholds")
+    deviation = boolean(args.get("useDeviationThresholds"), join(where, "useDeviationThresholds"),
+                        problems)
+    if low and high:
+        if set(low) != set(high):
+            problems.add(where, "thresholds and targetThresholds configured different resources; "
+                                "give both the same resources")
+        elif not deviation:
+            for resource, value in low.items():
+                if value > high[resource]:
+                    problems.add(where, f"thresholds' {resource} percentage is greater than "
+                                        "targetThresholds'")
+    excluded = None
+    if args.get("evictableNamespaces") is not None:
+        excluded = namespaces(args["evictableNamespaces"], join(where, "evictableNamespaces"),
+                              problems, exclude_only=True)
+    return Params(low, high,
+                  integer(args.get("numberOfNodes"), join(where, "numberOfNodes"), problems,
+                          default=0, minimum=0) or 0,
+                  deviation, PodFilter(excluded))
+
+
+def bounds(params: Params, usages: list[NodeUsage]) -> tuple[dict[str, float], dict[str, float]]:
+    """The low and high percentages, absolute or around the average (deviation mode)."""
+    if not params.use_deviation_thresholds:
+        return dict(params.thresholds), dict(params.target_thresholds)
+    average = average_percent(usages, list(params.thresholds))
+    low = {r: max(0.0, average[r] - params.thresholds[r]) for r in params.thresholds}
+    high = {r: min(100.0, average[r] + params.target_thresholds[r]) for r in params.thresholds}
+    return low, high
+
+
+def decide(params: Params, ctx: StrategyContext) -> Decision:
+    resources = list(params.thresholds)
+    usages = [node_usage(n, ctx.consider(ctx.pods_on(n["metadata"]["name"])), resources, ctx)
+              for n in ctx.nodes]
+    low_bound, high_bound = bounds(params, usages)
+    under = [u for u in usages if not u.view.unschedulable
+             and all(u.percent(r) <= low_bound[r] for r in resources)]
+    over = [u for u in usages if any(u.percent(r) > high_bound[r] for r in resources)]
+    if not under:
+        ctx.tally.note = "no node is underutilized, nothing to do here"
+        return
+    if len(under) <= params.number_of_nodes:
+        ctx.tally.note = (f"{len(under)} underutilized node(s), not more than numberOfNodes "
+                           f"{params.number_of_nodes}: nothing to do")
+        return
+    if len(under) == len(usages):
+        ctx.tally.note = "all nodes are underutilized, nothing to do here"
+        return
+    if not over:
+        ctx.tally.note = "all nodes are under target utilization, nothing to do here"
+        return
+    # Room left on the under-utilized nodes, up to the target, in absolute amounts.
+    room = {r: sum(max(0.0, high_bound[r] / 100.0 * u.allocatable[r] - u.used[r]) for u in under)
+            for r in resources}
+    over.sort(key=lambda u: [u.percent(r) for r in resources], reverse=True)
+    for usage in over:
+        pods = sorted((p for p in usage.pods if params.filter.admits(p)), key=eviction_order)
+        for pod in pods:
+            if not any(usage.percent(r) > high_bound[r] for r in resources):
+                break
+            if any(room[r] <= 0 for r in resources):
+                return
+            if not ctx.evictable(pod):
+                continue
+            amounts = requests(ctx.state.view(pod), resources)
+            evicted = yield Candidate(pod, f"node {usage.name} over target "
+                                           f"({describe(usage, resources)})")
+            if evicted:
+                usage.remove(amounts)
+                for resource, amount in amounts.items():
+                    room[resource] -= amount

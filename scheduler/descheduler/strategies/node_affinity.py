@@ -1,0 +1,99 @@
+"""RemovePodsViolatingNodeAffinity: evict pods whose node no longer satisfies their affinity.
+
+``requiredDuringSchedulingIgnoredDuringExecution``: the pod's required node affinity (and
+nodeSelector) no longer matches its node, and some other node would take it.
+``preferredDuringSchedulingIgnoredDuringExecution``: another node that would take it matches
+more of its preferred terms (by weight) than its current node. Matching is the placement
+model's node selector logic; "would take it" is ``node_fit`` (the engine).
+
+Args (v1alpha2 and v1alpha1 ``params``): ``nodeAffinityType`` (required), ``namespaces``,
+``labelSelector``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from berthmaster.scheduler.descheduler.context import Candidate, Decision, StrategyContext
+from berthmaster.scheduler.descheduler.fields import (
+    EVERY_POD,
+    PodFilter,
+    Problems,
+    check_known,
+    join,
+    strings,
+)
+from berthmaster.scheduler.descheduler.strategies.common import common_v1alpha1, pod_filter
+from berthmaster.scheduler.model import NodeView, PodView
+
+NAME = "RemovePodsViolatingNodeAffinity"
+EXTENSION_POINT = "deschedule"
+ARGS = ("namespaces", "labelSelector", "nodeAffinityType")
+REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
+PREFERRED = "preferredDuringSchedulingIgnoredDuringExecution"
+
+
+@dataclass(frozen=True)
+class Params:
+    node_affinity_type: tuple[str, ...]
+    filter: PodFilter = EVERY_POD
+
+
+def from_v1alpha1(params: Mapping[str, Any], where: str, problems: Problems) -> dict[str, Any]:
+    args = common_v1alpha1(params)
+    if params.get("nodeAffinityType") is not None:
+        args["nodeAffinityType"] = params["nodeAffinityType"]
+    return args
+
+
+def parse(args: Mapping[str, Any], where: str, problems: Problems) -> Params:
+    check_known(args, ARGS, where, problems)
+    types = strings(args.get("nodeAffinityType"), join(where, "nodeAffinityType"), problems)
+    if not types:
+        problems.add(join(where, "nodeAffinityType"),
+                     f"nodeAffinityType needs to be set; use [{REQUIRED!r}]")
+    for kind in types:
+        if kind not in (REQUIRED, PREFERRED):
+            problems.add(join(where, "nodeAffinityType"),
+                         f"invalid nodeAffinityType {kind!r}; expected {REQUIRED} or {PREFERRED}")
+    return Params(types, pod_filter(args, where, problems))
+
+
+def satisfies_required(pod: PodView, node: NodeView) -> bool:
+    if any(node.labels.get(k) != v for k, v in pod.node_selector.items()):
+        return False
+    return pod.required_node_affinity is None or pod.required_node_affinity.matches(
+        node.name, node.labels)
+
+
+def preferred_score(pod: PodView, node: NodeView) -> int:
+    return sum(w for w, term in pod.preferred_node_affinity if term.matches(node.name, node.labels))
+
+
+def decide(params: Params, ctx: StrategyContext) -> Decision:
+    views = {n["metadata"]["name"]: ctx.state.node_view(n) for n in ctx.nodes}
+    for node in ctx.nodes:
+        here = views[node["metadata"]["name"]]
+        for pod in ctx.consider(ctx.pods_on(here.name)):
+            if not params.filter.admits(pod):
+                continue
+            view = ctx.state.view(pod)
+            if REQUIRED in params.node_affinity_type and (
+                view.required_node_affinity is not None or view.node_selector
+            ) and not satisfies_required(view, here):
+                if ctx.evictable(pod):
+                    if ctx.fits_other_node(pod):
+                        yield Candidate(pod, f"node {here.name} no longer satisfies its required "
+                                             "node affinity")
+                    else:
+                        ctx.tally.skipped["no other node satisfies its node affinity"] += 1
+                continue
+            if PREFERRED in params.node_affinity_type and view.preferred_node_affinity:
+                current = preferred_score(view, here)
+                better = [name for name, other in views.items() if name != here.name
+                          and preferred_score(view, other) > current]
+                if better and ctx.any_node_fits(pod, better) and ctx.evictable(pod):
+                    yield Candidate(pod, "another node matches more of its preferred node "
+                                         f"affinity than {here.name}")

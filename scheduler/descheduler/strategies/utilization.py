@@ -1,0 +1,91 @@
+"""Node utilization by requests, shared by LowNodeUtilization and HighNodeUtilization.
+
+Design: a node's usage of a resource is the sum of its non-terminal pods' requests (the
+placement model's ``pod_requests``: CPU in millicores, everything else in units; ``pods``
+counts pods), as a percentage of the node's allocatable. Thresholds are percentages in
+[0, 100]; with ``useDeviationThresholds`` they are offsets from the average usage. The
+eviction loops keep usage up to date as pods leave, so a node stops giving once it is back
+within bounds and the receiving side stops taking once its spare capacity is used up.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from berthmaster.scheduler.descheduler.context import StrategyContext
+from berthmaster.scheduler.descheduler.fields import Problems, join, mapping, number
+from berthmaster.scheduler.model import PODS, NodeView, PodView
+
+MIN_PERCENTAGE, MAX_PERCENTAGE = 0.0, 100.0
+
+
+def thresholds(value: Any, where: str, problems: Problems, label: str) -> dict[str, float]:
+    """A ``{resource: percentage}`` map; upstream's sentences for an empty or out-of-range one."""
+    raw = mapping(value, where, problems)
+    if not raw:
+        problems.add(where, f"{label} config is not valid: no resource threshold is configured")
+        return {}
+    parsed: dict[str, float] = {}
+    for name, percent in raw.items():
+        amount = number(percent, join(where, str(name)), problems)
+        if amount is None:
+            continue
+        if not MIN_PERCENTAGE <= amount <= MAX_PERCENTAGE:
+            problems.add(join(where, str(name)),
+                         f"{label} config is not valid: {name} threshold not in "
+                         f"[{MIN_PERCENTAGE:g}, {MAX_PERCENTAGE:g}] range")
+        parsed[str(name)] = amount
+    return parsed
+
+
+@dataclass
+class NodeUsage:
+    """One node's requested amounts and allocatable, for the thresholded resources."""
+
+    node: dict[str, Any]
+    view: NodeView
+    pods: list[dict[str, Any]]
+    used: dict[str, float] = field(default_factory=dict)
+    allocatable: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def name(self) -> str:
+        return self.view.name
+
+    def percent(self, resource: str) -> float:
+        capacity = self.allocatable.get(resource, 0.0)
+        return 100.0 * self.used.get(resource, 0.0) / capacity if capacity else 0.0
+
+    def remove(self, amounts: Mapping[str, float]) -> None:
+        for resource, amount in amounts.items():
+            self.used[resource] = self.used.get(resource, 0.0) - amount
+
+
+def requests(view: PodView, resources: list[str]) -> dict[str, float]:
+    return {r: 1.0 if r == PODS else float(view.requests.get(r, 0)) for r in resources}
+
+
+def node_usage(
+    node: dict[str, Any], pods: list[dict[str, Any]], resources: list[str], ctx: StrategyContext
+) -> NodeUsage:
+    view = ctx.state.node_view(node)
+    usage = NodeUsage(node, view, pods)
+    for resource in resources:
+        usage.allocatable[resource] = float(view.allocatable.get(resource, 0))
+        usage.used[resource] = 0.0
+    for pod in pods:
+        for resource, amount in requests(ctx.state.view(pod), resources).items():
+            usage.used[resource] += amount
+    return usage
+
+
+def average_percent(usages: list[NodeUsage], resources: list[str]) -> dict[str, float]:
+    if not usages:
+        return dict.fromkeys(resources, 0.0)
+    return {r: sum(u.percent(r) for u in usages) / len(usages) for r in resources}
+
+
+def describe(usage: NodeUsage, resources: list[str]) -> str:
+    return ", ".join(f"{r} {usage.percent(r):.0f}%" for r in resources)

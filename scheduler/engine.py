@@ -1,0 +1,420 @@
+"""Filter -> score -> select: one placement decision, pure, no I/O.
+
+``Engine.schedule(pod, snapshot)``:
+
+1. **prefilter** — each configured predicate does its pod-only work once and hands back a tiny
+   per-node check (or nothing, when it cannot reject any node for this pod);
+2. **filter** — nodes are visited from a rotating start index, the first failing check rejects
+   a node (every check runs when the policy sets ``alwaysCheckAllPredicates``), and the walk
+   stops once enough feasible nodes are found: upstream's adaptive
+   ``percentageOfNodesToScore`` (at least 100 nodes, ``max(5, 50 - nodes/125)`` percent) or a
+   fixed percentage;
+3. **score** — each priority scores the feasible nodes 0..10; the weighted sum decides;
+   priorities that score every node alike are skipped (a constant cannot change the winner);
+4. **select** — the highest total wins, ties broken by the engine's seedable random generator.
+
+A pod with ``status.nominatedNodeName`` (preemption made room for it) is first tried on that
+node alone and placed there when it fits, as kube-scheduler does.
+
+When nothing fits, ``Decision.message`` is kube-scheduler's FailedScheduling text ("0/3 nodes
+are available: 1 node(s) had untolerated taint {key2: value2}, 2 Insufficient cpu."); the
+preemption outcome is appended by the caller (see ``preemption.preemption_message``).
+
+The engine keeps one piece of state, the rotating start index, like kube-scheduler; it is not
+thread-safe.
+"""
+
+from __future__ import annotations
+
+import copy
+import random
+from bisect import bisect_left
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from itertools import chain, islice
+from typing import Any
+
+from berthmaster.scheduler.model import Obj, PodView
+from berthmaster.scheduler.plugins.base import Check, Predicate, Status
+from berthmaster.scheduler.policy import Policy, default_policy
+from berthmaster.scheduler.snapshot import NodeInfo, Snapshot
+
+MIN_FEASIBLE_NODES_TO_FIND = 100
+MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND = 5
+DEFAULT_PERCENTAGE_OF_NODES_TO_SCORE = 0  # adaptive
+NO_NODES_AVAILABLE = "no nodes available to schedule pods"
+
+
+def num_feasible_nodes_to_find(num_all_nodes: int, percentage: int = 0) -> int:
+    """How many feasible nodes to find before scoring (upstream's numFeasibleNodesToFind)."""
+    if num_all_nodes < MIN_FEASIBLE_NODES_TO_FIND or percentage >= 100:
+        return num_all_nodes
+    adaptive = percentage
+    if adaptive <= 0:
+        adaptive = 50 - num_all_nodes // 125
+        if adaptive < MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND:
+            adaptive = MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND
+    found = num_all_nodes * adaptive // 100
+    return max(found, MIN_FEASIBLE_NODES_TO_FIND)
+
+
+def fit_error_message(num_all_nodes: int, statuses: Mapping[str, Status],
+                      prefilter_message: str = "") -> str:
+    """kube-scheduler's FitError text: counts per reason, sorted as strings."""
+    if num_all_nodes == 0:
+        return NO_NODES_AVAILABLE
+    message = f"0/{num_all_nodes} nodes are available:"
+    if prefilter_message:
+        return f"{message} {prefilter_message}."
+    histogram: Counter[str] = Counter()
+    for status in statuses.values():
+        histogram.update(status.reasons)
+    parts = sorted(f"{count} {reason}" for reason, count in histogram.items())
+    if parts:
+        message += f" {', '.join(parts)}."
+    return message
+
+
+@dataclass(frozen=True)
+class Decision:
+    """The outcome of one decision. ``node`` is None when nothing fits; then ``message`` is the
+    FailedScheduling text and ``reasons`` maps each rejected node to its reasons."""
+
+    pod: str
+    node: str | None
+    message: str
+    reasons: dict[str, list[str]] = field(default_factory=dict)
+    scores: dict[str, int] = field(default_factory=dict)
+    feasible: int = 0
+    evaluated: int = 0
+    total_nodes: int = 0
+    # nodes rejected for reasons preemption cannot change (UnschedulableAndUnresolvable)
+    unresolvable: frozenset[str] = frozenset()
+    # the predicates that rejected at least one node (canonical names)
+    rejected_by: frozenset[str] = frozenset()
+    prefilter_message: str = ""
+    # explain only: node -> predicate name -> "" (passed) or its reasons; node -> priority -> score
+    verdicts: dict[str, dict[str, str]] = field(default_factory=dict)
+    priority_scores: dict[str, dict[str, int]] = field(default_factory=dict)
+
+    @property
+    def scheduled(self) -> bool:
+        return self.node is not None
+
+
+class Engine:
+    """Places pods with a Policy's predicates and priorities; see the module docstring."""
+
+    def __init__(self, policy: Policy | None = None, *, seed: int | None = None,
+                 percentage_of_nodes_to_score: int = DEFAULT_PERCENTAGE_OF_NODES_TO_SCORE
+                 ) -> None:
+        if not 0 <= percentage_of_nodes_to_score <= 100:
+            raise ValueError("percentage_of_nodes_to_score must be within 0..100 (0 = adaptive)")
+        self.policy = policy if policy is not None else default_policy()
+        self.random = random.Random(seed)
+        self.percentage_of_nodes_to_score = percentage_of_nodes_to_score
+        self._next_start = 0
+
+    # ------------------------------------------------------------------ filtering
+    def prefilter(self, pod: PodView, snapshot: Snapshot
+                  ) -> tuple[list[tuple[Predicate, Check]], tuple[Predicate, Status] | None]:
+        checks: list[tuple[Predicate, Check]] = []
+        for predicate in self.policy.predicates:
+            result = predicate.prefilter(pod, snapshot)
+            if result is None:
+                continue
+            if isinstance(result, Status):
+                return checks, (predicate, result)
+            checks.append((predicate, result))
+        return checks, None
+
+    def _run_checks(self, checks: list[tuple[Predicate, Check]], node: NodeInfo
+                    ) -> tuple[Status, str] | None:
+        if self.policy.always_check_all_predicates:
+            failed = [(c(node), p.NAME) for p, c in checks]
+            bad = [(s, n) for s, n in failed if s is not None]
+            if not bad:
+                return None
+            if len(bad) == 1:
+                return bad[0][0], bad[0][1]
+            reasons = tuple(r for s, _ in bad for r in s.reasons)
+            return Status(reasons, any(s.unresolvable for s, _ in bad)), bad[0][1]
+        for predicate, check in checks:
+            status = check(node)
+            if status is not None:
+                return status, predicate.NAME
+        return None
+
+    def fits(self, pod: Obj, node_name: str, snapshot: Snapshot) -> bool:
+        """Whether every predicate passes for ``pod`` on ``node_name`` (the pod's own
+        ``spec.nodeName`` is ignored: the question is "would it fit there")."""
+        node = snapshot.node(node_name)
+        if node is None:
+            return False
+        view = _unbound_view(pod)
+        checks, rejected = self.prefilter(view, snapshot)
+        if rejected is not None:
+            return False
+        return self._run_checks(checks, node) is None
+
+    def feasible_nodes(self, pod: Obj, snapshot: Snapshot,
+                       candidates: Iterable[str] | None = None) -> list[str]:
+        """Every node (of ``candidates``, default all) where ``pod`` fits; no sampling."""
+        view = _unbound_view(pod)
+        checks, rejected = self.prefilter(view, snapshot)
+        if rejected is not None:
+            return []
+        if candidates is None:
+            nodes: Iterable[NodeInfo] = snapshot.node_list()
+        else:
+            nodes = (n for n in (snapshot.node(c) for c in candidates) if n is not None)
+        return [n.name for n in nodes if self._run_checks(checks, n) is None]
+
+    def first_feasible(self, pod: Obj, snapshot: Snapshot, candidates: Iterable[str]
+                       ) -> str | None:
+        """The first of ``candidates`` (in their order) where ``pod`` fits, or None; the
+        prefilter runs once and the walk stops at the first fit."""
+        view = _unbound_view(pod)
+        checks, rejected = self.prefilter(view, snapshot)
+        if rejected is not None:
+            return None
+        for name in candidates:
+            node = snapshot.node(name)
+            if node is not None and self._run_checks(checks, node) is None:
+                return name
+        return None
+
+    def why_not(self, pod: Obj, node_name: str, snapshot: Snapshot) -> list[str]:
+        """Every predicate's reasons for rejecting ``pod`` on ``node_name`` (empty: it fits)."""
+        node = snapshot.node(node_name)
+        if node is None:
+            return [f"node {node_name!r} not found"]
+        view = _unbound_view(pod)
+        out: list[str] = []
+        for predicate in self.policy.predicates:
+            result = predicate.prefilter(view, snapshot)
+            status = result if isinstance(result, Status) else (
+                None if result is None else result(node))
+            if status is not None:
+                out.extend(status.reasons)
+        return out
+
+    # ------------------------------------------------------------------ scheduling
+    def schedule(self, pod: Obj, snapshot: Snapshot, *, explain: bool = False) -> Decision:
+        view = PodView.from_dict(pod)
+        nodes = snapshot.node_list()
+        total = len(nodes)
+        if total == 0:
+            return Decision(view.key, None, NO_NODES_AVAILABLE)
+        checks, rejected = self.prefilter(view, snapshot)
+        if rejected is not None:
+            predicate, status = rejected
+            message = status.reasons[0] if status.reasons else "rejected"
+            reasons = {n.name: list(status.reasons) for n in nodes}
+            return Decision(view.key, None, fit_error_message(total, {}, message), reasons,
+                            evaluated=total, total_nodes=total,
+                            unresolvable=frozenset(reasons) if status.unresolvable
+                            else frozenset(), rejected_by=frozenset((predicate.NAME,)),
+                            prefilter_message=message)
+        nominated = snapshot.node(view.nominated_node) if view.nominated_node else None
+        if nominated is not None and not explain and self._run_checks(checks, nominated) is None:
+            # as upstream: a pod that preemption made room for takes its nominated node when
+            # it fits there, without looking further
+            return Decision(view.key, nominated.name, "", feasible=1, evaluated=1,
+                            total_nodes=total)
+        to_find = num_feasible_nodes_to_find(total, self.percentage_of_nodes_to_score)
+        start = self._next_start % total
+        feasible: list[NodeInfo] = []
+        failed: dict[str, Status] = {}
+        rejected_by: set[str] = set()
+        ordered = chain(islice(nodes, start, None), islice(nodes, 0, start))
+        if len(checks) == 1 and not self.policy.always_check_all_predicates:
+            only_predicate, only = checks[0]
+            for node in ordered:
+                rejection = only(node)
+                if rejection is None:
+                    feasible.append(node)
+                    if len(feasible) >= to_find:
+                        break
+                else:
+                    failed[node.name] = rejection
+            if failed:
+                rejected_by.add(only_predicate.NAME)
+        else:
+            allowed: set[str] | None = None
+            for _, check in checks:
+                narrowing = getattr(check, "allowed", None)
+                if narrowing is not None and (allowed is None or len(narrowing) < len(allowed)):
+                    allowed = narrowing
+            check_all = self.policy.always_check_all_predicates
+            walk: Iterable[NodeInfo] = ordered
+            positions: list[int] | None = None
+            if allowed is not None and len(allowed) < total:
+                # visit only the nodes the narrowing predicate allows, in rotation order; the
+                # others are rejected for sure and get their reasons below, only if read
+                positions = _allowed_positions(snapshot, nodes, allowed)
+                first = bisect_left(positions, start)
+                walk = (nodes[p] for p in chain(islice(positions, first, None),
+                                                islice(positions, 0, first)))
+            last: NodeInfo | None = None
+            for node in walk:
+                last = node
+                if check_all:
+                    outcome = self._run_checks(checks, node)
+                else:  # inlined _run_checks: this is the hot loop
+                    outcome = None
+                    for predicate, check in checks:
+                        verdict = check(node)
+                        if verdict is not None:
+                            outcome = (verdict, predicate.NAME)
+                            break
+                if outcome is None:
+                    feasible.append(node)
+                    if len(feasible) >= to_find:
+                        break
+                else:
+                    failed[node.name] = outcome[0]
+                    rejected_by.add(outcome[1])
+            if positions is not None:
+                stopped_early = len(feasible) >= to_find and last is not None
+                if stopped_early and not explain:
+                    assert last is not None
+                    visited = (_position(snapshot, nodes, last.name) - start) % total + 1
+                    self._next_start = (start + visited) % total
+                    return self._select(view, snapshot, feasible, {}, explain, visited, total)
+                # every node counts as evaluated: give the skipped ones their true reasons
+                stop = _position(snapshot, nodes, last.name) if stopped_early and last else None
+                seen = {n.name for n in feasible} | set(failed)
+                for i in range(total):
+                    node = nodes[(start + i) % total]
+                    if stop is not None and (start + i) % total == stop:
+                        break
+                    if node.name in seen:
+                        continue
+                    outcome = self._run_checks(checks, node)
+                    if outcome is None:  # cannot happen: the narrowing predicate rejects it
+                        continue
+                    failed[node.name] = outcome[0]
+                    rejected_by.add(outcome[1])
+        evaluated = len(feasible) + len(failed)
+        self._next_start = (start + evaluated) % total
+        verdicts = self._verdicts(view, snapshot, feasible, failed) if explain else {}
+        if not feasible:
+            return Decision(
+                view.key, None, fit_error_message(total, failed),
+                {name: list(s.reasons) for name, s in failed.items()}, feasible=0,
+                evaluated=evaluated, total_nodes=total,
+                unresolvable=frozenset(n for n, s in failed.items() if s.unresolvable),
+                rejected_by=frozenset(rejected_by), verdicts=verdicts)
+        reasons = {name: list(s.reasons) for name, s in failed.items()} if explain else {}
+        decision = self._select(view, snapshot, feasible, reasons, explain, evaluated, total)
+        if explain:
+            return Decision(decision.pod, decision.node, "", reasons, decision.scores,
+                            feasible=decision.feasible, evaluated=evaluated, total_nodes=total,
+                            verdicts=verdicts, priority_scores=decision.priority_scores)
+        return decision
+
+    def _select(self, view: PodView, snapshot: Snapshot, feasible: list[NodeInfo],
+                reasons: dict[str, list[str]], explain: bool, evaluated: int, total: int
+                ) -> Decision:
+        if len(feasible) == 1 and not explain:
+            return Decision(view.key, feasible[0].name, "", reasons, feasible=1,
+                            evaluated=evaluated, total_nodes=total)
+        totals, breakdown = self._score(view, snapshot, feasible, explain)
+        best = max(totals)
+        winners = [i for i, t in enumerate(totals) if t == best]
+        chosen = winners[0] if len(winners) == 1 else self.random.choice(winners)
+        scores = {n.name: t for n, t in zip(feasible, totals, strict=True)} if explain else {}
+        return Decision(view.key, feasible[chosen].name, "", reasons, scores,
+                        feasible=len(feasible), evaluated=evaluated, total_nodes=total,
+                        priority_scores=breakdown)
+
+    def _score(self, pod: PodView, snapshot: Snapshot, nodes: list[NodeInfo], explain: bool
+               ) -> tuple[list[int], dict[str, dict[str, int]]]:
+        totals = [0] * len(nodes)
+        breakdown: dict[str, dict[str, int]] = {n.name: {} for n in nodes} if explain else {}
+        for priority in self.policy.priorities:
+            result = priority.scores(pod, snapshot, nodes)
+            weight = priority.weight
+            if isinstance(result, int):
+                if explain:
+                    for n in nodes:
+                        breakdown[n.name][priority.name] = result
+                    totals = [t + weight * result for t in totals]
+                continue
+            if weight == 1:
+                totals = [t + s for t, s in zip(totals, result, strict=True)]
+            else:
+                totals = [t + weight * s for t, s in zip(totals, result, strict=True)]
+            if explain:
+                for n, s in zip(nodes, result, strict=True):
+                    breakdown[n.name][priority.name] = s
+        return totals, breakdown
+
+    def _verdicts(self, pod: PodView, snapshot: Snapshot, feasible: list[NodeInfo],
+                  failed: Mapping[str, Status]) -> dict[str, dict[str, str]]:
+        out: dict[str, dict[str, str]] = {}
+        evaluated = {n.name for n in feasible} | set(failed)
+        prepared = []
+        for predicate in self.policy.predicates:
+            prepared.append((predicate, predicate.prefilter(pod, snapshot)))
+        for node in snapshot.node_list():
+            if node.name not in evaluated:
+                continue
+            row: dict[str, str] = {}
+            for predicate, result in prepared:
+                if result is None:
+                    row[predicate.name] = ""
+                elif isinstance(result, Status):
+                    row[predicate.name] = "; ".join(result.reasons)
+                else:
+                    status = result(node)
+                    row[predicate.name] = "" if status is None else "; ".join(status.reasons)
+            out[node.name] = row
+        return out
+
+    def unschedulable_events(self, decision: Decision) -> frozenset[str]:
+        """Cluster events that could make ``decision``'s pod schedulable ("Kind/Action")."""
+        events: set[str] = set()
+        by_name = {p.NAME: p for p in self.policy.predicates}
+        for name in decision.rejected_by:
+            predicate = by_name.get(name)
+            if predicate is not None:
+                events.update(predicate.EVENTS)
+        return frozenset(events)
+
+
+def _position_index(snapshot: Snapshot, nodes: list[NodeInfo]) -> dict[str, int]:
+    index: dict[str, int] | None = snapshot.node_cache.get("positions")
+    if index is None or len(index) != len(nodes):
+        index = {n.name: i for i, n in enumerate(nodes)}
+        snapshot.node_cache["positions"] = index
+    return index
+
+
+def _position(snapshot: Snapshot, nodes: list[NodeInfo], name: str) -> int:
+    return _position_index(snapshot, nodes)[name]
+
+
+def _allowed_positions(snapshot: Snapshot, nodes: list[NodeInfo], allowed: set[str]
+                       ) -> list[int]:
+    """Sorted positions (in the rotation order) of the ``allowed`` nodes, cached per set."""
+    key = ("allowed-positions", id(allowed))
+    cached = snapshot.node_cache.get(key)
+    if cached is not None and cached[0] is allowed:
+        return cached[1]  # type: ignore[no-any-return]
+    index = _position_index(snapshot, nodes)
+    positions = sorted(index[n] for n in allowed if n in index)
+    snapshot.node_cache[key] = (allowed, positions)
+    return positions
+
+
+def _unbound_view(pod: Obj) -> PodView:
+    spec = pod.get("spec") or {}
+    view = PodView.from_dict(pod)
+    if not spec.get("nodeName"):
+        return view
+    clone: dict[str, Any] = copy.copy(dict(pod))
+    clone["spec"] = {k: v for k, v in spec.items() if k != "nodeName"}
+    return view.unbound(clone)

@@ -1,0 +1,781 @@
+"""Typed, read-only views over raw pod and node dicts, and the matching rules they obey.
+
+Pods and nodes arrive as the API server's JSON (or a file's YAML). The engine never mutates
+them: ``PodView.from_dict`` / ``NodeView.from_dict`` read every field the placement rules need
+once, normalise it (quantities become integers: CPU in millicores, everything else in units,
+rounded up as the API server's ``MilliValue``/``Value`` do) and keep it in ``__slots__``. A view
+is built once per object version and reused by every decision (the snapshot stores views; a
+cache keyed by uid and resourceVersion serves repeated ``from_dict`` calls; it holds at least
+twice the pods of the largest snapshot, and when full drops its older half, so a big cluster's
+views are never rebuilt in a loop).
+
+The matching helpers here are the single truth for selectors and tolerations, used by the
+predicates, the priorities, the descheduler and the autoscaler:
+
+- label selectors (``matchLabels`` + ``matchExpressions`` In/NotIn/Exists/DoesNotExist);
+- node selector terms (ORed terms, ANDed expressions, Gt/Lt numeric, ``matchFields`` on
+  ``metadata.name``; an empty term matches nothing);
+- tolerations (an empty key with Exists matches every taint, an empty effect every effect, the
+  operator defaults to Equal).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any
+
+Obj = Mapping[str, Any]
+
+SYSTEM_NODE_CRITICAL = 2000001000
+SYSTEM_CLUSTER_CRITICAL = 2000000000
+SYSTEM_PRIORITY_CLASSES = {
+    "system-node-critical": SYSTEM_NODE_CRITICAL,
+    "system-cluster-critical": SYSTEM_CLUSTER_CRITICAL,
+}
+
+# Requests assumed for scoring when a container sets none (upstream's non-zero defaults).
+DEFAULT_MILLI_CPU_REQUEST = 100
+DEFAULT_MEMORY_REQUEST = 200 * 1024 * 1024
+
+CPU = "cpu"
+MEMORY = "memory"
+EPHEMERAL_STORAGE = "ephemeral-storage"
+PODS = "pods"
+
+# --------------------------------------------------------------------------------------------
+# Quantities
+# --------------------------------------------------------------------------------------------
+
+_BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
+_DECIMAL: dict[str, Fraction | int] = {
+    "n": Fraction(1, 10**9), "u": Fraction(1, 10**6), "m": Fraction(1, 1000), "": 1,
+    "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15, "E": 10**18}
+_QUANTITY = re.compile(
+    r"^([+-]?(?:\d+\.?\d*|\.\d+))(?:([eE][+-]?\d+)|(Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE])?)$")
+
+
+class QuantityError(ValueError):
+    """A resource quantity that Kubernetes would not accept."""
+
+
+def parse_quantity(value: str | int | float) -> Fraction:
+    """Parse a Kubernetes quantity ("100m", "1Gi", "1e3", "2Ki", "0.5") exactly."""
+    if isinstance(value, bool):
+        raise QuantityError(f"quantity {value!r} is a boolean; write a number such as 1 or '500m'")
+    if isinstance(value, int):
+        return Fraction(value)
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise QuantityError(f"quantity {value!r} is not finite")
+        return Fraction(str(value))
+    text = str(value).strip()
+    match = _QUANTITY.match(text)
+    if not match:
+        raise QuantityError(
+            f"invalid quantity {value!r}: expected a number with an optional suffix "
+            "(m, k, M, G, T, P, E, Ki, Mi, Gi, Ti, Pi, Ei or an exponent such as 1e3)")
+    number, exponent, suffix = match.groups()
+    amount = Fraction(number)
+    if exponent:
+        power = int(exponent[1:])
+        scale = Fraction(int(10**abs(power)))
+        return amount * scale if power >= 0 else amount / scale
+    suffix = suffix or ""
+    factor: Fraction | int = _BINARY[suffix] if suffix in _BINARY else _DECIMAL[suffix]
+    return amount * factor
+
+
+def _ceil(value: Fraction) -> int:
+    return -((-value.numerator) // value.denominator)
+
+
+_QUANTITY_MEMO: dict[tuple[bool, str], int] = {}
+_QUANTITY_MEMO_LIMIT = 4096
+
+
+def quantity_value(resource: str, value: str | int | float) -> int:
+    """A resource amount as the engine counts it: millicores for cpu, units (rounded up) else."""
+    # clusters repeat a handful of request strings ("500m", "1Gi"): parse each once
+    memo_key = (resource == CPU, value) if type(value) is str else None
+    if memo_key is not None:
+        known = _QUANTITY_MEMO.get(memo_key)
+        if known is not None:
+            return known
+    q = parse_quantity(value)
+    amount = _ceil(q * 1000) if resource == CPU else _ceil(q)
+    if memo_key is not None:
+        if len(_QUANTITY_MEMO) >= _QUANTITY_MEMO_LIMIT:
+            _QUANTITY_MEMO.clear()
+        _QUANTITY_MEMO[memo_key] = amount
+    return amount
+
+
+def resource_list(raw: Obj | None, where: str = "resources") -> dict[str, int]:
+    out: dict[str, int] = {}
+    for name, value in (raw or {}).items():
+        try:
+            out[name] = quantity_value(name, value)
+        except QuantityError as exc:
+            raise QuantityError(f"{where}.{name}: {exc}") from None
+    return out
+
+
+def format_quantity(resource: str, amount: int) -> str:
+    """Human form of an engine amount (the inverse of quantity_value, for messages and tables)."""
+    if resource == CPU:
+        return f"{amount // 1000}" if amount % 1000 == 0 else f"{amount}m"
+    for suffix in ("Ei", "Pi", "Ti", "Gi", "Mi", "Ki"):
+        if amount and amount % _BINARY[suffix] == 0:
+            return f"{amount // _BINARY[suffix]}{suffix}"
+    return str(amount)
+
+
+# --------------------------------------------------------------------------------------------
+# Label selectors, node selectors, tolerations
+# --------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True, slots=True)
+class Requirement:
+    key: str
+    operator: str  # In, NotIn, Exists, DoesNotExist, Gt, Lt
+    values: frozenset[str]
+
+    def matches(self, labels: Mapping[str, str]) -> bool:
+        op = self.operator
+        if op == "In":
+            v = labels.get(self.key)
+            return v is not None and v in self.values
+        if op == "NotIn":
+            v = labels.get(self.key)
+            return v is None or v not in self.values
+        if op == "Exists":
+            return self.key in labels
+        if op == "DoesNotExist":
+            return self.key not in labels
+        if op in ("Gt", "Lt"):
+            v = labels.get(self.key)
+            if v is None or len(self.values) != 1:
+                return False
+            try:
+                have, want = int(v), int(next(iter(self.values)))
+            except ValueError:
+                return False
+            return have > want if op == "Gt" else have < want
+        return False  # an operator the API would reject matches nothing
+
+
+@dataclass(frozen=True, slots=True)
+class LabelSelector:
+    """A metav1.LabelSelector. ``None`` selectors are represented by ``NOTHING``."""
+
+    requirements: tuple[Requirement, ...]
+    matches_nothing: bool = False
+
+    def matches(self, labels: Mapping[str, str]) -> bool:
+        if self.matches_nothing:
+            return False
+        for r in self.requirements:  # noqa: SIM110 - a plain loop is faster on the hot path
+            if not r.matches(labels):
+                return False
+        return True
+
+    @property
+    def empty(self) -> bool:
+        return not self.requirements and not self.matches_nothing
+
+
+NOTHING = LabelSelector((), matches_nothing=True)
+EVERYTHING = LabelSelector(())
+
+
+def _requirement(expr: Obj) -> Requirement:
+    values = expr.get("values") or ()
+    return Requirement(str(expr.get("key", "")), str(expr.get("operator", "")),
+                       frozenset(str(v) for v in values))
+
+
+def label_selector(raw: Obj | None, *, none_matches: bool = False) -> LabelSelector:
+    """Compile a metav1.LabelSelector; a null selector matches nothing unless told otherwise."""
+    if raw is None:
+        return EVERYTHING if none_matches else NOTHING
+    reqs = [Requirement(str(k), "In", frozenset((str(v),)))
+            for k, v in (raw.get("matchLabels") or {}).items()]
+    for expr in raw.get("matchExpressions") or ():
+        r = _requirement(expr)
+        if r.operator not in ("In", "NotIn", "Exists", "DoesNotExist"):
+            return NOTHING
+        reqs.append(r)
+    return LabelSelector(tuple(reqs))
+
+
+def selector_from_map(raw: Mapping[str, str] | None) -> LabelSelector:
+    """A Service/ReplicationController style selector (a plain map); empty selects nothing."""
+    if not raw:
+        return NOTHING
+    return LabelSelector(tuple(Requirement(str(k), "In", frozenset((str(v),)))
+                               for k, v in raw.items()))
+
+
+@dataclass(frozen=True, slots=True)
+class NodeSelectorTerm:
+    expressions: tuple[Requirement, ...]
+    fields: tuple[Requirement, ...]
+
+    def matches(self, name: str, labels: Mapping[str, str]) -> bool:
+        if not self.expressions and not self.fields:
+            return False
+        for r in self.expressions:
+            if not r.matches(labels):
+                return False
+        for f in self.fields:  # noqa: SIM110
+            if not f.matches({"metadata.name": name}):
+                return False
+        return True
+
+
+def node_selector_term(raw: Obj | None) -> NodeSelectorTerm:
+    raw = raw or {}
+    expressions = tuple(_requirement(e) for e in raw.get("matchExpressions") or ())
+    fields = []
+    for f in raw.get("matchFields") or ():
+        r = _requirement(f)
+        # only metadata.name with In/NotIn is a valid field selector; anything else never matches
+        if r.key != "metadata.name" or r.operator not in ("In", "NotIn"):
+            r = Requirement(r.key, "Invalid", r.values)
+        fields.append(r)
+    return NodeSelectorTerm(expressions, tuple(fields))
+
+
+@dataclass(frozen=True, slots=True)
+class NodeSelector:
+    """requiredDuringSchedulingIgnoredDuringExecution: terms ORed."""
+
+    terms: tuple[NodeSelectorTerm, ...]
+
+    def matches(self, name: str, labels: Mapping[str, str]) -> bool:
+        for t in self.terms:  # noqa: SIM110
+            if t.matches(name, labels):
+                return True
+        return False
+
+
+@dataclass(frozen=True, slots=True)
+class Toleration:
+    key: str
+    operator: str
+    value: str
+    effect: str
+    seconds: int | None
+
+    def tolerates(self, taint: Taint) -> bool:
+        if self.effect and self.effect != taint.effect:
+            return False
+        if self.key and self.key != taint.key:
+            return False
+        if self.operator in ("", "Equal"):
+            return self.value == taint.value
+        return self.operator == "Exists"
+
+
+@dataclass(frozen=True, slots=True)
+class Taint:
+    key: str
+    value: str
+    effect: str
+
+    def __str__(self) -> str:
+        return f"{{{self.key}: {self.value}}}"
+
+
+def taint_from_dict(raw: Obj) -> Taint:
+    return Taint(str(raw.get("key", "")), str(raw.get("value") or ""), str(raw.get("effect", "")))
+
+
+def toleration_from_dict(raw: Obj) -> Toleration:
+    seconds = raw.get("tolerationSeconds")
+    return Toleration(str(raw.get("key") or ""), str(raw.get("operator") or ""),
+                      str(raw.get("value") or ""), str(raw.get("effect") or ""),
+                      None if seconds is None else int(seconds))
+
+
+def tolerates_all(tolerations: Sequence[Toleration], taints: Iterable[Taint]) -> Taint | None:
+    """The first taint none of ``tolerations`` tolerates, or None when all are tolerated."""
+    for taint in taints:
+        for t in tolerations:
+            if t.tolerates(taint):
+                break
+        else:
+            return taint
+    return None
+
+
+def noexecute_eviction_delay(pod: Obj | PodView, taints: Iterable[Obj | Taint]) -> int | None:
+    """How long ``pod`` may stay on a node carrying ``taints`` (taint-based eviction).
+
+    ``None``: never evicted (no NoExecute taint, or every one tolerated without
+    tolerationSeconds). ``0``: evict now (an untolerated NoExecute taint, or a matching
+    toleration with tolerationSeconds <= 0). Otherwise the smallest tolerationSeconds among the
+    tolerations used, in seconds.
+    """
+    view = pod if isinstance(pod, PodView) else PodView.from_dict(pod)
+    minimum: int | None = None
+    for raw in taints:
+        taint = raw if isinstance(raw, Taint) else taint_from_dict(raw)
+        if taint.effect != "NoExecute":
+            continue
+        used = next((t for t in view.tolerations if t.tolerates(taint)), None)
+        if used is None:
+            return 0
+        if used.seconds is not None:
+            if used.seconds <= 0:
+                return 0
+            minimum = used.seconds if minimum is None else min(minimum, used.seconds)
+    return minimum
+
+
+# --------------------------------------------------------------------------------------------
+# Pod affinity terms, topology spread, volumes
+# --------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True, slots=True)
+class AffinityTerm:
+    """A PodAffinityTerm with its namespaces resolved as far as the pod alone allows.
+
+    ``namespaces`` empty and ``namespace_selector`` None means "the pod's own namespace" (already
+    folded into ``namespaces``). A non-None ``namespace_selector`` is resolved against the
+    snapshot's namespaces at decision time (empty selector: every namespace).
+    """
+
+    selector: LabelSelector
+    topology_key: str
+    namespaces: frozenset[str]
+    namespace_selector: LabelSelector | None
+    weight: int = 0
+
+    def matches_namespace(self, namespace: str, namespace_labels: Mapping[str, str] | None) -> bool:
+        if namespace in self.namespaces:
+            return True
+        if self.namespace_selector is None:
+            return False
+        return self.namespace_selector.matches(namespace_labels or {})
+
+    @property
+    def identity(self) -> tuple[Any, ...]:
+        return (self.selector, self.topology_key, self.namespaces, self.namespace_selector)
+
+
+def affinity_term(raw: Obj, pod_namespace: str, pod_labels: Mapping[str, str],
+                  weight: int = 0) -> AffinityTerm:
+    selector = label_selector(raw.get("labelSelector"))
+    extra: list[Requirement] = []
+    for key in raw.get("matchLabelKeys") or ():
+        if key in pod_labels:
+            extra.append(Requirement(key, "In", frozenset((pod_labels[key],))))
+    for key in raw.get("mismatchLabelKeys") or ():
+        if key in pod_labels:
+            extra.append(Requirement(key, "NotIn", frozenset((pod_labels[key],))))
+    if extra and not selector.matches_nothing:
+        selector = LabelSelector(selector.requirements + tuple(extra))
+    namespaces = frozenset(str(n) for n in raw.get("namespaces") or ())
+    ns_raw = raw.get("namespaceSelector")
+    ns_selector = None if ns_raw is None else label_selector(ns_raw)
+    if not namespaces and ns_selector is None:
+        namespaces = frozenset((pod_namespace,))
+    return AffinityTerm(selector, str(raw.get("topologyKey", "")), namespaces, ns_selector,
+                        weight)
+
+
+@dataclass(frozen=True, slots=True)
+class SpreadConstraint:
+    max_skew: int
+    topology_key: str
+    when_unsatisfiable: str  # DoNotSchedule | ScheduleAnyway
+    selector: LabelSelector
+    min_domains: int | None
+    node_affinity_policy: str  # Honor | Ignore
+    node_taints_policy: str  # Honor | Ignore
+
+
+@dataclass(frozen=True, slots=True)
+class Volume:
+    """The parts of a pod volume the volume predicates look at."""
+
+    name: str
+    kind: str  # gcePersistentDisk, awsElasticBlockStore, rbd, iscsi, azureDisk, pvc, ...
+    ident: str  # disk name / volume id / "monitors|pool|image" / iqn+lun / claim name
+    read_only: bool
+
+
+def _volume(raw: Obj) -> Volume | None:
+    name = str(raw.get("name", ""))
+    if (g := raw.get("gcePersistentDisk")) is not None:
+        return Volume(name, "gcePersistentDisk", str(g.get("pdName", "")), bool(g.get("readOnly")))
+    if (a := raw.get("awsElasticBlockStore")) is not None:
+        return Volume(name, "awsElasticBlockStore", str(a.get("volumeID", "")),
+                      bool(a.get("readOnly")))
+    if (r := raw.get("rbd")) is not None:
+        ident = "|".join([",".join(sorted(r.get("monitors") or ())), str(r.get("pool", "rbd")),
+                          str(r.get("image", ""))])
+        return Volume(name, "rbd", ident, bool(r.get("readOnly")))
+    if (i := raw.get("iscsi")) is not None:
+        return Volume(name, "iscsi", f"{i.get('iqn', '')}|{i.get('lun', 0)}",
+                      bool(i.get("readOnly")))
+    if (z := raw.get("azureDisk")) is not None:
+        return Volume(name, "azureDisk", str(z.get("diskName", "")), bool(z.get("readOnly")))
+    if (c := raw.get("cinder")) is not None:
+        return Volume(name, "cinder", str(c.get("volumeID", "")), bool(c.get("readOnly")))
+    if (p := raw.get("persistentVolumeClaim")) is not None:
+        return Volume(name, "pvc", str(p.get("claimName", "")), bool(p.get("readOnly")))
+    if (e := raw.get("ephemeral")) is not None and e is not False:
+        return Volume(name, "ephemeral", "", False)
+    return None
+
+
+# --------------------------------------------------------------------------------------------
+# Pod requests and priority
+# --------------------------------------------------------------------------------------------
+
+def _container_requests(c: Obj, where: str) -> dict[str, int]:
+    res = c.get("resources") or {}
+    requests = resource_list(res.get("requests"), f"{where}.resources.requests")
+    # the API server defaults a missing request to the limit; files may not have been defaulted
+    for name, amount in resource_list(res.get("limits"), f"{where}.resources.limits").items():
+        requests.setdefault(name, amount)
+    return requests
+
+
+def _add(into: dict[str, int], more: Mapping[str, int]) -> None:
+    for k, v in more.items():
+        into[k] = into.get(k, 0) + v
+
+
+def _max(into: dict[str, int], more: Mapping[str, int]) -> None:
+    for k, v in more.items():
+        if v > into.get(k, 0):
+            into[k] = v
+
+
+def _nonzero(req: Mapping[str, int]) -> dict[str, int]:
+    return {CPU: req.get(CPU) or DEFAULT_MILLI_CPU_REQUEST,
+            MEMORY: req.get(MEMORY) or DEFAULT_MEMORY_REQUEST}
+
+
+def pod_requests(spec: Obj, where: str = "spec") -> tuple[dict[str, int], dict[str, int]]:
+    """(requests, non-zero cpu/memory requests) of a pod spec, as upstream computes them.
+
+    Sum of the app containers (plus restartable init containers, i.e. sidecars), at least the
+    largest init container (plus the sidecars started before it), plus the pod overhead.
+    """
+    total: dict[str, int] = {}
+    total_nz: dict[str, int] = {}
+    for i, c in enumerate(spec.get("containers") or ()):
+        r = _container_requests(c, f"{where}.containers[{i}]")
+        _add(total, r)
+        _add(total_nz, _nonzero(r))
+    sidecars: dict[str, int] = {}
+    sidecars_nz: dict[str, int] = {}
+    init_max: dict[str, int] = {}
+    init_max_nz: dict[str, int] = {}
+    for i, c in enumerate(spec.get("initContainers") or ()):
+        r = _container_requests(c, f"{where}.initContainers[{i}]")
+        nz = _nonzero(r)
+        if c.get("restartPolicy") == "Always":
+            _add(total, r)
+            _add(total_nz, nz)
+            _add(sidecars, r)
+            _add(sidecars_nz, nz)
+            _max(init_max, sidecars)
+            _max(init_max_nz, sidecars_nz)
+        else:
+            step = dict(sidecars)
+            _add(step, r)
+            step_nz = dict(sidecars_nz)
+            _add(step_nz, nz)
+            _max(init_max, step)
+            _max(init_max_nz, step_nz)
+    _max(total, init_max)
+    _max(total_nz, init_max_nz)
+    overhead = resource_list(spec.get("overhead"), f"{where}.overhead")
+    _add(total, overhead)
+    _add(total_nz, {k: v for k, v in overhead.items() if k in (CPU, MEMORY)})
+    return total, total_nz
+
+
+def resolve_priority(pod: Obj, priority_classes: Mapping[str, Obj]) -> int:
+    """spec.priority if set, else the PriorityClass value, else the globalDefault class, else 0."""
+    spec = pod.get("spec") or {}
+    if spec.get("priority") is not None:
+        return int(spec["priority"])
+    name = spec.get("priorityClassName")
+    if name:
+        pc = priority_classes.get(name)
+        if pc is not None:
+            return int(pc.get("value", 0))
+        if name in SYSTEM_PRIORITY_CLASSES:
+            return SYSTEM_PRIORITY_CLASSES[name]
+        return 0
+    defaults = [pc for pc in priority_classes.values() if pc.get("globalDefault")]
+    if defaults:
+        return int(max(defaults, key=lambda pc: int(pc.get("value", 0))).get("value", 0))
+    return 0
+
+
+# --------------------------------------------------------------------------------------------
+# Views
+# --------------------------------------------------------------------------------------------
+
+_POD_CACHE: dict[tuple[str, str], PodView] = {}
+_NODE_CACHE: dict[tuple[str, str], NodeView] = {}
+# Entries per cache. Snapshots raise it to twice their pod count (reserve_view_cache), so the
+# views of the largest cluster seen always fit and stale versions stay bounded by the live ones.
+_cache_limit = 50_000
+
+
+def view_cache_limit() -> int:
+    return _cache_limit
+
+
+def reserve_view_cache(entries: int) -> None:
+    """Let each view cache hold at least ``entries`` views (it never shrinks)."""
+    global _cache_limit
+    _cache_limit = max(_cache_limit, entries)
+
+
+def _cache_put(cache: dict[tuple[str, str], Any], key: tuple[str, str], value: Any) -> None:
+    if key in cache:
+        del cache[key]  # re-inserted below: the newest entries are the last evicted
+    elif len(cache) >= _cache_limit:
+        # drop the older half (dicts keep insertion order) rather than everything: the views
+        # in use right now survive
+        for old in list(cache)[:len(cache) // 2]:
+            del cache[old]
+    cache[key] = value
+
+
+def _labels(meta: Obj) -> dict[str, str]:
+    return {str(k): "" if v is None else str(v) for k, v in (meta.get("labels") or {}).items()}
+
+
+class PodView:
+    """Everything placement needs from one pod; built once, never mutated, dict untouched."""
+
+    __slots__ = (
+        "affinity_preferred", "affinity_required", "anti_preferred", "anti_required",
+        "controller", "created", "deleting", "host_ports", "images", "key", "labels", "name",
+        "namespace", "node_name", "node_selector", "nominated_node", "nonzero_cpu",
+        "nonzero_memory", "owner_kinds", "phase", "preemption_policy", "preferred_node_affinity",
+        "priority", "priority_class_name", "raw", "requests", "required_node_affinity",
+        "scheduler_name", "spread_constraints", "start_time", "tolerations", "uid", "volumes",
+    )
+
+    raw: Obj
+    namespace: str
+    name: str
+    uid: str
+    key: str
+    labels: dict[str, str]
+    node_name: str
+    nominated_node: str
+    scheduler_name: str
+    priority: int | None
+    priority_class_name: str
+    preemption_policy: str
+    requests: dict[str, int]
+    nonzero_cpu: int
+    nonzero_memory: int
+    host_ports: tuple[tuple[str, str, int], ...]
+    tolerations: tuple[Toleration, ...]
+    node_selector: dict[str, str]
+    required_node_affinity: NodeSelector | None
+    preferred_node_affinity: tuple[tuple[int, NodeSelectorTerm], ...]
+    affinity_required: tuple[AffinityTerm, ...]
+    affinity_preferred: tuple[AffinityTerm, ...]
+    anti_required: tuple[AffinityTerm, ...]
+    anti_preferred: tuple[AffinityTerm, ...]
+    spread_constraints: tuple[SpreadConstraint, ...]
+    volumes: tuple[Volume, ...]
+    images: tuple[str, ...]
+    controller: tuple[str, str, str] | None  # (kind, name, uid) of the controller owner
+    owner_kinds: tuple[str, ...]
+    created: str
+    start_time: str
+    deleting: bool
+    phase: str
+
+    @classmethod
+    def from_dict(cls, pod: Obj) -> PodView:
+        meta = pod.get("metadata") or {}
+        uid, rv = meta.get("uid"), meta.get("resourceVersion")
+        if uid and rv:
+            cached = _POD_CACHE.get((uid, rv))
+            if cached is not None and cached.raw is pod:
+                return cached
+        view = cls._build(pod)
+        if uid and rv:
+            _cache_put(_POD_CACHE, (uid, rv), view)
+        return view
+
+    @classmethod
+    def _build(cls, pod: Obj) -> PodView:
+        v = cls.__new__(cls)
+        meta = pod.get("metadata") or {}
+        spec = pod.get("spec") or {}
+        status = pod.get("status") or {}
+        v.raw = pod
+        v.namespace = str(meta.get("namespace") or "default")
+        v.name = str(meta.get("name") or meta.get("generateName") or "")
+        v.key = f"{v.namespace}/{v.name}"
+        v.uid = str(meta.get("uid") or v.key)
+        v.labels = _labels(meta)
+        v.node_name = str(spec.get("nodeName") or "")
+        v.nominated_node = str(status.get("nominatedNodeName") or "")
+        v.scheduler_name = str(spec.get("schedulerName") or "default-scheduler")
+        v.priority = None if spec.get("priority") is None else int(spec["priority"])
+        v.priority_class_name = str(spec.get("priorityClassName") or "")
+        v.preemption_policy = str(spec.get("preemptionPolicy") or "PreemptLowerPriority")
+        where = f"pod {v.key}: spec"
+        v.requests, nz = pod_requests(spec, where)
+        v.nonzero_cpu, v.nonzero_memory = nz.get(CPU, 0), nz.get(MEMORY, 0)
+        ports = []
+        for c in spec.get("containers") or ():
+            for p in c.get("ports") or ():
+                hp = p.get("hostPort")
+                if hp:
+                    ports.append((str(p.get("hostIP") or "0.0.0.0"),
+                                  str(p.get("protocol") or "TCP"), int(hp)))
+        v.host_ports = tuple(ports)
+        v.tolerations = tuple(toleration_from_dict(t) for t in spec.get("tolerations") or ())
+        v.node_selector = {str(k): str(val) for k, val in (spec.get("nodeSelector") or {}).items()}
+        affinity = spec.get("affinity") or {}
+        na = affinity.get("nodeAffinity") or {}
+        req = na.get("requiredDuringSchedulingIgnoredDuringExecution")
+        v.required_node_affinity = None if req is None else NodeSelector(
+            tuple(node_selector_term(t) for t in req.get("nodeSelectorTerms") or ()))
+        v.preferred_node_affinity = tuple(
+            (int(p.get("weight", 0)), node_selector_term(p.get("preference")))
+            for p in na.get("preferredDuringSchedulingIgnoredDuringExecution") or ()
+            if int(p.get("weight", 0)) != 0)
+        pa = affinity.get("podAffinity") or {}
+        paa = affinity.get("podAntiAffinity") or {}
+        ns, lab = v.namespace, v.labels
+        v.affinity_required = tuple(
+            affinity_term(t, ns, lab) for t in
+            pa.get("requiredDuringSchedulingIgnoredDuringExecution") or ())
+        v.anti_required = tuple(
+            affinity_term(t, ns, lab) for t in
+            paa.get("requiredDuringSchedulingIgnoredDuringExecution") or ())
+        v.affinity_preferred = tuple(
+            affinity_term(t.get("podAffinityTerm") or {}, ns, lab, int(t.get("weight", 0)))
+            for t in pa.get("preferredDuringSchedulingIgnoredDuringExecution") or ())
+        v.anti_preferred = tuple(
+            affinity_term(t.get("podAffinityTerm") or {}, ns, lab, int(t.get("weight", 0)))
+            for t in paa.get("preferredDuringSchedulingIgnoredDuringExecution") or ())
+        v.spread_constraints = tuple(
+            SpreadConstraint(int(c.get("maxSkew", 1)), str(c.get("topologyKey", "")),
+                             str(c.get("whenUnsatisfiable", "DoNotSchedule")),
+                             _spread_selector(c, lab),
+                             None if c.get("minDomains") is None else int(c["minDomains"]),
+                             str(c.get("nodeAffinityPolicy") or "Honor"),
+                             str(c.get("nodeTaintsPolicy") or "Ignore"))
+            for c in spec.get("topologySpreadConstraints") or ())
+        v.volumes = tuple(vol for vol in (_volume(x) for x in spec.get("volumes") or ()) if vol)
+        v.images = tuple(str(c.get("image", "")) for c in spec.get("containers") or ())
+        owners = meta.get("ownerReferences") or ()
+        ctl = next((o for o in owners if o.get("controller")), None)
+        v.controller = None if ctl is None else (
+            str(ctl.get("kind", "")), str(ctl.get("name", "")), str(ctl.get("uid", "")))
+        v.owner_kinds = tuple(str(o.get("kind", "")) for o in owners)
+        v.created = str(meta.get("creationTimestamp") or "")
+        v.start_time = str(status.get("startTime") or v.created)
+        v.deleting = bool(meta.get("deletionTimestamp"))
+        v.phase = str(status.get("phase") or "")
+        return v
+
+    def unbound(self, raw: Obj) -> PodView:
+        """This view as if ``spec.nodeName`` were unset, over ``raw`` (that unbound copy).
+
+        Only ``node_name`` depends on ``spec.nodeName``, so the other fields are shared rather
+        than rebuilt; the result is not cached (the bound view keeps its cache entry).
+        """
+        v = PodView.__new__(PodView)
+        for slot in PodView.__slots__:
+            setattr(v, slot, getattr(self, slot))
+        v.raw = raw
+        v.node_name = ""
+        return v
+
+    def __repr__(self) -> str:
+        return f"PodView({self.key})"
+
+
+def _spread_selector(c: Obj, pod_labels: Mapping[str, str]) -> LabelSelector:
+    sel = label_selector(c.get("labelSelector"))
+    keys = [k for k in c.get("matchLabelKeys") or () if k in pod_labels]
+    if keys and not sel.matches_nothing:
+        sel = LabelSelector(sel.requirements + tuple(
+            Requirement(k, "In", frozenset((pod_labels[k],))) for k in keys))
+    return sel
+
+
+class NodeView:
+    """Everything placement needs from one node."""
+
+    __slots__ = ("allocatable", "annotations", "conditions", "images", "labels", "name", "raw",
+                 "taints", "unschedulable")
+
+    raw: Obj
+    name: str
+    labels: dict[str, str]
+    annotations: dict[str, str]
+    allocatable: dict[str, int]
+    taints: tuple[Taint, ...]
+    unschedulable: bool
+    conditions: dict[str, str]
+    images: dict[str, int]
+
+    @classmethod
+    def from_dict(cls, node: Obj) -> NodeView:
+        meta = node.get("metadata") or {}
+        uid, rv = meta.get("uid"), meta.get("resourceVersion")
+        if uid and rv:
+            cached = _NODE_CACHE.get((uid, rv))
+            if cached is not None and cached.raw is node:
+                return cached
+        v = cls.__new__(cls)
+        spec = node.get("spec") or {}
+        status = node.get("status") or {}
+        v.raw = node
+        v.name = str(meta.get("name") or "")
+        v.labels = _labels(meta)
+        v.annotations = {str(k): str(val) for k, val in (meta.get("annotations") or {}).items()}
+        where = f"node {v.name}: status"
+        v.allocatable = resource_list(status.get("allocatable") or status.get("capacity"),
+                                      f"{where}.allocatable")
+        v.taints = tuple(taint_from_dict(t) for t in spec.get("taints") or ())
+        v.unschedulable = bool(spec.get("unschedulable"))
+        v.conditions = {str(c.get("type")): str(c.get("status")) for c in
+                        status.get("conditions") or ()}
+        images: dict[str, int] = {}
+        for img in status.get("images") or ():
+            size = int(img.get("sizeBytes") or 0)
+            for n in img.get("names") or ():
+                images[str(n)] = size
+        v.images = images
+        if uid and rv:
+            _cache_put(_NODE_CACHE, (uid, rv), v)
+        return v
+
+    def __repr__(self) -> str:
+        return f"NodeView({self.name})"
+
+
+def normalized_image_name(name: str) -> str:
+    """Add the ``:latest`` tag an image reference without tag or digest implies."""
+    last = name.rsplit("/", 1)[-1]
+    if ":" not in last and "@" not in last:
+        return name + ":latest"
+    return name

@@ -1,0 +1,97 @@
+"""The shapes every predicate and priority shares.
+
+A predicate's ``prefilter(pod, snapshot)`` runs once per decision and returns either ``None``
+(the predicate cannot reject any node for this pod: skipped), a ``Status`` (every node is
+rejected, e.g. an unbound immediate claim), or a ``check(node_info) -> Status | None`` closure
+that holds the pod-only work and stays tiny per node.
+
+A priority's ``scores(pod, snapshot, nodes)`` returns one 0..10 score per node (in ``nodes``
+order), or a single int when every node scores the same (the engine then skips the sum, since
+a constant cannot change the winner).
+
+``Status.unresolvable`` mirrors kube-scheduler's UnschedulableAndUnresolvable: preemption
+cannot help such a node.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from berthmaster.scheduler.model import PodView
+from berthmaster.scheduler.snapshot import NodeInfo, Snapshot
+
+MAX_PRIORITY = 10
+
+
+@dataclass(frozen=True, slots=True)
+class Status:
+    reasons: tuple[str, ...]
+    unresolvable: bool = False
+
+
+def unschedulable(*reasons: str) -> Status:
+    return Status(tuple(reasons), False)
+
+
+def unresolvable(*reasons: str) -> Status:
+    return Status(tuple(reasons), True)
+
+
+Check = Callable[[NodeInfo], Status | None]
+PrefilterResult = Check | Status | None
+
+
+@dataclass
+class Predicate:
+    """Base class: ``name`` is the name the policy gave this entry (user-chosen for configurable
+    ones); ``NAME`` the rule's canonical name."""
+
+    NAME: ClassVar[str] = ""
+    ALIASES: ClassVar[tuple[str, ...]] = ()
+    # cluster events that could make a node rejected by this predicate fit (for the queue)
+    EVENTS: ClassVar[tuple[str, ...]] = ()
+    name: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.name:
+            self.name = self.NAME
+
+    def prefilter(self, pod: PodView, snapshot: Snapshot) -> PrefilterResult:
+        raise NotImplementedError
+
+    def fits(self, pod: PodView, snapshot: Snapshot, node: NodeInfo) -> bool:
+        check = self.prefilter(pod, snapshot)
+        if check is None:
+            return True
+        if isinstance(check, Status):
+            return False
+        return check(node) is None
+
+
+@dataclass
+class Priority:
+    NAME: ClassVar[str] = ""
+    ALIASES: ClassVar[tuple[str, ...]] = ()
+    name: str = ""
+    weight: int = 1
+    args: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not self.name:
+            self.name = self.NAME
+
+    def scores(self, pod: PodView, snapshot: Snapshot,
+               nodes: Sequence[NodeInfo]) -> list[int] | int:
+        raise NotImplementedError
+
+
+def normalize(raw: list[int], reverse: bool = False) -> list[int]:
+    """Scale raw scores to 0..MAX_PRIORITY by the maximum (upstream's NormalizeReduce)."""
+    top = max(raw, default=0)
+    if top == 0:
+        return [MAX_PRIORITY] * len(raw) if reverse else [0] * len(raw)
+    if reverse:
+        return [MAX_PRIORITY - MAX_PRIORITY * s // top for s in raw]
+    return [MAX_PRIORITY * s // top for s in raw]

@@ -1,0 +1,234 @@
+"""MatchInterPodAffinity and InterPodAffinityPriority (kube-scheduler: InterPodAffinity).
+
+Filter, with the pod-only work done once per decision (as upstream's PreFilter):
+
+1. the incoming pod's required affinity: topology domains holding a pod that matches *all* its
+   terms; a node must carry every term's topology key and sit in such a domain for each term.
+   The first-pod exception: when no pod anywhere matches and the pod matches its own terms, any
+   node carrying the keys passes;
+2. the incoming pod's required anti-affinity: domains holding a matching pod are barred;
+3. existing pods' required anti-affinity in the other direction: domains of existing pods whose
+   terms match the incoming pod are barred.
+
+Term namespaces: ``namespaces`` plus ``namespaceSelector`` (empty selector = all namespaces),
+defaulting to the pod's own namespace. Domains are turned into node-name sets through the
+snapshot's label index, so the per-node check is three set lookups. Existing pods' terms are
+read from the snapshot's term index: each distinct term is matched once, however many pods
+carry it, and only the terms whose anchor requirement the pod's labels satisfy are matched at
+all (``snapshot.term_anchors``, see ``term_anchors``), so a decision costs O(the pod's labels +
+the terms that could select it), not O(every distinct term in the cluster).
+
+Score: for each node, the sum of the weights of the preferred terms (the pod's own, and
+existing pods' towards it; existing pods' required affinity counts 1) satisfied by the pods in
+the node's domains, anti-affinity subtracting; scaled to 0..10 between the lowest and highest.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from berthmaster.scheduler.model import AffinityTerm, PodView
+from berthmaster.scheduler.plugins.base import (
+    MAX_PRIORITY,
+    Predicate,
+    PrefilterResult,
+    Priority,
+    Status,
+    unresolvable,
+    unschedulable,
+)
+from berthmaster.scheduler.snapshot import NodeInfo, Snapshot
+
+NAME = "MatchInterPodAffinity"
+ALIASES = ("InterPodAffinity",)
+PRIORITY_NAME = "InterPodAffinityPriority"
+PRIORITY_ALIASES = ("InterPodAffinity",)
+REASON_AFFINITY = "node(s) didn't match pod affinity rules"
+REASON_ANTI_AFFINITY = "node(s) didn't match pod anti-affinity rules"
+REASON_EXISTING_ANTI_AFFINITY = "node(s) didn't satisfy existing pods anti-affinity rules"
+HARD_POD_AFFINITY_WEIGHT = 1
+
+_FAIL_AFFINITY = unresolvable(REASON_AFFINITY)
+_FAIL_ANTI = unschedulable(REASON_ANTI_AFFINITY)
+_FAIL_EXISTING = unschedulable(REASON_EXISTING_ANTI_AFFINITY)
+
+
+def term_matches(term: AffinityTerm, pod: PodView, snapshot: Snapshot) -> bool:
+    """Whether ``pod`` is one of the pods ``term`` selects (namespace and labels)."""
+    if not term.selector.matches(pod.labels):
+        return False
+    if pod.namespace in term.namespaces:
+        return True
+    if term.namespace_selector is None:
+        return False
+    return term.namespace_selector.matches(snapshot.namespace_labels(pod.namespace))
+
+
+def matching_pods(term: AffinityTerm, snapshot: Snapshot) -> list[PodView]:
+    namespaces = term.namespaces if term.namespace_selector is None else None
+    pods = snapshot.pods_matching(term.selector, namespaces)
+    if term.namespace_selector is None:
+        return pods
+    return [p for p in pods if term.matches_namespace(p.namespace,
+                                                       snapshot.namespace_labels(p.namespace))]
+
+
+def _domain_nodes(snapshot: Snapshot, key: str, values: Iterable[str]) -> set[str]:
+    index = snapshot.label_index.get(key, {})
+    out: set[str] = set()
+    for v in values:
+        out |= index.get(v, set())
+    return out
+
+
+def _domains_of(pods: Iterable[PodView], key: str, snapshot: Snapshot) -> set[str]:
+    nodes = snapshot.nodes
+    values: set[str] = set()
+    for p in pods:
+        node = nodes.get(p.node_name)
+        if node is not None:
+            v = node.labels.get(key)
+            if v is not None:
+                values.add(v)
+    return values
+
+
+def existing_anti_affinity_blocked(pod: PodView, snapshot: Snapshot) -> set[str]:
+    """Nodes barred because an existing pod's required anti-affinity matches ``pod``."""
+    blocked: set[str] = set()
+    nodes = snapshot.nodes
+    index = snapshot.term_index["anti_required"]
+    for term in snapshot.term_anchors["anti_required"].candidates(pod.labels):
+        if not term_matches(term, pod, snapshot):
+            continue
+        by_node = index[term]
+        values = {nodes[n].labels.get(term.topology_key) for n in by_node if n in nodes}
+        values.discard(None)
+        blocked |= _domain_nodes(snapshot, term.topology_key, values)  # type: ignore[arg-type]
+    return blocked
+
+
+def prefilter_state(pod: PodView, snapshot: Snapshot
+                    ) -> tuple[set[str] | None, tuple[str, ...], bool, set[str], set[str]]:
+    """(affinity-allowed nodes or None, affinity keys, first-pod exception, anti-barred nodes,
+    existing-anti-barred nodes)."""
+    allowed: set[str] | None = None
+    keys: tuple[str, ...] = ()
+    first_pod = False
+    terms = pod.affinity_required
+    if terms:
+        keys = tuple(t.topology_key for t in terms)
+        candidates = matching_pods(terms[0], snapshot)
+        matched = [p for p in candidates if all(term_matches(t, p, snapshot) for t in terms[1:])]
+        matched = [p for p in matched if p.uid != pod.uid]
+        if matched:
+            for t in terms:
+                s = _domain_nodes(snapshot, t.topology_key,
+                                  _domains_of(matched, t.topology_key, snapshot))
+                allowed = s if allowed is None else allowed & s
+        else:
+            first_pod = all(term_matches(t, pod, snapshot) for t in terms)
+            allowed = set()
+    anti: set[str] = set()
+    for t in pod.anti_required:
+        pods = [p for p in matching_pods(t, snapshot) if p.uid != pod.uid]
+        anti |= _domain_nodes(snapshot, t.topology_key, _domains_of(pods, t.topology_key,
+                                                                    snapshot))
+    existing = existing_anti_affinity_blocked(pod, snapshot) \
+        if snapshot.term_index["anti_required"] else set()
+    return allowed, keys, first_pod, anti, existing
+
+
+@dataclass
+class InterPodAffinity(Predicate):
+    NAME = NAME
+    ALIASES = ALIASES
+    EVENTS = ("Pod/Add", "Pod/UpdatePodLabel", "Pod/Delete", "Node/Add", "Node/UpdateNodeLabel")
+
+    def prefilter(self, pod: PodView, snapshot: Snapshot) -> PrefilterResult:
+        if not pod.affinity_required and not pod.anti_required \
+                and not snapshot.term_index["anti_required"]:
+            return None
+        allowed, keys, first_pod, anti, existing = prefilter_state(pod, snapshot)
+        if allowed is None and not anti and not existing:
+            return None
+
+        def check(node: NodeInfo) -> Status | None:
+            name = node.name
+            if allowed is not None and name not in allowed:
+                labels = node.labels
+                if not first_pod or any(k not in labels for k in keys):
+                    return _FAIL_AFFINITY
+            if name in anti:
+                return _FAIL_ANTI
+            if name in existing:
+                return _FAIL_EXISTING
+            return None
+
+        return check
+
+
+def topology_scores(pod: PodView, snapshot: Snapshot) -> dict[str, dict[str, int]]:
+    """topology key -> value -> summed weight, from every term that concerns ``pod``."""
+    out: dict[str, dict[str, int]] = {}
+    nodes = snapshot.nodes
+
+    def add(key: str, value: str | None, weight: int) -> None:
+        if value is not None and weight:
+            by_value = out.setdefault(key, {})
+            by_value[value] = by_value.get(value, 0) + weight
+
+    for sign, terms in ((1, pod.affinity_preferred), (-1, pod.anti_preferred)):
+        for t in terms:
+            for p in matching_pods(t, snapshot):
+                if p.uid == pod.uid:
+                    continue
+                node = nodes.get(p.node_name)
+                if node is not None:
+                    add(t.topology_key, node.labels.get(t.topology_key), sign * t.weight)
+    for kind, sign in (("affinity_preferred", 1), ("anti_preferred", -1),
+                       ("affinity_required", 1)):
+        index = snapshot.term_index[kind]
+        for term in snapshot.term_anchors[kind].candidates(pod.labels):
+            if not term_matches(term, pod, snapshot):
+                continue
+            by_node = index[term]
+            weight = HARD_POD_AFFINITY_WEIGHT if kind == "affinity_required" else term.weight
+            for name, count in by_node.items():
+                node = nodes.get(name)
+                if node is not None:
+                    add(term.topology_key, node.labels.get(term.topology_key),
+                        sign * weight * count)
+    return out
+
+
+@dataclass
+class InterPodAffinityPriority(Priority):
+    NAME = PRIORITY_NAME
+    ALIASES = PRIORITY_ALIASES
+
+    def scores(self, pod: PodView, snapshot: Snapshot,
+               nodes: Sequence[NodeInfo]) -> list[int] | int:
+        if not pod.affinity_preferred and not pod.anti_preferred and not any(
+                snapshot.term_index[k] for k in ("affinity_preferred", "anti_preferred",
+                                                 "affinity_required")):
+            return 0
+        by_key = topology_scores(pod, snapshot)
+        if not by_key:
+            return 0
+        items = list(by_key.items())
+        raw = []
+        for n in nodes:
+            labels = n.labels
+            s = 0
+            for key, values in items:
+                v = labels.get(key)
+                if v is not None:
+                    s += values.get(v, 0)
+            raw.append(s)
+        top, bottom = max([0, *raw]), min([0, *raw])
+        spread = top - bottom
+        if spread <= 0:
+            return [0] * len(raw)
+        return [int(MAX_PRIORITY * (s - bottom) / spread) for s in raw]

@@ -1,0 +1,105 @@
+"""PodFitsResources (kube-scheduler: NodeResourcesFit): requests fit the node's allocatable.
+
+Requested, not used: the pod's requests (model.pod_requests) plus what the pods already counted
+on the node request must not exceed allocatable, for cpu, memory, ephemeral-storage and every
+extended resource the pod asks for; and the node's pod count must stay within ``pods``. Every
+shortfall is reported, one reason each (``Insufficient cpu``, ``Too many pods``...). Pods
+nominated to a node by preemption (pending, ``status.nominatedNodeName``) reserve their requests
+there against pods of lower or equal priority.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from berthmaster.scheduler.model import CPU, EPHEMERAL_STORAGE, MEMORY, PODS, PodView
+from berthmaster.scheduler.plugins.base import Predicate, PrefilterResult, Status, unschedulable
+from berthmaster.scheduler.snapshot import NodeInfo, Snapshot
+
+NAME = "PodFitsResources"
+ALIASES = ("NodeResourcesFit",)
+REASON_TOO_MANY_PODS = "Too many pods"
+REASON_INSUFFICIENT = "Insufficient %s"
+
+
+def insufficient(pod: PodView, node: NodeInfo, reserved: Mapping[str, int] | None = None
+                 ) -> list[str]:
+    """Every reason ``pod`` does not fit ``node`` by resources (empty when it fits).
+
+    ``reserved``: requests of pods nominated to the node (and the key ``pods``: their count).
+    """
+    reserved = reserved or {}
+    out: list[str] = []
+    if len(node.pods) + reserved.get(PODS, 0) + 1 > node.alloc_pods:
+        out.append(REASON_TOO_MANY_PODS)
+    for name, amount in pod.requests.items():
+        if amount <= 0 or name == PODS:
+            continue
+        used = node.requested.get(name, 0) + reserved.get(name, 0)
+        if amount > node.allocatable.get(name, 0) - used:
+            out.append(REASON_INSUFFICIENT % name)
+    return out
+
+
+def reservations(pod: PodView, snapshot: Snapshot) -> dict[str, dict[str, int]]:
+    """node -> requests of the pods nominated there with at least ``pod``'s priority.
+
+    As upstream, a pod must leave room for equal- or higher-priority pods that preemption
+    already made room for; lower-priority nominations do not hold it back.
+    """
+    if not snapshot.nominated_pods:
+        return {}
+    priority = snapshot.priority(pod)
+    out: dict[str, dict[str, int]] = {}
+    for node_name, pods in snapshot.nominated_pods.items():
+        acc: dict[str, int] = {}
+        for p in pods.values():
+            if p.uid == pod.uid or snapshot.priority(p) < priority:
+                continue
+            for k, v in p.requests.items():
+                acc[k] = acc.get(k, 0) + v
+            acc[PODS] = acc.get(PODS, 0) + 1
+        if acc:
+            out[node_name] = acc
+    return out
+
+
+@dataclass
+class NodeResourcesFit(Predicate):
+    NAME = NAME
+    ALIASES = ALIASES
+    EVENTS = ("Pod/Delete", "Node/Add", "Node/UpdateNodeAllocatable")
+
+    def prefilter(self, pod: PodView, snapshot: Snapshot) -> PrefilterResult:
+        req = pod.requests
+        cpu = req.get(CPU, 0)
+        mem = req.get(MEMORY, 0)
+        eph = req.get(EPHEMERAL_STORAGE, 0)
+        scalars = tuple((k, v) for k, v in req.items()
+                        if v > 0 and k not in (CPU, MEMORY, EPHEMERAL_STORAGE, PODS))
+        statuses: dict[tuple[str, ...], Status] = {}
+        reserved = reservations(pod, snapshot)
+
+        def check(node: NodeInfo) -> Status | None:
+            if reserved and node.name in reserved:
+                reasons = tuple(insufficient(pod, node, reserved[node.name]))
+                if not reasons:
+                    return None
+                return statuses.get(reasons) or statuses.setdefault(reasons,
+                                                                    unschedulable(*reasons))
+            if (len(node.pods) < node.alloc_pods
+                    and cpu <= node.alloc_cpu - node.req_cpu
+                    and mem <= node.alloc_memory - node.req_memory
+                    and eph <= node.alloc_ephemeral - node.req_ephemeral
+                    and not scalars):
+                return None
+            reasons = tuple(insufficient(pod, node))
+            if not reasons:
+                return None
+            status = statuses.get(reasons)
+            if status is None:
+                status = statuses[reasons] = unschedulable(*reasons)
+            return status
+
+        return check

@@ -1,0 +1,161 @@
+"""PodTopologySpread (alias EvenPodsSpread): ``topologySpreadConstraints``.
+
+Filter (``whenUnsatisfiable: DoNotSchedule``): count the pods matching each constraint's
+selector (in the pod's namespace) per topology domain, over the nodes eligible for the
+constraint (carrying all the constraints' keys; matching the pod's node affinity unless
+``nodeAffinityPolicy: Ignore``; tolerated taints only when ``nodeTaintsPolicy: Honor``). A node
+fits when, for every constraint, ``count(domain) + self - min(count) <= maxSkew`` (the minimum
+is 0 while fewer than ``minDomains`` domains exist). A node without the key is rejected as
+unresolvable.
+
+Score (``ScheduleAnyway``): fewer matching pods in the node's domains is better; each
+constraint weighs log(domains + 2); scaled to 0..10, nodes without the keys score 0.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from berthmaster.scheduler.model import PodView, SpreadConstraint
+from berthmaster.scheduler.plugins import node_affinity
+from berthmaster.scheduler.plugins.base import (
+    MAX_PRIORITY,
+    Predicate,
+    PrefilterResult,
+    Priority,
+    Status,
+    unresolvable,
+    unschedulable,
+)
+from berthmaster.scheduler.plugins.taint_toleration import untolerated_taint
+from berthmaster.scheduler.snapshot import NodeInfo, Snapshot
+
+NAME = "PodTopologySpread"
+ALIASES = ("EvenPodsSpread",)
+PRIORITY_NAME = "EvenPodsSpreadPriority"
+PRIORITY_ALIASES = ("PodTopologySpread",)
+REASON = "node(s) didn't match pod topology spread constraints"
+REASON_MISSING_LABEL = (
+    "node(s) didn't match pod topology spread constraints (missing required label)")
+_FAIL = unschedulable(REASON)
+_FAIL_MISSING = unresolvable(REASON_MISSING_LABEL)
+
+
+def _eligible(pod: PodView, c: SpreadConstraint, node: NodeInfo,
+              keys: Sequence[str]) -> bool:
+    labels = node.labels
+    if any(k not in labels for k in keys):
+        return False
+    if c.node_affinity_policy != "Ignore" and not node_affinity.fits(pod, node.name, labels):
+        return False
+    return not (c.node_taints_policy == "Honor"
+                and untolerated_taint(pod.tolerations, node.taints) is not None)
+
+
+def _eligible_nodes(pod: PodView, c: SpreadConstraint, keys: Sequence[str],
+                    snapshot: Snapshot, nodes: Sequence[NodeInfo]) -> dict[str, str]:
+    """node name -> its value for the constraint's key, over the eligible nodes.
+
+    Depends only on the nodes and on the pod's node affinity/tolerations, so it is cached in
+    the snapshot's node cache when ``nodes`` is the whole cluster (pods of one workload share it).
+    """
+    whole = nodes is snapshot.node_list()
+    key = None
+    if whole:
+        key = ("spread-eligible", c.topology_key, tuple(keys), c.node_affinity_policy,
+               c.node_taints_policy, tuple(pod.node_selector.items()),
+               pod.required_node_affinity,
+               pod.tolerations if c.node_taints_policy == "Honor" else ())
+        cached = snapshot.node_cache.get(key)
+        if cached is not None:
+            return cached  # type: ignore[no-any-return]
+    eligible = {n.name: n.labels[c.topology_key] for n in nodes if _eligible(pod, c, n, keys)}
+    if key is not None:
+        snapshot.node_cache[key] = eligible
+    return eligible
+
+
+def domain_counts(pod: PodView, constraints: Sequence[SpreadConstraint], snapshot: Snapshot,
+                  nodes: Sequence[NodeInfo]) -> list[dict[str, int]]:
+    """Per constraint: topology value -> matching pods, over the eligible ``nodes``."""
+    keys = [c.topology_key for c in constraints]
+    out: list[dict[str, int]] = []
+    for c in constraints:
+        eligible = _eligible_nodes(pod, c, keys, snapshot, nodes)
+        counts = dict.fromkeys(eligible.values(), 0)
+        for p in snapshot.pods_matching(c.selector, (pod.namespace,)):
+            if p.deleting or p.uid == pod.uid:
+                continue
+            v = eligible.get(p.node_name)
+            if v is not None:
+                counts[v] += 1
+        out.append(counts)
+    return out
+
+
+@dataclass
+class PodTopologySpread(Predicate):
+    NAME = NAME
+    ALIASES = ALIASES
+    EVENTS = ("Pod/Add", "Pod/Delete", "Node/Add", "Node/UpdateNodeLabel")
+
+    def prefilter(self, pod: PodView, snapshot: Snapshot) -> PrefilterResult:
+        hard = [c for c in pod.spread_constraints if c.when_unsatisfiable == "DoNotSchedule"]
+        if not hard:
+            return None
+        counts = domain_counts(pod, hard, snapshot, snapshot.node_list())
+        plan = []
+        for c, by_value in zip(hard, counts, strict=True):
+            minimum = min(by_value.values(), default=0)
+            if c.min_domains is not None and len(by_value) < c.min_domains:
+                minimum = 0
+            self_match = 1 if c.selector.matches(pod.labels) else 0
+            plan.append((c.topology_key, by_value, c.max_skew + minimum - self_match))
+
+        def check(node: NodeInfo) -> Status | None:
+            labels = node.labels
+            for key, by_value, limit in plan:
+                v = labels.get(key)
+                if v is None:
+                    return _FAIL_MISSING
+                if by_value.get(v, 0) > limit:
+                    return _FAIL
+            return None
+
+        return check
+
+
+@dataclass
+class PodTopologySpreadPriority(Priority):
+    NAME = PRIORITY_NAME
+    ALIASES = PRIORITY_ALIASES
+
+    def scores(self, pod: PodView, snapshot: Snapshot,
+               nodes: Sequence[NodeInfo]) -> list[int] | int:
+        soft = [c for c in pod.spread_constraints if c.when_unsatisfiable == "ScheduleAnyway"]
+        if not soft:
+            return 0
+        keys = [c.topology_key for c in soft]
+        counts = domain_counts(pod, soft, snapshot, snapshot.node_list())
+        weights = []
+        for c in soft:
+            domains = {n.labels[c.topology_key] for n in nodes if c.topology_key in n.labels}
+            weights.append(math.log(len(domains) + 2))
+        raw: list[int | None] = []
+        for n in nodes:
+            if any(k not in n.labels for k in keys):
+                raw.append(None)
+                continue
+            s = 0.0
+            for c, by_value, w in zip(soft, counts, weights, strict=True):
+                s += by_value.get(n.labels[c.topology_key], 0) * w + (c.max_skew - 1)
+            raw.append(round(s))
+        present = [s for s in raw if s is not None]
+        if not present:
+            return 0
+        top, bottom = max(present), min(present)
+        if top == 0:
+            return [0 if s is None else MAX_PRIORITY for s in raw]
+        return [0 if s is None else MAX_PRIORITY * (top + bottom - s) // top for s in raw]

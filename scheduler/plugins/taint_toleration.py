@@ -1,0 +1,117 @@
+"""PodToleratesNodeTaints, PodToleratesNodeNoExecuteTaints and TaintTolerationPriority.
+
+Filter: the first NoSchedule/NoExecute taint (only NoExecute for the NoExecute variant) that no
+toleration matches rejects the node, reported as upstream does: ``node(s) had untolerated taint
+{key: value}``. Score: fewer untolerated PreferNoSchedule taints is better (0..10, reversed by
+the worst node). Tolerations match per ``Toleration.tolerates`` in the model; eviction timing
+(tolerationSeconds) is ``model.noexecute_eviction_delay``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from berthmaster.scheduler.model import PodView, Taint, Toleration, noexecute_eviction_delay
+from berthmaster.scheduler.plugins.base import (
+    Predicate,
+    PrefilterResult,
+    Priority,
+    Status,
+    normalize,
+    unresolvable,
+)
+from berthmaster.scheduler.snapshot import NodeInfo, Snapshot
+
+NAME = "PodToleratesNodeTaints"
+ALIASES = ("TaintToleration",)
+NOEXECUTE_NAME = "PodToleratesNodeNoExecuteTaints"
+PRIORITY_NAME = "TaintTolerationPriority"
+PRIORITY_ALIASES = ("TaintToleration",)
+REASON = "node(s) had untolerated taint {%s: %s}"
+
+__all__ = ["NAME", "REASON", "noexecute_eviction_delay", "untolerated_taint"]
+
+_FILTER_EFFECTS = ("NoSchedule", "NoExecute")
+
+
+def reason(taint: Taint) -> str:
+    return REASON % (taint.key, taint.value)
+
+
+def untolerated_taint(tolerations: Sequence[Toleration], taints: Sequence[Taint],
+                      effects: tuple[str, ...] = _FILTER_EFFECTS) -> Taint | None:
+    """The first taint with one of ``effects`` that no toleration tolerates."""
+    for taint in taints:
+        if taint.effect not in effects:
+            continue
+        for t in tolerations:
+            if t.tolerates(taint):
+                break
+        else:
+            return taint
+    return None
+
+
+def _make_check(pod: PodView, snapshot: Snapshot, effects: tuple[str, ...]) -> PrefilterResult:
+    tainted = snapshot.tainted_nodes
+    if not tainted:
+        return None
+    tolerations = pod.tolerations
+    cache: dict[Taint, Status] = {}
+
+    def check(node: NodeInfo) -> Status | None:
+        if node.name not in tainted:
+            return None
+        taints = node.taints
+        bad = untolerated_taint(tolerations, taints, effects)
+        if bad is None:
+            return None
+        status = cache.get(bad)
+        if status is None:
+            status = cache[bad] = unresolvable(reason(bad))
+        return status
+
+    return check
+
+
+@dataclass
+class TaintToleration(Predicate):
+    NAME = NAME
+    ALIASES = ALIASES
+    EVENTS = ("Node/Add", "Node/UpdateNodeTaint", "Pod/UpdatePodToleration")
+
+    def prefilter(self, pod: PodView, snapshot: Snapshot) -> PrefilterResult:
+        return _make_check(pod, snapshot, _FILTER_EFFECTS)
+
+
+@dataclass
+class NoExecuteTaintToleration(Predicate):
+    NAME = NOEXECUTE_NAME
+    EVENTS = ("Node/Add", "Node/UpdateNodeTaint")
+
+    def prefilter(self, pod: PodView, snapshot: Snapshot) -> PrefilterResult:
+        return _make_check(pod, snapshot, ("NoExecute",))
+
+
+def intolerable_prefer_no_schedule(pod: PodView, node: NodeInfo) -> int:
+    prefer = [t for t in pod.tolerations if not t.effect or t.effect == "PreferNoSchedule"]
+    count = 0
+    for taint in node.taints:
+        if taint.effect == "PreferNoSchedule" and not any(t.tolerates(taint) for t in prefer):
+            count += 1
+    return count
+
+
+@dataclass
+class TaintTolerationPriority(Priority):
+    NAME = PRIORITY_NAME
+    ALIASES = PRIORITY_ALIASES
+
+    def scores(self, pod: PodView, snapshot: Snapshot,
+               nodes: Sequence[NodeInfo]) -> list[int] | int:
+        if not snapshot.prefer_no_schedule_nodes:
+            return 10
+        flagged = snapshot.prefer_no_schedule_nodes
+        raw = [intolerable_prefer_no_schedule(pod, n) if n.name in flagged else 0 for n in nodes]
+        return normalize(raw, reverse=True)

@@ -1,0 +1,270 @@
+"""The scheduler Policy file (``kind: Policy``, v1, JSON or YAML) -> configured predicates and
+weighted priorities, with validation that reports every problem at once.
+
+Format (seed 16.2.4): ``predicates[]`` and ``priorities[]``, each entry ``name`` plus, for
+priorities, a positive integer ``weight``; configurable entries carry an ``argument`` with
+exactly one of ``serviceAffinity`` / ``labelsPresence`` (predicates) or
+``serviceAntiAffinity`` / ``labelPreference`` (priorities) and may use any name. A file
+replaces the defaults completely; a file omitting a list entirely gets the default list for
+it (as upstream); an empty list means none. ``version: v1`` (the seed's samples) is accepted
+for ``apiVersion: v1``. Lines holding only ``...`` (the seed's elision marks in its samples,
+which YAML would read as a document end) are ignored.
+
+``CheckNodeUnschedulable`` always runs, whatever the policy says (as upstream made it
+mandatory): a cordoned node takes no new pods.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from importlib import resources
+from typing import Any
+
+import yaml
+
+from berthmaster.scheduler.plugins.base import Predicate, Priority
+from berthmaster.scheduler.plugins.registry import (
+    CONFIGURABLE_BY_NAME,
+    CONFIGURABLE_PREDICATES,
+    CONFIGURABLE_PRIORITIES,
+    MANDATORY_PREDICATES,
+    PREDICATE_ORDER,
+    PREDICATES,
+    PRIORITIES,
+)
+
+_ELISION = re.compile(r"^\s*\.\.\.\s*$", re.MULTILINE)
+_TOP_FIELDS = {"kind", "apiVersion", "version", "predicates", "priorities",
+               "hardPodAffinitySymmetricWeight", "alwaysCheckAllPredicates", "extenders"}
+_ARG_FIELDS = {
+    "serviceAffinity": {"labels"},
+    "labelsPresence": {"labels", "presence"},
+    "serviceAntiAffinity": {"label"},
+    "labelPreference": {"label", "presence"},
+}
+
+
+class PolicyError(ValueError):
+    """Every problem found in a policy, each with its location."""
+
+    def __init__(self, source: str, problems: list[str]) -> None:
+        self.source = source
+        self.problems = problems
+        lines = "\n".join(f"  - {p}" for p in problems)
+        super().__init__(f"invalid scheduler policy {source}: {len(problems)} problem(s):\n{lines}")
+
+
+@dataclass(frozen=True)
+class Policy:
+    predicates: tuple[Predicate, ...]
+    priorities: tuple[Priority, ...]
+    source: str = "<policy>"
+    always_check_all_predicates: bool = False
+    hard_pod_affinity_weight: int = 1
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "predicates": [p.name if p.name == p.NAME else f"{p.name} ({p.NAME})"
+                           for p in self.predicates],
+            "priorities": [{"name": p.name, "rule": p.NAME, "weight": p.weight}
+                           for p in self.priorities],
+        }
+
+
+def _known(names: Mapping[str, Any], configurable: Mapping[str, Any]) -> str:
+    static = sorted(n for n in names if n not in CONFIGURABLE_BY_NAME)
+    return ", ".join(static) + "; configurable (any name, with an argument): " + \
+        ", ".join(sorted(configurable))
+
+
+def _argument(kind: str, where: str, arg: Any, allowed: Mapping[str, Any],
+              problems: list[str]) -> tuple[str, dict[str, Any]] | None:
+    if not isinstance(arg, Mapping):
+        problems.append(f"{where}.argument: must be an object with one of "
+                        f"{', '.join(sorted(allowed))}")
+        return None
+    keys = [k for k in arg if arg[k] is not None]
+    known = [k for k in keys if k in allowed]
+    for k in keys:
+        if k not in allowed:
+            other = "priority" if kind == "predicate" else "predicate"
+            hint = f" ({k} is a {other} argument)" if k in _ARG_FIELDS else ""
+            problems.append(f"{where}.argument.{k}: unknown {kind} argument{hint}; use one of "
+                            f"{', '.join(sorted(allowed))}")
+    if len(known) > 1:
+        problems.append(f"{where}.argument: conflicting arguments {', '.join(known)}; "
+                        "give exactly one per entry")
+        return None
+    if not known:
+        if not keys:
+            problems.append(f"{where}.argument: empty; give one of {', '.join(sorted(allowed))}")
+        return None
+    key = known[0]
+    body = arg[key]
+    if not isinstance(body, Mapping):
+        problems.append(f"{where}.argument.{key}: must be an object")
+        return None
+    for field in body:
+        if field not in _ARG_FIELDS[key]:
+            problems.append(f"{where}.argument.{key}.{field}: unknown field; expected "
+                            f"{', '.join(sorted(_ARG_FIELDS[key]))}")
+    here = f"{where}.argument.{key}"
+    out: dict[str, Any] = {}
+    if key in ("serviceAffinity", "labelsPresence"):
+        labels = body.get("labels")
+        if not isinstance(labels, list) or not labels or \
+                not all(isinstance(x, str) and x for x in labels):
+            problems.append(f"{here}.labels: required, a non-empty list of label keys")
+        else:
+            out["labels"] = list(labels)
+    if key in ("serviceAntiAffinity", "labelPreference"):
+        label = body.get("label")
+        if isinstance(label, list) and len(label) == 1:
+            label = label[0]  # the seed's template writes label: ["<label>"]
+        if not isinstance(label, str) or not label:
+            problems.append(f"{here}.label: required, one label key")
+        else:
+            out["label"] = label
+    if key in ("labelsPresence", "labelPreference"):
+        presence = body.get("presence", False)
+        if not isinstance(presence, bool):
+            problems.append(f"{here}.presence: must be true or false")
+        else:
+            out["presence"] = presence
+    return key, out
+
+
+def _entries(kind: str, raw: Any, problems: list[str]) -> list[Any]:
+    field = f"{kind}s" if kind == "predicate" else "priorities"
+    if not isinstance(raw, list):
+        problems.append(f"{field}: must be a list of entries")
+        return []
+    static: Mapping[str, Any] = PREDICATES if kind == "predicate" else PRIORITIES
+    configurable: Mapping[str, Any] = CONFIGURABLE_PREDICATES if kind == "predicate" \
+        else CONFIGURABLE_PRIORITIES
+    seen: dict[str, str] = {}
+    out: list[Any] = []
+    for i, entry in enumerate(raw):
+        where = f"{field}[{i}]"
+        if not isinstance(entry, Mapping):
+            problems.append(f"{where}: must be an object with a name")
+            continue
+        allowed_fields = {"name", "argument"} | ({"weight"} if kind == "priority" else set())
+        for f in entry:
+            if f not in allowed_fields:
+                problems.append(f"{where}.{f}: unknown field; expected "
+                                f"{', '.join(sorted(allowed_fields))}")
+        name = entry.get("name")
+        if not isinstance(name, str) or not name:
+            problems.append(f"{where}.name: required")
+            continue
+        if name in seen:
+            problems.append(f"{where}.name: duplicate name {name!r} (also {seen[name]}); "
+                            "give each entry its own name")
+        seen[name] = where
+        weight = 1
+        if kind == "priority":
+            w = entry.get("weight")
+            if w is None:
+                problems.append(f"{where}.weight: required, a positive integer")
+            elif isinstance(w, bool) or not isinstance(w, int) or w <= 0:
+                problems.append(f"{where}.weight: {w!r} must be a positive integer "
+                                "(0 and negative weights are not allowed)")
+            else:
+                weight = w
+        arg = entry.get("argument")
+        cls: Any = None
+        kwargs: dict[str, Any] = {}
+        if arg is not None:
+            parsed = _argument(kind, where, arg, configurable, problems)
+            if parsed is None:
+                continue
+            key, kwargs = parsed
+            cls = configurable[key]
+            wanted = CONFIGURABLE_BY_NAME.get(name)
+            if wanted is not None and wanted != key:
+                problems.append(f"{where}: {name} takes the {wanted} argument, not {key}")
+                continue
+        elif name in CONFIGURABLE_BY_NAME:
+            problems.append(f"{where}.argument: {name} needs its {CONFIGURABLE_BY_NAME[name]} "
+                            "argument")
+            continue
+        elif name in static:
+            cls = static[name]
+        else:
+            problems.append(f"{where}.name: unknown {kind} {name!r}; known: "
+                            f"{_known(static, configurable)}")
+            continue
+        if kind == "priority":
+            kwargs["weight"] = weight
+        if len(kwargs) != len({k for k in kwargs if k}):
+            continue
+        out.append((i, cls, name, kwargs))
+    return out
+
+
+def load_policy(text: str, source: str = "<policy>") -> Policy:
+    """Parse and validate a Policy (JSON or YAML); raise PolicyError listing every problem."""
+    problems: list[str] = []
+    try:
+        doc = json.loads(text)
+    except ValueError:
+        try:
+            doc = yaml.safe_load(_ELISION.sub("", text))
+        except yaml.YAMLError as exc:
+            raise PolicyError(source, [f"not JSON or YAML: {exc}"]) from None
+    if not isinstance(doc, Mapping):
+        raise PolicyError(source, ["the policy must be an object with kind: Policy"])
+    if doc.get("kind") != "Policy":
+        problems.append(f"kind: must be 'Policy' (got {doc.get('kind')!r})")
+    version = doc.get("apiVersion", doc.get("version"))
+    if version is not None and version != "v1":
+        problems.append(f"apiVersion: must be 'v1' (got {version!r})")
+    for f in doc:
+        if f not in _TOP_FIELDS:
+            problems.append(f"{f}: unknown field; a Policy has {', '.join(sorted(_TOP_FIELDS))}")
+    if doc.get("extenders"):
+        problems.append("extenders: scheduler extenders are not supported by berthmaster; "
+                        "remove the field")
+    weight = doc.get("hardPodAffinitySymmetricWeight", 1)
+    if isinstance(weight, bool) or not isinstance(weight, int) or not 0 <= weight <= 100:
+        problems.append("hardPodAffinitySymmetricWeight: must be an integer from 0 to 100")
+        weight = 1
+    check_all = doc.get("alwaysCheckAllPredicates", False)
+    if not isinstance(check_all, bool):
+        problems.append("alwaysCheckAllPredicates: must be true or false")
+        check_all = False
+    default = _default_document()
+    raw_predicates = doc["predicates"] if "predicates" in doc else default["predicates"]
+    raw_priorities = doc["priorities"] if "priorities" in doc else default["priorities"]
+    predicates = _entries("predicate", [] if raw_predicates is None else raw_predicates,
+                          problems)
+    priorities = _entries("priority", [] if raw_priorities is None else raw_priorities,
+                          problems)
+    if problems:
+        raise PolicyError(source, problems)
+    built_predicates: list[Predicate] = [cls(name=name, **kw) for _, cls, name, kw in predicates]
+    for mandatory in MANDATORY_PREDICATES:
+        if not any(type(p) is mandatory for p in built_predicates):
+            built_predicates.append(mandatory())
+    built_predicates.sort(key=lambda p: PREDICATE_ORDER.get(type(p), len(PREDICATE_ORDER)))
+    built_priorities = [cls(name=name, **kw) for _, cls, name, kw in priorities]
+    return Policy(tuple(built_predicates), tuple(built_priorities), source, check_all, weight)
+
+
+def _default_text() -> str:
+    return (resources.files("berthmaster.scheduler") / "data" / "default-policy.json") \
+        .read_text(encoding="utf-8")
+
+
+def _default_document() -> dict[str, Any]:
+    doc: dict[str, Any] = json.loads(_default_text())
+    return doc
+
+
+def default_policy() -> Policy:
+    """The seed's default policy (16.2.4), used when no policy file is given."""
+    return load_policy(_default_text(), "default policy")

@@ -1,0 +1,226 @@
+"""Preemption choice: for a pod that fits nowhere, which node and which victims. Pure.
+
+As upstream's default preemption:
+
+- a pod with ``preemptionPolicy: Never`` preempts nothing; nor does a pod whose nominated
+  node already has a lower-priority pod terminating (it waits for that one);
+- only nodes rejected for reasons preemption can change are tried (resources, ports,
+  anti-affinity...; not taints, selectors, cordons);
+- on each, every lower-priority pod is removed; if the pod still does not fit, the node is out;
+  otherwise victims are reprieved one by one, most important first (higher priority, then
+  older), PDB-violating ones before the others, keeping every pod whose return still lets the
+  pod fit;
+- nodes are dry-run from a random offset until max(10% of them, 100) candidates are found;
+- among the candidate nodes: fewest PDB violations, then the lowest highest-victim priority,
+  then the smallest priority sum, then the fewest victims, then the latest start time of the
+  highest-priority victims, then the first.
+
+What-if removals happen on the snapshot itself and are undone before returning (the snapshot is
+single-threaded); the caller's snapshot is unchanged afterwards.
+
+``preemption_message`` builds the sentence kube-scheduler appends to FailedScheduling:
+``preemption: 0/3 nodes are available: 3 Preemption is not helpful for scheduling.``
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from berthmaster.scheduler.engine import Decision, Engine, fit_error_message
+from berthmaster.scheduler.model import LabelSelector, Obj, PodView, label_selector
+from berthmaster.scheduler.plugins.base import Status, unresolvable
+from berthmaster.scheduler.snapshot import Snapshot
+
+NOT_HELPFUL = "Preemption is not helpful for scheduling"
+NO_VICTIMS = "No preemption victims found for incoming pod"
+NEVER = "not eligible due to preemptionPolicy=Never."
+TERMINATING = "not eligible due to terminating pod on the nominated node."
+MIN_CANDIDATE_NODES_PERCENTAGE = 10
+MIN_CANDIDATE_NODES_ABSOLUTE = 100
+_PRIORITY_OFFSET = 2**31  # upstream adds MaxInt32 + 1 so negative priorities sum sensibly
+
+
+@dataclass(frozen=True)
+class Preemption:
+    node: str
+    victims: list[dict[str, Any]]
+    pdb_violations: int
+
+
+@dataclass(frozen=True)
+class PreemptionResult:
+    """The chosen preemption (or None) and the sentence to append to FailedScheduling."""
+
+    preemption: Preemption | None
+    message: str
+    statuses: dict[str, Status] = field(default_factory=dict)
+
+
+def preemption_message(num_all_nodes: int, statuses: Mapping[str, Status]) -> str:
+    return "preemption: " + fit_error_message(num_all_nodes, statuses)
+
+
+def _pdb_selectors(snapshot: Snapshot) -> list[tuple[str, LabelSelector, int, frozenset[str]]]:
+    out = []
+    for pdb in snapshot.pdbs.values():
+        meta = pdb.get("metadata") or {}
+        raw = (pdb.get("spec") or {}).get("selector")
+        sel = label_selector(raw) if raw else None
+        if sel is None or sel.empty:
+            continue  # a PDB with an empty selector protects nothing here, as upstream
+        status = pdb.get("status") or {}
+        out.append((str(meta.get("namespace") or "default"), sel,
+                    int(status.get("disruptionsAllowed") or 0),
+                    frozenset((status.get("disruptedPods") or {}).keys())))
+    return out
+
+
+def split_by_pdb(pods: Sequence[PodView], snapshot: Snapshot
+                 ) -> tuple[list[PodView], list[PodView]]:
+    """(violating, non-violating): evicting a violating pod exceeds some PDB's allowance."""
+    pdbs = _pdb_selectors(snapshot)
+    allowed = [p[2] for p in pdbs]
+    violating: list[PodView] = []
+    fine: list[PodView] = []
+    for pod in pods:
+        violated = False
+        if pod.labels:
+            for i, (ns, sel, _, disrupted) in enumerate(pdbs):
+                if ns != pod.namespace or not sel.matches(pod.labels) or pod.name in disrupted:
+                    continue
+                allowed[i] -= 1
+                if allowed[i] < 0:
+                    violated = True
+        (violating if violated else fine).append(pod)
+    return violating, fine
+
+
+@dataclass
+class _Candidate:
+    node: str
+    victims: list[PodView]
+    violations: int
+    priorities: list[int]
+
+
+def _importance(snapshot: Snapshot, pod: PodView) -> tuple[int, str]:
+    return (snapshot.priority(pod), pod.start_time)
+
+
+def _select_victims(pod: PodView, raw: Obj, node_name: str, snapshot: Snapshot, engine: Engine,
+                    priority: int) -> _Candidate | Status:
+    lower = [p for p in snapshot.pods_on(node_name) if snapshot.priority(p) < priority]
+    if not lower:
+        return unresolvable(NO_VICTIMS)
+    for p in lower:
+        snapshot._remove_view(p.uid)
+    try:
+        reasons = engine.why_not(raw, node_name, snapshot)
+        if reasons:
+            return Status(tuple(reasons))
+        # most important first: higher priority, then earlier start
+        lower.sort(key=lambda p: (-snapshot.priority(p), p.start_time))
+        violating, fine = split_by_pdb(lower, snapshot)
+        victims: list[PodView] = []
+        violations = 0
+        for group, counts in ((violating, True), (fine, False)):
+            for p in group:
+                snapshot._add_view(p)
+                if engine.fits(raw, node_name, snapshot):
+                    continue
+                snapshot._remove_view(p.uid)
+                victims.append(p)
+                violations += counts
+        victims.sort(key=lambda p: (-snapshot.priority(p), p.start_time))
+        return _Candidate(node_name, victims, violations,
+                          [snapshot.priority(v) for v in victims])
+    finally:
+        for p in lower:
+            if snapshot.get_pod(p.uid) is None:
+                snapshot._add_view(p)
+
+
+def _pick(candidates: list[_Candidate]) -> _Candidate:
+    for c in candidates:
+        if not c.victims:
+            return c
+
+    def highest_start(c: _Candidate) -> str:
+        top = c.priorities[0]
+        return min(v.start_time for v, pr in zip(c.victims, c.priorities, strict=True)
+                   if pr == top)
+
+    pool = candidates
+    for key in (lambda c: c.violations, lambda c: c.priorities[0],
+                lambda c: sum(p + _PRIORITY_OFFSET for p in c.priorities),
+                lambda c: len(c.victims)):
+        best = min(key(c) for c in pool)
+        pool = [c for c in pool if key(c) == best]
+        if len(pool) == 1:
+            return pool[0]
+    latest = max(highest_start(c) for c in pool)
+    return next(c for c in pool if highest_start(c) == latest)
+
+
+def evaluate_preemption(pod: Obj, snapshot: Snapshot, engine: Engine,
+                        decision: Decision | None = None) -> PreemptionResult:
+    """Choose a preemption for ``pod`` (which ``decision`` found fitting nowhere)."""
+    view = PodView.from_dict(pod)
+    if view.preemption_policy == "Never":
+        return PreemptionResult(None, "preemption: " + NEVER)
+    priority = snapshot.priority(view)
+    if view.nominated_node:
+        for p in snapshot.pods_on(view.nominated_node):
+            if p.deleting and snapshot.priority(p) < priority:
+                return PreemptionResult(None, "preemption: " + TERMINATING)
+    total = len(snapshot)
+    if decision is None:
+        decision = _full_decision(engine, pod, snapshot)
+    statuses: dict[str, Status] = {}
+    candidates: list[_Candidate] = []
+    not_helpful = unresolvable(NOT_HELPFUL)
+    potential = []
+    for node in snapshot.node_list():
+        name = node.name
+        if decision.prefilter_message or name in decision.unresolvable \
+                or name not in decision.reasons:
+            statuses[name] = not_helpful
+        else:
+            potential.append(name)
+    # as upstream, dry-run from a random offset until enough candidates are found
+    wanted = max(len(potential) * MIN_CANDIDATE_NODES_PERCENTAGE // 100,
+                 MIN_CANDIDATE_NODES_ABSOLUTE)
+    offset = engine.random.randrange(len(potential)) if potential else 0
+    for i in range(len(potential)):
+        name = potential[(offset + i) % len(potential)]
+        outcome = _select_victims(view, pod, name, snapshot, engine, priority)
+        if isinstance(outcome, Status):
+            statuses[name] = outcome
+        else:
+            candidates.append(outcome)
+            if len(candidates) >= wanted:
+                break
+    if not candidates:
+        return PreemptionResult(None, preemption_message(total, statuses), statuses)
+    chosen = _pick(candidates)
+    return PreemptionResult(
+        Preemption(chosen.node, [dict(v.raw) for v in chosen.victims], chosen.violations), "",
+        statuses)
+
+
+def _full_decision(engine: Engine, pod: Obj, snapshot: Snapshot) -> Decision:
+    """A decision over every node (no sampling), for callers that have none."""
+    saved = engine.percentage_of_nodes_to_score
+    engine.percentage_of_nodes_to_score = 100
+    try:
+        return engine.schedule(pod, snapshot)
+    finally:
+        engine.percentage_of_nodes_to_score = saved
+
+
+def choose_preemption(pod: Obj, snapshot: Snapshot, engine: Engine,
+                      decision: Decision | None = None) -> Preemption | None:
+    """The node and victims that would let ``pod`` schedule, or None (see the module doc)."""
+    return evaluate_preemption(pod, snapshot, engine, decision).preemption

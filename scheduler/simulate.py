@@ -1,0 +1,238 @@
+"""``berthmaster simulate``: place pods offline on a cluster snapshot file.
+
+Input: ``--cluster FILE`` holds any number of YAML documents, each an object or a ``List``
+(``kubectl get nodes,pods -A -o yaml`` prints one): Nodes, Pods, Namespaces, Services,
+ReplicationControllers, ReplicaSets, StatefulSets, PodDisruptionBudgets, PriorityClasses,
+PersistentVolumes, PersistentVolumeClaims, StorageClasses; other kinds are ignored.
+Pods with ``spec.nodeName`` are running. Pods without it are placed when their schedulerName is
+``berthmaster``; every pod of ``--pods FILE`` is placed, whatever its schedulerName.
+
+Placement follows the scheduler's queue order (priority, then creation time, then file order;
+pods without creationTimestamp come after those with one),
+each decision applied before the next: a placed pod is counted on its node; when nothing fits,
+preemption is evaluated and, when it finds a node, its victims are removed and the pod is
+counted on the nominated node (as the scheduler reserves room for nominated pods).
+
+Output: ``-o table`` (default, for people), ``json`` or ``yaml``:
+``{"placements": [{"pod", "node", "message", "nominatedNode", "victims"}]}``; ``--explain`` adds
+each evaluated node's predicate verdicts and each priority's score. Exit status 0 once the
+simulation ran (unschedulable pods are results, not errors), 2 on bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any, TextIO
+
+import yaml
+
+from berthmaster.scheduler.engine import Decision, Engine
+from berthmaster.scheduler.model import PodView, resolve_priority
+from berthmaster.scheduler.policy import Policy, PolicyError, default_policy, load_policy
+from berthmaster.scheduler.preemption import evaluate_preemption
+from berthmaster.scheduler.snapshot import KINDS, Snapshot
+
+SCHEDULER_NAME = "berthmaster"
+
+
+class InputError(ValueError):
+    """A cluster or pods file that cannot be read; the message names the file and the fix."""
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--cluster", required=True, metavar="FILE",
+                        help="cluster snapshot: YAML documents or kind: List objects "
+                             "(e.g. kubectl get nodes,pods -A -o yaml)")
+    parser.add_argument("--pods", metavar="FILE", help="pods to place (any schedulerName)")
+    parser.add_argument("--policy", metavar="FILE",
+                        help="scheduler Policy file (JSON or YAML); default: the default policy")
+    parser.add_argument("--seed", type=int, default=0,
+                        help="random seed for breaking score ties (default 0)")
+    parser.add_argument("--explain", action="store_true",
+                        help="show each node's predicate verdicts and priority scores")
+    parser.add_argument("--percentage-of-nodes-to-score", type=int, default=0, metavar="N",
+                        help="stop filtering after this percentage of nodes fit "
+                             "(0 = adaptive, as kube-scheduler; 100 = all)")
+    parser.add_argument("-o", "--output", choices=("table", "json", "yaml"), default="table")
+
+
+def iter_objects(text: str, source: str) -> Iterator[dict[str, Any]]:
+    """Every object in ``text``, unpacking List documents."""
+    try:
+        docs = list(yaml.safe_load_all(text))
+    except yaml.YAMLError as exc:
+        raise InputError(f"{source}: not valid YAML: {exc}") from None
+    for i, doc in enumerate(docs):
+        if doc is None:
+            continue
+        if not isinstance(doc, Mapping):
+            raise InputError(f"{source}: document {i + 1} is not an object; expected Kubernetes "
+                             "objects or a kind: List")
+        kind = str(doc.get("kind") or "")
+        if kind.endswith("List") and "items" in doc:
+            item_kind = kind[:-4] if kind != "List" else ""
+            for item in doc.get("items") or ():
+                if isinstance(item, Mapping):
+                    obj = dict(item)
+                    if not obj.get("kind") and item_kind:
+                        obj["kind"] = item_kind
+                    yield obj
+        else:
+            yield dict(doc)
+
+
+def _read(path: str) -> str:
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise InputError(f"cannot read {path}: {exc.strerror or exc}") from None
+
+
+def _name_pod(pod: dict[str, Any], index: int) -> dict[str, Any]:
+    meta = dict(pod.get("metadata") or {})
+    if not meta.get("name"):
+        if meta.get("generateName"):
+            meta["name"] = f"{meta['generateName']}{index}"
+        else:
+            raise InputError(f"pod #{index + 1} has no metadata.name; give it a name")
+    meta.setdefault("namespace", "default")
+    pod = {**pod, "metadata": meta}
+    return pod
+
+
+def load_inputs(cluster: str, pods_file: str | None) -> tuple[Snapshot, list[dict[str, Any]]]:
+    """(snapshot of the cluster file, pods to place in queue order)."""
+    snapshot = Snapshot()
+    pending: list[tuple[dict[str, Any], int]] = []
+    order = 0
+    sources = [(cluster, False)] + ([(pods_file, True)] if pods_file else [])
+    for path, place_all in sources:
+        for obj in iter_objects(_read(path), path):
+            kind = str(obj.get("kind") or "")
+            if place_all and kind != "Pod":
+                raise InputError(f"{path}: holds a {kind or 'kindless object'}; --pods takes "
+                                 "only Pods (put other objects in --cluster)")
+            if kind not in KINDS:
+                continue
+            if kind == "Pod":
+                obj = _name_pod(obj, order)
+                order += 1
+                spec = obj.get("spec") or {}
+                if spec.get("nodeName"):
+                    snapshot.upsert_pod(obj)
+                elif place_all or spec.get("schedulerName") == SCHEDULER_NAME:
+                    pending.append((obj, order))
+                continue
+            try:
+                snapshot.upsert(kind, obj)
+            except ValueError as exc:
+                raise InputError(f"{path}: {exc}") from None
+    pcs = snapshot.priority_classes
+
+    def queue_key(item: tuple[dict[str, Any], int]) -> tuple[int, bool, str, int]:
+        pod, index = item
+        created = str((pod.get("metadata") or {}).get("creationTimestamp") or "")
+        # a pod without creationTimestamp has not been created yet: it queues after the others
+        return (-resolve_priority(pod, pcs), not created, created, index)
+
+    pending.sort(key=queue_key)
+    return snapshot, [p for p, _ in pending]
+
+
+def _explain(decision: Decision) -> dict[str, Any]:
+    nodes: dict[str, Any] = {}
+    for name, verdicts in decision.verdicts.items():
+        entry: dict[str, Any] = {
+            "fits": name not in decision.reasons,
+            "predicates": {p: (v or "passed") for p, v in verdicts.items()}}
+        if name in decision.priority_scores:
+            entry["scores"] = decision.priority_scores[name]
+            entry["total"] = decision.scores.get(name)
+        nodes[name] = entry
+    return nodes
+
+
+def simulate(snapshot: Snapshot, pods: list[dict[str, Any]], engine: Engine,
+             explain: bool = False) -> list[dict[str, Any]]:
+    """Place ``pods`` one after another on ``snapshot`` (mutated); return the placements."""
+    placements: list[dict[str, Any]] = []
+    for pod in pods:
+        decision = engine.schedule(pod, snapshot, explain=explain)
+        entry: dict[str, Any] = {"pod": decision.pod, "node": decision.node,
+                                 "message": decision.message, "nominatedNode": None,
+                                 "victims": []}
+        if decision.node is not None:
+            snapshot.assume(pod, decision.node)
+            entry["message"] = f"Successfully assigned {decision.pod} to {decision.node}"
+        elif decision.total_nodes:
+            result = evaluate_preemption(pod, snapshot, engine, decision)
+            if result.message:
+                entry["message"] = f"{decision.message} {result.message}"
+            if result.preemption is not None:
+                chosen = result.preemption
+                for victim in chosen.victims:
+                    snapshot.remove_pod(PodView.from_dict(victim).uid)
+                entry["nominatedNode"] = chosen.node
+                entry["victims"] = [PodView.from_dict(v).key for v in chosen.victims]
+                snapshot.assume(pod, chosen.node)
+        if explain:
+            entry["nodes"] = _explain(decision)
+        placements.append(entry)
+    return placements
+
+
+def render_table(placements: list[dict[str, Any]], out: TextIO) -> None:
+    headers = ("POD", "NODE", "NOMINATED", "VICTIMS", "MESSAGE")
+    rows = [(p["pod"], p["node"] or "<none>", p["nominatedNode"] or "<none>",
+             ",".join(p["victims"]) or "<none>", p["message"]) for p in placements]
+    widths = [max([len(h), *(len(r[i]) for r in rows)]) for i, h in enumerate(headers[:-1])]
+
+    def line(cells: tuple[str, ...]) -> str:
+        return "   ".join([*(c.ljust(w) for c, w in zip(cells, widths, strict=False)),
+                           cells[-1]]).rstrip()
+
+    out.write(line(headers) + "\n")
+    for row, p in zip(rows, placements, strict=True):
+        out.write(line(row) + "\n")
+        for node, info in (p.get("nodes") or {}).items():
+            if info["fits"]:
+                scores = ", ".join(f"{k}={v}" for k, v in (info.get("scores") or {}).items())
+                total = info.get("total")
+                detail = f"fits, score {total}" + (f" ({scores})" if scores else "") \
+                    if total is not None else "fits"
+            else:
+                failed = [f"{k}: {v}" for k, v in info["predicates"].items() if v != "passed"]
+                detail = "rejected: " + "; ".join(failed)
+            out.write(f"    {node}: {detail}\n")
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        policy: Policy = load_policy(_read(args.policy), args.policy) if args.policy \
+            else default_policy()
+        snapshot, pods = load_inputs(args.cluster, args.pods)
+        engine = Engine(policy, seed=args.seed,
+                        percentage_of_nodes_to_score=args.percentage_of_nodes_to_score)
+        placements = simulate(snapshot, pods, engine, explain=args.explain)
+    except PolicyError as exc:
+        print(f"berthmaster simulate: {exc}", file=sys.stderr)
+        return 2
+    except ValueError as exc:  # InputError, quantities, malformed objects
+        print(f"berthmaster simulate: {exc}", file=sys.stderr)
+        return 2
+    result = {"placements": placements}
+    if args.output == "json":
+        json.dump(result, sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    elif args.output == "yaml":
+        yaml.safe_dump(result, sys.stdout, sort_keys=False)
+    else:
+        if not placements:
+            print("no pods to place (pods need spec.schedulerName: berthmaster, or use --pods)")
+        else:
+            render_table(placements, sys.stdout)
+    return 0

@@ -1,0 +1,548 @@
+"""Indexed cluster state the engine decides against, maintained incrementally.
+
+One ``Snapshot`` holds the nodes (as ``NodeInfo``: the node's view plus the running totals of
+the pods counted on it), every pod by uid, and the other objects placement reads (namespaces,
+services and controllers, PDBs, priority classes, volumes). Each update is O(1) or O(labels):
+
+- ``label_index[key][value]`` -> node names, so selectors and topology domains are set lookups;
+- ``pod_label_index[key][value]`` -> uids of the pods counted on nodes, so inter-pod affinity
+  finds matching pods without scanning them all;
+- the distinct affinity terms of assigned pods, counted per node (``term_index``) and filed by
+  the pod labels they could select (``term_anchors``), so the "existing pods' anti-affinity"
+  check meets only the terms that might select the incoming pod.
+
+Pods with ``spec.nodeName`` count on that node (terminal pods never do); pods without it are
+remembered (``get_pod``) but use nothing. ``assume`` counts a pod on a node before its binding
+lands; ``forget`` undoes that. Pods bound to a node the snapshot does not know yet are kept and
+attached when the node arrives.
+
+The snapshot is not thread-safe: the running scheduler mutates it from its single event loop.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any
+
+from berthmaster.scheduler.model import (
+    CPU,
+    EPHEMERAL_STORAGE,
+    MEMORY,
+    NOTHING,
+    PODS,
+    AffinityTerm,
+    LabelSelector,
+    NodeView,
+    Obj,
+    PodView,
+    label_selector,
+    reserve_view_cache,
+    resolve_priority,
+    selector_from_map,
+    view_cache_limit,
+)
+from berthmaster.scheduler.term_anchors import TermsBySelector
+
+NAMESPACED_KINDS = {
+    "Service": "services",
+    "ReplicationController": "replication_controllers",
+    "ReplicaSet": "replica_sets",
+    "StatefulSet": "stateful_sets",
+    "PodDisruptionBudget": "pdbs",
+    "PersistentVolumeClaim": "persistent_volume_claims",
+}
+CLUSTER_KINDS = {
+    "Namespace": "namespaces",
+    "PriorityClass": "priority_classes",
+    "PersistentVolume": "persistent_volumes",
+    "StorageClass": "storage_classes",
+}
+TERM_KINDS = ("anti_required", "affinity_required", "affinity_preferred", "anti_preferred")
+KINDS = frozenset({*NAMESPACED_KINDS, *CLUSTER_KINDS, "Node", "Pod"})
+PREFER_AVOID_PODS_ANNOTATION = "scheduler.alpha.kubernetes.io/preferAvoidPods"
+
+
+def pod_key(pod: Obj) -> str:
+    """The snapshot's key for a pod: metadata.uid, or namespace/name when there is no uid."""
+    meta = pod.get("metadata") or {}
+    uid = meta.get("uid")
+    if uid:
+        return str(uid)
+    return f"{meta.get('namespace') or 'default'}/{meta.get('name') or meta.get('generateName')}"
+
+
+def _object_key(kind: str, obj: Obj) -> str:
+    meta = obj.get("metadata") or {}
+    name = str(meta.get("name") or "")
+    if kind in NAMESPACED_KINDS:
+        return f"{meta.get('namespace') or 'default'}/{name}"
+    return name
+
+
+class NodeInfo:
+    """A node and the aggregate of the pods counted on it (the per-node path reads only this)."""
+
+    __slots__ = ("alloc_cpu", "alloc_ephemeral", "alloc_memory", "alloc_pods", "allocatable",
+                 "labels", "name", "nonzero_cpu", "nonzero_memory", "pods", "req_cpu",
+                 "req_ephemeral", "req_memory", "requested", "taints", "used_ports", "view")
+
+    def __init__(self, view: NodeView) -> None:
+        self.pods: dict[str, PodView] = {}
+        self.requested: dict[str, int] = {}
+        self.used_ports: dict[tuple[str, str, int], int] = {}
+        self.req_cpu = self.req_memory = self.req_ephemeral = 0
+        self.nonzero_cpu = self.nonzero_memory = 0
+        self.set_view(view)
+
+    def set_view(self, view: NodeView) -> None:
+        self.view = view
+        self.name = view.name
+        self.labels = view.labels
+        self.taints = view.taints
+        self.allocatable = view.allocatable
+        self.alloc_cpu = view.allocatable.get(CPU, 0)
+        self.alloc_memory = view.allocatable.get(MEMORY, 0)
+        self.alloc_ephemeral = view.allocatable.get(EPHEMERAL_STORAGE, 0)
+        self.alloc_pods = view.allocatable.get(PODS, 110 if PODS not in view.allocatable else 0)
+
+    def add_pod(self, pod: PodView, sign: int = 1) -> None:
+        if sign > 0:
+            self.pods[pod.uid] = pod
+        else:
+            self.pods.pop(pod.uid, None)
+        req = self.requested
+        for name, amount in pod.requests.items():
+            req[name] = req.get(name, 0) + sign * amount
+        self.req_cpu = req.get(CPU, 0)
+        self.req_memory = req.get(MEMORY, 0)
+        self.req_ephemeral = req.get(EPHEMERAL_STORAGE, 0)
+        self.nonzero_cpu += sign * pod.nonzero_cpu
+        self.nonzero_memory += sign * pod.nonzero_memory
+        ports = self.used_ports
+        for port in pod.host_ports:
+            n = ports.get(port, 0) + sign
+            if n > 0:
+                ports[port] = n
+            else:
+                ports.pop(port, None)
+
+    def clone(self) -> NodeInfo:
+        """A copy whose pod set and totals can change without touching the snapshot."""
+        other = NodeInfo.__new__(NodeInfo)
+        for slot in NodeInfo.__slots__:
+            setattr(other, slot, getattr(self, slot))
+        other.pods = dict(self.pods)
+        other.requested = dict(self.requested)
+        other.used_ports = dict(self.used_ports)
+        return other
+
+    def __repr__(self) -> str:
+        return f"NodeInfo({self.name}, pods={len(self.pods)})"
+
+
+def _counts_on_node(pod: PodView) -> bool:
+    return bool(pod.node_name) and pod.phase not in ("Succeeded", "Failed")
+
+
+class Snapshot:
+    """The cluster as the engine sees it; see the module docstring."""
+
+    def __init__(self) -> None:
+        self._nodes: dict[str, NodeInfo] = {}
+        self._order: list[NodeInfo] | None = []
+        self.label_index: dict[str, dict[str, set[str]]] = {}
+        self._pods: dict[str, PodView] = {}
+        self._pods_by_node: dict[str, dict[str, PodView]] = {}
+        self.pod_label_index: dict[str, dict[str, set[str]]] = {}
+        self.pods_with_required_anti: dict[str, PodView] = {}
+        # pending pods with status.nominatedNodeName, by that node: room reserved by preemption
+        self.nominated_pods: dict[str, dict[str, PodView]] = {}
+        self.pods_with_affinity_terms: dict[str, PodView] = {}
+        # distinct affinity terms of assigned pods -> node name -> how many pods carry it there
+        self.term_index: dict[str, dict[AffinityTerm, dict[str, int]]] = {
+            kind: {} for kind in TERM_KINDS}
+        # the same distinct terms filed by the pod labels they could select (term_anchors)
+        self.term_anchors: dict[str, TermsBySelector] = {
+            kind: TermsBySelector() for kind in TERM_KINDS}
+        self._assumed_previous: dict[str, PodView | None] = {}
+        self.prefer_no_schedule_nodes: set[str] = set()
+        self.tainted_nodes: set[str] = set()  # nodes with a NoSchedule or NoExecute taint
+        self.unschedulable_nodes: set[str] = set()
+        self.avoid_pods_nodes: set[str] = set()
+        self.image_index: dict[str, set[str]] = {}
+        self.namespaces: dict[str, Obj] = {}
+        self.services: dict[str, Obj] = {}
+        self.replication_controllers: dict[str, Obj] = {}
+        self.replica_sets: dict[str, Obj] = {}
+        self.stateful_sets: dict[str, Obj] = {}
+        self.pdbs: dict[str, Obj] = {}
+        self.priority_classes: dict[str, Obj] = {}
+        self.persistent_volumes: dict[str, Obj] = {}
+        self.persistent_volume_claims: dict[str, Obj] = {}
+        self.storage_classes: dict[str, Obj] = {}
+        self._selectors: dict[tuple[str, str], LabelSelector] = {}
+        self.generation = 0
+        # results that depend only on the nodes (e.g. node sets matching a selector); cleared
+        # whenever a node is added, changed or removed
+        self.node_cache: dict[Any, Any] = {}
+
+    # ---------------------------------------------------------------- building
+    @classmethod
+    def build(cls, *, nodes: Iterable[Obj] = (), pods: Iterable[Obj] = (),
+              namespaces: Iterable[Obj] = (), services: Iterable[Obj] = (),
+              replication_controllers: Iterable[Obj] = (), replica_sets: Iterable[Obj] = (),
+              stateful_sets: Iterable[Obj] = (), pdbs: Iterable[Obj] = (),
+              priority_classes: Iterable[Obj] = (), persistent_volumes: Iterable[Obj] = (),
+              persistent_volume_claims: Iterable[Obj] = (),
+              storage_classes: Iterable[Obj] = ()) -> Snapshot:
+        snap = cls()
+        groups: list[tuple[str, Iterable[Obj]]] = [
+            ("Namespace", namespaces), ("PriorityClass", priority_classes),
+            ("Service", services), ("ReplicationController", replication_controllers),
+            ("ReplicaSet", replica_sets), ("StatefulSet", stateful_sets),
+            ("PodDisruptionBudget", pdbs), ("PersistentVolume", persistent_volumes),
+            ("PersistentVolumeClaim", persistent_volume_claims),
+            ("StorageClass", storage_classes)]
+        for kind, objs in groups:
+            for obj in objs:
+                snap.upsert(kind, obj)
+        for node in nodes:
+            snap.upsert_node(node)
+        for pod in pods:
+            snap.upsert_pod(pod)
+        return snap
+
+    def copy(self) -> Snapshot:
+        """An independent snapshot (for what-if work such as preemption dry runs)."""
+        other = Snapshot()
+        for kind, attr in {**NAMESPACED_KINDS, **CLUSTER_KINDS}.items():
+            for obj in getattr(self, attr).values():
+                other.upsert(kind, obj)
+        for info in self._nodes.values():
+            other.upsert_node(info.view.raw)
+        for pod in self._pods.values():
+            other._add_view(pod)
+        return other
+
+    # ---------------------------------------------------------------- nodes
+    def upsert_node(self, node: Obj) -> None:
+        view = NodeView.from_dict(node)
+        name = view.name
+        if not name:
+            raise ValueError("node without metadata.name: every Node needs a name")
+        info = self._nodes.get(name)
+        if info is None:
+            info = NodeInfo(view)
+            self._nodes[name] = info
+            if self._order is not None:
+                self._order.append(info)
+            for pod in self._pods_by_node.get(name, {}).values():
+                info.add_pod(pod)
+        else:
+            self._unindex_node(info)
+            info.set_view(view)
+        self._index_node(info)
+        self.node_cache.clear()
+        self.generation += 1
+
+    def remove_node(self, name: str) -> None:
+        info = self._nodes.pop(name, None)
+        if info is None:
+            return
+        self._unindex_node(info)
+        self._order = None
+        self.node_cache.clear()
+        self.generation += 1
+
+    def _index_node(self, info: NodeInfo) -> None:
+        for k, v in info.labels.items():
+            self.label_index.setdefault(k, {}).setdefault(v, set()).add(info.name)
+        if any(t.effect == "PreferNoSchedule" for t in info.taints):
+            self.prefer_no_schedule_nodes.add(info.name)
+        if any(t.effect in ("NoSchedule", "NoExecute") for t in info.taints):
+            self.tainted_nodes.add(info.name)
+        if info.view.unschedulable:
+            self.unschedulable_nodes.add(info.name)
+        if PREFER_AVOID_PODS_ANNOTATION in info.view.annotations:
+            self.avoid_pods_nodes.add(info.name)
+        for image in info.view.images:
+            self.image_index.setdefault(image, set()).add(info.name)
+
+    def _unindex_node(self, info: NodeInfo) -> None:
+        for k, v in info.labels.items():
+            values = self.label_index.get(k)
+            if values is not None and v in values:
+                values[v].discard(info.name)
+                if not values[v]:
+                    del values[v]
+                if not values:
+                    del self.label_index[k]
+        self.prefer_no_schedule_nodes.discard(info.name)
+        self.tainted_nodes.discard(info.name)
+        self.unschedulable_nodes.discard(info.name)
+        self.avoid_pods_nodes.discard(info.name)
+        for image in info.view.images:
+            holders = self.image_index.get(image)
+            if holders is not None:
+                holders.discard(info.name)
+                if not holders:
+                    del self.image_index[image]
+
+    # ---------------------------------------------------------------- pods
+    def upsert_pod(self, pod: Obj) -> None:
+        uid = pod_key(pod)
+        self._assumed_previous.pop(uid, None)
+        self._remove_view(uid)
+        self._add_view(PodView.from_dict(pod))
+
+    def remove_pod(self, uid: str) -> None:
+        self._assumed_previous.pop(uid, None)
+        self._remove_view(uid)
+
+    def assume(self, pod: Obj, node_name: str) -> None:
+        """Count ``pod`` on ``node_name`` before its binding is confirmed by a watch event."""
+        bound = copy.copy(dict(pod))
+        bound["spec"] = {**(pod.get("spec") or {}), "nodeName": node_name}
+        uid = pod_key(pod)
+        previous = self._pods.get(uid)
+        if uid not in self._assumed_previous:
+            self._assumed_previous[uid] = previous
+        self._remove_view(uid)
+        self._add_view(PodView.from_dict(bound))
+
+    def forget(self, pod: Obj) -> None:
+        """Undo ``assume`` (the binding failed); the pod's earlier version comes back."""
+        uid = pod_key(pod)
+        if uid not in self._assumed_previous:
+            return
+        previous = self._assumed_previous.pop(uid)
+        self._remove_view(uid)
+        if previous is not None:
+            self._add_view(previous)
+
+    def is_assumed(self, uid: str) -> bool:
+        return uid in self._assumed_previous
+
+    def upsert_view(self, view: PodView) -> None:
+        """``upsert_pod`` with a view already built (e.g. one taken out for a what-if)."""
+        self._assumed_previous.pop(view.uid, None)
+        self._remove_view(view.uid)
+        self._add_view(view)
+
+    def _add_view(self, view: PodView) -> None:
+        uid = view.uid
+        self._pods[uid] = view
+        if 2 * len(self._pods) > view_cache_limit():
+            # keep every pod of this snapshot cacheable, or rebuilding views would thrash
+            reserve_view_cache(2 * len(self._pods))
+        if not _counts_on_node(view):
+            if view.nominated_node and not view.node_name \
+                    and view.phase not in ("Succeeded", "Failed"):
+                self.nominated_pods.setdefault(view.nominated_node, {})[uid] = view
+            return
+        self._pods_by_node.setdefault(view.node_name, {})[uid] = view
+        info = self._nodes.get(view.node_name)
+        if info is not None:
+            info.add_pod(view)
+        for k, v in view.labels.items():
+            self.pod_label_index.setdefault(k, {}).setdefault(v, set()).add(uid)
+        if view.anti_required:
+            self.pods_with_required_anti[uid] = view
+        if view.anti_required or view.affinity_required or view.affinity_preferred \
+                or view.anti_preferred:
+            self.pods_with_affinity_terms[uid] = view
+            self._index_terms(view, 1)
+        self.generation += 1
+
+    def _remove_view(self, uid: str) -> None:
+        view = self._pods.pop(uid, None)
+        if view is None:
+            return
+        if not _counts_on_node(view):
+            nominated = self.nominated_pods.get(view.nominated_node)
+            if nominated is not None:
+                nominated.pop(uid, None)
+                if not nominated:
+                    del self.nominated_pods[view.nominated_node]
+            return
+        on_node = self._pods_by_node.get(view.node_name)
+        if on_node is not None:
+            on_node.pop(uid, None)
+            if not on_node:
+                del self._pods_by_node[view.node_name]
+        info = self._nodes.get(view.node_name)
+        if info is not None and uid in info.pods:
+            info.add_pod(view, -1)
+        for k, v in view.labels.items():
+            values = self.pod_label_index.get(k)
+            if values is not None and v in values:
+                values[v].discard(uid)
+                if not values[v]:
+                    del values[v]
+                if not values:
+                    del self.pod_label_index[k]
+        self.pods_with_required_anti.pop(uid, None)
+        if self.pods_with_affinity_terms.pop(uid, None) is not None:
+            self._index_terms(view, -1)
+        self.generation += 1
+
+    def _index_terms(self, view: PodView, sign: int) -> None:
+        for kind in TERM_KINDS:
+            index = self.term_index[kind]
+            for term in getattr(view, kind):
+                by_node = index.get(term)
+                if by_node is None:
+                    by_node = index[term] = {}
+                    self.term_anchors[kind].add(term)
+                n = by_node.get(view.node_name, 0) + sign
+                if n > 0:
+                    by_node[view.node_name] = n
+                else:
+                    by_node.pop(view.node_name, None)
+                    if not by_node:
+                        del index[term]
+                        self.term_anchors[kind].discard(term)
+
+    # ---------------------------------------------------------------- other kinds
+    def upsert(self, kind: str, obj: Obj) -> None:
+        if kind == "Node":
+            self.upsert_node(obj)
+        elif kind == "Pod":
+            self.upsert_pod(obj)
+        elif kind in NAMESPACED_KINDS or kind in CLUSTER_KINDS:
+            attr = NAMESPACED_KINDS.get(kind) or CLUSTER_KINDS[kind]
+            key = _object_key(kind, obj)
+            getattr(self, attr)[key] = obj
+            self._selectors.pop((kind, key), None)
+            self.generation += 1
+        else:
+            raise ValueError(f"unsupported kind {kind!r}; the snapshot holds {sorted(KINDS)}")
+
+    def remove(self, kind: str, obj: Obj) -> None:
+        if kind == "Node":
+            self.remove_node(str((obj.get("metadata") or {}).get("name", "")))
+        elif kind == "Pod":
+            self.remove_pod(pod_key(obj))
+        elif kind in NAMESPACED_KINDS or kind in CLUSTER_KINDS:
+            attr = NAMESPACED_KINDS.get(kind) or CLUSTER_KINDS[kind]
+            key = _object_key(kind, obj)
+            getattr(self, attr).pop(key, None)
+            self._selectors.pop((kind, key), None)
+            self.generation += 1
+        else:
+            raise ValueError(f"unsupported kind {kind!r}; the snapshot holds {sorted(KINDS)}")
+
+    # ---------------------------------------------------------------- reading
+    @property
+    def node_names(self) -> list[str]:
+        return [n.name for n in self.node_list()]
+
+    @property
+    def nodes(self) -> Mapping[str, NodeInfo]:
+        return self._nodes
+
+    def node_list(self) -> list[NodeInfo]:
+        """Nodes in a stable order (insertion order), the order the engine rotates through."""
+        if self._order is None:
+            self._order = list(self._nodes.values())
+        return self._order
+
+    def node(self, name: str) -> NodeInfo | None:
+        return self._nodes.get(name)
+
+    def pods_on(self, node_name: str) -> list[PodView]:
+        return list(self._pods_by_node.get(node_name, {}).values())
+
+    def get_pod(self, uid: str) -> PodView | None:
+        return self._pods.get(uid)
+
+    @property
+    def pods(self) -> Mapping[str, PodView]:
+        return self._pods
+
+    def assigned_pods(self) -> Iterator[PodView]:
+        for on_node in self._pods_by_node.values():
+            yield from on_node.values()
+
+    def namespace_labels(self, namespace: str) -> dict[str, str]:
+        ns = self.namespaces.get(namespace)
+        if ns is None:
+            return {}
+        return {str(k): str(v) for k, v in ((ns.get("metadata") or {}).get("labels") or {}).items()}
+
+    def priority(self, pod: PodView) -> int:
+        if pod.priority is not None:
+            return pod.priority
+        return resolve_priority(pod.raw, self.priority_classes)
+
+    def pods_matching(self, selector: LabelSelector, namespaces: Iterable[str] | None = None
+                      ) -> list[PodView]:
+        """Assigned pods matching ``selector`` (in ``namespaces`` when given), via the index."""
+        if selector.matches_nothing:
+            return []
+        candidates: set[str] | None = None
+        for r in selector.requirements:
+            if r.operator == "In":
+                values = self.pod_label_index.get(r.key, {})
+                found: set[str] = set()
+                for v in r.values:
+                    found |= values.get(v, set())
+            elif r.operator == "Exists":
+                found = set()
+                for uids in self.pod_label_index.get(r.key, {}).values():
+                    found |= uids
+            else:
+                continue
+            candidates = found if candidates is None else candidates & found
+            if not candidates:
+                return []
+        ns = None if namespaces is None else set(namespaces)
+        pool: Iterable[PodView] = (self._pods[u] for u in candidates) \
+            if candidates is not None else self.assigned_pods()
+        return [p for p in pool if (ns is None or p.namespace in ns)
+                and selector.matches(p.labels)]
+
+    def selector_of(self, kind: str, key: str) -> LabelSelector:
+        """The compiled pod selector of a Service/RC (map) or ReplicaSet/StatefulSet/PDB."""
+        cached = self._selectors.get((kind, key))
+        attr = NAMESPACED_KINDS[kind]
+        obj = getattr(self, attr).get(key)
+        if obj is None:
+            return NOTHING
+        if cached is not None:
+            return cached
+        raw = (obj.get("spec") or {}).get("selector")
+        if kind in ("Service", "ReplicationController"):
+            sel = selector_from_map(raw)
+        else:
+            sel = label_selector(raw) if raw else NOTHING
+        self._selectors[(kind, key)] = sel
+        return sel
+
+    def services_of(self, pod: PodView) -> list[Obj]:
+        """Services in the pod's namespace whose selector matches the pod."""
+        return [svc for key, svc in self.services.items()
+                if key.startswith(pod.namespace + "/")
+                and self.selector_of("Service", key).matches(pod.labels)]
+
+    def controller_selectors(self, pod: PodView) -> list[LabelSelector]:
+        """Selectors of the services, RCs, ReplicaSets and StatefulSets that select the pod."""
+        out: list[LabelSelector] = []
+        prefix = pod.namespace + "/"
+        for kind, attr in (("Service", "services"), ("ReplicationController",
+                                                     "replication_controllers"),
+                           ("ReplicaSet", "replica_sets"), ("StatefulSet", "stateful_sets")):
+            for key in getattr(self, attr):
+                if key.startswith(prefix):
+                    sel = self.selector_of(kind, key)
+                    if sel.matches(pod.labels):
+                        out.append(sel)
+        return out
+
+    def __len__(self) -> int:
+        return len(self._nodes)
+
+    def describe(self) -> dict[str, Any]:
+        return {"nodes": len(self._nodes), "pods": len(self._pods),
+                "assigned": sum(len(p) for p in self._pods_by_node.values())}

@@ -1,0 +1,110 @@
+"""Rendering the Helm chart in tests: helm itself, the value sets, and the rendered objects.
+
+Design: every test renders through the real ``helm`` binary (the one the local control plane
+builds from the Go module proxy), so lint, schema validation and template logic are Helm's own.
+The value sets users are expected to reach for are named here once; tests iterate over them.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[3]
+CHART = ROOT / "charts" / "berthmaster"
+CRDS = ROOT / "deploy" / "crds"
+SAMPLES = ROOT / "deploy" / "samples"
+MANIFESTS = ROOT / "deploy" / "manifests"
+SEED_SAMPLES = Path(__file__).resolve().parent / "seed_samples"
+SEED_SCHEDULING = ROOT.parent / "shared" / "seeds" / "002_ac35c3fd0bf2da93.txt"
+
+# name -> --set arguments. "defaults" is what `helm install berthmaster charts/berthmaster` does.
+VALUE_SETS: dict[str, list[str]] = {
+    "defaults": [],
+    "ha-off": ["scheduler.replicas=1", "scheduler.leaderElection.enabled=false"],
+    "servicemonitor-on": ["metrics.serviceMonitor.enabled=true",
+                          "metrics.serviceMonitor.labels.release=prometheus"],
+    "tuned": ["scheduler.name=zonal", "priorityClassName=",
+              "operator.watchNamespaces={openshift-machine-api,kube-system}",
+              "operator.capabilities={machines,deschedulers}",
+              "operator.podDisruptionBudget.enabled=true",
+              "scheduler.extraArgs={--log-format=text}"],
+}
+
+
+def helm_binary() -> Path:
+    from berthmaster.devcluster.build import binary_path
+
+    return binary_path("helm")
+
+
+def helm(*args: str, input: str | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(helm_binary()), *args], input=input, capture_output=True,
+                          text=True, timeout=120, check=False)
+
+
+def without_symlink_notes(stderr: str) -> str:
+    """helm notes once per run that crds/ is a symlink; that line is expected, not an error."""
+    return "\n".join(line for line in stderr.splitlines()
+                     if "found symbolic link in path" not in line).strip()
+
+
+def template(sets: Sequence[str] = (), release: str = "berthmaster",
+             namespace: str = "berthmaster", include_crds: bool = False
+             ) -> subprocess.CompletedProcess[str]:
+    args = ["template", release, str(CHART), "--namespace", namespace]
+    if include_crds:
+        args.append("--include-crds")
+    for value in sets:
+        args += ["--set", value]
+    return helm(*args)
+
+
+def render(sets: Sequence[str] = (), release: str = "berthmaster",
+           namespace: str = "berthmaster") -> list[dict[str, Any]]:
+    """The chart's objects for these values; fails the test with helm's message if it fails."""
+    result = template(sets, release, namespace)
+    assert result.returncode == 0, f"helm template {' '.join(sets)} failed:\n{result.stderr}"
+    return [doc for doc in yaml.safe_load_all(result.stdout) if doc]
+
+
+def find(objects: Sequence[Mapping[str, Any]], kind: str, name_suffix: str = ""
+         ) -> list[Mapping[str, Any]]:
+    return [obj for obj in objects if obj["kind"] == kind
+            and obj["metadata"]["name"].endswith(name_suffix)]
+
+
+def one(objects: Sequence[Mapping[str, Any]], kind: str, name_suffix: str = ""
+        ) -> Mapping[str, Any]:
+    found = find(objects, kind, name_suffix)
+    assert len(found) == 1, f"expected one {kind} *{name_suffix}, found {len(found)}"
+    return found[0]
+
+
+def pod_templates(objects: Sequence[Mapping[str, Any]]) -> Iterator[tuple[str, Mapping[str, Any]]]:
+    for obj in objects:
+        if obj["kind"] in ("Deployment", "StatefulSet", "DaemonSet", "Job"):
+            yield obj["metadata"]["name"], obj["spec"]["template"]
+
+
+def component_of(obj: Mapping[str, Any]) -> str:
+    return str(obj["metadata"]["labels"]["app.kubernetes.io/component"])
+
+
+def to_yaml(objects: Sequence[Mapping[str, Any]]) -> str:
+    return yaml.safe_dump_all(list(objects), sort_keys=False)
+
+
+def seed_default_policy() -> dict[str, Any]:
+    """The default Policy file, read straight out of the OpenShift scheduling document."""
+    import json
+
+    text = SEED_SCHEDULING.read_text()
+    start = text.index("Default scheduler configuration file")
+    body = text[text.index("{", start):text.index("16.2.4.1.", start)]
+    policy: dict[str, Any] = json.loads(body)
+    return policy

@@ -1,0 +1,37 @@
+"""The chart installed for real with ``helm install``, shared by the tests that need it.
+
+One release per test session, in its own namespace, with a scheduler name no other test uses
+(``zonal``), so the scheduler run under the chart's RBAC only ever sees its own pods. It is
+uninstalled at the end.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+
+import pytest
+
+from berthmaster.devcluster.cluster import RunningCluster
+from tests.integration.chart.chartkit import CHART, helm
+
+INSTALLED_VALUES = ["scheduler.name=zonal"]
+
+
+@pytest.fixture(scope="session")
+def installed(cluster: RunningCluster) -> Iterator[dict[str, str]]:
+    release = f"bm{uuid.uuid4().hex[:5]}"
+    namespace = f"{release}-system"
+    args = ["install", release, str(CHART), "--namespace", namespace, "--create-namespace",
+            "--kubeconfig", str(cluster.kubeconfig)]
+    for value in INSTALLED_VALUES:
+        args += ["--set", value]
+    result = helm(*args)
+    assert result.returncode == 0, result.stderr
+    try:
+        yield {"release": release, "namespace": namespace, "notes": result.stdout,
+               "prefix": f"{release}-berthmaster"}
+    finally:
+        helm("uninstall", release, "--namespace", namespace, "--kubeconfig",
+             str(cluster.kubeconfig), "--wait=false")
+        cluster.kubectl("delete", "namespace", namespace, "--wait=false")

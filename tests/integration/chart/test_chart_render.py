@@ -1,0 +1,258 @@
+"""The chart renders what the issue promises, for every value set; helm lint passes.
+
+No cluster here: helm's own lint and template over the value sets users reach for, then checks
+on the rendered objects (replicas, leader election wired to the RBAC Lease name, the seed's
+default Policy, restricted security contexts, labels, PDBs, ServiceMonitor). The container
+arguments are parsed by berthmaster's real CLI parser, so a flag the program does not know fails
+here rather than in a CrashLoopBackOff.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Mapping
+from typing import Any
+
+import pytest
+
+from berthmaster.cli import build_parser
+from tests.integration.chart.chartkit import (
+    CHART,
+    VALUE_SETS,
+    find,
+    helm,
+    one,
+    pod_templates,
+    render,
+    seed_default_policy,
+)
+
+
+@pytest.mark.parametrize("value_set", sorted(VALUE_SETS))
+def test_helm_lint_passes(value_set: str) -> None:
+    args = ["lint", str(CHART), "--strict"]
+    for value in VALUE_SETS[value_set]:
+        args += ["--set", value]
+    result = helm(*args)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "0 chart(s) failed" in result.stdout
+
+
+def container(objects: list[dict[str, Any]], component: str) -> Mapping[str, Any]:
+    deployment = one(objects, "Deployment", f"-{component}")
+    containers = deployment["spec"]["template"]["spec"]["containers"]
+    assert len(containers) == 1
+    return containers[0]  # type: ignore[no-any-return]
+
+
+def parsed_args(args: list[str]) -> argparse.Namespace:
+    """Parse a container's args with the image's entrypoint parser (``berthmaster ...``)."""
+    # $(POD_NAME) is expanded by the kubelet; any string parses the same way.
+    expanded = [arg.replace("$(POD_NAME)", "pod-0") for arg in args]
+    return build_parser(expanded[0]).parse_args(expanded)
+
+
+@pytest.mark.parametrize("value_set", sorted(VALUE_SETS))
+def test_container_args_parse_with_the_real_cli(value_set: str) -> None:
+    objects = render(VALUE_SETS[value_set])
+    for component, command in (("scheduler", "scheduler"), ("operator", "operator")):
+        args = list(container(objects, component)["args"])
+        assert args[0] == command
+        parsed_args(args)  # argparse exits (SystemExit) on an unknown flag or a bad value
+
+
+def test_scheduler_defaults_two_replicas_with_leader_election_on_its_own_lease() -> None:
+    objects = render()
+    deployment = one(objects, "Deployment", "-scheduler")
+    assert deployment["spec"]["replicas"] == 2
+    args = parsed_args(list(container(objects, "scheduler")["args"]))
+    assert args.scheduler_name == "berthmaster"
+    assert args.leader_elect is True
+    assert args.leader_elect_lease_name == "berthmaster"
+    assert args.leader_elect_lease_namespace == "berthmaster"
+    assert args.policy == "/etc/berthmaster/policy.json"
+    assert args.metrics_bind_address == "0.0.0.0:10260"
+    # The Role lets it touch exactly that Lease (create cannot be narrowed by name).
+    role = one(objects, "Role", "-scheduler-leader-election")
+    assert role["metadata"]["namespace"] == "berthmaster"
+    named = [rule for rule in role["rules"] if rule.get("resourceNames")]
+    assert named == [{"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
+                      "resourceNames": ["berthmaster"], "verbs": ["get", "update"]}]
+    # Two replicas: a PDB keeps one, and anti-affinity spreads them.
+    pdb = one(objects, "PodDisruptionBudget", "-scheduler")
+    assert pdb["spec"]["minAvailable"] == 1
+    assert pdb["spec"]["selector"]["matchLabels"] == (
+        deployment["spec"]["selector"]["matchLabels"])
+    assert "podAntiAffinity" in deployment["spec"]["template"]["spec"]["affinity"]
+
+
+def test_scheduler_name_is_configurable_and_follows_into_the_lease() -> None:
+    objects = render(VALUE_SETS["tuned"])
+    args = parsed_args(list(container(objects, "scheduler")["args"]))
+    assert args.scheduler_name == "zonal"
+    assert args.leader_elect_lease_name == "zonal"
+    role = one(objects, "Role", "-scheduler-leader-election")
+    assert ["zonal"] in [rule.get("resourceNames") for rule in role["rules"]]
+    assert args.log_format == "text"
+
+
+def test_ha_off_runs_one_scheduler_without_election_or_budget() -> None:
+    objects = render(VALUE_SETS["ha-off"])
+    assert one(objects, "Deployment", "-scheduler")["spec"]["replicas"] == 1
+    args = parsed_args(list(container(objects, "scheduler")["args"]))
+    assert args.leader_elect is False
+    assert find(objects, "Role", "-scheduler-leader-election") == []
+    assert find(objects, "PodDisruptionBudget") == []
+
+
+def test_policy_config_map_holds_the_documented_default_policy() -> None:
+    objects = render()
+    config_map = one(objects, "ConfigMap", "-scheduler-policy")
+    assert json.loads(config_map["data"]["policy.json"]) == seed_default_policy()
+    volumes = one(objects, "Deployment", "-scheduler")["spec"]["template"]["spec"]["volumes"]
+    assert {"name": "policy", "configMap": {"name": config_map["metadata"]["name"]}} in volumes
+
+
+def test_a_custom_policy_replaces_the_default_and_rolls_the_pods() -> None:
+    custom = ["scheduler.policy.kind=Policy", "scheduler.policy.apiVersion=v1",
+              "scheduler.policy.predicates[0].name=PodToleratesNodeTaints",
+              "scheduler.policy.priorities[0].name=LeastRequestedPriority",
+              "scheduler.policy.priorities[0].weight=1"]
+    objects = render(custom)
+    policy = json.loads(one(objects, "ConfigMap", "-scheduler-policy")["data"]["policy.json"])
+    assert policy == {"kind": "Policy", "apiVersion": "v1",
+                      "predicates": [{"name": "PodToleratesNodeTaints"}],
+                      "priorities": [{"name": "LeastRequestedPriority", "weight": 1}]}
+
+    def checksum(objs: list[dict[str, Any]]) -> str:
+        template = one(objs, "Deployment", "-scheduler")["spec"]["template"]
+        return str(template["metadata"]["annotations"]["berthmaster.io/policy-checksum"])
+
+    assert checksum(objects) != checksum(render())
+
+
+def test_operator_is_one_standalone_replica_with_a_kopf_liveness_probe() -> None:
+    objects = render()
+    deployment = one(objects, "Deployment", "-operator")
+    assert deployment["spec"]["replicas"] == 1
+    assert deployment["spec"]["strategy"] == {"type": "Recreate"}
+    operator = container(objects, "operator")
+    args = parsed_args(list(operator["args"]))
+    assert args.standalone is True
+    assert args.liveness == "http://0.0.0.0:8080/healthz"
+    assert operator["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "health"}
+    assert {"name": "health", "containerPort": 8080, "protocol": "TCP"} in operator["ports"]
+    env = {item["name"]: item.get("value") for item in operator["env"]}
+    assert env["BERTHMASTER_IMAGE"] == "berthmaster:0.1.0"
+
+
+def test_operator_scope_values_become_flags() -> None:
+    args = parsed_args(list(container(render(VALUE_SETS["tuned"]), "operator")["args"]))
+    assert args.namespace == ["openshift-machine-api", "kube-system"]
+    assert args.only == ["machines", "deschedulers"]
+
+
+@pytest.mark.parametrize("value_set", sorted(VALUE_SETS))
+def test_every_pod_meets_the_restricted_profile(value_set: str) -> None:
+    for name, template in pod_templates(render(VALUE_SETS[value_set])):
+        spec = template["spec"]
+        assert spec["securityContext"]["runAsNonRoot"] is True, name
+        assert spec["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}, name
+        mounts_tmp = False
+        for c in spec["containers"]:
+            security = c["securityContext"]
+            assert security["allowPrivilegeEscalation"] is False, name
+            assert security["capabilities"]["drop"] == ["ALL"], name
+            assert security["readOnlyRootFilesystem"] is True, name
+            assert security["runAsNonRoot"] is True, name
+            assert security["seccompProfile"] == {"type": "RuntimeDefault"}, name
+            mounts_tmp = any(m["mountPath"] == "/tmp" for m in c["volumeMounts"])
+        assert mounts_tmp, f"{name}: a read-only root needs the /tmp emptyDir"
+        assert {"name": "tmp", "emptyDir": {"sizeLimit": "64Mi"}} in spec["volumes"], name
+
+
+def test_priority_class_is_set_and_can_be_cleared() -> None:
+    for _, template in pod_templates(render()):
+        assert template["spec"]["priorityClassName"] == "system-cluster-critical"
+    for _, template in pod_templates(render(VALUE_SETS["tuned"])):
+        assert "priorityClassName" not in template["spec"]
+
+
+@pytest.mark.parametrize("value_set", sorted(VALUE_SETS))
+def test_every_object_carries_the_standard_labels(value_set: str) -> None:
+    for obj in render(VALUE_SETS[value_set]):
+        labels = obj["metadata"]["labels"]
+        where = f"{obj['kind']} {obj['metadata']['name']}"
+        for key in ("app.kubernetes.io/name", "app.kubernetes.io/instance",
+                    "app.kubernetes.io/version", "app.kubernetes.io/managed-by",
+                    "app.kubernetes.io/component", "app.kubernetes.io/part-of",
+                    "helm.sh/chart"):
+            assert key in labels, f"{where} lacks label {key}"
+
+
+def test_one_service_account_per_component_each_bound_to_its_own_role() -> None:
+    objects = render()
+    accounts = {sa["metadata"]["name"] for sa in find(objects, "ServiceAccount")}
+    assert accounts == {"berthmaster-scheduler", "berthmaster-operator"}
+    for deployment in find(objects, "Deployment"):
+        component = deployment["metadata"]["labels"]["app.kubernetes.io/component"]
+        assert deployment["spec"]["template"]["spec"]["serviceAccountName"] == (
+            f"berthmaster-{component}")
+    for binding in find(objects, "ClusterRoleBinding"):
+        assert binding["roleRef"]["name"] == binding["metadata"]["name"]
+        assert binding["subjects"] == [{"kind": "ServiceAccount",
+                                        "name": binding["metadata"]["name"],
+                                        "namespace": "berthmaster"}]
+
+
+def granted(rules: list[dict[str, Any]]) -> set[tuple[str, str, str]]:
+    return {(group, resource, verb) for rule in rules if not rule.get("resourceNames")
+            for group in rule["apiGroups"] for resource in rule["resources"]
+            for verb in rule["verbs"]}
+
+
+def test_operator_holds_every_permission_of_the_descheduler_role_it_writes() -> None:
+    """RBAC lets the operator write a role only if it holds each of the role's permissions."""
+    from berthmaster.operator.deschedulers.build import build_cluster_role
+
+    descheduler = {"metadata": {"name": "sample", "uid": "u"}, "spec": {}}
+    wanted = granted(build_cluster_role(descheduler)["rules"])
+    held = granted(one(render(), "ClusterRole", "-operator")["rules"])
+    assert wanted - held == set(), (
+        "the descheduler ClusterRole grants what the operator lacks; add it to "
+        "templates/operator-rbac.yaml and the README's RBAC table")
+
+
+def test_no_role_grants_wildcards_or_secrets() -> None:
+    for value_set in VALUE_SETS.values():
+        for role in find(render(value_set), "ClusterRole") + find(render(value_set), "Role"):
+            for rule in role["rules"]:
+                where = f"{role['metadata']['name']}: {rule}"
+                assert "*" not in rule["verbs"] and "*" not in rule["resources"], where
+                assert "*" not in rule["apiGroups"], where
+                assert "secrets" not in rule["resources"], where
+                assert not {"escalate", "impersonate"} & set(rule["verbs"]), where
+
+
+def test_metrics_service_selects_the_scheduler_and_names_its_port() -> None:
+    objects = render()
+    service = one(objects, "Service", "-scheduler-metrics")
+    deployment = one(objects, "Deployment", "-scheduler")
+    assert service["spec"]["selector"] == deployment["spec"]["selector"]["matchLabels"]
+    assert service["spec"]["ports"] == [{"name": "metrics", "port": 10260,
+                                         "targetPort": "metrics", "protocol": "TCP"}]
+
+
+def test_service_monitor_only_when_asked() -> None:
+    assert find(render(), "ServiceMonitor") == []
+    objects = render(VALUE_SETS["servicemonitor-on"])
+    monitor = one(objects, "ServiceMonitor")
+    service = one(objects, "Service", "-scheduler-metrics")
+    assert monitor["apiVersion"] == "monitoring.coreos.com/v1"
+    assert monitor["metadata"]["labels"]["release"] == "prometheus"
+    assert monitor["spec"]["selector"]["matchLabels"].items() <= (
+        service["metadata"]["labels"].items())
+    assert monitor["spec"]["endpoints"] == [{"port": "metrics", "path": "/metrics",
+                                             "interval": "30s", "scrapeTimeout": "10s"}]
+    assert monitor["spec"]["namespaceSelector"] == {"matchNames": ["berthmaster"]}

@@ -1,0 +1,167 @@
+"""One source of truth, and an image consistent with the package, checked without Docker.
+
+- charts/berthmaster/crds is a symlink to deploy/crds; ``helm package`` follows it, so the
+  packaged chart carries byte-identical copies of every CRD file.
+- deploy/manifests/ is the chart's rendering (``hack/render-manifests.py --check``).
+- The Dockerfile builds a wheel with ``pip wheel . --no-deps`` and installs it: the same wheel,
+  built here, holds berthmaster.scheduler and berthmaster.operator (never top-level
+  ``scheduler``/``operator``), the data files, and the ``berthmaster`` console script the
+  image's ENTRYPOINT names. The image's user is the chart's runAsUser.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import tarfile
+import zipfile
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.integration.chart.chartkit import CHART, CRDS, ROOT, helm, render
+
+
+def test_chart_crds_are_a_link_to_deploy_crds() -> None:
+    link = CHART / "crds"
+    assert link.is_symlink(), "charts/berthmaster/crds must be a symlink to deploy/crds"
+    assert link.resolve() == CRDS.resolve()
+
+
+def test_packaged_chart_carries_every_crd_byte_for_byte(tmp_path: Path) -> None:
+    result = helm("package", str(CHART), "--destination", str(tmp_path))
+    assert result.returncode == 0, result.stderr
+    (archive,) = tmp_path.glob("berthmaster-*.tgz")
+    with tarfile.open(archive) as tar:
+        packaged = {Path(member.name).name: tar.extractfile(member).read()  # type: ignore[union-attr]
+                    for member in tar.getmembers()
+                    if member.name.startswith("berthmaster/crds/") and member.isfile()}
+    expected = {path.name: path.read_bytes() for path in CRDS.glob("*.yaml")}
+    assert expected, "deploy/crds/ is empty"
+    assert packaged == expected
+
+
+def test_template_with_crds_includes_each_crd_once() -> None:
+    result = helm("template", "berthmaster", str(CHART), "--include-crds")
+    assert result.returncode == 0, result.stderr
+    names = [doc["metadata"]["name"] for doc in yaml.safe_load_all(result.stdout)
+             if doc and doc["kind"] == "CustomResourceDefinition"]
+    expected = [yaml.safe_load(path.read_text())["metadata"]["name"]
+                for path in sorted(CRDS.glob("*.yaml"))]
+    assert sorted(names) == sorted(expected)
+
+
+def test_plain_manifests_are_the_chart_rendering() -> None:
+    result = subprocess.run([sys.executable, str(ROOT / "hack" / "render-manifests.py"),
+                             "--check"], capture_output=True, text=True, check=False)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_plain_manifests_hold_the_default_rendering() -> None:
+    manifests = [doc for doc in yaml.safe_load_all(
+        (ROOT / "deploy" / "manifests" / "berthmaster.yaml").read_text()) if doc]
+    rendered = render()
+    assert [(o["kind"], o["metadata"]["name"]) for o in manifests] == [
+        (o["kind"], o["metadata"]["name"]) for o in rendered]
+    for obj in manifests:
+        assert obj["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "kubectl"
+
+
+# ---- the image, as far as it can be checked without Docker ---------------------------------
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("wheel")
+    result = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps",
+         "--wheel-dir", str(out), str(ROOT)],
+        capture_output=True, text=True, check=False, timeout=300)
+    assert result.returncode == 0, result.stdout + result.stderr
+    (built,) = out.glob("berthmaster-*.whl")
+    return built
+
+
+def test_wheel_holds_the_mapped_packages_and_no_top_level_ones(wheel: Path) -> None:
+    names = zipfile.ZipFile(wheel).namelist()
+    top_level = {name.split("/")[0] for name in names if not name.endswith(".dist-info/")}
+    assert {n for n in top_level if not n.endswith(".dist-info")} == {"berthmaster"}
+    for required in ("berthmaster/cli.py", "berthmaster/scheduler/__init__.py",
+                     "berthmaster/scheduler/daemon/command.py",
+                     "berthmaster/scheduler/data/default-policy.json",
+                     "berthmaster/operator/__init__.py", "berthmaster/operator/command.py"):
+        assert required in names, f"{required} missing from the wheel"
+    assert not [n for n in names if n.startswith(("scheduler/", "operator/"))]
+
+
+def test_every_source_folder_is_a_package() -> None:
+    """setup.py packages folders with an __init__.py only; any other .py never reaches the image."""
+    missing = sorted(
+        str(folder.relative_to(ROOT))
+        for base in ("berthmaster", "scheduler", "operator")
+        for folder in [ROOT / base, *(p for p in (ROOT / base).rglob("*") if p.is_dir())]
+        if "__pycache__" not in folder.parts and any(folder.glob("*.py"))
+        and not (folder / "__init__.py").is_file())
+    assert missing == [], f"add an __init__.py to {', '.join(missing)} (else not in the wheel)"
+
+
+def test_wheel_entry_point_is_the_image_entrypoint(wheel: Path) -> None:
+    archive = zipfile.ZipFile(wheel)
+    (entry_points,) = [n for n in archive.namelist() if n.endswith("entry_points.txt")]
+    text = archive.read(entry_points).decode()
+    assert "berthmaster = berthmaster.cli:main" in text
+    assert 'ENTRYPOINT ["berthmaster"]' in (ROOT / "Dockerfile").read_text()
+
+
+def test_every_subcommand_the_chart_runs_is_in_the_wheel(wheel: Path, tmp_path: Path) -> None:
+    """Install the wheel alone (no editable checkout on the path) and load each subcommand."""
+    target = tmp_path / "site"
+    subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "--quiet",
+                    "--target", str(target), str(wheel)], check=True, timeout=300)
+    probe = (
+        "import sys, importlib\n"
+        f"sys.path.insert(0, {str(target)!r})\n"
+        "import berthmaster\n"
+        f"assert berthmaster.__file__.startswith({str(target)!r}), berthmaster.__file__\n"
+        "from berthmaster.cli import SUBCOMMANDS\n"
+        "for name in ('scheduler', 'operator', 'deschedule', 'version'):\n"
+        "    importlib.import_module(SUBCOMMANDS[name][0])\n"
+        "from berthmaster.scheduler.policy import default_policy\n"
+        "default_policy()\n"
+    )
+    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                            cwd=tmp_path, check=False, timeout=120)
+    assert result.returncode == 0, result.stderr
+
+
+def dockerfile_lines() -> list[str]:
+    return (ROOT / "Dockerfile").read_text().splitlines()
+
+
+def test_dockerfile_copies_what_the_wheel_is_built_from() -> None:
+    copies = [line.split()[1:-1] for line in dockerfile_lines() if line.startswith("COPY ")
+              and "--from" not in line]
+    sources = [source.rstrip("/") for group in copies for source in group]
+    assert sorted(sources) == ["README.md", "berthmaster", "operator", "pyproject.toml",
+                               "scheduler", "setup.py"]
+    for source in sources:
+        assert (ROOT / source).exists(), f"Dockerfile copies {source}, which does not exist"
+    allowed = [line.lstrip("!").rstrip("/") for line in
+               (ROOT / ".dockerignore").read_text().splitlines() if line.startswith("!")]
+    assert sorted(allowed) == sorted(sources), ".dockerignore must let in exactly the copies"
+
+
+def test_dockerfile_final_stage_is_slim_and_non_root() -> None:
+    lines = dockerfile_lines()
+    stages = [i for i, line in enumerate(lines) if line.startswith("FROM ")]
+    assert len(stages) == 2, "multi-stage: build, then final"
+    assert lines[stages[0]].endswith(" AS build")
+    final = lines[stages[1]:]
+    assert any(line.startswith("ARG PYTHON_IMAGE=python:3.11-slim-bookworm") for line in lines)
+    assert not any("pip install" in line or "apt-get" in line for line in final)
+    assert "COPY --from=build /opt/berthmaster /opt/berthmaster" in final
+    users = [line for line in final if line.startswith("USER ")]
+    assert users == ["USER 65532:65532"]
+    values = yaml.safe_load((CHART / "values.yaml").read_text())
+    assert values["podSecurityContext"]["runAsUser"] == 65532
+    assert values["podSecurityContext"]["runAsGroup"] == 65532

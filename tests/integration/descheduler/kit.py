@@ -1,0 +1,104 @@
+"""Helpers for the descheduler's integration tests: owned pods on kwok nodes, running a pass.
+
+Pods are created already bound (``spec.nodeName`` set to a kwok fake node), so kwok makes them
+Running without a scheduler. Each carries a controller owner reference to a ConfigMap made for
+the purpose: a real object (the garbage collector would delete pods whose owner does not
+exist) that no controller manages (a ReplicaSet's controller would release or delete them).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import tempfile
+from dataclasses import dataclass
+from typing import Any
+
+import yaml
+
+from berthmaster.kube import CORE, KubeClient, KubeError, group_path, resource_path
+from tests.support.waiting import wait_for
+
+
+async def make_owner(kube: KubeClient, namespace: str, name: str) -> dict[str, Any]:
+    owner = await kube.create(resource_path(CORE, "configmaps", namespace), {
+        "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}})
+    return {"apiVersion": "v1", "kind": "ConfigMap", "name": name,
+            "uid": owner["metadata"]["uid"], "controller": True}
+
+
+async def make_pod(kube: KubeClient, namespace: str, name: str, node: str,
+                   owner: dict[str, Any] | None, cpu: str | None = None,
+                   labels: dict[str, str] | None = None, **spec: Any) -> dict[str, Any]:
+    container: dict[str, Any] = {"name": "c", "image": "registry.k8s.io/pause:3.9"}
+    if cpu:
+        container["resources"] = {"requests": {"cpu": cpu}}
+    meta: dict[str, Any] = {"name": name, "labels": labels or {"app": "demo"}}
+    if owner:
+        meta["ownerReferences"] = [owner]
+    return await kube.create(resource_path(CORE, "pods", namespace), {
+        "apiVersion": "v1", "kind": "Pod", "metadata": meta,
+        "spec": {"nodeName": node, "containers": [container], **spec}})
+
+
+async def wait_running(kube: KubeClient, namespace: str, names: list[str]) -> None:
+    async def running() -> bool:
+        for name in names:
+            pod = await kube.get(resource_path(CORE, "pods", namespace, name))
+            if (pod.get("status") or {}).get("phase") != "Running":
+                return False
+        return True
+
+    await wait_for(running, timeout=60, what=f"pods {names} Running")
+
+
+async def remaining(kube: KubeClient, namespace: str) -> set[str]:
+    """Pods still there and not being deleted."""
+    pods, _ = await kube.list_all(resource_path(CORE, "pods", namespace))
+    return {p["metadata"]["name"] for p in pods if not p["metadata"].get("deletionTimestamp")}
+
+
+async def events_for(kube: KubeClient, namespace: str) -> list[dict[str, Any]]:
+    events, _ = await kube.list_all(resource_path(group_path("events.k8s.io", "v1"), "events",
+                                                  namespace))
+    return [e for e in events if e.get("action") == "Descheduled"]
+
+
+@dataclass
+class PassResult:
+    code: int
+    output: str
+
+
+async def run_pass(kubeconfig: str, policy: dict[str, Any] | str, dry_run: bool = False
+                   ) -> PassResult:
+    """``berthmaster deschedule`` as a separate process, as the Job runs it."""
+    text = policy if isinstance(policy, str) else yaml.safe_dump(policy)
+    with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as handle:
+        handle.write(text)
+    args = [sys.executable, "-m", "berthmaster.cli", "deschedule", "--policy-config-file",
+            handle.name, "--kubeconfig", kubeconfig]
+    if dry_run:
+        args.append("--dry-run")
+    process = await asyncio.create_subprocess_exec(
+        *args, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
+    out, _ = await asyncio.wait_for(process.communicate(), timeout=120)
+    return PassResult(process.returncode or 0, out.decode())
+
+
+def v1alpha2(plugin: str, args: dict[str, Any], point: str = "deschedule",
+             evictor: dict[str, Any] | None = None, **top: Any) -> dict[str, Any]:
+    config = [{"name": plugin, "args": args}]
+    if evictor:
+        config.insert(0, {"name": "DefaultEvictor", "args": evictor})
+    return {"apiVersion": "descheduler/v1alpha2", "kind": "DeschedulerPolicy", **top,
+            "profiles": [{"name": "test", "pluginConfig": config,
+                          "plugins": {point: {"enabled": [plugin]}}}]}
+
+
+async def ignore_missing(coro: Any) -> None:
+    try:
+        await coro
+    except KubeError as error:
+        if not error.not_found:
+            raise

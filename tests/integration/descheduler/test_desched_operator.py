@@ -1,0 +1,161 @@
+"""The operator turns a Descheduler resource into its objects and reports in its status."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from berthmaster.kube import CORE, KubeClient, KubeError, group_path, resource_path
+from tests.support.waiting import wait_for
+
+ROOT = Path(__file__).resolve().parents[3]
+CRD = ROOT / "deploy/crds/berthmaster.io_deschedulers.yaml"
+DESCHEDULERS = resource_path(group_path("berthmaster.io", "v1alpha1"), "deschedulers")
+RBAC = group_path("rbac.authorization.k8s.io", "v1")
+BATCH = group_path("batch", "v1")
+GOOD_POLICY = {"apiVersion": "descheduler/v1alpha1", "kind": "DeschedulerPolicy",
+               "strategies": {"RemoveDuplicates": {"enabled": True}}}
+
+
+@pytest.fixture
+def crd(cluster: Any) -> None:
+    applied = cluster.kubectl("apply", "-f", str(CRD))
+    assert applied.returncode == 0, applied.stderr
+    established = cluster.kubectl("wait", "--for=condition=Established", "--timeout=60s",
+                                  "crd/deschedulers.berthmaster.io")
+    assert established.returncode == 0, established.stderr
+
+
+@pytest.fixture
+async def operator(cluster: Any, crd: None, tmp_path: Path) -> AsyncIterator[None]:
+    log = (tmp_path / "operator.log").open("w")
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "berthmaster.cli", "operator", "--only", "deschedulers",
+        "--standalone", "--liveness", "", "--kubeconfig", str(cluster.kubeconfig),
+        # KUBECONFIG too: kopf's login reads the default path, fixed at import.
+        env={**os.environ, "BERTHMASTER_IMAGE": "example.org/berthmaster:test",
+             "KUBECONFIG": str(cluster.kubeconfig)},
+        stdout=log, stderr=asyncio.subprocess.STDOUT)
+    try:
+        yield
+    finally:
+        if process.returncode is None:
+            process.terminate()
+            await asyncio.wait_for(process.wait(), timeout=30)
+        log.close()
+        print((tmp_path / "operator.log").read_text()[-4000:])  # shown when a test fails
+
+
+async def get(kube: KubeClient, path: str) -> dict[str, Any] | None:
+    try:
+        return await kube.get(path)
+    except KubeError as error:
+        if error.not_found:
+            return None
+        raise
+
+
+def condition(obj: dict[str, Any] | None, type_: str) -> dict[str, Any] | None:
+    for c in ((obj or {}).get("status") or {}).get("conditions") or []:
+        if c.get("type") == type_:
+            return dict(c)
+    return None
+
+
+async def test_descheduler_becomes_configmap_rbac_and_job(
+    kube: KubeClient, namespace: str, operator: None
+) -> None:
+    name = f"once-{namespace}"
+    await kube.create(DESCHEDULERS, {
+        "apiVersion": "berthmaster.io/v1alpha1", "kind": "Descheduler",
+        "metadata": {"name": name},
+        "spec": {"namespace": namespace, "policy": GOOD_POLICY, "dryRun": True}})
+    path = resource_path(group_path("berthmaster.io", "v1alpha1"), "deschedulers", None, name)
+    try:
+        valid = await wait_for(lambda: _true(kube, path, "PolicyValid"), timeout=60,
+                               what="PolicyValid=True")
+        assert valid["reason"] == "Valid"
+        job = await wait_for(lambda: get(kube, resource_path(
+            BATCH, "jobs", namespace, f"{name}-descheduler-job-1")), what="Job")
+        pod = job["spec"]["template"]["spec"]
+        assert pod["priorityClassName"] == "system-cluster-critical"
+        assert pod["containers"][0]["image"] == "example.org/berthmaster:test"
+        assert "--dry-run" in pod["containers"][0]["command"]
+        config_map = await get(kube, resource_path(
+            CORE, "configmaps", namespace, f"{name}-descheduler-policy-configmap"))
+        assert config_map and "RemoveDuplicates" in config_map["data"]["policy.yaml"]
+        assert await get(kube, resource_path(CORE, "serviceaccounts", namespace,
+                                             f"{name}-descheduler-sa"))
+        role = await get(kube, resource_path(RBAC, "clusterroles", None,
+                                             f"{name}-descheduler-cluster-role"))
+        assert role and role["metadata"]["ownerReferences"][0]["name"] == name
+        assert await get(kube, resource_path(RBAC, "clusterrolebindings", None,
+                                             f"{name}-descheduler-cluster-role-binding"))
+
+        async def run_reported() -> bool:
+            status = ((await get(kube, path)) or {}).get("status") or {}
+            return status.get("lastJobName") == f"{name}-descheduler-job-1" and status.get(
+                "lastRunOutcome") in ("Pending", "Running")
+
+        await wait_for(run_reported, timeout=60, what="status.lastJobName and lastRunOutcome")
+    finally:
+        await kube.delete(path)
+    # deleting the resource lets the garbage collector remove what it owned
+    await wait_for(lambda: _gone(kube, resource_path(RBAC, "clusterroles", None,
+                                                     f"{name}-descheduler-cluster-role")),
+                   timeout=60, what="ClusterRole garbage-collected")
+
+
+async def test_invalid_policy_is_rejected_before_any_job(
+    kube: KubeClient, namespace: str, operator: None
+) -> None:
+    name = f"bad-{namespace}"
+    await kube.create(DESCHEDULERS, {
+        "apiVersion": "berthmaster.io/v1alpha1", "kind": "Descheduler",
+        "metadata": {"name": name},
+        "spec": {"namespace": namespace, "policy": {
+            "apiVersion": "descheduler/v1alpha1", "kind": "DeschedulerPolicy",
+            "strategies": {"LowNodeUtilization": {"enabled": True, "params": {
+                "nodeResourceUtilizationThresholds": {"thresholds": {"cpu": 120},
+                                                      "targetThresholds": {"cpu": 50}}}}}}}})
+    path = resource_path(group_path("berthmaster.io", "v1alpha1"), "deschedulers", None, name)
+    try:
+        async def rejected() -> dict[str, Any] | None:
+            found = condition(await get(kube, path), "PolicyValid")
+            return found if found and found["status"] == "False" else None
+
+        invalid = await wait_for(rejected, timeout=60, what="PolicyValid=False")
+        assert invalid["reason"] == "InvalidPolicy"
+        assert "cpu threshold not in [0, 100] range" in invalid["message"]
+        jobs, _ = await kube.list_all(resource_path(BATCH, "jobs", namespace))
+        assert jobs == []
+        events, _ = await kube.list_all(resource_path(CORE, "events", None),
+                                        fieldSelector=f"involvedObject.name={name}")
+        assert any(e.get("reason") == "InvalidPolicy" for e in events)
+    finally:
+        await kube.delete(path)
+
+
+async def test_crd_rejects_policy_and_configmap_together(kube: KubeClient, crd: None) -> None:
+    with pytest.raises(KubeError) as caught:
+        await kube.create(DESCHEDULERS, {
+            "apiVersion": "berthmaster.io/v1alpha1", "kind": "Descheduler",
+            "metadata": {"name": "both"},
+            "spec": {"policy": GOOD_POLICY, "policyConfigMap": {"name": "x"}}})
+    assert caught.value.status == 422
+    assert "set exactly one of spec.policy" in caught.value.message
+
+
+async def _true(kube: KubeClient, path: str, type_: str) -> dict[str, Any] | None:
+    found = condition(await get(kube, path), type_)
+    return found if found and found["status"] == "True" else None
+
+
+async def _gone(kube: KubeClient, path: str) -> bool:
+    return await get(kube, path) is None

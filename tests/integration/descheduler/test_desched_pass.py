@@ -1,0 +1,223 @@
+"""`berthmaster deschedule` against the local control plane, pods made Running by kwok."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from berthmaster.kube import CORE, KubeClient, group_path, resource_path
+from tests.integration.descheduler.kit import (
+    events_for,
+    make_owner,
+    make_pod,
+    remaining,
+    run_pass,
+    v1alpha2,
+    wait_running,
+)
+from tests.support.waiting import wait_for
+from tests.unit.descheduler.test_desched_policy import SEED_SAMPLE
+
+
+async def test_seed_sample_policy_runs_unchanged(kube: KubeClient, namespace: str, nodes: Any,
+                                                 cluster: Any) -> None:
+    hot = await nodes.create(capacity={"cpu": "10", "memory": "32Gi", "pods": "10"})
+    for _ in range(4):  # numberOfNodes: 3 in the sample: four idle nodes are needed
+        await nodes.create(capacity={"cpu": "10", "memory": "32Gi", "pods": "10"})
+    names = [f"p{i}" for i in range(8)]
+    for i, name in enumerate(names):
+        owner = await make_owner(kube, namespace, f"owner-{i}")
+        await make_pod(kube, namespace, name, hot["metadata"]["name"], owner, cpu="1")
+    await wait_running(kube, namespace, names)
+
+    result = await run_pass(cluster.kubeconfig, SEED_SAMPLE)
+
+    assert result.code == 0, result.output
+    # 80% cpu and pods on the hot node, target 50%: three pods go, five stay.
+    left = await remaining(kube, namespace)
+    assert len(left) == 5, result.output
+    assert "LowNodeUtilization" in result.output and "total: evicted 3 pod(s)" in result.output
+    events = await wait_for(lambda: events_for(kube, namespace),
+                            what=f"Descheduled events after:\n{result.output}")
+    assert {e["reason"] for e in events} == {"LowNodeUtilization"}
+    assert events[0]["note"] == (f"pod evicted from {hot['metadata']['name']} node by "
+                                 "sigs.k8s.io/descheduler")
+
+
+async def test_node_taints_evict_exactly_the_untolerating_pods(
+    kube: KubeClient, namespace: str, nodes: Any, cluster: Any
+) -> None:
+    tainted = await nodes.create(taints=[{"key": "dedicated", "value": "gpu",
+                                          "effect": "NoSchedule"}])
+    await nodes.create()
+    node = tainted["metadata"]["name"]
+    owner = await make_owner(kube, namespace, "owner")
+    await make_pod(kube, namespace, "intruder", node, owner)
+    await make_pod(kube, namespace, "welcome", node, owner, tolerations=[
+        {"key": "dedicated", "operator": "Equal", "value": "gpu", "effect": "NoSchedule"}])
+    await make_pod(kube, namespace, "bare", node, None)  # no owner: protected
+    await make_pod(kube, namespace, "critical", node, owner, priorityClassName=(
+        "system-cluster-critical"))
+    await wait_running(kube, namespace, ["intruder", "welcome", "bare", "critical"])
+
+    result = await run_pass(cluster.kubeconfig, v1alpha2(
+        "RemovePodsViolatingNodeTaints", {"namespaces": {"include": [namespace]}}))
+
+    assert result.code == 0, result.output
+    assert await remaining(kube, namespace) == {"welcome", "bare", "critical"}, result.output
+    assert "pod does not have any ownerRefs" in result.output
+    assert "pod has system critical priority" in result.output
+
+
+async def test_node_affinity_evicts_when_the_node_stops_matching(
+    kube: KubeClient, namespace: str, nodes: Any, cluster: Any
+) -> None:
+    old = await nodes.create(labels={"disk": "hdd"})
+    await nodes.create(labels={"disk": "ssd"})
+    owner = await make_owner(kube, namespace, "owner")
+    affinity = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+        "nodeSelectorTerms": [{"matchExpressions": [
+            {"key": "disk", "operator": "In", "values": ["ssd"]}]}]}}}
+    await make_pod(kube, namespace, "wants-ssd", old["metadata"]["name"], owner,
+                   affinity=affinity)
+    await make_pod(kube, namespace, "indifferent", old["metadata"]["name"], owner)
+    await wait_running(kube, namespace, ["wants-ssd", "indifferent"])
+
+    result = await run_pass(cluster.kubeconfig, v1alpha2(
+        "RemovePodsViolatingNodeAffinity",
+        {"nodeAffinityType": ["requiredDuringSchedulingIgnoredDuringExecution"],
+         "namespaces": {"include": [namespace]}}))
+
+    assert result.code == 0, result.output
+    assert await remaining(kube, namespace) == {"indifferent"}, result.output
+
+
+async def test_duplicates_spread_one_owner_across_nodes(
+    kube: KubeClient, namespace: str, nodes: Any, cluster: Any
+) -> None:
+    first = await nodes.create()
+    await nodes.create()
+    owner = await make_owner(kube, namespace, "web")
+    names = ["web-0", "web-1", "web-2", "web-3"]
+    for name in names:
+        await make_pod(kube, namespace, name, first["metadata"]["name"], owner)
+    await wait_running(kube, namespace, names)
+
+    result = await run_pass(cluster.kubeconfig, v1alpha2(
+        "RemoveDuplicates", {"namespaces": {"include": [namespace]}}, point="balance"))
+
+    assert result.code == 0, result.output
+    assert len(await remaining(kube, namespace)) == 2, result.output  # ceil(4 / 2) stay
+
+
+async def test_a_pdb_stops_evictions_at_its_limit_and_dry_run_changes_nothing(
+    kube: KubeClient, namespace: str, nodes: Any, cluster: Any
+) -> None:
+    node = (await nodes.create())["metadata"]["name"]
+    owner = await make_owner(kube, namespace, "owner")
+    names = ["a", "b", "c"]
+    for name in names:
+        await make_pod(kube, namespace, name, node, owner, labels={"app": "guarded"})
+    await wait_running(kube, namespace, names)
+    pdbs = resource_path(group_path("policy", "v1"), "poddisruptionbudgets", namespace)
+    await kube.create(pdbs, {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+                             "metadata": {"name": "guard"},
+                             "spec": {"minAvailable": 2,
+                                      "selector": {"matchLabels": {"app": "guarded"}}}})
+
+    async def budget_known() -> bool:
+        pdb = await kube.get(resource_path(group_path("policy", "v1"), "poddisruptionbudgets",
+                                           namespace, "guard"))
+        return (pdb.get("status") or {}).get("expectedPods") == 3
+
+    await wait_for(budget_known, timeout=60, what="PDB status computed")
+    policy = v1alpha2("PodLifeTime", {"maxPodLifeTimeSeconds": 0,
+                                      "namespaces": {"include": [namespace]}})
+
+    dry = await run_pass(cluster.kubeconfig, policy, dry_run=True)
+    assert dry.code == 0, dry.output
+    assert dry.output.count("[dry-run] PodLifeTime: would evict") == 3, dry.output
+    assert await remaining(kube, namespace) == set(names)
+    assert await events_for(kube, namespace) == []
+
+    real = await run_pass(cluster.kubeconfig, policy)
+    assert real.code == 0, real.output
+    assert len(await remaining(kube, namespace)) == 2, real.output
+    assert "2 x eviction refused (429 Too Many Requests)" in real.output, real.output
+
+
+async def test_invalid_policy_exits_2_and_names_every_problem(cluster: Any) -> None:
+    result = await run_pass(cluster.kubeconfig, {
+        "apiVersion": "descheduler/v1alpha1", "kind": "DeschedulerPolicy",
+        "strategies": {"PodLifeTime": {"enabled": True},
+                       "Nope": {"enabled": True}}})
+    assert result.code == 2
+    assert "MaxPodLifeTimeSeconds not set" in result.output
+    assert 'strategies["Nope"]: unknown strategy name' in result.output
+
+
+async def test_one_list_per_resource_type(kube: KubeClient, cluster: Any) -> None:
+    """The pass issues exactly five LISTs (nodes, pods, namespaces, priorityclasses, PDBs)."""
+    from berthmaster.scheduler.descheduler import cycle
+
+    calls: list[str] = []
+    original = kube.list_all
+
+    async def counting(path: str, *args: Any, **kwargs: Any) -> Any:
+        calls.append(path)
+        return await original(path, *args, **kwargs)
+
+    kube.list_all = counting  # type: ignore[method-assign]
+    try:
+        await cycle.list_cluster(kube)
+    finally:
+        kube.list_all = original  # type: ignore[method-assign]
+    assert sorted(calls) == sorted([
+        resource_path(CORE, "nodes"), resource_path(CORE, "pods"),
+        resource_path(CORE, "namespaces"),
+        resource_path(group_path("scheduling.k8s.io", "v1"), "priorityclasses"),
+        resource_path(group_path("policy", "v1"), "poddisruptionbudgets")])
+
+
+async def test_anti_affinity_evicts_the_pod_others_rule_out(
+    kube: KubeClient, namespace: str, nodes: Any, cluster: Any
+) -> None:
+    """The seed's example: podB and podC rule out podA on one node; podA goes."""
+    node = (await nodes.create())["metadata"]["name"]
+    await nodes.create()
+    owner = await make_owner(kube, namespace, "owner")
+    anti = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+        {"labelSelector": {"matchLabels": {"app": "a"}},
+         "topologyKey": "kubernetes.io/hostname"}]}}
+    await make_pod(kube, namespace, "pod-a", node, owner, labels={"app": "a"})
+    await make_pod(kube, namespace, "pod-b", node, owner, labels={"app": "b"}, affinity=anti)
+    await make_pod(kube, namespace, "pod-c", node, owner, labels={"app": "c"}, affinity=anti)
+    await wait_running(kube, namespace, ["pod-a", "pod-b", "pod-c"])
+
+    result = await run_pass(cluster.kubeconfig, v1alpha2(
+        "RemovePodsViolatingInterPodAntiAffinity", {"namespaces": {"include": [namespace]}}))
+
+    assert result.code == 0, result.output
+    assert await remaining(kube, namespace) == {"pod-b", "pod-c"}, result.output
+
+
+async def test_topology_spread_moves_pods_out_of_the_crowded_zone(
+    kube: KubeClient, namespace: str, nodes: Any, cluster: Any
+) -> None:
+    crowded = (await nodes.create(zone="zone-a"))["metadata"]["name"]
+    await nodes.create(zone="zone-b")
+    owner = await make_owner(kube, namespace, "owner")
+    spread = [{"maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone",
+               "whenUnsatisfiable": "DoNotSchedule",
+               "labelSelector": {"matchLabels": {"app": "web"}}}]
+    names = [f"web-{i}" for i in range(4)]
+    for name in names:
+        await make_pod(kube, namespace, name, crowded, owner, labels={"app": "web"},
+                       topologySpreadConstraints=spread)
+    await wait_running(kube, namespace, names)
+
+    result = await run_pass(cluster.kubeconfig, v1alpha2(
+        "RemovePodsViolatingTopologySpreadConstraint",
+        {"namespaces": {"include": [namespace]}}, point="balance"))
+
+    assert result.code == 0, result.output
+    assert len(await remaining(kube, namespace)) == 2, result.output  # 4/0 -> 2/2

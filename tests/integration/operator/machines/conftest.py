@@ -1,0 +1,200 @@
+"""Fixtures for the machines integration tests: CRDs + admission policy, the operator process.
+
+``machine_api`` applies the Machine/MachineSet CRDs and the lifecycle-hook admission policy
+from ``deploy/`` once per session (what a user applies). ``operator`` runs
+``berthmaster operator --only machines --standalone`` as a real subprocess for one test and can
+kill (SIGKILL) and restart it; its log is printed when a test fails.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from berthmaster.devcluster.cluster import RunningCluster
+from berthmaster.kube import CORE, KubeClient, KubeError, resource_path
+from berthmaster.operator.machines import api
+from tests.support.waiting import wait_for
+
+ROOT = Path(__file__).resolve().parents[4]
+MANIFESTS = [ROOT / "deploy/crds/machine.openshift.io_machines.yaml",
+             ROOT / "deploy/crds/machine.openshift.io_machinesets.yaml",
+             ROOT / "deploy/machine-lifecycle-hooks-policy.yaml"]
+
+
+@pytest.fixture(scope="session")
+def machine_api(cluster: RunningCluster) -> RunningCluster:
+    for manifest in MANIFESTS:
+        result = cluster.kubectl("apply", "-f", str(manifest))
+        assert result.returncode == 0, result.stderr
+    for crd in ("machines.machine.openshift.io", "machinesets.machine.openshift.io"):
+        result = cluster.kubectl("wait", "--for=condition=Established", f"crd/{crd}",
+                                 "--timeout=60s")
+        assert result.returncode == 0, result.stderr
+    # Established is not the end: the new resources' storage answers 429 while it initialises.
+    deadline = time.monotonic() + 60
+    while True:
+        result = cluster.kubectl("get", "machines,machinesets", "-A")
+        if result.returncode == 0:
+            return cluster
+        assert time.monotonic() < deadline, result.stderr
+        time.sleep(0.5)
+
+
+class OperatorProcess:
+    def __init__(self, kubeconfig: str, log: Path):
+        self.kubeconfig = kubeconfig
+        self.log_path = log
+        self.process: subprocess.Popen[bytes] | None = None
+        self.starts = 0
+
+    def start(self) -> None:
+        self.starts += 1
+        # KUBECONFIG too: kopf's login reads kubernetes_asyncio's default path, fixed at import.
+        env = {**os.environ, "BERTHMASTER_DRAIN_BACKOFF_SECONDS": "1",
+               "KUBECONFIG": self.kubeconfig}
+        log = self.log_path.open("ab")
+        log.write(f"--- start #{self.starts}\n".encode())
+        log.flush()
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "berthmaster.cli", "operator", "--kubeconfig",
+             self.kubeconfig, "--only", "machines", "--standalone", "--liveness", ""],
+            stdout=log, stderr=subprocess.STDOUT, env=env, cwd=str(ROOT))
+
+    def kill(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.send_signal(signal.SIGKILL)
+            self.process.wait(timeout=10)
+        self.process = None
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(timeout=10)
+        self.process = None
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+
+@pytest.fixture
+def operator(machine_api: RunningCluster, tmp_path: Path,
+             request: pytest.FixtureRequest) -> Iterator[OperatorProcess]:
+    process = OperatorProcess(str(machine_api.kubeconfig), tmp_path / "operator.log")
+    process.start()
+    try:
+        yield process
+    finally:
+        process.stop()
+        report = getattr(request.node, "rep_call", None)
+        if report is not None and report.failed:
+            print("---- operator log (tail) ----\n" + process.log()[-8000:])
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+    report = yield
+    setattr(item, f"rep_{report.when}", report)
+    return report
+
+
+def kwok_machine(name: str, *, pre_drain: list[tuple[str, str]] = (),
+                 pre_terminate: list[tuple[str, str]] = (), taints: list[dict[str, str]] = (),
+                 annotations: dict[str, str] | None = None,
+                 labels: dict[str, str] | None = None) -> dict[str, Any]:
+    hooks: dict[str, Any] = {}
+    if pre_drain:
+        hooks["preDrain"] = [{"name": n, "owner": o} for n, o in pre_drain]
+    if pre_terminate:
+        hooks["preTerminate"] = [{"name": n, "owner": o} for n, o in pre_terminate]
+    return {
+        "apiVersion": api.API_VERSION, "kind": "Machine",
+        "metadata": {"name": name, "annotations": dict(annotations or {}),
+                     "labels": dict(labels or {})},
+        "spec": {"lifecycleHooks": hooks, "taints": list(taints),
+                 "metadata": {"labels": {"node-role.kubernetes.io/worker": ""}},
+                 "providerSpec": {"value": {"apiVersion": "berthmaster.io/v1alpha1",
+                                            "kind": "KwokMachineProviderSpec",
+                                            "instanceType": "kwok.small",
+                                            "capacity": {"cpu": "4", "memory": "8Gi"}}}},
+    }
+
+
+async def get_machine(kube: KubeClient, namespace: str, name: str) -> dict[str, Any] | None:
+    try:
+        return await kube.get(api.machine_path(namespace, name))
+    except KubeError as error:
+        if error.not_found:
+            return None
+        raise
+
+
+def condition(machine: dict[str, Any] | None, kind: str) -> dict[str, Any]:
+    for found in ((machine or {}).get("status") or {}).get("conditions") or []:
+        if found.get("type") == kind:
+            return dict(found)
+    return {}
+
+
+async def machine_events(kube: KubeClient, namespace: str, name: str) -> dict[str, dict[str, Any]]:
+    items, _ = await kube.list_all(resource_path(CORE, "events", namespace),
+                                   fieldSelector=f"involvedObject.name={name}")
+    by_reason: dict[str, dict[str, Any]] = {}
+    for event in items:
+        reason = event.get("reason")
+        assert reason not in by_reason, f"duplicate {reason} events for {name}: {items}"
+        by_reason[reason] = event
+    return by_reason
+
+
+async def running_machine(kube: KubeClient, namespace: str, name: str,
+                          timeout: float = 60) -> dict[str, Any]:
+    async def running() -> dict[str, Any] | None:
+        machine = await get_machine(kube, namespace, name)
+        if machine and (machine.get("status") or {}).get("phase") == "Running":
+            return machine
+        return None
+
+    return await wait_for(running, timeout=timeout, what=f"machine {name} Running")
+
+
+async def set_hooks(kube: KubeClient, namespace: str, name: str, stage: str,
+                    hooks: list[tuple[str, str]]) -> None:
+    await kube.patch(api.machine_path(namespace, name), {"spec": {"lifecycleHooks": {
+        stage: [{"name": n, "owner": o} for n, o in hooks]}}})
+
+
+async def node_or_none(kube: KubeClient, name: str) -> dict[str, Any] | None:
+    try:
+        return await kube.get(api.node_path(name))
+    except KubeError as error:
+        if error.not_found:
+            return None
+        raise
+
+
+def elapsed(since: float) -> float:
+    return time.monotonic() - since
+
+
+@pytest.fixture
+async def cleanup_nodes(kube: KubeClient) -> AsyncIterator[list[str]]:
+    """Names of Nodes a test's Machines made, deleted afterwards if still there."""
+    names: list[str] = []
+    yield names
+    for name in names:
+        with contextlib.suppress(KubeError):
+            await kube.delete(api.node_path(name))

@@ -1,0 +1,96 @@
+"""Node conformance (labels, link annotation, additive taints) and the kwok provider's Node."""
+
+from __future__ import annotations
+
+import pytest
+
+from berthmaster.operator.machines.nodes import missing_taints, node_patch
+from berthmaster.operator.machines.providers import InvalidProviderSpec, provider_for
+from berthmaster.operator.machines.providers.kwok import build_node, instance_of, validate
+from tests.unit.operator.machines.machine_builders import make_machine
+
+
+def kwok_machine(**value: object) -> dict:
+    machine = make_machine("worker-1")
+    machine["spec"]["providerSpec"] = {"value": {"apiVersion": "berthmaster.io/v1alpha1",
+                                                 "kind": "KwokMachineProviderSpec", **value}}
+    machine["spec"]["taints"] = [{"key": "key1", "value": "value1", "effect": "NoExecute"}]
+    machine["spec"]["metadata"] = {"labels": {"role": "worker"}}
+    return machine
+
+
+def test_missing_taints_match_on_key_and_effect() -> None:
+    current = [{"key": "a", "value": "1", "effect": "NoSchedule"}]
+    wanted = [{"key": "a", "value": "2", "effect": "NoSchedule"},
+              {"key": "a", "effect": "NoExecute"}]
+    assert missing_taints(current, wanted) == [{"key": "a", "effect": "NoExecute"}]
+
+
+def test_node_patch_adds_never_removes() -> None:
+    machine = kwok_machine()
+    node = {"metadata": {"name": "worker-1", "labels": {"role": "worker"}, "annotations": {}},
+            "spec": {"taints": [{"key": "other", "effect": "NoSchedule"}]}}
+    patch = node_patch(node, machine)
+    assert patch == {
+        "metadata": {"annotations": {"machine.openshift.io/machine": "ns/worker-1"},
+                     "labels": {"machine.openshift.io/machine": "worker-1"}},
+        "spec": {"taints": [{"key": "other", "effect": "NoSchedule"},
+                            {"key": "key1", "value": "value1", "effect": "NoExecute"}]}}
+    conforming = {"metadata": {"labels": {"role": "worker",
+                                          "machine.openshift.io/machine": "worker-1"},
+                               "annotations": {"machine.openshift.io/machine": "ns/worker-1"}},
+                  "spec": {"taints": patch["spec"]["taints"]}}
+    assert node_patch(conforming, machine) is None
+
+
+def test_kwok_node_carries_machine_shape() -> None:
+    node = build_node(kwok_machine(instanceType="m5.large", zone="us-east-1a",
+                                   capacity={"cpu": "8", "example.com/gpu": "2"},
+                                   labels={"pool": "a"}))
+    meta = node["metadata"]
+    assert meta["name"] == "worker-1"
+    assert meta["annotations"]["kwok.x-k8s.io/node"] == "fake"
+    assert meta["annotations"]["machine.openshift.io/machine"] == "ns/worker-1"
+    assert {"role": "worker", "pool": "a", "node.kubernetes.io/instance-type": "m5.large",
+            "topology.kubernetes.io/zone": "us-east-1a"}.items() <= meta["labels"].items()
+    assert node["spec"] == {"providerID": "kwok://ns/worker-1",
+                            "taints": [{"key": "key1", "value": "value1", "effect": "NoExecute"}]}
+    assert node["status"]["capacity"]["cpu"] == "8"
+    assert node["status"]["allocatable"]["example.com/gpu"] == "2"
+    assert node["status"]["capacity"]["memory"] == "16Gi"
+
+
+def test_instance_is_only_a_node_with_our_provider_id() -> None:
+    machine = kwok_machine()
+    node = build_node(machine)
+    instance = instance_of(node, machine)
+    assert instance is not None and instance.provider_id == "kwok://ns/worker-1"
+    assert instance.machine_labels == {}
+    typed = kwok_machine(instanceType="m5.large", region="r1", zone="r1a")
+    assert instance_of(build_node(typed), typed).machine_labels == {  # type: ignore[union-attr]
+        "machine.openshift.io/instance-type": "m5.large", "machine.openshift.io/region": "r1",
+        "machine.openshift.io/zone": "r1a"}
+    node["spec"]["providerID"] = "kwok://elsewhere/worker-1"
+    assert instance_of(node, machine) is None
+
+
+def test_kwok_validation_names_field_and_fix() -> None:
+    assert validate(kwok_machine(capacity={"cpu": "4", "memory": "16Gi"})) == []
+    problems = validate(kwok_machine(capacity={"cpu": "four"}, colour="red"))
+    assert problems == [
+        "Machine worker-1: spec.providerSpec.value: unknown field(s) colour; "
+        "KwokMachineProviderSpec accepts apiVersion, capacity, instanceType, kind, labels, "
+        "metadata, region, zone",
+        "Machine worker-1: spec.providerSpec.value.capacity.cpu: 'four' is not a quantity; "
+        "write it like 4, 500m, 16Gi or 1e3"]
+
+
+def test_provider_for_names_supported_kinds() -> None:
+    providers = {"KwokMachineProviderSpec": object()}
+    machine = kwok_machine()
+    assert provider_for(machine, providers) is providers["KwokMachineProviderSpec"]  # type: ignore[arg-type]
+    machine["spec"]["providerSpec"]["value"]["kind"] = "AWSMachineProviderConfig"
+    with pytest.raises(InvalidProviderSpec, match="'AWSMachineProviderConfig' is not supported "
+                                                  "by berthmaster; use one of: "
+                                                  "KwokMachineProviderSpec"):
+        provider_for(machine, providers)  # type: ignore[arg-type]

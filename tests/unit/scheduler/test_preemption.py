@@ -1,0 +1,124 @@
+"""Preemption choice: victims, PDBs, node ordering, preemptionPolicy, messages."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from berthmaster.scheduler.engine import Engine
+from berthmaster.scheduler.preemption import choose_preemption, evaluate_preemption
+from berthmaster.scheduler.snapshot import Snapshot
+from tests.support.builders import make_node, make_pod, taint
+
+
+def _pdb(name: str, labels: dict[str, str], allowed: int) -> dict[str, Any]:
+    return {"kind": "PodDisruptionBudget", "metadata": {"name": name, "namespace": "default"},
+            "spec": {"selector": {"matchLabels": labels}},
+            "status": {"disruptionsAllowed": allowed}}
+
+
+def _names(victims: list[dict[str, Any]]) -> list[str]:
+    return [v["metadata"]["name"] for v in victims]
+
+
+def run(nodes, pods, pod, **objects):
+    snap = Snapshot.build(nodes=nodes, pods=pods, **objects)
+    before = snap.describe()
+    engine = Engine(seed=0)
+    decision = engine.schedule(pod, snap)
+    assert decision.node is None
+    result = evaluate_preemption(pod, snap, engine, decision)
+    assert snap.describe() == before  # what-if removals were undone
+    return decision, result
+
+
+def test_only_lower_priority_pods_and_minimal_victims():
+    nodes = [make_node("n1", cpu="4")]
+    pods = [make_pod("low1", cpu="1", priority=1, node_name="n1", created="2024-01-01T00:00:00Z"),
+            make_pod("low2", cpu="1", priority=2, node_name="n1", created="2024-01-01T00:00:00Z"),
+            make_pod("high", cpu="2", priority=100, node_name="n1")]
+    _, result = run(nodes, pods, make_pod("p", cpu="1", priority=50))
+    assert result.preemption is not None
+    assert result.preemption.node == "n1"
+    assert _names(result.preemption.victims) == ["low1"]  # low2 is reprieved first (higher)
+
+
+def test_equal_or_higher_priority_never_preempted():
+    nodes = [make_node("n1", cpu="1")]
+    pods = [make_pod("same", cpu="1", priority=50, node_name="n1")]
+    decision, result = run(nodes, pods, make_pod("p", cpu="1", priority=50))
+    assert result.preemption is None
+    assert f"{decision.message} {result.message}" == (
+        "0/1 nodes are available: 1 Insufficient cpu. preemption: 0/1 nodes are available: "
+        "1 No preemption victims found for incoming pod.")
+
+
+def test_not_helpful_for_unresolvable_nodes():
+    nodes = [make_node("n1", taints=[taint("k", "v")]), make_node("n2", unschedulable=True)]
+    _, result = run(nodes, [], make_pod("p", priority=10))
+    assert result.preemption is None
+    assert result.message == ("preemption: 0/2 nodes are available: 2 Preemption is not "
+                              "helpful for scheduling.")
+
+
+def test_preemption_policy_never():
+    nodes = [make_node("n1", cpu="1")]
+    pods = [make_pod("low", cpu="1", priority=0, node_name="n1")]
+    pod = make_pod("p", cpu="1", priority=10, preemption_policy="Never")
+    _, result = run(nodes, pods, pod)
+    assert result.preemption is None
+    assert result.message == "preemption: not eligible due to preemptionPolicy=Never."
+
+
+def test_pdb_violating_victims_avoided_then_fewest_violations():
+    nodes = [make_node("n1", cpu="2"), make_node("n2", cpu="2")]
+    pods = [make_pod("guarded", cpu="2", priority=1, labels={"app": "db"}, node_name="n1"),
+            make_pod("free", cpu="2", priority=5, labels={"app": "web"}, node_name="n2")]
+    _, result = run(nodes, pods, make_pod("p", cpu="2", priority=10),
+                    pdbs=[_pdb("db", {"app": "db"}, 0)])
+    assert result.preemption.node == "n2"  # no PDB violation beats a lower victim priority
+    assert result.preemption.pdb_violations == 0
+
+
+def test_pdb_violated_when_nothing_else_helps():
+    nodes = [make_node("n1", cpu="2")]
+    pods = [make_pod("guarded", cpu="2", priority=1, labels={"app": "db"}, node_name="n1")]
+    _, result = run(nodes, pods, make_pod("p", cpu="2", priority=10),
+                    pdbs=[_pdb("db", {"app": "db"}, 0)])
+    assert result.preemption.node == "n1" and result.preemption.pdb_violations == 1
+
+
+def test_node_order_lowest_highest_victim_then_sum_then_count_then_latest_start():
+    def scenario(n1_pods, n2_pods):
+        nodes = [make_node("n1", cpu="2"), make_node("n2", cpu="2")]
+        pods = [make_pod(f"a{i}", node_name="n1", **kw) for i, kw in enumerate(n1_pods)] + \
+               [make_pod(f"b{i}", node_name="n2", **kw) for i, kw in enumerate(n2_pods)]
+        snap = Snapshot.build(nodes=nodes, pods=pods)
+        return choose_preemption(make_pod("p", cpu="2", priority=100), snap, Engine()).node
+
+    # lowest highest-victim priority
+    assert scenario([{"cpu": "2", "priority": 5}], [{"cpu": "2", "priority": 3}]) == "n2"
+    # same highest, smaller sum
+    assert scenario([{"cpu": "1", "priority": 5}, {"cpu": "1", "priority": 4}],
+                    [{"cpu": "1", "priority": 5}, {"cpu": "1", "priority": 1}]) == "n2"
+    # everything equal: latest start time of the highest-priority victims
+    assert scenario([{"cpu": "2", "priority": 3, "created": "2024-01-01T00:00:00Z"}],
+                    [{"cpu": "2", "priority": 3, "created": "2024-06-01T00:00:00Z"}]) == "n2"
+
+
+def test_fewer_victims_wins():
+    nodes = [make_node("n1", cpu="2"), make_node("n2", cpu="2")]
+    pods = [make_pod("a1", cpu="1", priority=0, node_name="n1"),
+            make_pod("a2", cpu="1", priority=0, node_name="n1"),
+            make_pod("b1", cpu="2", priority=0, node_name="n2")]
+    snap = Snapshot.build(nodes=nodes, pods=pods)
+    chosen = choose_preemption(make_pod("p", cpu="2", priority=10), snap, Engine())
+    assert chosen.node == "n2" and _names(chosen.victims) == ["b1"]
+
+
+def test_anti_affinity_resolved_by_preemption():
+    from tests.support.builders import pod_affinity_term
+    nodes = [make_node("n1")]
+    pods = [make_pod("x", labels={"app": "x"}, priority=0, node_name="n1")]
+    pod = make_pod("p", priority=10, pod_anti_affinity=[pod_affinity_term({"app": "x"})])
+    _, result = run(nodes, pods, pod)
+    assert result.preemption.node == "n1" and _names(result.preemption.victims) == ["x"]

@@ -1,0 +1,181 @@
+"""Every priority, table-driven: scores (0..10) for a pod over a few nodes."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from berthmaster.scheduler.model import PodView
+from berthmaster.scheduler.plugins import registry
+from berthmaster.scheduler.plugins.base import Priority
+from berthmaster.scheduler.plugins.node_label import LabelPreference
+from berthmaster.scheduler.plugins.service_affinity import ServiceAntiAffinity
+from berthmaster.scheduler.snapshot import Snapshot
+from tests.support.builders import (
+    make_node,
+    make_pod,
+    match_expression,
+    pod_affinity_term,
+    taint,
+    toleration,
+)
+
+ZONE = "topology.kubernetes.io/zone"
+
+
+def scores(priority: Priority, pod: dict[str, Any], nodes: list[dict[str, Any]],
+           existing: list[dict[str, Any]] = (), **objects: Any) -> list[int]:
+    snap = Snapshot.build(nodes=nodes, pods=existing, **objects)
+    infos = snap.node_list()
+    got = priority.scores(PodView.from_dict(pod), snap, infos)
+    return [got] * len(infos) if isinstance(got, int) else got
+
+
+def R(name: str, **args: Any) -> Priority:
+    return registry.PRIORITIES[name](**args)
+
+
+def test_least_requested():
+    nodes = [make_node("a", cpu="4", memory="4Gi"), make_node("b", cpu="4", memory="4Gi")]
+    existing = [make_pod("o", cpu="3", memory="3Gi", node_name="a")]
+    # a: cpu (4000-3000-1000)*10/4000 = 0, mem (4-3-1)... = 0; b: cpu 7, mem 7
+    got = scores(R("LeastRequestedPriority"), make_pod("p", cpu="1", memory="1Gi"), nodes,
+                 existing)
+    assert got == [0, 7]
+
+
+def test_most_requested_prefers_full_nodes():
+    nodes = [make_node("a", cpu="4", memory="4Gi"), make_node("b", cpu="4", memory="4Gi")]
+    existing = [make_pod("o", cpu="2", memory="2Gi", node_name="a")]
+    got = scores(R("MostRequestedPriority"), make_pod("p", cpu="1", memory="1Gi"), nodes, existing)
+    assert got == [7, 2]
+
+
+def test_balanced_allocation():
+    nodes = [make_node("a", cpu="4", memory="4Gi"), make_node("b", cpu="4", memory="4Gi")]
+    existing = [make_pod("o", cpu="2", memory="0", node_name="a")]
+    got = scores(R("BalancedResourceAllocation"), make_pod("p", cpu="1", memory="1Gi"), nodes,
+                 existing)
+    # a: cpu 3/4, mem 1/4 -> 10*(1-0.5)=5; b: 1/4 and 1/4 -> 10
+    assert got == [5, 10]
+
+
+def test_node_affinity_priority_seed_example():
+    # seed 16.8.2.2: prefer e2e-az-EastWest In [e2e-az-East, e2e-az-West]
+    pod = make_pod("with-node-affinity", preferred_node_terms=[
+        (1, [match_expression("e2e-az-EastWest", "In", "e2e-az-East", "e2e-az-West")]),
+        (3, [match_expression("ssd", "Exists")])])
+    nodes = [make_node("a", labels={"e2e-az-EastWest": "e2e-az-East"}),
+             make_node("b", labels={"ssd": "", "e2e-az-EastWest": "e2e-az-West"}),
+             make_node("c")]
+    assert scores(R("NodeAffinityPriority"), pod, nodes) == [2, 10, 0]
+
+
+def test_taint_toleration_priority_counts_prefer_no_schedule():
+    nodes = [make_node("a", taints=[taint("x", "1", "PreferNoSchedule"),
+                                    taint("y", "1", "PreferNoSchedule")]),
+             make_node("b", taints=[taint("x", "1", "PreferNoSchedule")]), make_node("c")]
+    pod = make_pod("p", tolerations=[toleration("y", operator="Exists")])
+    assert scores(R("TaintTolerationPriority"), pod, nodes) == [0, 0, 10]
+    assert scores(R("TaintTolerationPriority"), make_pod("q"), nodes) == [0, 5, 10]
+
+
+def test_selector_spread_prefers_nodes_with_fewer_peers():
+    svc = {"kind": "Service", "metadata": {"name": "web", "namespace": "default"},
+           "spec": {"selector": {"app": "web"}}}
+    nodes = [make_node("a"), make_node("b"), make_node("c")]
+    existing = [make_pod("w1", labels={"app": "web"}, node_name="a"),
+                make_pod("w2", labels={"app": "web"}, node_name="a"),
+                make_pod("w3", labels={"app": "web"}, node_name="b")]
+    pod = make_pod("p", labels={"app": "web"})
+    assert scores(R("SelectorSpreadPriority"), pod, nodes, existing, services=[svc]) == [0, 5, 10]
+    assert scores(R("ServiceSpreadingPriority"), make_pod("q"), nodes, existing,
+                  services=[svc]) == [10, 10, 10]
+
+
+def test_selector_spread_weighs_zones():
+    rs = {"kind": "ReplicaSet", "metadata": {"name": "web", "namespace": "default"},
+          "spec": {"selector": {"matchLabels": {"app": "web"}}}}
+    nodes = [make_node("a", labels={ZONE: "z1"}), make_node("b", labels={ZONE: "z1"}),
+             make_node("c", labels={ZONE: "z2"})]
+    existing = [make_pod("w1", labels={"app": "web"}, node_name="a")]
+    got = scores(R("SelectorSpreadPriority"), make_pod("p", labels={"app": "web"}), nodes,
+                 existing, replica_sets=[rs])
+    # a: node 0, zone 0 -> 0; b: node 10, zone 0 -> 3; c: 10 and 10 -> 10
+    assert got == [0, 3, 10]
+
+
+def test_inter_pod_affinity_priority():
+    nodes = [make_node("a", labels={ZONE: "z1"}), make_node("b", labels={ZONE: "z1"}),
+             make_node("c", labels={ZONE: "z2"})]
+    existing = [make_pod("s1", labels={"security": "S1"}, node_name="a"),
+                make_pod("s2", labels={"security": "S2"}, node_name="c")]
+    pod = make_pod("p", preferred_pod_affinity=[(100, pod_affinity_term({"security": "S1"},
+                                                                        ZONE))],
+                   preferred_pod_anti_affinity=[(100, pod_affinity_term({"security": "S2"}))])
+    assert scores(R("InterPodAffinityPriority"), pod, nodes, existing) == [10, 10, 0]
+
+
+def test_inter_pod_affinity_priority_symmetry():
+    # an existing pod preferring pods like ours attracts us to its node
+    nodes = [make_node("a"), make_node("b")]
+    existing = [make_pod("o", node_name="b", preferred_pod_affinity=[
+        (50, pod_affinity_term({"app": "web"}))])]
+    got = scores(R("InterPodAffinityPriority"), make_pod("p", labels={"app": "web"}), nodes,
+                 existing)
+    assert got == [0, 10]
+
+
+def test_node_prefer_avoid_pods():
+    annotation = json.dumps({"preferAvoidPods": [{"podSignature": {"podController": {
+        "kind": "ReplicationController", "name": "rc", "uid": "rc-uid", "controller": True}}}]})
+    nodes = [make_node("a", annotations={"scheduler.alpha.kubernetes.io/preferAvoidPods":
+                                         annotation}), make_node("b")]
+    rc_pod = make_pod("p", owner=("ReplicationController", "rc", "rc-uid"))
+    job_pod = make_pod("q", owner=("Job", "j", "rc-uid"))
+    assert scores(R("NodePreferAvoidPodsPriority"), rc_pod, nodes) == [0, 10]
+    assert scores(R("NodePreferAvoidPodsPriority"), job_pod, nodes) == [10, 10]
+
+
+def test_image_locality():
+    big = 500 * 1024 * 1024
+    nodes = [make_node("a", images={"registry.example/app:1": big}), make_node("b")]
+    got = scores(R("ImageLocalityPriority"), make_pod("p", image="registry.example/app:1"), nodes)
+    assert got[0] > got[1] == 0
+
+
+def test_equal_priority():
+    assert scores(R("EqualPriority"), make_pod(), [make_node("a"), make_node("b")]) == [1, 1]
+
+
+def test_topology_spread_priority():
+    nodes = [make_node("a", labels={ZONE: "z1"}), make_node("b", labels={ZONE: "z2"}),
+             make_node("c")]
+    existing = [make_pod("w", labels={"app": "web"}, node_name="a")]
+    pod = make_pod("p", labels={"app": "web"}, spread=[{
+        "maxSkew": 1, "topologyKey": ZONE, "whenUnsatisfiable": "ScheduleAnyway",
+        "labelSelector": {"matchLabels": {"app": "web"}}}])
+    got = scores(R("PodTopologySpread"), pod, nodes, existing)
+    assert got[1] == 10 and got[0] < got[1] and got[2] == 0
+
+
+@pytest.mark.parametrize(("presence", "want"), [(True, [10, 0]), (False, [0, 10])])
+def test_label_preference(presence, want):
+    nodes = [make_node("a", labels={"zone": "z1"}), make_node("b")]
+    assert scores(LabelPreference(label="zone", presence=presence), make_pod(), nodes) == want
+
+
+def test_service_anti_affinity_spreads_over_label_values():
+    svc = {"kind": "Service", "metadata": {"name": "web", "namespace": "default"},
+           "spec": {"selector": {"app": "web"}}}
+    nodes = [make_node("a", labels={"rack": "r1"}), make_node("b", labels={"rack": "r1"}),
+             make_node("c", labels={"rack": "r2"}), make_node("d")]
+    existing = [make_pod("w1", labels={"app": "web"}, node_name="a"),
+                make_pod("w2", labels={"app": "web"}, node_name="a"),
+                make_pod("w3", labels={"app": "web"}, node_name="c")]
+    got = scores(ServiceAntiAffinity(label="rack"), make_pod("p", labels={"app": "web"}), nodes,
+                 existing, services=[svc])
+    # 3 service pods: r1 holds 2 -> 10*(3-2)/3 = 3; r2 holds 1 -> 6; unlabelled -> 0
+    assert got == [3, 3, 6, 0]

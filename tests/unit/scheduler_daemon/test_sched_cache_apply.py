@@ -1,0 +1,141 @@
+"""How watch events reach the snapshot and the queue (ClusterCache.apply, no API server)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from berthmaster.scheduler.daemon.cache import ADDED, DELETED, MODIFIED, ClusterCache, Informer
+from berthmaster.scheduler.daemon.hints import node_change
+from berthmaster.scheduler.daemon.queue import SchedulingQueue
+from berthmaster.scheduler.snapshot import Snapshot
+
+JSON = dict[str, Any]
+
+
+def make_pod(name: str, node: str = "", scheduler: str = "berthmaster", cpu: str = "1",
+             **meta: Any) -> JSON:
+    spec: JSON = {"schedulerName": scheduler, "containers": [
+        {"name": "c", "image": "x", "resources": {"requests": {"cpu": cpu}}}]}
+    if node:
+        spec["nodeName"] = node
+    return {"metadata": {"name": name, "namespace": "ns", "uid": f"uid-{name}",
+                         "resourceVersion": "1", **meta}, "spec": spec}
+
+
+def make_node(name: str, cpu: str = "4", heartbeat: str = "t0", **labels: str) -> JSON:
+    return {"metadata": {"name": name, "uid": f"uid-{name}", "labels": labels},
+            "spec": {},
+            "status": {"allocatable": {"cpu": cpu, "memory": "8Gi", "pods": "110"},
+                       "capacity": {"cpu": cpu, "memory": "8Gi", "pods": "110"},
+                       "conditions": [{"type": "Ready", "status": "True",
+                                       "lastHeartbeatTime": heartbeat}]}}
+
+
+@pytest.fixture
+def cache() -> ClusterCache:
+    return ClusterCache(kube=None, snapshot=Snapshot(), queue=SchedulingQueue(),  # type: ignore[arg-type]
+                        scheduler_name="berthmaster")
+
+
+def test_pending_pod_of_ours_is_queued_others_are_not(cache: ClusterCache) -> None:
+    cache.apply("Pod", ADDED, make_pod("mine"), None)
+    cache.apply("Pod", ADDED, make_pod("theirs", scheduler="default-scheduler"), None)
+    assert "ns/mine" in cache.queue
+    assert "ns/theirs" not in cache.queue
+
+
+def test_pods_bound_by_any_scheduler_count_on_their_node(cache: ClusterCache) -> None:
+    cache.apply("Node", ADDED, make_node("n1"), None)
+    cache.apply("Pod", ADDED, make_pod("other", node="n1", scheduler="default-scheduler"), None)
+    assert [p.name for p in cache.snapshot.pods_on("n1")] == ["other"]
+
+
+def test_bound_pod_leaves_the_queue(cache: ClusterCache) -> None:
+    pending = make_pod("p")
+    cache.apply("Pod", ADDED, pending, None)
+    cache.apply("Pod", MODIFIED, make_pod("p", node="n1"), pending)
+    assert "ns/p" not in cache.queue
+
+
+def test_stale_unbound_update_keeps_the_assumed_placement(cache: ClusterCache) -> None:
+    cache.apply("Node", ADDED, make_node("n1"), None)
+    pod = make_pod("p")
+    cache.apply("Pod", ADDED, pod, None)
+    info = cache.queue.pop_nowait()
+    assert info is not None
+    cache.snapshot.assume(pod, "n1")
+    cache.queue.done(info.key)  # bound; the watch has not shown it yet
+    cache.apply("Pod", MODIFIED, make_pod("p", resourceVersion="2"), pod)
+    assert [p.name for p in cache.snapshot.pods_on("n1")] == ["p"]
+    assert "ns/p" not in cache.queue, "a stale update must never queue a bound pod again"
+
+
+def test_heartbeat_does_not_wake_parked_pods_but_new_capacity_does(cache: ClusterCache) -> None:
+    old = make_node("n1")
+    cache.apply("Node", ADDED, old, None)
+    cache.apply("Pod", ADDED, make_pod("p"), None)
+    info = cache.queue.pop_nowait()
+    assert info is not None
+    cache.queue.requeue(info, unschedulable=True)
+    beat = make_node("n1", heartbeat="t1")
+    cache.apply("Node", MODIFIED, beat, old)
+    assert cache.queue.counts()["unschedulable"] == 1
+    bigger = make_node("n1", cpu="8", heartbeat="t2")
+    cache.apply("Node", MODIFIED, bigger, beat)
+    assert cache.queue.counts()["unschedulable"] == 0
+
+
+def test_deleting_an_assigned_pod_wakes_parked_pods(cache: ClusterCache) -> None:
+    cache.apply("Node", ADDED, make_node("n1"), None)
+    victim = make_pod("victim", node="n1", scheduler="other")
+    cache.apply("Pod", ADDED, victim, None)
+    cache.apply("Pod", ADDED, make_pod("p"), None)
+    info = cache.queue.pop_nowait()
+    assert info is not None
+    cache.queue.requeue(info, unschedulable=True)
+    cache.apply("Pod", DELETED, victim, victim)
+    assert cache.queue.counts()["unschedulable"] == 0
+    assert cache.snapshot.pods_on("n1") == []
+
+
+def test_node_change_classification() -> None:
+    assert node_change(make_node("n"), make_node("n", heartbeat="later")) == frozenset()
+    assert node_change(make_node("n"), make_node("n", zone="a")) == {"labels"}
+    tainted = make_node("n")
+    tainted["spec"]["taints"] = [{"key": "k", "effect": "NoSchedule"}]
+    assert node_change(make_node("n"), tainted) == {"taints"}
+
+
+def test_relist_turns_differences_into_events() -> None:
+    seen: list[tuple[str, str]] = []
+    informer = Informer(kube=None, resource=None,  # type: ignore[arg-type]
+                        apply=lambda kind, event, obj, old: seen.append(
+                            (event, obj["metadata"]["name"])))
+    informer.resource = type("R", (), {"kind": "Pod"})()  # type: ignore[assignment]
+    informer.replace([make_pod("a"), make_pod("b")], initial=True)
+    assert seen == []
+    informer.replace([make_pod("b", resourceVersion="2"), make_pod("c")], initial=False)
+    assert sorted(seen) == [("ADDED", "c"), ("DELETED", "a"), ("MODIFIED", "b")]
+
+
+def test_status_churn_on_a_bound_pod_costs_no_snapshot_update(cache: ClusterCache) -> None:
+    cache.apply("Node", ADDED, make_node("n1"), None)
+    bound = make_pod("p", node="n1")
+    cache.apply("Pod", ADDED, bound, None)
+    view = cache.snapshot.get_pod("uid-p")
+    running = {**bound, "status": {"conditions": [{"type": "Ready", "status": "True"}]}}
+    cache.apply("Pod", MODIFIED, running, bound)
+    assert cache.snapshot.get_pod("uid-p") is view
+    relabelled = make_pod("p", node="n1", labels={"app": "web"})
+    cache.apply("Pod", MODIFIED, relabelled, running)
+    updated = cache.snapshot.get_pod("uid-p")
+    assert updated is not view and updated is not None and updated.labels == {"app": "web"}
+
+
+def test_an_unreadable_object_is_skipped_not_fatal(cache: ClusterCache) -> None:
+    broken = make_pod("broken", node="n1", cpu="lots")
+    cache.apply("Pod", ADDED, broken, None)  # logged, skipped
+    cache.apply("Pod", ADDED, make_pod("fine"), None)
+    assert "ns/fine" in cache.queue

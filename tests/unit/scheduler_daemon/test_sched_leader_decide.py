@@ -1,0 +1,87 @@
+"""Leader election's decision rules (client-go's tryAcquireOrRenew), pure."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+
+from berthmaster.scheduler.daemon.leader import (
+    LeaderElector,
+    LeaseRecord,
+    Observation,
+    decide,
+)
+
+WALL = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+def held_by(holder: str, transitions: int = 3) -> LeaseRecord:
+    return LeaseRecord(holder, 15, "2026-01-01T00:00:00.000000Z", "2026-01-01T00:00:00.000000Z",
+                       transitions)
+
+
+def test_missing_lease_is_created_held_by_us() -> None:
+    decision = decide("me", None, Observation(), now=100.0, wall=WALL, lease_duration=15)
+    assert decision.action == "create"
+    assert decision.record is not None
+    assert decision.record.holder == "me" and decision.record.transitions == 0
+
+
+def test_lease_held_by_other_is_respected_for_its_duration_on_our_clock() -> None:
+    other = held_by("other")
+    first = decide("me", other, Observation(), now=100.0, wall=WALL, lease_duration=15)
+    assert first.action == "wait"
+    assert first.observation == Observation(other, 100.0)
+    still = decide("me", other, first.observation, now=114.9, wall=WALL, lease_duration=15)
+    assert still.action == "wait"
+    expired = decide("me", other, first.observation, now=115.1, wall=WALL, lease_duration=15)
+    assert expired.action == "update"
+    assert expired.record is not None
+    assert expired.record.holder == "me" and expired.record.transitions == 4
+
+
+def test_renewal_by_other_restarts_our_observation() -> None:
+    seen = Observation(held_by("other"), 100.0)
+    renewed = LeaseRecord("other", 15, "2026-01-01T00:00:00.000000Z",
+                          "2026-01-01T00:00:10.000000Z", 3)
+    decision = decide("me", renewed, seen, now=116.0, wall=WALL, lease_duration=15)
+    assert decision.action == "wait"
+    assert decision.observation.at == 116.0
+
+
+def test_released_lease_is_taken_at_once() -> None:
+    released = LeaseRecord("", 1, None, None, 5)
+    decision = decide("me", released, Observation(), now=100.0, wall=WALL, lease_duration=15)
+    assert decision.action == "update"
+    assert decision.record is not None
+    assert decision.record.transitions == 6 and decision.record.lease_duration == 15
+
+
+def test_own_lease_is_renewed_keeping_acquire_time_and_transitions() -> None:
+    mine = held_by("me", transitions=2)
+    decision = decide("me", mine, Observation(mine, 50.0), now=100.0, wall=WALL,
+                      lease_duration=15)
+    assert decision.action == "update"
+    assert decision.record is not None
+    assert decision.record.acquire_time == mine.acquire_time
+    assert decision.record.transitions == 2
+    assert decision.record.renew_time == "2026-01-01T00:00:00.000000Z"
+
+
+def test_elector_stops_being_leader_after_renew_deadline() -> None:
+    now = [0.0]
+    elector = LeaderElector(kube=None, namespace="kube-system", name="x",  # type: ignore[arg-type]
+                            identity="me", clock=lambda: now[0])
+    assert not elector.is_leader()
+    elector._last_renew = 0.0
+    now[0] = 9.9
+    assert elector.is_leader()
+    now[0] = 10.0
+    assert not elector.is_leader()
+
+
+def test_timings_must_be_ordered() -> None:
+    with pytest.raises(ValueError, match="lease duration > renew deadline"):
+        LeaderElector(kube=None, namespace="ns", name="x", lease_duration=10,  # type: ignore[arg-type]
+                      renew_deadline=10)
