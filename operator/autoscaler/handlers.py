@@ -10,13 +10,12 @@ Design: what runs
   annotations, and an owner annotation, onto the target MachineSet, and record it as
   ``status.lastTargetRef``; when the target changes the previous MachineSet loses the
   annotations; deletion (behind kopf's finalizer) removes them from both.
-One KubeClient is opened lazily in kopf's event loop and closed at cleanup. The metrics are
+The API client is the operator's shared one (operator/client.py). The metrics are
 served by ``berthmaster operator --metrics-bind-address``.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import os
 from typing import Any
@@ -39,6 +38,7 @@ from berthmaster.operator.autoscaler.loop import (
     run_once,
 )
 from berthmaster.operator.autoscaler.simulation import Placement
+from berthmaster.operator.client import operator_client as kube
 
 GROUP = "autoscaling.openshift.io"
 OWNER_KEY = "autoscaling.openshift.io/machineautoscaler"  # upstream's target-owner annotation
@@ -48,28 +48,8 @@ log = logging.getLogger("berthmaster.operator.autoscaler")
 
 
 class _Shared:
-    client: KubeClient | None = None
-    lock: asyncio.Lock | None = None
     state = AutoscalerState()
     placement: Placement | None = None
-
-
-async def kube() -> KubeClient:
-    if _Shared.lock is None:
-        _Shared.lock = asyncio.Lock()
-    async with _Shared.lock:
-        if _Shared.client is None:
-            _Shared.client = await KubeClient.connect(os.environ.get("KUBECONFIG"))
-        client: KubeClient = _Shared.client
-        return client
-
-
-@kopf.on.cleanup()
-async def close_client(**_: Any) -> None:
-    if _Shared.client is not None:
-        await _Shared.client.close()
-        _Shared.client = None
-        _Shared.lock = None
 
 
 # ---------------------------------------------------------------- ClusterAutoscaler

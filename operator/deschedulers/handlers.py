@@ -13,19 +13,18 @@ Design: what runs, in order
 - Job events (Jobs labelled ``berthmaster.io/descheduler``): the newest run's start time and
   outcome (Pending/Running/Succeeded/Failed) go into the owner's status with a
   ``LastRunSucceeded`` condition.
-One KubeClient is opened lazily in kopf's event loop and closed at cleanup.
+The API client is the operator's shared one (operator/client.py).
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
-import os
 from typing import Any
 
 import kopf
 
 from berthmaster.kube import CORE, KubeClient, KubeError, group_path, resource_path
+from berthmaster.operator.client import operator_client as kube
 from berthmaster.operator.deschedulers.build import (
     GROUP,
     OWNER_LABEL,
@@ -60,29 +59,6 @@ PATHS = {
     "Job": (group_path("batch", "v1"), "jobs", True),
     "CronJob": (group_path("batch", "v1"), "cronjobs", True),
 }
-
-
-class _Shared:
-    client: KubeClient | None = None
-    lock: asyncio.Lock | None = None
-
-
-async def kube() -> KubeClient:
-    if _Shared.lock is None:
-        _Shared.lock = asyncio.Lock()
-    async with _Shared.lock:
-        if _Shared.client is None:
-            _Shared.client = await KubeClient.connect(os.environ.get("KUBECONFIG"))
-        client: KubeClient = _Shared.client
-        return client
-
-
-@kopf.on.cleanup()
-async def close_descheduler_client(**_: Any) -> None:
-    if _Shared.client is not None:
-        await _Shared.client.close()
-        _Shared.client = None
-        _Shared.lock = None
 
 
 class PolicyUnavailable(Exception):
