@@ -2,10 +2,12 @@
 
 It brings up the local control plane, gives it the nodes of the seeds' examples (three zoned
 workers, a tainted "dedicated" node, a "special hardware" node with GPUs), starts the berthmaster
-scheduler beside it (recorded with the cluster, so ``berthmaster dev down`` stops it too),
+scheduler and operator beside it (recorded with the cluster, so ``berthmaster dev down`` stops
+them too),
 creates the sample workloads of ``deploy/samples/demo.yaml`` in a fresh namespace and prints,
 for each pod, what it asks for, where it landed and what the scheduler said — all read back from
-the API server. Running the demo twice recreates the namespace and shows the same placements.
+the API server; then a MachineSet grows kwok Machines and a Machine is held by its preDrain hook
+(berthmaster.demo_machines). Running the demo twice recreates the namespace and its objects.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from typing import Any
 
 import yaml
 
+from berthmaster.demo_machines import install_machine_api, machine_story
 from berthmaster.devcluster.build import BuildError
 from berthmaster.devcluster.cluster import ClusterError, ControlPlane, RunningCluster, free_port
 from berthmaster.devcluster.nodes import fake_node
@@ -54,6 +57,8 @@ def run(args: argparse.Namespace) -> int:
     try:
         cluster = plane.up()
         start_scheduler(plane, cluster)
+        install_machine_api(cluster)
+        start_operator(plane, cluster)
     except (BuildError, ClusterError, FileNotFoundError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 1
@@ -80,6 +85,10 @@ async def _show(cluster: RunningCluster) -> int:
         placements = await place_samples(kube)
         print()
         print(placement_table(placements))
+        print()
+        print("Machines with the berthmaster operator (kwok provider: instances are fake Nodes):")
+        for line in await machine_story(kube, NAMESPACE):
+            print(f"  {line}")
         print()
         print("Explore it:")
         print(f"  {cluster.env_line()}")
@@ -147,6 +156,17 @@ def start_scheduler(plane: ControlPlane, cluster: RunningCluster) -> None:
                "--metrics-bind-address", f"127.0.0.1:{port}", "--log-format", "text"]
     os.environ["PYTHONSAFEPATH"] = "1"  # the child must never import the checkout's operator/
     plane.attach(cluster, "berthmaster-scheduler", command, f"http://127.0.0.1:{port}",
+                 lambda: _http_ok(f"http://127.0.0.1:{port}/healthz"))
+
+
+def start_operator(plane: ControlPlane, cluster: RunningCluster) -> None:
+    """Run ``berthmaster operator`` beside the cluster, recorded so ``dev down`` stops it."""
+    port = free_port()
+    command = [sys.executable, "-m", "berthmaster.cli", "operator",
+               "--kubeconfig", str(cluster.kubeconfig), "--standalone",
+               "--liveness", f"http://127.0.0.1:{port}/healthz"]
+    os.environ["PYTHONSAFEPATH"] = "1"
+    plane.attach(cluster, "berthmaster-operator", command, f"http://127.0.0.1:{port}",
                  lambda: _http_ok(f"http://127.0.0.1:{port}/healthz"))
 
 
