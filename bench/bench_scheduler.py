@@ -5,7 +5,8 @@ for each workload, each scheduler in turn as a separate process:
 
 - ``stub``: binds pending pods round-robin with no placement at all — the ceiling ``R_ceil``
   this API server, this harness and this machine allow;
-- ``berthmaster``: ``berthmaster scheduler`` with its default policy, client QPS lifted;
+- ``berthmaster``: ``berthmaster scheduler`` with the default policy plus PodTopologySpread
+  (which kube-scheduler enforces by default), client QPS lifted;
 - ``kube-scheduler``: the binary the local control plane builds, profile schedulerName
   ``kube-scheduler-bench``, at its default client QPS (50/100);
 - ``kube-scheduler-lifted``: the same with QPS/burst lifted.
@@ -196,8 +197,17 @@ def start_scheduler(kind: str, kubeconfig: str, workdir: Path, binary: Path) -> 
                    "--stub-name", name]
     elif kind == "berthmaster":
         name = "berthmaster-bench"
+        # The seed's default policy predates topology spread; kube-scheduler enforces it by
+        # default, so the comparison runs berthmaster with it added.
+        policy = json.loads((Path(__file__).resolve().parents[1] / "scheduler" / "data"
+                             / "default-policy.json").read_text())
+        policy["predicates"].append({"name": "PodTopologySpread"})
+        policy["priorities"].append({"name": "EvenPodsSpreadPriority", "weight": 1})
+        policy_file = workdir / "policy.json"
+        policy_file.write_text(json.dumps(policy))
         command = [sys.executable, "-m", "berthmaster.cli", "scheduler", "--kubeconfig",
                    kubeconfig, "--scheduler-name", name, "--no-leader-elect",
+                   "--policy", str(policy_file),
                    "--metrics-bind-address", "", "--kube-api-qps", str(LIFTED_QPS),
                    "--kube-api-burst", str(LIFTED_BURST)]
     else:

@@ -1,0 +1,1 @@
+"""The running scheduler (``berthmaster scheduler``): cache, queue, binder, events, election."""
