@@ -23,9 +23,9 @@ from berthmaster.scheduler.plugins.registry import CONFIGURABLE_BY_NAME, PREDICA
 from berthmaster.scheduler.policy import load_policy
 from tests.integration.chart.chartkit import (
     CHART,
-    SEED_SCHEDULING,
     helm,
     render,
+    seed_scheduling_text,
     template,
     without_symlink_notes,
 )
@@ -122,7 +122,7 @@ def test_schema_names_are_the_scheduler_registry() -> None:
 
 def seed_sample_policies() -> list[str]:
     """The YAML policies of the scheduling document's "Sample Policy Configurations"."""
-    lines = [line.rstrip() for line in SEED_SCHEDULING.read_text().splitlines()]
+    lines = [line.rstrip() for line in seed_scheduling_text().splitlines()]
     # Section titles separate number and title with a no-break space.
     start = next(i for i, line in enumerate(lines) if line.startswith("16.2.8.")
                  and line.endswith("Sample Policy Configurations"))
