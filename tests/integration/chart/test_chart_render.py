@@ -244,6 +244,18 @@ def test_metrics_service_selects_the_scheduler_and_names_its_port() -> None:
                                          "targetPort": "metrics", "protocol": "TCP"}]
 
 
+def test_operator_serves_its_metrics_behind_a_service() -> None:
+    objects = render()
+    service = one(objects, "Service", "-operator-metrics")
+    deployment = one(objects, "Deployment", "-operator")
+    container = deployment["spec"]["template"]["spec"]["containers"][0]
+    assert "--metrics-bind-address=0.0.0.0:8081" in container["args"]
+    assert {"name": "metrics", "containerPort": 8081, "protocol": "TCP"} in container["ports"]
+    assert service["spec"]["selector"] == deployment["spec"]["selector"]["matchLabels"]
+    assert service["spec"]["ports"] == [{"name": "metrics", "port": 8081,
+                                         "targetPort": "metrics", "protocol": "TCP"}]
+
+
 def test_service_monitor_only_when_asked() -> None:
     assert find(render(), "ServiceMonitor") == []
     objects = render(VALUE_SETS["servicemonitor-on"])
