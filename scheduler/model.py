@@ -708,6 +708,20 @@ class PodView:
         v.node_name = ""
         return v
 
+    def bound(self, raw: Obj, node_name: str) -> PodView:
+        """This view as if ``spec.nodeName`` were ``node_name``, over ``raw`` (that bound copy),
+        cached as ``from_dict(raw)`` would be; like :meth:`unbound`, nothing is rebuilt."""
+        v = PodView.__new__(PodView)
+        for slot in PodView.__slots__:
+            setattr(v, slot, getattr(self, slot))
+        v.raw = raw
+        v.node_name = node_name
+        meta = raw.get("metadata") or {}
+        uid, rv = meta.get("uid"), meta.get("resourceVersion")
+        if uid and rv:
+            _cache_put(_POD_CACHE, (uid, rv), v)
+        return v
+
     def __repr__(self) -> str:
         return f"PodView({self.key})"
 
@@ -719,6 +733,24 @@ def _spread_selector(c: Obj, pod_labels: Mapping[str, str]) -> LabelSelector:
         sel = LabelSelector(sel.requirements + tuple(
             Requirement(k, "In", frozenset((pod_labels[k],))) for k in keys))
     return sel
+
+
+# Equal taint sets share one tuple, so per-decision memos (the taint predicate's) can key on
+# the tuple's identity instead of hashing its taints for every node; a cluster has few sets.
+_TAINT_SETS: dict[tuple[Taint, ...], tuple[Taint, ...]] = {}
+_TAINT_SETS_LIMIT = 4096
+
+
+def intern_taints(taints: tuple[Taint, ...]) -> tuple[Taint, ...]:
+    """The shared tuple equal to ``taints`` (``()`` for an untainted node)."""
+    if not taints:
+        return ()
+    shared = _TAINT_SETS.get(taints)
+    if shared is None:
+        if len(_TAINT_SETS) >= _TAINT_SETS_LIMIT:
+            _TAINT_SETS.clear()
+        shared = _TAINT_SETS[taints] = taints
+    return shared
 
 
 class NodeView:
@@ -755,7 +787,7 @@ class NodeView:
         where = f"node {v.name}: status"
         v.allocatable = resource_list(status.get("allocatable") or status.get("capacity"),
                                       f"{where}.allocatable")
-        v.taints = tuple(taint_from_dict(t) for t in spec.get("taints") or ())
+        v.taints = intern_taints(tuple(taint_from_dict(t) for t in spec.get("taints") or ()))
         v.unschedulable = bool(spec.get("unschedulable"))
         v.conditions = {str(c.get("type")): str(c.get("status")) for c in
                         status.get("conditions") or ()}

@@ -309,7 +309,9 @@ class Snapshot:
         if uid not in self._assumed_previous:
             self._assumed_previous[uid] = previous
         self._remove_view(uid)
-        self._add_view(PodView.from_dict(bound))
+        # only node_name depends on spec.nodeName: the pending view (cached by the decision)
+        # is reused rather than rebuilt
+        self._add_view(PodView.from_dict(pod).bound(bound, node_name))
 
     def forget(self, pod: Obj) -> None:
         """Undo ``assume`` (the binding failed); the pod's earlier version comes back."""

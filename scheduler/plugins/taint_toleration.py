@@ -59,17 +59,24 @@ def _make_check(pod: PodView, snapshot: Snapshot, effects: tuple[str, ...]) -> P
         return None
     tolerations = pod.tolerations
     cache: dict[Taint, Status] = {}
+    # the verdict depends on the node's taint set only; equal sets share one tuple
+    # (model.intern_taints), so it is worked out once per distinct set: id -> (set, verdict)
+    verdicts: dict[int, tuple[tuple[Taint, ...], Status | None]] = {}
 
     def check(node: NodeInfo) -> Status | None:
         if node.name not in tainted:
             return None
         taints = node.taints
+        known = verdicts.get(id(taints))
+        if known is not None and known[0] is taints:
+            return known[1]
         bad = untolerated_taint(tolerations, taints, effects)
-        if bad is None:
-            return None
-        status = cache.get(bad)
-        if status is None:
-            status = cache[bad] = unresolvable(reason(bad))
+        status = None
+        if bad is not None:
+            status = cache.get(bad)
+            if status is None:
+                status = cache[bad] = unresolvable(reason(bad))
+        verdicts[id(taints)] = (taints, status)
         return status
 
     return check
