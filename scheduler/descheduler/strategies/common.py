@@ -59,3 +59,16 @@ def container_statuses(pod: Mapping[str, Any], including_init: bool) -> list[Map
     if including_init:
         found += list(status.get("initContainerStatuses") or [])
     return found
+
+
+def in_states(pod: Mapping[str, Any], states: tuple[str, ...]) -> bool:
+    """Whether the pod's phase, or a container's waiting reason, is one of ``states`` (any when
+    ``states`` is empty), as PodLifeTime and RemovePodsHavingTooManyRestarts read ``states``."""
+    if not states:
+        return True
+    if (pod.get("status") or {}).get("phase") in states:
+        return True
+    return any(
+        ((status.get("state") or {}).get("waiting") or {}).get("reason") in states
+        for status in container_statuses(pod, including_init=True)
+    )

@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from berthmaster.scheduler.descheduler.context import Candidate, Decision, StrategyContext
+from berthmaster.scheduler.descheduler.context import Decision, StrategyContext
 from berthmaster.scheduler.descheduler.fields import (
     EVERY_POD,
     PodFilter,
@@ -30,9 +30,8 @@ from berthmaster.scheduler.descheduler.fields import (
 )
 from berthmaster.scheduler.descheduler.protection import eviction_order
 from berthmaster.scheduler.descheduler.strategies.utilization import (
-    describe,
+    evict_into_room,
     node_usage,
-    requests,
     thresholds,
 )
 
@@ -88,15 +87,6 @@ def decide(params: Params, ctx: StrategyContext) -> Decision:
     room = {r: sum(max(0.0, u.allocatable[r] - u.used[r]) for u in receivers) for r in resources}
     under.sort(key=lambda u: [u.percent(r) for r in resources])
     for usage in under:
-        for pod in sorted((p for p in usage.pods if params.filter.admits(p)), key=eviction_order):
-            if any(room[r] <= 0 for r in resources):
-                return
-            if not ctx.evictable(pod):
-                continue
-            amounts = requests(ctx.state.view(pod), resources)
-            evicted = yield Candidate(pod, f"node {usage.name} underutilized "
-                                           f"({describe(usage, resources)})")
-            if evicted:
-                usage.remove(amounts)
-                for resource, amount in amounts.items():
-                    room[resource] -= amount
+        pods = sorted((p for p in usage.pods if params.filter.admits(p)), key=eviction_order)
+        if (yield from evict_into_room(ctx, usage, pods, room, resources, "underutilized")):
+            return

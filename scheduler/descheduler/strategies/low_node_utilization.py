@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from berthmaster.scheduler.descheduler.context import Candidate, Decision, StrategyContext
+from berthmaster.scheduler.descheduler.context import Decision, StrategyContext
 from berthmaster.scheduler.descheduler.fields import (
     EVERY_POD,
     PodFilter,
@@ -37,9 +37,8 @@ from berthmaster.scheduler.descheduler.protection import eviction_order
 from berthmaster.scheduler.descheduler.strategies.utilization import (
     NodeUsage,
     average_percent,
-    describe,
+    evict_into_room,
     node_usage,
-    requests,
     thresholds,
 )
 
@@ -132,17 +131,10 @@ def decide(params: Params, ctx: StrategyContext) -> Decision:
     over.sort(key=lambda u: [u.percent(r) for r in resources], reverse=True)
     for usage in over:
         pods = sorted((p for p in usage.pods if params.filter.admits(p)), key=eviction_order)
-        for pod in pods:
-            if not any(usage.percent(r) > high_bound[r] for r in resources):
-                break
-            if any(room[r] <= 0 for r in resources):
-                return
-            if not ctx.evictable(pod):
-                continue
-            amounts = requests(ctx.state.view(pod), resources)
-            evicted = yield Candidate(pod, f"node {usage.name} over target "
-                                           f"({describe(usage, resources)})")
-            if evicted:
-                usage.remove(amounts)
-                for resource, amount in amounts.items():
-                    room[resource] -= amount
+
+        def on_target(usage: NodeUsage = usage) -> bool:
+            return not any(usage.percent(r) > high_bound[r] for r in resources)
+
+        if (yield from evict_into_room(ctx, usage, pods, room, resources, "over target",
+                                       done=on_target)):
+            return

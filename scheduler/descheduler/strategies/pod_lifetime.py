@@ -29,7 +29,7 @@ from berthmaster.scheduler.descheduler.fields import (
 )
 from berthmaster.scheduler.descheduler.strategies.common import (
     common_v1alpha1,
-    container_statuses,
+    in_states,
     pod_filter,
 )
 
@@ -73,15 +73,6 @@ def parse(args: Mapping[str, Any], where: str, problems: Problems) -> Params:
     return Params(seconds or 0, states, pod_filter(args, where, problems))
 
 
-def in_states(pod: Mapping[str, Any], states: tuple[str, ...]) -> bool:
-    if not states:
-        return True
-    if (pod.get("status") or {}).get("phase") in states:
-        return True
-    return any(
-        ((status.get("state") or {}).get("waiting") or {}).get("reason") in states
-        for status in container_statuses(pod, including_init=True)
-    )
 
 
 def decide(params: Params, ctx: StrategyContext) -> Decision:

@@ -30,6 +30,7 @@ from berthmaster.scheduler.descheduler.fields import (
 from berthmaster.scheduler.descheduler.strategies.common import (
     common_v1alpha1,
     container_statuses,
+    in_states,
     pod_filter,
 )
 
@@ -80,15 +81,6 @@ def restarts(pod: Mapping[str, Any], including_init: bool) -> int:
     return sum(int(s.get("restartCount") or 0) for s in container_statuses(pod, including_init))
 
 
-def in_states(pod: Mapping[str, Any], states: tuple[str, ...]) -> bool:
-    if not states:
-        return True
-    if (pod.get("status") or {}).get("phase") in states:
-        return True
-    return any(
-        ((s.get("state") or {}).get("waiting") or {}).get("reason") in states
-        for s in container_statuses(pod, including_init=True)
-    )
 
 
 def decide(params: Params, ctx: StrategyContext) -> Decision:

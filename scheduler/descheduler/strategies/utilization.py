@@ -10,11 +10,11 @@ within bounds and the receiving side stops taking once its spare capacity is use
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Generator, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from berthmaster.scheduler.descheduler.context import StrategyContext
+from berthmaster.scheduler.descheduler.context import Candidate, StrategyContext
 from berthmaster.scheduler.descheduler.fields import Problems, join, mapping, number
 from berthmaster.scheduler.model import PODS, NodeView, PodView
 
@@ -89,3 +89,30 @@ def average_percent(usages: list[NodeUsage], resources: list[str]) -> dict[str, 
 
 def describe(usage: NodeUsage, resources: list[str]) -> str:
     return ", ".join(f"{r} {usage.percent(r):.0f}%" for r in resources)
+
+
+def evict_into_room(
+    ctx: StrategyContext, usage: NodeUsage, pods: Iterable[dict[str, Any]],
+    room: dict[str, float], resources: list[str], why: str,
+    done: Callable[[], bool] = lambda: False,
+) -> Generator[Candidate, bool, bool]:
+    """Offer ``pods`` of one node for eviction while the receiving nodes have ``room``.
+
+    Each evicted pod's requests leave the node's usage and the room. Stops early when
+    ``done()`` says the node needs no more; returns True when the room ran out (the caller stops
+    the whole strategy), False otherwise.
+    """
+    for pod in pods:
+        if done():
+            return False
+        if any(room[r] <= 0 for r in resources):
+            return True
+        if not ctx.evictable(pod):
+            continue
+        amounts = requests(ctx.state.view(pod), resources)
+        evicted = yield Candidate(pod, f"node {usage.name} {why} ({describe(usage, resources)})")
+        if evicted:
+            usage.remove(amounts)
+            for resource, amount in amounts.items():
+                room[resource] -= amount
+    return False
