@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import time
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
@@ -137,8 +138,6 @@ class KubeClient:
         cls, kubeconfig: str | None = None, qps: float = 0.0, burst: int = 0, pool_size: int = 64
     ) -> KubeClient:
         """A kubeconfig when given (or $KUBECONFIG / ~/.kube/config exists), else in-cluster."""
-        import os
-
         if kubeconfig or os.environ.get("KUBECONFIG") or os.path.exists(
             os.path.expanduser("~/.kube/config")
         ):
