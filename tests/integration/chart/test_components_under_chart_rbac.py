@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import re
 import socket
 import sys
 import uuid
@@ -91,9 +92,16 @@ async def running(args: Sequence[str], log: Path, env: dict[str, str] | None = N
                     await process.wait()
 
 
+LOG_TIMESTAMP = re.compile(r"^\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d[,.]\d+\s*")
+
+
 def refusals(log: Path) -> list[str]:
+    """Log lines reporting an authorization refusal (403 / Forbidden).
+
+    The leading timestamp is dropped first: its milliseconds can read ",403".
+    """
     return [line for line in log.read_text().splitlines()
-            if "403" in line or "orbidden" in line]
+            if "403" in LOG_TIMESTAMP.sub("", line) or "orbidden" in line]
 
 
 async def http_get(url: str) -> tuple[int, str]:
