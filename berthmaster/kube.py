@@ -7,6 +7,12 @@ aiohttp session. Requests and watches go through that session as raw JSON: objec
 no model deserialisation. Every component (scheduler, operator, descheduler, tests, the demo)
 uses :class:`KubeClient`; nothing else opens connections to the API server.
 
+The session kubernetes_asyncio builds trusts the environment, which makes aiohttp look up
+``.netrc`` and the proxy variables in a worker thread on every request — two thread hops per
+bind. :class:`KubeClient` therefore sends through its own session on the same connector (same
+TLS context and pool) with the proxy resolved once, when the client is made; client-go likewise
+reads ``HTTPS_PROXY``/``NO_PROXY`` and never ``.netrc``.
+
 Rate limiting is a token bucket (``qps``/``burst``), as client-go's, so a component can be
 benchmarked at kube-scheduler's default client limits or with them lifted.
 """
@@ -22,6 +28,8 @@ from typing import Any
 from urllib.parse import quote, urlencode
 
 import aiohttp
+import yarl
+from aiohttp.helpers import get_env_proxy_for_url
 from kubernetes_asyncio import client as k8s_client
 from kubernetes_asyncio import config as k8s_config
 
@@ -109,8 +117,11 @@ class KubeClient:
 
     def __init__(self, api_client: Any, qps: float = 0.0, burst: int = 0):
         self._api = api_client
-        self._session: aiohttp.ClientSession = api_client.rest_client.pool_manager
         self.host: str = api_client.configuration.host.rstrip("/")
+        shared: aiohttp.ClientSession = api_client.rest_client.pool_manager
+        self._session = aiohttp.ClientSession(connector=shared.connector, connector_owner=False,
+                                              trust_env=False)
+        self._proxy, self._proxy_auth = _proxy_for(self.host, api_client.configuration.proxy)
         self._limiter = TokenBucket(qps, burst) if qps > 0 else None
 
     @classmethod
@@ -145,6 +156,7 @@ class KubeClient:
         return cls.in_cluster(qps=qps, burst=burst, pool_size=pool_size)
 
     async def close(self) -> None:
+        await self._session.close()
         await self._api.close()
 
     async def __aenter__(self) -> KubeClient:
@@ -186,7 +198,8 @@ class KubeClient:
         try:
             async with self._session.request(
                 method, self._url(path, params), data=data, headers=headers,
-                timeout=aiohttp.ClientTimeout(total=timeout),
+                timeout=aiohttp.ClientTimeout(total=timeout), proxy=self._proxy,
+                proxy_auth=self._proxy_auth,
             ) as response:
                 raw = await response.read()
                 status = response.status
@@ -254,7 +267,8 @@ class KubeClient:
         headers = await self._headers(None)
         try:
             async with self._session.get(
-                self._url(path, query), headers=headers,
+                self._url(path, query), headers=headers, proxy=self._proxy,
+                proxy_auth=self._proxy_auth,
                 timeout=aiohttp.ClientTimeout(total=None, sock_read=timeout_seconds + 30),
             ) as response:
                 if response.status >= 400:
@@ -273,6 +287,18 @@ class KubeClient:
                     yield event
         except (TimeoutError, aiohttp.ClientError) as error:
             raise KubeError(0, "ConnectionError", f"watch {path}: {error!r}") from error
+
+
+def _proxy_for(host: str, configured: str | None) -> tuple[str | None, aiohttp.BasicAuth | None]:
+    """The proxy for ``host``: the kubeconfig's ``proxy-url``, else the environment's
+    ``HTTPS_PROXY``/``HTTP_PROXY`` unless ``NO_PROXY`` excludes the host; else none."""
+    if configured:
+        return configured, None
+    try:
+        proxy, auth = get_env_proxy_for_url(yarl.URL(host))
+    except LookupError:
+        return None, None
+    return str(proxy), auth
 
 
 def _param(value: Any) -> str:
