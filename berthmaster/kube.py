@@ -2,10 +2,11 @@
 
 Design: ``kubernetes_asyncio`` supplies what is hard to get right — kubeconfig and in-cluster
 loading, TLS contexts with client certificates, bearer tokens and their refresh hooks — and its
-aiohttp session. Requests and watches go through that session as raw JSON: objects are plain
-``dict``\\ s from ``json.loads``, never generated models, so the watch and bind hot paths pay for
-no model deserialisation. Every component (scheduler, operator, descheduler, tests, the demo)
-uses :class:`KubeClient`; nothing else opens connections to the API server.
+aiohttp connector. Requests and watches go through an aiohttp session as raw JSON: objects are
+plain ``dict``\\ s decoded by orjson (several times faster than the standard library's decoder,
+which was a fifth of the scheduler's CPU), never generated models, so the watch and bind hot
+paths pay for no model deserialisation. Every component (scheduler, operator, descheduler,
+tests, the demo) uses :class:`KubeClient`; nothing else opens connections to the API server.
 
 The session kubernetes_asyncio builds trusts the environment, which makes aiohttp look up
 ``.netrc`` and the proxy variables in a worker thread on every request — two thread hops per
@@ -20,7 +21,6 @@ benchmarked at kube-scheduler's default client limits or with them lifted.
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import time
 from collections.abc import AsyncIterator, Mapping
@@ -28,6 +28,7 @@ from typing import Any
 from urllib.parse import quote, urlencode
 
 import aiohttp
+import orjson
 import yarl
 from aiohttp.helpers import get_env_proxy_for_url
 from kubernetes_asyncio import client as k8s_client
@@ -193,7 +194,7 @@ class KubeClient:
         """One request; returns the decoded JSON answer or raises :class:`KubeError`."""
         if self._limiter is not None:
             await self._limiter.acquire()
-        data = None if body is None else json.dumps(body, separators=(",", ":"))
+        data = None if body is None else orjson.dumps(body)
         headers = await self._headers(content_type if data is not None else None)
         try:
             async with self._session.request(
@@ -209,7 +210,7 @@ class KubeClient:
         decoded: JSON = {}
         if raw:
             try:
-                loaded = json.loads(raw)
+                loaded = orjson.loads(raw)
                 decoded = loaded if isinstance(loaded, dict) else {"items": loaded}
             except ValueError:
                 decoded = {"message": raw.decode(errors="replace")}
@@ -273,13 +274,13 @@ class KubeClient:
             ) as response:
                 if response.status >= 400:
                     raw = await response.read()
-                    body = json.loads(raw) if raw else {}
+                    body = orjson.loads(raw) if raw else {}
                     raise KubeError(response.status, body.get("reason", ""),
                                     body.get("message", ""), body)
                 async for line in response.content:
                     if not line.strip():
                         continue
-                    event = json.loads(line)
+                    event = orjson.loads(line)
                     if event.get("type") == "ERROR":
                         status = event.get("object") or {}
                         raise KubeError(int(status.get("code") or 500), status.get("reason", ""),
