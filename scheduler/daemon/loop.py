@@ -96,7 +96,8 @@ class SchedulingLoop:
             pod, events.unschedulable_status_patch(message, nominated_node=nominated),
             still_wanted=lambda: key in self.queue and not self.snapshot.is_assumed(uid))
         self.queue.requeue(info, unschedulable=True,
-                           hint_events=self.engine.unschedulable_events(decision) or None)
+                           hint_events=self.engine.unschedulable_events(decision) or None,
+                           rejected_by=decision.rejected_by)
 
     def _try_preemption(self, pod: JSON, decision: Decision) -> tuple[str | None, str]:
         """Ask the engine for victims; start evicting them. Returns (nominated node, the

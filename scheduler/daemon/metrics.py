@@ -82,6 +82,11 @@ class SchedulerMetrics:
             "Latency for running all plugins of a specific extension point.",
             ["extension_point", "status", "profile"],
             buckets=exponential_buckets(0.0001, 2, 12), registry=r)
+        self.unschedulable_pods = Gauge(
+            "scheduler_unschedulable_pods",
+            "The number of unschedulable pods broken down by plugin name. A pod counts once "
+            "for every plugin (here: Policy predicate) that rejected it, while it waits in the "
+            "unschedulable queue.", ["plugin", "profile"], registry=r)
         for queue in ("active", "backoff", "unschedulable", "gated"):
             self.pending_pods.labels(queue).set(0)
 
@@ -100,6 +105,10 @@ class SchedulerMetrics:
 
     def incoming(self, queue: str, event: str) -> None:
         self.queue_incoming.labels(queue, event).inc()
+
+    def unschedulable(self, plugins: frozenset[str], delta: int) -> None:
+        for plugin in plugins:
+            self.unschedulable_pods.labels(plugin, self.profile).inc(delta)
 
     def bind(self, status: str, seconds: float) -> None:
         self.binding_duration.labels("Bind", status, self.profile).observe(seconds)

@@ -67,6 +67,7 @@ class QueuedPod:
     deleted: bool = False  # deleted from the API while in flight
     helped: bool = False  # an event that could help it arrived while it was in flight
     hint_events: frozenset[str] | None = None  # what could help it, per the rejecting predicates
+    rejected_by: frozenset[str] = frozenset()  # the predicates that made it unschedulable
     where: str = ""
     _seq: int = field(default=0, repr=False)
 
@@ -96,6 +97,8 @@ class SchedulingQueue:
         self._wakeup = asyncio.Event()
         self.on_change: Callable[[dict[str, int]], None] | None = None
         self.on_incoming: Callable[[str, str], None] | None = None  # (queue, event)
+        # (predicates, +1/-1) as a pod enters or leaves the unschedulable sub-queue
+        self.on_unschedulable: Callable[[frozenset[str], int], None] | None = None
 
     # ---- bookkeeping -------------------------------------------------------------------------
     def _leave(self, info: QueuedPod) -> None:
@@ -103,6 +106,8 @@ class SchedulingQueue:
             self._counts[info.where] -= 1
         if info.where == UNSCHEDULABLE:
             self._parked.pop(info.key, None)
+            if self.on_unschedulable is not None and info.rejected_by:
+                self.on_unschedulable(info.rejected_by, -1)
         elif info.where == INFLIGHT:
             self._in_flight.pop(info.key, None)
 
@@ -111,6 +116,8 @@ class SchedulingQueue:
         info.where = where
         if where == UNSCHEDULABLE:
             self._parked[info.key] = info
+            if self.on_unschedulable is not None and info.rejected_by:
+                self.on_unschedulable(info.rejected_by, 1)
         info._seq = next(self._counter)
         if where == ACTIVE:
             heapq.heappush(self._active, (-info.priority, info.timestamp, info._seq, info.key))
@@ -266,9 +273,11 @@ class SchedulingQueue:
             self._forget(info)
 
     def requeue(self, info: QueuedPod, unschedulable: bool,
-                hint_events: frozenset[str] | None = None) -> None:
+                hint_events: frozenset[str] | None = None,
+                rejected_by: frozenset[str] = frozenset()) -> None:
         """The attempt failed: park the pod (``unschedulable``, waiting for one of
-        ``hint_events`` when given) or back it off (an error)."""
+        ``hint_events`` when given; ``rejected_by`` names the predicates that rejected it) or
+        back it off (an error)."""
         if self._pods.get(info.key) is not info or info.where != INFLIGHT:
             return
         if info.deleted:
@@ -276,6 +285,7 @@ class SchedulingQueue:
             return
         now = self.clock()
         info.hint_events = hint_events
+        info.rejected_by = rejected_by if unschedulable else frozenset()
         info.timestamp = now
         info.backoff_expiry = now + self._backoff_duration(info.attempts)
         if is_gated(info.pod):

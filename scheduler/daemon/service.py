@@ -61,6 +61,7 @@ class SchedulerService:
         self.queue = SchedulingQueue()
         self.queue.on_change = self.metrics.pending
         self.queue.on_incoming = self.metrics.incoming
+        self.queue.on_unschedulable = self.metrics.unschedulable
         self.cache = ClusterCache(kube, self.snapshot, self.queue, self.name)
         self.recorder = EventRecorder(event_kube, self.name, self.identity)
         self.elector: LeaderElector | None = None

@@ -213,3 +213,39 @@ def test_registered_events_decide_for_the_events_they_name(clock: FakeClock) -> 
     assert queue.move_for_event(ClusterEvent(ASSIGNED_POD_DELETE)) == 0
     assert queue.move_for_event(ClusterEvent(NODE_UPDATE, frozenset({"labels"}))) == 0
     assert queue.move_for_event(ClusterEvent(NODE_UPDATE, frozenset({"taints"}))) == 1
+
+
+def test_unschedulable_pods_counted_per_rejecting_predicate_while_parked(
+    queue: SchedulingQueue, clock: FakeClock
+) -> None:
+    """scheduler_unschedulable_pods{plugin}: +1 per predicate when a pod is parked, -1 when it
+    leaves the unschedulable queue (moved by an event, or deleted)."""
+    counts: dict[str, int] = {}
+
+    def record(plugins: frozenset[str], delta: int) -> None:
+        for plugin in plugins:
+            counts[plugin] = counts.get(plugin, 0) + delta
+
+    queue.on_unschedulable = record
+    queue.add(make_pod("a"), priority=0)
+    queue.add(make_pod("b"), priority=0)
+    a, b = queue.pop_nowait(), queue.pop_nowait()
+    assert a is not None and b is not None
+    queue.requeue(a, unschedulable=True,
+                  rejected_by=frozenset({"PodFitsResources", "PodToleratesNodeTaints"}))
+    queue.requeue(b, unschedulable=True, rejected_by=frozenset({"PodFitsResources"}))
+    assert counts == {"PodFitsResources": 2, "PodToleratesNodeTaints": 1}
+    queue.move_for_event(ClusterEvent(NODE_ADD))
+    assert counts == {"PodFitsResources": 0, "PodToleratesNodeTaints": 0}
+    clock.tick(20)
+    queue.flush()
+    c = queue.pop_nowait()
+    assert c is not None
+    queue.requeue(c, unschedulable=False)  # an error backs the pod off: not counted
+    assert counts == {"PodFitsResources": 0, "PodToleratesNodeTaints": 0}
+    d = queue.pop_nowait()
+    assert d is not None
+    queue.requeue(d, unschedulable=True, rejected_by=frozenset({"MatchInterPodAffinity"}))
+    assert counts["MatchInterPodAffinity"] == 1
+    queue.delete(d.key)
+    assert counts["MatchInterPodAffinity"] == 0
