@@ -2,7 +2,8 @@
 
 One ``Snapshot`` holds the nodes (as ``NodeInfo``: the node's view plus the running totals of
 the pods counted on it), every pod by uid, and the other objects placement reads (namespaces,
-services and controllers, PDBs, priority classes, volumes). Each update is O(1) or O(labels):
+services and controllers, PDBs, priority classes, volumes, CSINodes). Each update is O(1) or
+O(labels):
 
 - ``label_index[key][value]`` -> node names, so selectors and topology domains are set lookups;
 - ``pod_label_index[key][value]`` -> uids of the pods counted on nodes, so inter-pod affinity
@@ -57,6 +58,7 @@ CLUSTER_KINDS = {
     "PriorityClass": "priority_classes",
     "PersistentVolume": "persistent_volumes",
     "StorageClass": "storage_classes",
+    "CSINode": "csi_nodes",
 }
 TERM_KINDS = ("anti_required", "affinity_required", "affinity_preferred", "anti_preferred")
 KINDS = frozenset({*NAMESPACED_KINDS, *CLUSTER_KINDS, "Node", "Pod"})
@@ -181,6 +183,7 @@ class Snapshot:
         self.persistent_volumes: dict[str, Obj] = {}
         self.persistent_volume_claims: dict[str, Obj] = {}
         self.storage_classes: dict[str, Obj] = {}
+        self.csi_nodes: dict[str, Obj] = {}  # storage.k8s.io CSINodes, by (node) name
         self._selectors: dict[tuple[str, str], LabelSelector] = {}
         self.generation = 0
         # results that depend only on the nodes (e.g. node sets matching a selector); cleared
@@ -195,7 +198,7 @@ class Snapshot:
               stateful_sets: Iterable[Obj] = (), pdbs: Iterable[Obj] = (),
               priority_classes: Iterable[Obj] = (), persistent_volumes: Iterable[Obj] = (),
               persistent_volume_claims: Iterable[Obj] = (),
-              storage_classes: Iterable[Obj] = ()) -> Snapshot:
+              storage_classes: Iterable[Obj] = (), csi_nodes: Iterable[Obj] = ()) -> Snapshot:
         snap = cls()
         groups: list[tuple[str, Iterable[Obj]]] = [
             ("Namespace", namespaces), ("PriorityClass", priority_classes),
@@ -203,7 +206,7 @@ class Snapshot:
             ("ReplicaSet", replica_sets), ("StatefulSet", stateful_sets),
             ("PodDisruptionBudget", pdbs), ("PersistentVolume", persistent_volumes),
             ("PersistentVolumeClaim", persistent_volume_claims),
-            ("StorageClass", storage_classes)]
+            ("StorageClass", storage_classes), ("CSINode", csi_nodes)]
         for kind, objs in groups:
             for obj in objs:
                 snap.upsert(kind, obj)

@@ -48,6 +48,15 @@ class Resource:
     path: str
     field_selector: str | None = None
     event: str = ""  # the queue's cluster event on any change ("" = none)
+    # name the event by the change instead: event + "/Add", "/Update" or "/Delete"
+    by_action: bool = False
+
+    def event_for(self, change: str) -> str:
+        """The queue's cluster event for one change (ADDED, MODIFIED, DELETED) of this kind."""
+        if not self.event or not self.by_action:
+            return self.event
+        action = {ADDED: "Add", MODIFIED: "Update", DELETED: "Delete"}.get(change, "Update")
+        return f"{self.event}/{action}"
 
 
 RESOURCES: tuple[Resource, ...] = (
@@ -72,6 +81,8 @@ RESOURCES: tuple[Resource, ...] = (
              event="PersistentVolumeClaim/Add"),
     Resource("StorageClass", resource_path(group_path("storage.k8s.io", "v1"),
                                            "storageclasses"), event="StorageClass/Add"),
+    Resource("CSINode", resource_path(group_path("storage.k8s.io", "v1"), "csinodes"),
+             event="CSINode", by_action=True),
 )
 
 
@@ -130,7 +141,7 @@ class Informer:
                     self.apply(self.resource.kind, DELETED, old, old)
             for key, item in fresh.items():
                 known = self.known.get(key)
-                if known is None or resource_version(old) != resource_version(item):
+                if known is None or resource_version(known) != resource_version(item):
                     self.apply(self.resource.kind, MODIFIED if known else ADDED, item, known)
         self.known = fresh
         self.synced.set()
@@ -256,7 +267,7 @@ class ClusterCache:
                 self.snapshot.upsert(kind, obj)
             resource = next(r for r in RESOURCES if r.kind == kind)
             if resource.event and not initial:
-                self.queue.move_for_event(ClusterEvent(resource.event))
+                self.queue.move_for_event(ClusterEvent(resource.event_for(event)))
 
     def _apply_node(self, event: str, node: JSON, old: JSON | None, initial: bool) -> None:
         if event == DELETED:

@@ -87,6 +87,8 @@ _NODE_UPDATES = {
     "allocatable": "Node/UpdateNodeAllocatable",
     "conditions": "Node/UpdateNodeCondition",
 }
+# volume-related kinds whose events are named "Kind/Action" already (the cache names them)
+_VOLUME_KINDS = ("PersistentVolume", "StorageClass", "CSINode")
 _SIMPLE = {
     NODE_ADD: ("Node/Add",),
     ASSIGNED_POD_ADD: ("Pod/Add",),
@@ -100,7 +102,7 @@ def event_names(event: ClusterEvent) -> frozenset[str]:
     """The engine's names ("Kind/Action", as upstream's ClusterEvent) for one event."""
     if event.kind == NODE_UPDATE:
         return frozenset(_NODE_UPDATES[c] for c in event.changes if c in _NODE_UPDATES)
-    if event.kind.startswith(("PersistentVolume", "StorageClass")):
+    if event.kind.startswith(_VOLUME_KINDS):
         return frozenset((event.kind,))
     return frozenset(_SIMPLE.get(event.kind, ()))
 
@@ -136,6 +138,6 @@ def could_help(pod: JSON, event: ClusterEvent,
     if kind == PDB_CHANGE:
         # Preemption honours PDBs: a relaxed budget may allow a victim now.
         return True
-    if kind.startswith(("PersistentVolume", "StorageClass")):
+    if kind.startswith(_VOLUME_KINDS):
         return bool((pod.get("spec") or {}).get("volumes"))
     return kind == PRIORITY_CLASS_CHANGE

@@ -10,6 +10,7 @@ upstream's ordering), whatever order the policy lists them in.
 from __future__ import annotations
 
 from berthmaster.scheduler.plugins import (
+    csi_volume_limits,
     equal,
     general,
     image_locality,
@@ -47,6 +48,7 @@ _PREDICATE_CLASSES: tuple[type[Predicate], ...] = (
     volume_restrictions.VolumeRestrictions,
     volume_limits.EBSLimits,
     volume_limits.GCEPDLimits,
+    csi_volume_limits.CSILimits,
     volume_limits.AzureDiskLimits,
     volume_limits.CinderLimits,
     volume_binding.VolumeBinding,
