@@ -73,11 +73,16 @@ FAMILIES: tuple[Family, ...] = (
 
 BINARIES = tuple(binary for family in FAMILIES for binary, _ in family.packages)
 
-# kwok's published default stages (fake node start-up and lease heart-beats; pods turn Ready,
-# Job pods complete, deletions finish). The kwok binary embeds none of them when run outside
-# kwokctl, so the build collects them from the pinned kwok module into the binary cache.
-KWOK_STAGE_DIRS = ("node/fast", "node/heartbeat-with-lease", "pod/fast")
-KWOK_STAGES = "kwok-stages.yaml"
+# kwok's published stages: the defaults (fake node start-up and lease heart-beats; pods turn
+# Ready, Job pods complete, deletions finish) and the chaos stages, which act only on objects
+# carrying their label (a pod labelled pod-container-running-failed.stage.kwok.x-k8s.io=true
+# turns Failed, a node labelled node-not-ready.stage.kwok.x-k8s.io=true turns Ready=False). The
+# kwok binary embeds none of them when run outside kwokctl, so the build collects them from the
+# pinned kwok module into the binary cache; the file's name carries a hash of this list, so a
+# cache written for another list is never reused.
+KWOK_STAGE_DIRS = ("node/fast", "node/heartbeat-with-lease", "pod/fast", "pod/chaos",
+                   "node/chaos")
+KWOK_STAGES = "kwok-stages-{key}.yaml"
 
 
 def _key(family: Family, module_dir: Path) -> str:
@@ -106,12 +111,26 @@ def missing_binaries(names: Iterable[str] = BINARIES) -> list[str]:
     return [name for name in names if not binary_path(name).is_file()]
 
 
+def kwok_stages_name(stage_dirs: Iterable[str] = KWOK_STAGE_DIRS) -> str:
+    """The cached stages file's name, keyed on the stage folders it collects."""
+    key = hashlib.sha256("\n".join(stage_dirs).encode()).hexdigest()[:12]
+    return KWOK_STAGES.format(key=key)
+
+
 def kwok_stages_path() -> Path:
-    return binary_path("kwok").parent / KWOK_STAGES
+    """kwok's published stages, collected for the pinned module (may not be written yet)."""
+    return binary_path("kwok").parent / kwok_stages_name()
+
+
+def berthmaster_stages_path() -> Path:
+    """berthmaster's own kwok Stage documents (container restarts): package data, read by
+    every cluster start rather than cached, so an edit takes effect at the next ``dev up``."""
+    return Path(__file__).parent / "data" / "kwok-stages.yaml"
 
 
 def write_kwok_stages(target: Path) -> None:
-    """Collect kwok's default Stage documents from the pinned module into ``target``."""
+    """Collect kwok's Stage documents (``KWOK_STAGE_DIRS``) from the pinned module into
+    ``target``."""
     module_dir = hack_dir() / "kwok"
     result = subprocess.run(
         [_go(), "list", "-m", "-f", "{{.Dir}}", "sigs.k8s.io/kwok"], cwd=module_dir,
@@ -122,13 +141,20 @@ def write_kwok_stages(target: Path) -> None:
     if result.returncode != 0 or not source.is_dir():
         raise BuildError(f"cannot find kwok's stage definitions in the module cache: "
                          f"{result.stderr.strip() or source}")
+    missing = [folder for folder in KWOK_STAGE_DIRS if not (source / folder).is_dir()]
+    if missing:
+        raise BuildError(f"kwok's module at {source.parent.parent} has no stage folder "
+                         f"{', '.join(missing)}")
     documents = [
         stage.read_text()
         for folder in KWOK_STAGE_DIRS
         for stage in sorted((source / folder).glob("*.yaml"))
         if stage.name != "kustomization.yaml"
     ]
-    target.write_text("\n---\n".join(doc.strip() for doc in documents) + "\n")
+    # Written aside and renamed: test sessions sharing the cache may write it at the same time.
+    partial = target.with_name(f"{target.name}.{os.getpid()}.partial")
+    partial.write_text("\n---\n".join(doc.strip() for doc in documents) + "\n")
+    partial.replace(target)
 
 
 def _go() -> str:
@@ -146,8 +172,8 @@ def build_family(family: Family, say: Callable[[str], None]) -> Path:
     target = family_dir(family)
     wanted = [name for name, _ in family.packages]
     if all((target / name).is_file() for name in wanted):
-        if family.name == "kwok" and not (target / KWOK_STAGES).is_file():
-            write_kwok_stages(target / KWOK_STAGES)
+        if family.name == "kwok" and not (target / kwok_stages_name()).is_file():
+            write_kwok_stages(target / kwok_stages_name())
         say(f"  {family.name}: cached in {target}")
         return target
     module_dir = hack_dir() / family.name
@@ -176,7 +202,7 @@ def build_family(family: Family, say: Callable[[str], None]) -> Path:
             )
         say(f"  {family.name}: {name} built in {time.monotonic() - started:.0f}s")
     if family.name == "kwok":
-        write_kwok_stages(partial / KWOK_STAGES)
+        write_kwok_stages(partial / kwok_stages_name())
     if target.exists():
         shutil.rmtree(target)
     partial.rename(target)

@@ -279,6 +279,7 @@ class ControlPlane:
         self._launch(cluster, "kwok", [
             str(build.binary_path("kwok")), f"--kubeconfig={kubeconfigs['kwok']}",
             f"--config={kwok_config}", f"--config={build.kwok_stages_path()}",
+            f"--config={build.berthmaster_stages_path()}",
             "--manage-all-nodes=false",
             f"--manage-nodes-with-annotation-selector={FAKE_NODE_ANNOTATION}={FAKE_NODE_VALUE}",
             "--cidr=10.244.0.0/16", "--node-ip=127.0.0.1",

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import yaml
 
 from berthmaster.devcluster import build
 from berthmaster.devcluster.nodes import fake_node, parse_taint
@@ -24,6 +25,32 @@ def test_binaries_are_keyed_by_the_wrapper_module(monkeypatch: pytest.MonkeyPatc
     assert path.parent.parent == tmp_path / "bin"
     assert path.parent.name.startswith("kubernetes-")
     assert set(build.missing_binaries()) == set(build.BINARIES)
+
+
+def test_kwok_stages_file_is_keyed_on_the_folders_it_collects(monkeypatch: pytest.MonkeyPatch,
+                                                               tmp_path: Path) -> None:
+    monkeypatch.setenv("BERTHMASTER_CACHE", str(tmp_path))
+    path = build.kwok_stages_path()
+    assert path.parent == build.binary_path("kwok").parent
+    assert {"pod/chaos", "node/chaos"} <= set(build.KWOK_STAGE_DIRS)
+    # A cache written before the chaos stages were collected (kwok-stages.yaml, or the file of
+    # any other list of folders) is never mistaken for the current one.
+    assert path.name != "kwok-stages.yaml"
+    assert path.name != build.kwok_stages_name(("node/fast", "node/heartbeat-with-lease",
+                                                "pod/fast"))
+    assert path.name == build.kwok_stages_name(list(build.KWOK_STAGE_DIRS))
+
+
+def test_berthmaster_stage_acts_on_labelled_running_pods_only() -> None:
+    (stage,) = list(yaml.safe_load_all(build.berthmaster_stages_path().read_text()))
+    assert (stage["apiVersion"], stage["kind"]) == ("kwok.x-k8s.io/v1alpha1", "Stage")
+    assert stage["spec"]["resourceRef"] == {"apiGroup": "v1", "kind": "Pod"}
+    expressions = stage["spec"]["selector"]["matchExpressions"]
+    assert {"key": '.metadata.labels["berthmaster.io/kwok-restarts"]', "operator": "In",
+            "values": ["true"]} in expressions
+    assert {"key": ".status.phase", "operator": "In", "values": ["Running"]} in expressions
+    # Rendered from the pod alone, so a second rendering equals the first and kwok stops.
+    assert "Now" not in stage["spec"]["next"]["statusTemplate"]
 
 
 def test_fake_node_carries_kwok_annotation_zone_and_capacity() -> None:
