@@ -9,6 +9,13 @@ excess skew pods from the largest, evicting its most evictable pods. With
 ``topologyBalanceNodeFit`` (the default) a pod is only chosen when it would fit a node of the
 receiving domain (``node_fit``).
 
+Domains are taken over the nodes eligible for the pods of the constraint, as kube-scheduler
+counts them: with ``nodeAffinityPolicy: Honor`` (the default) only nodes matching the pod's
+nodeSelector and required node affinity, with ``nodeTaintsPolicy: Honor`` only nodes whose
+NoSchedule/NoExecute taints the pod tolerates; pods on other nodes are not counted. The same
+constraint declared by pods with different node affinity or tolerations is therefore balanced
+separately, once per distinct eligibility.
+
 Args (v1alpha2): ``constraints`` (default ``[DoNotSchedule]``), ``topologyBalanceNodeFit``,
 ``namespaces``, ``labelSelector``. v1alpha1: ``includeSoftConstraints`` adds ScheduleAnyway.
 """
@@ -33,6 +40,8 @@ from berthmaster.scheduler.descheduler.fields import (
 from berthmaster.scheduler.descheduler.protection import eviction_order
 from berthmaster.scheduler.descheduler.strategies.common import common_v1alpha1, pod_filter
 from berthmaster.scheduler.model import NodeView, PodView, SpreadConstraint
+from berthmaster.scheduler.plugins import node_affinity
+from berthmaster.scheduler.plugins.taint_toleration import untolerated_taint
 
 NAME = "RemovePodsViolatingTopologySpreadConstraint"
 EXTENSION_POINT = "balance"
@@ -69,42 +78,58 @@ def parse(args: Mapping[str, Any], where: str, problems: Problems) -> Params:
                   pod_filter(args, where, problems))
 
 
+def eligible(pod: PodView, constraint: SpreadConstraint, node: NodeView) -> bool:
+    """Whether ``node`` takes part in ``constraint``'s domains for ``pod`` (see above)."""
+    if constraint.topology_key not in node.labels:
+        return False
+    if constraint.node_affinity_policy != "Ignore" and not node_affinity.fits(
+            pod, node.name, node.labels):
+        return False
+    return not (constraint.node_taints_policy == "Honor"
+                and untolerated_taint(pod.tolerations, node.taints) is not None)
+
+
+def _eligibility(pod: PodView, constraint: SpreadConstraint) -> tuple[object, ...]:
+    """What decides which nodes are eligible: pods alike here share the domains."""
+    return (constraint,
+            tuple(sorted(pod.node_selector.items()))
+            if constraint.node_affinity_policy != "Ignore" else (),
+            pod.required_node_affinity if constraint.node_affinity_policy != "Ignore" else None,
+            pod.tolerations if constraint.node_taints_policy == "Honor" else ())
+
+
 def decide(params: Params, ctx: StrategyContext) -> Decision:
     nodes = {n["metadata"]["name"]: ctx.state.node_view(n) for n in ctx.nodes}
     pods = [ctx.state.view(p) for name in nodes for p in ctx.consider(ctx.pods_on(name))]
     by_namespace: dict[str, list[PodView]] = {}
     for pod in pods:
         by_namespace.setdefault(pod.namespace, []).append(pod)
-    seen: set[tuple[str, SpreadConstraint]] = set()
-    # topology key -> value -> node names, computed once per key
-    topology: dict[str, dict[str, list[str]]] = {}
+    seen: set[tuple[str, tuple[object, ...]]] = set()
     for pod in pods:
         for constraint in pod.spread_constraints:
-            key = (pod.namespace, constraint)
+            key = (pod.namespace, _eligibility(pod, constraint))
             if constraint.when_unsatisfiable not in params.constraints or key in seen:
                 continue
             seen.add(key)
-            if constraint.topology_key not in topology:
-                values: dict[str, list[str]] = {}
-                for name, view in nodes.items():
-                    if constraint.topology_key in view.labels:
-                        values.setdefault(view.labels[constraint.topology_key], []).append(name)
-                topology[constraint.topology_key] = values
-            yield from balance(params, ctx, constraint, by_namespace[pod.namespace], nodes,
-                               topology[constraint.topology_key])
+            # eligible node -> its domain (the value of the topology key)
+            domain_of = {name: view.labels[constraint.topology_key]
+                         for name, view in nodes.items() if eligible(pod, constraint, view)}
+            yield from balance(params, ctx, constraint, by_namespace[pod.namespace], domain_of)
 
 
 def balance(
     params: Params, ctx: StrategyContext, constraint: SpreadConstraint,
-    namespace_pods: list[PodView], nodes: Mapping[str, NodeView],
-    domain_nodes: Mapping[str, list[str]],
+    namespace_pods: list[PodView], domain_of: Mapping[str, str],
 ) -> Decision:
     key = constraint.topology_key
+    domain_nodes: dict[str, list[str]] = {}
+    for name, value in domain_of.items():
+        domain_nodes.setdefault(value, []).append(name)
     domains: dict[str, list[PodView]] = {value: [] for value in domain_nodes}
     if len(domains) < 2:
         return
     for pod in namespace_pods:
-        value = nodes[pod.node_name].labels.get(key)
+        value = domain_of.get(pod.node_name)
         if value is not None and constraint.selector.matches(pod.labels):
             domains[value].append(pod)
     ordered = sorted(domains.items(), key=lambda item: len(item[1]))

@@ -216,6 +216,44 @@ def test_topology_spread(counts: tuple[int, int], max_skew: int, when: str,
     assert len(got) == evictions and all(name.startswith("a") for name in got)
 
 
+def test_topology_spread_domains_honour_node_affinity_and_taints_policies() -> None:
+    """Zone c is only reachable through a node the pods' nodeSelector excludes (and zone d
+    through a tainted node): with the default policies neither is a domain, so 2/2 over a/b is
+    balanced; with nodeAffinityPolicy: Ignore zone c counts and is empty; nodeTaintsPolicy:
+    Honor keeps the tainted zone d out, Ignore (the default) lets it in."""
+    nodes = [make_node("a1", labels={"zone": "a", "pool": "web"}),
+             make_node("b1", labels={"zone": "b", "pool": "web"}),
+             make_node("c1", labels={"zone": "c", "pool": "db"})]
+
+    def pods(**policy: str) -> list[dict[str, Any]]:
+        constraint = {**spread()[0], **policy}
+        return [make_pod(f"{zone}{i}", f"{zone}1", labels={"app": "web"},
+                         nodeSelector={"pool": "web"}, topologySpreadConstraints=[constraint])
+                for zone in "ab" for i in range(2)]
+
+    got, _ = plan(topology_spread, params(topology_spread, topologyBalanceNodeFit=False),
+                  nodes, pods())
+    assert got == []
+    got, _ = plan(topology_spread, params(topology_spread, topologyBalanceNodeFit=False),
+                  nodes, pods(nodeAffinityPolicy="Ignore"))
+    assert len(got) == 1  # 2/2/0 over a, b, c: one pod moves towards c
+
+    tainted = [make_node("a1", labels={"zone": "a"}), make_node("b1", labels={"zone": "b"}),
+               make_node("d1", labels={"zone": "d"},
+                         taints=[{"key": "dedicated", "value": "db", "effect": "NoSchedule"}])]
+    plain = [make_pod(f"{zone}{i}", f"{zone}1", labels={"app": "web"},
+                      topologySpreadConstraints=[{**spread()[0], "nodeTaintsPolicy": policy}])
+             for policy, zone in (("Honor", "a"), ("Honor", "b")) for i in range(2)]
+    got, _ = plan(topology_spread, params(topology_spread, topologyBalanceNodeFit=False),
+                  tainted, plain)
+    assert got == []
+    ignored = [make_pod(f"{zone}{i}", f"{zone}1", labels={"app": "web"},
+                        topologySpreadConstraints=spread()) for zone in "ab" for i in range(2)]
+    got, _ = plan(topology_spread, params(topology_spread, topologyBalanceNodeFit=False),
+                  tainted, ignored)
+    assert len(got) == 1
+
+
 # ----------------------------------------------------------------------- restarts, lifetime, failed
 
 def restarted(name: str, count: int, waiting: str | None = None) -> dict[str, Any]:
