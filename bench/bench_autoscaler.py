@@ -100,7 +100,7 @@ def run(size: int, pending: int, anti_affinity: bool) -> None:
     view = build_cluster_view(machine_sets, machines, nodes)
     sim = Simulation.build(placement, nodes, pods)
     totals = cluster_totals(nodes, config.limits)
-    wanted = pods_to_help(pods, config.pod_priority_threshold)
+    wanted, _ = pods_to_help(pods, config.pod_priority_threshold)
     built = time.perf_counter() - started
 
     started = time.perf_counter()

@@ -50,6 +50,7 @@ from berthmaster.operator.autoscaler.scaledown import (
 from berthmaster.operator.autoscaler.scaleup import (
     ScaleUpDecision,
     decide_scale_up,
+    nominated_node,
     pod_id,
     pod_priority,
     pods_to_help,
@@ -354,7 +355,10 @@ async def run_once(kube: KubeClient, autoscaler: Mapping[str, Any], state: Autos
                            priority_classes=list(cluster.priority_classes.values()))
     upcoming = [(g.template, g.upcoming) for g in view.groups if g.template is not None]
     totals = cluster_totals(cluster.nodes, config.limits, upcoming)
-    pending = pods_to_help(cluster.pods, config.pod_priority_threshold, cluster.priority_classes)
+    pending, preempting = pods_to_help(cluster.pods, config.pod_priority_threshold,
+                                       cluster.priority_classes, set(sim.node_names()))
+    for pod in preempting:  # the room preemption makes is theirs
+        sim.place(pod, nominated_node(pod))
     priorities = parse_priorities((cluster.priority_configmap or {}).get("data"))
     scale_up_started = time.monotonic()
     decision = decide_scale_up(pending, view, sim, config, totals, in_backoff, state.rng,

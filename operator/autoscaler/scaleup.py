@@ -4,7 +4,10 @@ Design (upstream cluster-autoscaler's loop, one decision per call, pure):
 
 1. Pods count when they are unschedulable (no node, ``PodScheduled=False`` with reason
    ``Unschedulable``, not being deleted) and their priority is at least ``podPriorityThreshold``;
-   lower-priority pods are expendable and never cause a scale-up.
+   lower-priority pods are expendable and never cause a scale-up. A pod whose
+   ``status.nominatedNodeName`` names an existing node is waiting for the scheduler's
+   preemption to make room there: it causes no scale-up either, and the caller places it on
+   that node in the simulation so the room it will take is not offered to other pods.
 2. Nodes already asked for but not registered yet ("upcoming") join the simulation as template
    copies; pods that fit an existing or upcoming node are left to the scheduler, so a slow
    provider does not cause a second scale-up for the same pods.
@@ -21,7 +24,7 @@ from __future__ import annotations
 
 import random
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -65,14 +68,21 @@ def is_unschedulable(pod: Mapping[str, Any]) -> bool:
                and c.get("reason") == "Unschedulable" for c in status.get("conditions") or [])
 
 
+def nominated_node(pod: Mapping[str, Any]) -> str:
+    return str((pod.get("status") or {}).get("nominatedNodeName") or "")
+
+
 def pods_to_help(pods: Iterable[Mapping[str, Any]], threshold: int,
-                 priority_classes: Mapping[str, Mapping[str, Any]] | None = None) -> list[JSON]:
-    """Unschedulable pods at or above the priority threshold, highest priority first."""
+                 priority_classes: Mapping[str, Mapping[str, Any]] | None = None,
+                 node_names: Collection[str] = ()) -> tuple[list[JSON], list[JSON]]:
+    """Unschedulable pods at or above the priority threshold, highest priority first, split
+    into those a scale-up may help and those waiting for preemption on one of ``node_names``."""
     classes = priority_classes or {}
     chosen = [dict(p) for p in pods
               if is_unschedulable(p) and pod_priority(p, classes) >= threshold]
     chosen.sort(key=lambda p: (-pod_priority(p, classes), pod_id(p)))
-    return chosen
+    waiting = [p for p in chosen if nominated_node(p) in node_names]
+    return [p for p in chosen if nominated_node(p) not in node_names], waiting
 
 
 @dataclass(frozen=True)

@@ -89,7 +89,7 @@ def test_no_decision_sequence_exceeds_a_limit(
         sim = Simulation.build(fits, nodes, pods)
         upcoming = [(g.template, g.upcoming) for g in view.groups if g.template is not None]
         totals = cluster_totals(nodes, limits, upcoming)
-        pending = pods_to_help(pods, config.pod_priority_threshold)
+        pending, _ = pods_to_help(pods, config.pod_priority_threshold)
         decision = decide_scale_up(pending, view, sim, config, totals, (), rng)
         for increase in decision.increases:
             group = view.group(increase.group_id)

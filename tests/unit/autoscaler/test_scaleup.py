@@ -41,7 +41,7 @@ def decide(pods: list[JSON], machine_sets: list[JSON], nodes: list[JSON] | None 
     sim = Simulation.build(fits, nodes, pods)
     upcoming = [(g.template, g.upcoming) for g in view.groups if g.template is not None]
     totals = cluster_totals(nodes, config.limits, upcoming)
-    pending = pods_to_help(pods, config.pod_priority_threshold)
+    pending, _ = pods_to_help(pods, config.pod_priority_threshold)
     before = sorted(sim.node_names())
     decision = decide_scale_up(pending, view, sim, config, totals, backoff, random.Random(1))
     assert sorted(sim.node_names()) == before, "the simulation must be rolled back"
@@ -62,6 +62,37 @@ def test_pending_pods_get_exactly_the_nodes_they_need() -> None:
         ("machines/workers", 0, 3)]
     assert decision.triggered["ns/a"] == (
         "pod triggered scale-up: [{machines/workers 0->3 (max: 5)}]")
+
+
+def test_pods_waiting_for_preemption_cause_no_scale_up_and_keep_their_room() -> None:
+    """A pod nominated on an existing node waits for preemption there (upstream's
+    "waiting for lower priority pods preemption"): no scale-up for it, and its room on that
+    node is not offered to another pending pod."""
+    nodes = [make_node("n1")]  # 4 cores
+    nominated = big("nominated")
+    nominated["status"]["nominatedNodeName"] = "n1"
+    other = make_pod("other", cpu="2", memory="1Gi", unschedulable=True)
+    config = AutoscalerConfig()
+    pending, waiting = pods_to_help([nominated, other], config.pod_priority_threshold,
+                                    node_names={"n1"})
+    assert [p["metadata"]["name"] for p in pending] == ["other"]
+    assert [p["metadata"]["name"] for p in waiting] == ["nominated"]
+    # nominated on a node that no longer exists: an ordinary pending pod again
+    pending, waiting = pods_to_help([nominated], config.pod_priority_threshold,
+                                    node_names={"n2"})
+    assert len(pending) == 1 and waiting == []
+
+    view = build_cluster_view([make_machine_set("workers", 0)], [], nodes)
+    sim = Simulation.build(fits, nodes, [nominated, other])
+    pending, waiting = pods_to_help([nominated, other], config.pod_priority_threshold,
+                                    node_names=set(sim.node_names()))
+    for pod in waiting:
+        sim.place(pod, "n1")
+    totals = cluster_totals(nodes, config.limits, [])
+    decision = decide_scale_up(pending, view, sim, config, totals, (), random.Random(1))
+    # "other" (2 cores) would fit n1's free 4 cores, but 3 of them are the nominated pod's.
+    assert [(i.group_id, i.new) for i in decision.increases] == [("machines/workers", 1)]
+    assert "ns/nominated" not in decision.triggered
 
 
 def test_small_pods_share_a_new_node() -> None:
