@@ -129,9 +129,9 @@ def balance(
     if len(domains) < 2:
         return
     for pod in namespace_pods:
-        value = domain_of.get(pod.node_name)
-        if value is not None and constraint.selector.matches(pod.labels):
-            domains[value].append(pod)
+        domain = domain_of.get(pod.node_name)
+        if domain is not None and constraint.selector.matches(pod.labels):
+            domains[domain].append(pod)
     ordered = sorted(domains.items(), key=lambda item: len(item[1]))
     counts = [len(members) for _, members in ordered]
     average = sum(counts) / len(counts)
