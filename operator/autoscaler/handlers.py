@@ -6,10 +6,14 @@ Design: what runs
   writes the status it returns; kopf never overlaps two runs of one timer, so one decision
   finishes before the next starts. An invalid ClusterAutoscaler gets a ``Healthy=False``
   condition naming every problem, and no scaling.
-- MachineAutoscaler create/update/resume (and a 60 s timer against drift) write the min/max
-  annotations, and an owner annotation, onto the target MachineSet, and record it as
-  ``status.lastTargetRef``; when the target changes the previous MachineSet loses the
-  annotations; deletion (behind kopf's finalizer) removes them from both.
+- MachineAutoscaler create/update/resume write the min/max annotations, and an owner
+  annotation, onto the target MachineSet, and record it as ``status.lastTargetRef``; when the
+  target changes the previous MachineSet loses the annotations; deletion (behind kopf's
+  finalizer) removes them from both.
+- Drift: a kopf index maps (namespace, MachineSet) to the annotations its MachineAutoscaler
+  wants; every MachineSet watch event compares them and re-applies them when someone edited or
+  removed them (or the MachineSet appeared after its MachineAutoscaler). The watch only reads:
+  no kopf state is stored on MachineSets.
 The API client is the operator's shared one (operator/client.py). The metrics are
 served by ``berthmaster operator --metrics-bind-address``.
 """
@@ -18,6 +22,7 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Mapping
 from typing import Any
 
 import kopf
@@ -41,6 +46,7 @@ from berthmaster.operator.autoscaler.simulation import Placement
 from berthmaster.operator.client import operator_client as kube
 
 GROUP = "autoscaling.openshift.io"
+MACHINE_API_GROUP = "machine.openshift.io"
 OWNER_KEY = "autoscaling.openshift.io/machineautoscaler"  # upstream's target-owner annotation
 INTERVAL = float(os.environ.get("BERTHMASTER_AUTOSCALER_SCAN_INTERVAL", SCAN_INTERVAL))
 
@@ -100,7 +106,7 @@ def _target(ref: Any) -> tuple[str, str] | None:
 
 
 async def _annotate(client: KubeClient, namespace: str, name: str,
-                    annotations: dict[str, str | None]) -> bool:
+                    annotations: Mapping[str, str | None]) -> bool:
     """Merge ``annotations`` into MachineSet ``namespace/name``; False when it does not exist."""
     try:
         await client.patch(resource_path(MACHINE_API, "machinesets", namespace, name),
@@ -127,10 +133,51 @@ async def _release(client: KubeClient, namespace: str, name: str, owner: str) ->
                     {MIN_SIZE_KEY: None, MAX_SIZE_KEY: None, OWNER_KEY: None})
 
 
+def wanted_annotations(spec: Any, owner: str) -> dict[str, str]:
+    """What a MachineAutoscaler writes onto its MachineSet."""
+    return {MIN_SIZE_KEY: str(spec.get("minReplicas", 0)),
+            MAX_SIZE_KEY: str(spec.get("maxReplicas", 0)),
+            OWNER_KEY: owner}
+
+
+def _not_deleted(body: kopf.Body, **_: Any) -> bool:
+    return not body.metadata.get("deletionTimestamp")
+
+
+# kopf updates indices before it calls handlers, and drops an object from the index once it
+# stops matching ``when``: a MachineAutoscaler being deleted leaves the index before its delete
+# handler releases the MachineSet, so the drift handler never re-adds what was just released.
+@kopf.index(GROUP, "v1beta1", "machineautoscalers", when=_not_deleted)
+def machineautoscaler_targets(spec: kopf.Spec, name: str, namespace: str | None, **_: Any
+                              ) -> dict[tuple[str, str], dict[str, str]]:
+    target = _target(spec.get("scaleTargetRef"))
+    if target is None:
+        return {}  # replaces (so removes) what an earlier version indexed
+    namespace = namespace or "default"
+    return {(namespace, target[1]): wanted_annotations(spec, f"{namespace}/{name}")}
+
+
+@kopf.on.event(MACHINE_API_GROUP, "v1beta1", "machinesets")
+async def machineset_autoscaling_drift(type: str, body: kopf.Body, name: str,
+                                       namespace: str | None, **kwargs: Any) -> None:
+    targets: kopf.Index[tuple[str, str], dict[str, str]] = kwargs["machineautoscaler_targets"]
+    if type == "DELETED" or body.metadata.get("deletionTimestamp"):
+        return
+    namespace = namespace or "default"
+    owners = list(targets.get((namespace, name), ()))
+    if len(owners) != 1:
+        return  # not autoscaled, or claimed by two MachineAutoscalers: nothing to repair
+    wanted = owners[0]
+    annotations = body.metadata.annotations
+    if all(annotations.get(key) == value for key, value in wanted.items()):
+        return
+    log.info("restoring autoscaling annotations on MachineSet %s/%s", namespace, name)
+    await _annotate(await kube(), namespace, name, wanted)
+
+
 @kopf.on.create(GROUP, "v1beta1", "machineautoscalers")
 @kopf.on.update(GROUP, "v1beta1", "machineautoscalers")
 @kopf.on.resume(GROUP, "v1beta1", "machineautoscalers")
-@kopf.timer(GROUP, "v1beta1", "machineautoscalers", interval=60, initial_delay=60)
 async def machineautoscaler_reconcile(body: kopf.Body, spec: kopf.Spec, status: kopf.Status,
                                       name: str, namespace: str | None, patch: kopf.Patch,
                                       **_: Any) -> None:
@@ -145,11 +192,7 @@ async def machineautoscaler_reconcile(body: kopf.Body, spec: kopf.Spec, status: 
         await _release(client, namespace, last[1], owner)
         kopf.info(body, reason="SuccessfulUpdate",
                   message=f"Removed autoscaling from previous target: {namespace}/{last[1]}")
-    found = await _annotate(client, namespace, target[1], {
-        MIN_SIZE_KEY: str(spec.get("minReplicas", 0)),
-        MAX_SIZE_KEY: str(spec.get("maxReplicas", 0)),
-        OWNER_KEY: owner,
-    })
+    found = await _annotate(client, namespace, target[1], wanted_annotations(spec, owner))
     if not found:
         kopf.warn(body, reason="FailedGetTarget",
                   message=f"Error getting target: MachineSet {namespace}/{target[1]} not found")

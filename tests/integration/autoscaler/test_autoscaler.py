@@ -234,6 +234,11 @@ async def test_machineautoscaler_marks_its_target_and_cleans_up(
 
     await wait_for(lambda: _eq(last_target(), "first"), timeout=30, what="lastTargetRef first")
 
+    # Drift: an edited or removed annotation is put back by the MachineSet watch.
+    await kube.patch(resource_path(MACHINES, "machinesets", namespace, "first"),
+                     {"metadata": {"annotations": {MIN_KEY: None, MAX_KEY: "99"}}})
+    await wait_for(lambda: marked("first", "1", "4"), timeout=30, what="first re-annotated 1..4")
+
     # Retarget: the previous MachineSet loses the annotations, the new one gets them.
     assert apply(cluster, machine_autoscaler("ma", namespace, "second", 0, 2)).returncode == 0
     await wait_for(lambda: marked("second", "0", "2"), timeout=30, what="second annotated 0..2")
