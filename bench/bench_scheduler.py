@@ -36,11 +36,13 @@ import asyncio
 import contextlib
 import json
 import os
+import shlex
 import subprocess
 import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -189,7 +191,8 @@ class Proc:
             self.popen.wait()
 
 
-def start_scheduler(kind: str, kubeconfig: str, workdir: Path, binary: Path) -> tuple[Proc, str]:
+def start_scheduler(kind: str, kubeconfig: str, workdir: Path, binary: Path,
+                    extra: Sequence[str] = ()) -> tuple[Proc, str]:
     log = workdir / f"{kind}.log"
     if kind == "stub":
         name = "bench-stub"
@@ -209,7 +212,7 @@ def start_scheduler(kind: str, kubeconfig: str, workdir: Path, binary: Path) -> 
                    kubeconfig, "--scheduler-name", name, "--no-leader-elect",
                    "--policy", str(policy_file),
                    "--metrics-bind-address", "", "--kube-api-qps", str(LIFTED_QPS),
-                   "--kube-api-burst", str(LIFTED_BURST)]
+                   "--kube-api-burst", str(LIFTED_BURST), *extra]
     else:
         name = "kube-scheduler-bench"
         lifted = kind.endswith("lifted")
@@ -278,7 +281,8 @@ async def measure(kube: KubeClient, args: argparse.Namespace, kind: str, workloa
             pod_body(f"existing-{i}", "none", workload, i, node=nodes[i % len(nodes)])
             for i in range(args.existing)], rate=0)
     proc, name = start_scheduler(kind, args.kubeconfig, workdir,
-                                 Path(args.kube_scheduler_binary))
+                                 Path(args.kube_scheduler_binary),
+                                 shlex.split(args.berthmaster_args))
     try:
         await wait_ready(kube, namespace, name)
         cpu_before = proc.cpu_seconds()
@@ -429,6 +433,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout", type=float, default=300.0,
                         help="give up waiting for binds after this many seconds per run")
     parser.add_argument("--kube-scheduler-binary", default=None)
+    parser.add_argument("--berthmaster-args", default="",
+                        help="extra flags for berthmaster's scheduler, e.g. "
+                             "'--bind-concurrency 64'")
     parser.add_argument("--run-stub", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--stub-name", default="bench-stub", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)

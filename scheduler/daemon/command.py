@@ -51,7 +51,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--kube-api-qps", type=float, default=50.0,
                         help="client requests per second (default: %(default)s, as kube-scheduler)")
     parser.add_argument("--kube-api-burst", type=int, default=100)
-    parser.add_argument("--bind-concurrency", type=int, default=16,
+    parser.add_argument("--bind-concurrency", type=int, default=64,
                         help="bindings in flight at once (default: %(default)s)")
     parser.add_argument("--percentage-of-nodes-to-score", type=int, default=0,
                         help="stop filtering after this share of nodes fit (0: adaptive, as "
