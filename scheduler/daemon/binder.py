@@ -55,7 +55,7 @@ class Binder:
         queue: SchedulingQueue,
         recorder: EventRecorder,
         metrics: SchedulerMetrics,
-        concurrency: int = 16,
+        concurrency: int = 64,
         may_act: Callable[[], bool] = lambda: True,
     ):
         self.kube = kube
