@@ -152,6 +152,10 @@ async def create_nodes(kube: KubeClient, count: int) -> list[str]:
 
     async def one(name: str) -> None:
         index = int(name.rsplit("-", 1)[1])
+        # Every zone gets both pools. (With zone = index % 10, the tainted pool held whole
+        # zones: under the default nodeTaintsPolicy Ignore those zones are empty spread domains,
+        # so upstream semantics allow one spread pod per untainted zone and the spread workload
+        # could bind 5 pods in all, with any scheduler.)
         dedicated = index % 2 == 0
         labels = {POOL_LABEL: "dedicated" if dedicated else "shared"}
         taints = [{"key": POOL_TAINT, "value": "bench", "effect": "NoSchedule"}] \
@@ -159,7 +163,7 @@ async def create_nodes(kube: KubeClient, count: int) -> list[str]:
         async with slots:
             with contextlib.suppress(KubeError):
                 await kube.create(resource_path(CORE, "nodes"), fake_node(
-                    name, labels=labels, taints=taints, zone=f"zone-{index % ZONES}",
+                    name, labels=labels, taints=taints, zone=f"zone-{(index // 2) % ZONES}",
                     capacity={"cpu": "64", "memory": "256Gi", "pods": "250"}))
 
     await asyncio.gather(*(one(n) for n in missing))
