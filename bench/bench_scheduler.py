@@ -37,6 +37,7 @@ import contextlib
 import json
 import os
 import shlex
+import signal
 import subprocess
 import sys
 import tempfile
@@ -458,6 +459,9 @@ def main(argv: list[str] | None = None) -> int:
     from berthmaster.devcluster import build
     args.kube_scheduler_binary = args.kube_scheduler_binary or str(
         build.binary_path("kube-scheduler"))
+    # SIGTERM (timeout, pkill) unwinds like Ctrl-C, so the finally blocks stop the scheduler
+    # processes and the control plane instead of leaving them running.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     plane = None
     if not args.kubeconfig:
         from berthmaster.devcluster.cluster import ControlPlane
