@@ -99,3 +99,26 @@ async def make_node_not_ready(kube: KubeClient, name: str) -> dict[str, Any]:
     """kwok reports the node Ready=False (reason ``nodeFailed``) while the label stays."""
     await label(kube, resource_path(CORE, "nodes", name=name), {NODE_NOT_READY: "true"})
     return await wait_node_ready(kube, name, "False")
+
+
+async def make_node_unreachable(kube: KubeClient, name: str, timeout: float = 30) -> None:
+    """Make a kwok node unreachable as a dead kubelet leaves it.
+
+    kwok stops managing the node (its ``kwok.x-k8s.io/node`` annotation removed), so nothing
+    writes the node's status any more; then the Ready condition is set ``Unknown`` with the
+    node-lifecycle controller's reason and message. (The controller would do that itself after
+    its grace period, but kwok v0.8 keeps renewing the Lease of a node it stopped managing, so
+    the controller keeps believing the node alive.) Nothing sets Ready back to True afterwards.
+    """
+    path = resource_path(CORE, "nodes", None, name)
+    await kube.patch(path, {"metadata": {"annotations": {"kwok.x-k8s.io/node": None}}})
+    await kube.patch(resource_path(CORE, "nodes", None, name, "status"), {"status": {
+        "conditions": [{"type": "Ready", "status": "Unknown", "reason": "NodeStatusUnknown",
+                        "message": "Kubelet stopped posting node status."}]}}, kind="strategic")
+
+    async def unknown() -> bool:
+        node = await kube.get(path)
+        return any(c.get("type") == "Ready" and c.get("status") == "Unknown"
+                   for c in (node.get("status") or {}).get("conditions") or [])
+
+    await wait_for(unknown, timeout=timeout, what=f"node {name} Ready=Unknown")

@@ -17,8 +17,10 @@ from tests.integration.operator.machines.conftest import (
     node_or_none,
     running_machine,
 )
+from tests.support.chaos import make_node_unreachable
 from tests.support.waiting import wait_for
 
+HOLD = "berthmaster.io/test-hold"
 PDB_TEXT = "Cannot evict pod as it would violate the pod's disruption budget."
 
 
@@ -179,5 +181,52 @@ async def test_drain_timeout_reports_then_proceeds_only_when_opted_in(
 
     await kube.patch(api.machine_path(namespace, name), {"metadata": {"annotations": {
         api.PROCEED_AFTER_DRAIN_TIMEOUT: "true"}}})
+    await gone(kube, namespace, name)
+    assert await node_or_none(kube, name) is None
+
+
+async def test_drain_of_an_unreachable_node_does_not_wait_for_pods_that_cannot_terminate(
+        kube: KubeClient, namespace: str, operator: OperatorProcess,
+        cleanup_nodes: list[str]) -> None:
+    """Upstream's unreachable-node drain: the kubelet is gone (kwok no longer manages the node,
+    the node-lifecycle controller set Ready=Unknown), so an evicted pod stays Terminating for
+    ever; the drain evicts with a 1 s grace period and counts pods terminating for longer as
+    gone, instead of failing until a timeout."""
+    name = f"{namespace}-unreachable"
+    cleanup_nodes.append(name)
+    await kube.create(api.machine_path(namespace), kwok_machine(name))
+    await running_machine(kube, namespace, name)
+    held = pod("web-0", name, {"app": "web"})
+    # A finalizer keeps the evicted pod Terminating, as a missing kubelet would: a drain of a
+    # reachable node would wait for it to go; the unreachable-node drain must not.
+    held["metadata"]["finalizers"] = [HOLD]
+    await kube.create(resource_path("/api/v1", "pods", namespace), held)
+
+    async def running_pod() -> bool:
+        found = await kube.get(resource_path("/api/v1", "pods", namespace, "web-0"))
+        return (found.get("status") or {}).get("phase") == "Running"
+
+    await wait_for(running_pod, timeout=30, what="web-0 Running")
+    await make_node_unreachable(kube, name)
+    await kube.patch(api.machine_path(namespace, name), {"spec": {"lifecycleHooks": {
+        "preTerminate": [{"name": "Inspect", "owner": "the-test"}]}}})
+    await kube.delete(api.machine_path(namespace, name))
+
+    async def drained() -> dict[str, Any] | None:
+        found = await get_machine(kube, namespace, name)
+        drained = condition(found, "Drained")
+        return drained if drained.get("status") == "True" else None
+
+    await wait_for(drained, timeout=90, what="Drained True on the unreachable node")
+    stuck = await kube.get(resource_path("/api/v1", "pods", namespace, "web-0"))
+    # evicted, and still Terminating (held by the finalizer): a drain of a reachable node
+    # would still be waiting for it to go
+    assert stuck["metadata"].get("deletionTimestamp")
+    events = await machine_events(kube, namespace, name)
+    assert events["DrainSucceeded"]["count"] == 1
+    await kube.patch(resource_path("/api/v1", "pods", namespace, "web-0"),
+                     {"metadata": {"finalizers": None}})
+    await kube.patch(api.machine_path(namespace, name),
+                     {"spec": {"lifecycleHooks": {"preTerminate": []}}})
     await gone(kube, namespace, name)
     assert await node_or_none(kube, name) is None
