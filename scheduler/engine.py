@@ -283,6 +283,11 @@ class Engine:
                     visited = (_position(snapshot, nodes, last.name) - start) % total + 1
                     self._next_start = (start + visited) % total
                     return self._select(view, snapshot, feasible, {}, explain, visited, total)
+                if feasible and not stopped_early and not explain:
+                    # the whole rotation was visited, as a full walk would have; the skipped
+                    # nodes' reasons would only be read if nothing fit, or when explaining
+                    self._next_start = start
+                    return self._select(view, snapshot, feasible, {}, explain, total, total)
                 # every node counts as evaluated: give the skipped ones their true reasons
                 stop = _position(snapshot, nodes, last.name) if stopped_early and last else None
                 seen = {n.name for n in feasible} | set(failed)

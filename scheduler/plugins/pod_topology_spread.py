@@ -95,6 +95,27 @@ def domain_counts(pod: PodView, constraints: Sequence[SpreadConstraint], snapsho
     return out
 
 
+def allowed_nodes(plan: Sequence[tuple[str, dict[str, int], int]], snapshot: Snapshot
+                  ) -> set[str] | None:
+    """The nodes the filter can pass: with the key, in a domain at or under its limit, for
+    every constraint; None when that is every node with the keys (no narrowing to gain).
+
+    Read from the snapshot's label index, so the engine can walk only these nodes: a full
+    walk of a cluster where most domains are at their limit costs a check per node."""
+    allowed: set[str] | None = None
+    for key, by_value, limit in plan:
+        domains = snapshot.label_index.get(key, {})
+        full = [v for v in domains if by_value.get(v, 0) > limit]
+        if not full:
+            continue  # every node with the key passes this constraint
+        passing: set[str] = set()
+        for v, names in domains.items():
+            if by_value.get(v, 0) <= limit:
+                passing |= names
+        allowed = passing if allowed is None else allowed & passing
+    return allowed
+
+
 @dataclass
 class PodTopologySpread(Predicate):
     NAME = NAME
@@ -124,6 +145,9 @@ class PodTopologySpread(Predicate):
                     return _FAIL
             return None
 
+        allowed = allowed_nodes(plan, snapshot)
+        if allowed is not None:
+            check.allowed = allowed  # type: ignore[attr-defined]  # the engine's narrowing
         return check
 
 
