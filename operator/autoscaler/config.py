@@ -22,6 +22,8 @@ DEFAULT_DELAY_AFTER_ADD = 10 * 60.0
 DEFAULT_DELAY_AFTER_DELETE = 10.0  # defaults to the scan interval
 DEFAULT_DELAY_AFTER_FAILURE = 3 * 60.0
 DEFAULT_UNNEEDED_TIME = 10 * 60.0
+# upstream's --scale-down-unready-time; OpenShift's ClusterAutoscaler has no field for it
+DEFAULT_UNREADY_TIME = 20 * 60.0
 DEFAULT_UTILIZATION_THRESHOLD = 0.5
 SCAN_INTERVAL = 10.0
 
@@ -93,6 +95,7 @@ class ScaleDownConfig:
     delay_after_failure: float = DEFAULT_DELAY_AFTER_FAILURE
     unneeded_time: float = DEFAULT_UNNEEDED_TIME
     utilization_threshold: float = DEFAULT_UTILIZATION_THRESHOLD
+    unready_time: float = DEFAULT_UNREADY_TIME
 
 
 @dataclass(frozen=True)

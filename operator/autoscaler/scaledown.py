@@ -11,10 +11,13 @@ Design (upstream cluster-autoscaler, pure):
   an unneeded node are kept in the simulation, so two nodes are never both emptied into the same
   free space; the moves of a node that must stay are rolled back. Every node that stays gets
   upstream's ``UnremovableReason`` name.
+- An unready node (Ready not True) skips the utilization threshold, as upstream: what runs
+  there is not serving, so its requests say nothing about need; every other rule holds.
 - :func:`select_removals` applies time: a node goes only after being unneeded for
-  ``unneededTime``, outside the cooldowns (``delayAfterAdd``, ``delayAfterDelete``,
-  ``delayAfterFailure``); all eligible empty nodes go together, at most one node with pods to
-  move per loop, never a group below its min size.
+  ``unneededTime`` (an unready one for upstream's ``--scale-down-unready-time``, 20 minutes,
+  which OpenShift's ClusterAutoscaler does not expose), outside the cooldowns
+  (``delayAfterAdd``, ``delayAfterDelete``, ``delayAfterFailure``); all eligible empty nodes go
+  together, at most one node with pods to move per loop, never a group below its min size.
 """
 
 from __future__ import annotations
@@ -53,6 +56,7 @@ class Unneeded:
     group_id: str
     utilization: float
     pods_to_move: tuple[str, ...]
+    ready: bool = True
 
 
 @dataclass(frozen=True)
@@ -76,6 +80,12 @@ def utilization(node: Mapping[str, Any], pods: Sequence[Mapping[str, Any]],
             used[name] = used.get(name, 0) + amount
     shares = [used.get(r, 0) / allocatable[r] for r in (CPU, MEMORY) if allocatable.get(r)]
     return max(shares, default=0.0)
+
+
+def node_ready(node: Mapping[str, Any]) -> bool:
+    """Whether the node's Ready condition is True (upstream's readiness test)."""
+    return any(c.get("type") == "Ready" and c.get("status") == "True"
+               for c in (node.get("status") or {}).get("conditions") or ())
 
 
 def being_deleted(node: Mapping[str, Any]) -> bool:
@@ -137,7 +147,8 @@ def find_unneeded(
         if group is None:
             stays(name, NOT_AUTOSCALED, "node belongs to no autoscaled MachineSet")
             continue
-        if used >= config.scale_down.utilization_threshold:
+        ready = node_ready(node)
+        if ready and used >= config.scale_down.utilization_threshold:
             stays(name, NOT_UNDERUTILIZED, f"utilization {used:.2f} is not below "
                   f"{config.scale_down.utilization_threshold}")
             continue
@@ -186,7 +197,7 @@ def find_unneeded(
         remaining = remaining.minus(node_totals(node, [g.type for g in config.limits.gpus]))
         unneeded.append(Unneeded(name, group.id, used, tuple(
             f"{(p.get('metadata') or {}).get('namespace')}/{(p.get('metadata') or {}).get('name')}"
-            for p in to_move)))
+            for p in to_move), ready))
     return ScaleDownPlan(tuple(unneeded), unremovable, messages)
 
 
@@ -219,8 +230,11 @@ def select_removals(plan: ScaleDownPlan, since: Mapping[str, float], now: float,
                     config: AutoscalerConfig) -> list[Unneeded]:
     """The unneeded nodes that go in this loop: every eligible empty node, plus at most one
     node whose pods must move."""
-    ready = [u for u in plan.unneeded
-             if now - since.get(u.node, now) >= config.scale_down.unneeded_time]
-    empty = [u for u in ready if not u.pods_to_move]
-    busy = [u for u in ready if u.pods_to_move]
+    def waited(u: Unneeded) -> bool:
+        wait = config.scale_down.unneeded_time if u.ready else config.scale_down.unready_time
+        return now - since.get(u.node, now) >= wait
+
+    due = [u for u in plan.unneeded if waited(u)]
+    empty = [u for u in due if not u.pods_to_move]
+    busy = [u for u in due if u.pods_to_move]
     return empty + busy[:1]

@@ -178,3 +178,31 @@ def test_min_size_counts_the_nodes_already_chosen() -> None:
     plan = find_unneeded(nodes, {}, view, sim, config, [], cluster_totals(nodes, config.limits))
     assert len(plan.unneeded) == 2
     assert list(plan.unremovable.values()) == ["NodeGroupMinSizeReached"]
+
+
+def test_unready_node_skips_the_utilization_threshold_and_waits_the_unready_time() -> None:
+    """Upstream: an unready node is judged without its utilization, and goes after
+    --scale-down-unready-time (20 min) instead of unneededTime."""
+    nodes = [make_node("sick"), make_node("well", cpu="8")]
+    nodes[0]["status"]["conditions"] = [{"type": "Ready", "status": "Unknown"}]
+    view = build_cluster_view([make_machine_set("w", 2)],
+                              [make_machine("m-sick", "w", "sick"),
+                               make_machine("m-well", "w", "well")], nodes)
+    heavy = make_pod("heavy", cpu="3", node="sick")  # 75 %: above the 0.5 threshold
+    pods = [heavy, make_pod("steady", cpu="5", node="well")]  # well stays, 3 cores free
+    by_node = {"sick": [heavy], "well": pods[1:]}
+    config = AutoscalerConfig()
+    sim = Simulation.build(fits, nodes, pods)
+    plan = find_unneeded(nodes, by_node, view, sim, config, [],
+                         cluster_totals(nodes, config.limits))
+    assert [(u.node, u.ready, u.pods_to_move) for u in plan.unneeded] == [
+        ("sick", False, ("ns/heavy",))]
+    since = {"sick": 0.0}
+    assert select_removals(plan, since, config.scale_down.unneeded_time, config) == []
+    assert [u.node for u in select_removals(plan, since, 20 * 60.0, config)] == ["sick"]
+
+    nodes[0]["status"]["conditions"] = [{"type": "Ready", "status": "True"}]
+    sim = Simulation.build(fits, nodes, pods)
+    plan = find_unneeded(nodes, by_node, view, sim, config, [],
+                         cluster_totals(nodes, config.limits))
+    assert plan.unremovable["sick"] == "NotUnderutilized"
