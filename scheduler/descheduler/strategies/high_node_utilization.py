@@ -23,15 +23,15 @@ from berthmaster.scheduler.descheduler.fields import (
     PodFilter,
     Problems,
     check_known,
-    integer,
     join,
-    mapping,
-    namespaces,
 )
 from berthmaster.scheduler.descheduler.protection import eviction_order
 from berthmaster.scheduler.descheduler.strategies.utilization import (
     evict_into_room,
+    evictable_filter,
+    from_v1alpha1_thresholds,
     node_usage,
+    number_of_nodes,
     thresholds,
 )
 
@@ -48,24 +48,14 @@ class Params:
 
 
 def from_v1alpha1(params: Mapping[str, Any], where: str, problems: Problems) -> dict[str, Any]:
-    at = join(where, "nodeResourceUtilizationThresholds")
-    raw = mapping(params.get("nodeResourceUtilizationThresholds"), at, problems)
-    check_known(raw, ("thresholds", "numberOfNodes"), at, problems)
-    args = dict(raw)
-    if params.get("namespaces") is not None:
-        args["evictableNamespaces"] = params["namespaces"]
-    return args
+    return from_v1alpha1_thresholds(params, where, problems, ("thresholds", "numberOfNodes"))
 
 
 def parse(args: Mapping[str, Any], where: str, problems: Problems) -> Params:
     check_known(args, ARGS, where, problems)
     low = thresholds(args.get("thresholds"), join(where, "thresholds"), problems, "thresholds")
-    excluded = None
-    if args.get("evictableNamespaces") is not None:
-        excluded = namespaces(args["evictableNamespaces"], join(where, "evictableNamespaces"),
-                              problems, exclude_only=True)
-    return Params(low, integer(args.get("numberOfNodes"), join(where, "numberOfNodes"), problems,
-                               default=0, minimum=0) or 0, PodFilter(excluded))
+    return Params(low, number_of_nodes(args, where, problems),
+                  evictable_filter(args, where, problems))
 
 
 def decide(params: Params, ctx: StrategyContext) -> Decision:

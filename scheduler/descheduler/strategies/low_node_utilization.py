@@ -28,17 +28,17 @@ from berthmaster.scheduler.descheduler.fields import (
     Problems,
     boolean,
     check_known,
-    integer,
     join,
-    mapping,
-    namespaces,
 )
 from berthmaster.scheduler.descheduler.protection import eviction_order
 from berthmaster.scheduler.descheduler.strategies.utilization import (
     NodeUsage,
     average_percent,
     evict_into_room,
+    evictable_filter,
+    from_v1alpha1_thresholds,
     node_usage,
+    number_of_nodes,
     thresholds,
 )
 
@@ -59,13 +59,7 @@ class Params:
 
 
 def from_v1alpha1(params: Mapping[str, Any], where: str, problems: Problems) -> dict[str, Any]:
-    at = join(where, "nodeResourceUtilizationThresholds")
-    raw = mapping(params.get("nodeResourceUtilizationThresholds"), at, problems)
-    check_known(raw, V1ALPHA1_KEYS, at, problems)
-    args = dict(raw)
-    if params.get("namespaces") is not None:
-        args["evictableNamespaces"] = params["namespaces"]
-    return args
+    return from_v1alpha1_thresholds(params, where, problems, V1ALPHA1_KEYS)
 
 
 def parse(args: Mapping[str, Any], where: str, problems: Problems) -> Params:
@@ -84,14 +78,8 @@ def parse(args: Mapping[str, Any], where: str, problems: Problems) -> Params:
                 if value > high[resource]:
                     problems.add(where, f"thresholds' {resource} percentage is greater than "
                                         "targetThresholds'")
-    excluded = None
-    if args.get("evictableNamespaces") is not None:
-        excluded = namespaces(args["evictableNamespaces"], join(where, "evictableNamespaces"),
-                              problems, exclude_only=True)
-    return Params(low, high,
-                  integer(args.get("numberOfNodes"), join(where, "numberOfNodes"), problems,
-                          default=0, minimum=0) or 0,
-                  deviation, PodFilter(excluded))
+    return Params(low, high, number_of_nodes(args, where, problems), deviation,
+                  evictable_filter(args, where, problems))
 
 
 def bounds(params: Params, usages: list[NodeUsage]) -> tuple[dict[str, float], dict[str, float]]:

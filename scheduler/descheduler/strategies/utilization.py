@@ -15,10 +15,46 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from berthmaster.scheduler.descheduler.context import Candidate, StrategyContext
-from berthmaster.scheduler.descheduler.fields import Problems, join, mapping, number
+from berthmaster.scheduler.descheduler.fields import (
+    PodFilter,
+    Problems,
+    check_known,
+    integer,
+    join,
+    mapping,
+    namespaces,
+    number,
+)
 from berthmaster.scheduler.model import PODS, NodeView, PodView
 
 MIN_PERCENTAGE, MAX_PERCENTAGE = 0.0, 100.0
+
+
+def from_v1alpha1_thresholds(params: Mapping[str, Any], where: str, problems: Problems,
+                             keys: Iterable[str]) -> dict[str, Any]:
+    """v1alpha1's ``nodeResourceUtilizationThresholds`` (of which ``keys`` are known) and
+    ``namespaces`` as the v1alpha2 args of Low/HighNodeUtilization."""
+    at = join(where, "nodeResourceUtilizationThresholds")
+    raw = mapping(params.get("nodeResourceUtilizationThresholds"), at, problems)
+    check_known(raw, tuple(keys), at, problems)
+    args = dict(raw)
+    if params.get("namespaces") is not None:
+        args["evictableNamespaces"] = params["namespaces"]
+    return args
+
+
+def number_of_nodes(args: Mapping[str, Any], where: str, problems: Problems) -> int:
+    return integer(args.get("numberOfNodes"), join(where, "numberOfNodes"), problems,
+                   default=0, minimum=0) or 0
+
+
+def evictable_filter(args: Mapping[str, Any], where: str, problems: Problems) -> PodFilter:
+    """``evictableNamespaces`` (exclude only, as upstream) as a pod filter."""
+    excluded = None
+    if args.get("evictableNamespaces") is not None:
+        excluded = namespaces(args["evictableNamespaces"], join(where, "evictableNamespaces"),
+                              problems, exclude_only=True)
+    return PodFilter(excluded)
 
 
 def thresholds(value: Any, where: str, problems: Problems, label: str) -> dict[str, float]:
