@@ -12,7 +12,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from berthmaster.scheduler.model import PodView, Taint, Toleration, noexecute_eviction_delay
+from berthmaster.scheduler.model import (
+    PodView,
+    Taint,
+    Toleration,
+    noexecute_eviction_delay,
+    tolerates_all,
+)
 from berthmaster.scheduler.plugins.base import (
     Predicate,
     PrefilterResult,
@@ -42,15 +48,7 @@ def reason(taint: Taint) -> str:
 def untolerated_taint(tolerations: Sequence[Toleration], taints: Sequence[Taint],
                       effects: tuple[str, ...] = _FILTER_EFFECTS) -> Taint | None:
     """The first taint with one of ``effects`` that no toleration tolerates."""
-    for taint in taints:
-        if taint.effect not in effects:
-            continue
-        for t in tolerations:
-            if t.tolerates(taint):
-                break
-        else:
-            return taint
-    return None
+    return tolerates_all(tolerations, (taint for taint in taints if taint.effect in effects))
 
 
 def _make_check(pod: PodView, snapshot: Snapshot, effects: tuple[str, ...]) -> PrefilterResult:
