@@ -33,6 +33,7 @@ from berthmaster.scheduler.descheduler.strategies.utilization import (
     node_usage,
     number_of_nodes,
     thresholds,
+    too_few_underutilized,
 )
 
 NAME = "HighNodeUtilization"
@@ -64,12 +65,7 @@ def decide(params: Params, ctx: StrategyContext) -> Decision:
               for n in ctx.nodes]
     under = [u for u in usages if all(u.percent(r) < params.thresholds[r] for r in resources)]
     receivers = [u for u in usages if u not in under and not u.view.unschedulable]
-    if not under or len(under) <= params.number_of_nodes:
-        ctx.tally.note = (f"{len(under)} underutilized node(s), not more than numberOfNodes "
-                           f"{params.number_of_nodes}: nothing to do")
-        return
-    if len(under) == len(usages):
-        ctx.tally.note = "all nodes are underutilized, nothing to do here"
+    if too_few_underutilized(ctx, len(under), len(usages), params.number_of_nodes):
         return
     if not receivers:
         ctx.tally.note = "no node is above the thresholds to take the pods, nothing to do here"

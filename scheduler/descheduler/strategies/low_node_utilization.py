@@ -40,6 +40,7 @@ from berthmaster.scheduler.descheduler.strategies.utilization import (
     node_usage,
     number_of_nodes,
     thresholds,
+    too_few_underutilized,
 )
 
 NAME = "LowNodeUtilization"
@@ -103,12 +104,7 @@ def decide(params: Params, ctx: StrategyContext) -> Decision:
     if not under:
         ctx.tally.note = "no node is underutilized, nothing to do here"
         return
-    if len(under) <= params.number_of_nodes:
-        ctx.tally.note = (f"{len(under)} underutilized node(s), not more than numberOfNodes "
-                           f"{params.number_of_nodes}: nothing to do")
-        return
-    if len(under) == len(usages):
-        ctx.tally.note = "all nodes are underutilized, nothing to do here"
+    if too_few_underutilized(ctx, len(under), len(usages), params.number_of_nodes):
         return
     if not over:
         ctx.tally.note = "all nodes are under target utilization, nothing to do here"

@@ -57,6 +57,20 @@ def evictable_filter(args: Mapping[str, Any], where: str, problems: Problems) ->
     return PodFilter(excluded)
 
 
+def too_few_underutilized(ctx: StrategyContext, under: int, nodes: int,
+                          number_of_nodes: int) -> bool:
+    """Upstream's two early exits (noted in the tally): no more under-utilized nodes than
+    ``numberOfNodes``, or every node under-utilized."""
+    if under <= number_of_nodes:
+        ctx.tally.note = (f"{under} underutilized node(s), not more than numberOfNodes "
+                          f"{number_of_nodes}: nothing to do")
+        return True
+    if under == nodes:
+        ctx.tally.note = "all nodes are underutilized, nothing to do here"
+        return True
+    return False
+
+
 def thresholds(value: Any, where: str, problems: Problems, label: str) -> dict[str, float]:
     """A ``{resource: percentage}`` map; upstream's sentences for an empty or out-of-range one."""
     raw = mapping(value, where, problems)
