@@ -91,6 +91,9 @@ async def namespace(kube: KubeClient) -> AsyncIterator[str]:
             await kube.delete(resource_path(CORE, "namespaces", name=name))
 
 
+LIFECYCLE_TAINTS = ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable")
+
+
 class NodeFactory:
     """Creates Ready kwok fake nodes and remembers them for clean-up."""
 
@@ -119,7 +122,12 @@ class NodeFactory:
         return created
 
     async def ready(self, name: str) -> dict[str, Any] | None:
+        """The node once Ready and rid of the node-lifecycle controller's ``not-ready`` /
+        ``unreachable`` taints (it removes them a moment after Ready turns True; until then a
+        scheduler rightly reports the taint instead of what a test is about)."""
         node = await self.kube.get(resource_path(CORE, "nodes", name=name))
+        if any(t.get("key") in LIFECYCLE_TAINTS for t in node.get("spec", {}).get("taints") or []):
+            return None
         for condition in node.get("status", {}).get("conditions") or []:
             if condition.get("type") == "Ready" and condition.get("status") == "True":
                 return node
