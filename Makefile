@@ -1,5 +1,5 @@
 # The README's two commands, and a few conveniences.
-.PHONY: demo test unit build down e2e
+.PHONY: demo test unit build down e2e image
 
 demo:           ## bring up the local control plane and show berthmaster at work
 	bash hack/demo.sh
@@ -18,3 +18,6 @@ down:           ## stop the demo cluster
 
 e2e:            ## end-to-end on kind (needs Docker and kind; skips with one line without them)
 	$(MAKE) -C e2e e2e
+
+image:          ## build the image berthmaster:dev with Docker (works with no registry: see docs/deployment.md)
+	bash hack/image.sh

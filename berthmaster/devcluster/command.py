@@ -10,7 +10,7 @@ import argparse
 import json
 import sys
 
-from berthmaster.devcluster import build
+from berthmaster.devcluster import build, images
 from berthmaster.devcluster.cluster import ClusterError, ControlPlane, describe
 
 
@@ -25,6 +25,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     sub.add_parser("status", help="show which components run and where")
     sub.add_parser("env", help="print the KUBECONFIG line (eval \"$(berthmaster dev env)\")")
     sub.add_parser("down", help="stop every process and remove the cluster's state")
+    image = sub.add_parser("image", help="build berthmaster's image (and the node images) "
+                           "with Docker, with or without registry access")
+    image.add_argument("--tag", default="berthmaster:dev", help="image name (berthmaster:dev)")
+    image.add_argument("--node-images", action="store_true",
+                       help="also build the pause and kwok images the real nodes use")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -60,7 +65,14 @@ def run(args: argparse.Namespace) -> int:
             print(recorded.env_line())
         elif args.dev_command == "down":
             plane.down()
-    except (build.BuildError, ClusterError, FileNotFoundError) as error:
+        elif args.dev_command == "image":
+            report = images.build_image(args.tag, print)
+            if args.node_images:
+                images.pause_image(print)
+                images.kwok_image(print)
+            print(f"Image {report.name}: {report.size_bytes / 2**20:.0f} MiB on {report.base}, "
+                  f"built in {report.build_seconds:.0f}s")
+    except (build.BuildError, ClusterError, images.ImageError, FileNotFoundError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 1
     return 0
