@@ -1,44 +1,67 @@
-# syntax=docker/dockerfile:1
 #
 # One image for every component: `berthmaster scheduler`, `berthmaster operator`,
 # `berthmaster deschedule` (the Jobs the operator creates). Two stages:
-#   build  - builds the berthmaster wheel and installs it with its dependencies into a venv;
-#   final  - the same slim Python base, the venv copied in, no pip, no compilers, uid 65532.
+#   build  - installs the locked dependencies (hack/image/*.lock, every file hash-checked) into
+#            a venv, builds the berthmaster wheel and installs it there;
+#   final  - the same Python base, the venv copied in, no pip, no compilers, uid 65532.
 #
-# The base is pinned by tag. Pin it by digest too where you build (this repository's build
-# machines have no registry access to resolve one):
+# Users build it with `docker build -t berthmaster:dev .` (the official Python base and PyPI).
+# `make image` builds the same file on machines that reach no registry: it passes a local
+# Debian base as PYTHON_IMAGE and fills hack/image/wheelhouse/ from the locks first, which the
+# build then installs from with no index (see docs/deployment.md).
+#
+# The base is pinned by tag. Pin it by digest too where you build:
 #   docker buildx imagetools inspect python:3.11-slim-bookworm --format '{{.Manifest.Digest}}'
 #   docker build --build-arg PYTHON_IMAGE=python:3.11-slim-bookworm@sha256:<digest> .
 ARG PYTHON_IMAGE=python:3.11-slim-bookworm
 
 FROM ${PYTHON_IMAGE} AS build
-ENV PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_CACHE_DIR=1
+# /src holds operator/, which would shadow the standard library's `operator` for any
+# `python -m` run from here (python puts the working directory first on sys.path).
+ENV PYTHONSAFEPATH=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    PIP_NO_CACHE_DIR=1
 WORKDIR /src
-# Only what the wheel is built from (.dockerignore keeps everything else out of the context).
+# Dependencies first, so a source change reuses this layer.
+COPY hack/image/ hack/image/
+RUN set -eu; \
+    if ls hack/image/wheelhouse/*.whl >/dev/null 2>&1; then \
+      set -- --no-index --find-links hack/image/wheelhouse; \
+    else \
+      set --; \
+    fi; \
+    python3 -m venv /opt/build; \
+    /opt/build/bin/pip install "$@" --require-hashes -r hack/image/requirements-build.lock; \
+    python3 -m venv /opt/berthmaster; \
+    /opt/berthmaster/bin/pip install "$@" --require-hashes --no-deps -r hack/image/requirements.lock
 COPY pyproject.toml setup.py README.md ./
 COPY berthmaster/ berthmaster/
 COPY scheduler/ scheduler/
 COPY operator/ operator/
-RUN pip wheel --no-deps --wheel-dir /wheels . \
- && python -m venv /opt/berthmaster \
- && /opt/berthmaster/bin/pip install /wheels/berthmaster-*.whl \
+RUN /opt/build/bin/pip wheel --no-deps --no-build-isolation --wheel-dir /wheels . \
+ && /opt/berthmaster/bin/pip install --no-deps --no-index /wheels/berthmaster-*.whl \
+ && /opt/berthmaster/bin/pip check \
  && /opt/berthmaster/bin/pip uninstall --yes pip setuptools wheel \
  && cd / \
- && /opt/berthmaster/bin/python -P -c "import berthmaster.scheduler.daemon.command, berthmaster.operator.command, berthmaster.scheduler.descheduler.command" \
+ && /opt/berthmaster/bin/python -c "import berthmaster.scheduler.daemon.command, berthmaster.operator.command, berthmaster.scheduler.descheduler.command" \
  && /opt/berthmaster/bin/berthmaster version
 
 FROM ${PYTHON_IMAGE}
 LABEL org.opencontainers.image.title="berthmaster" \
       org.opencontainers.image.description="OpenShift's scheduling and machine-lifecycle features for any Kubernetes cluster" \
       org.opencontainers.image.licenses="Apache-2.0"
-# The base image's own pip is a build tool too: the final image has none.
+# The base's own pip and the wheels ensurepip would install are build tools too: the final
+# image has none (official base: /usr/local; Debian base: /usr/lib, /usr/share/python-wheels).
 RUN rm -rf /usr/local/lib/python3.11/site-packages/pip \
            /usr/local/lib/python3.11/site-packages/pip-* \
-           /usr/local/bin/pip /usr/local/bin/pip3 /usr/local/bin/pip3.11
+           /usr/local/bin/pip /usr/local/bin/pip3 /usr/local/bin/pip3.11 \
+           /usr/local/lib/python3.11/ensurepip /usr/lib/python3.11/ensurepip \
+           /usr/share/python-wheels
 COPY --from=build /opt/berthmaster /opt/berthmaster
 ENV PATH=/opt/berthmaster/bin:$PATH \
     PYTHONDONTWRITEBYTECODE=1 \
-    PYTHONUNBUFFERED=1
+    PYTHONUNBUFFERED=1 \
+    PYTHONSAFEPATH=1
 # The chart runs with a read-only root filesystem and an emptyDir at /tmp; uid 65532 has no
 # passwd entry, so HOME points there too.
 ENV HOME=/tmp
