@@ -57,13 +57,15 @@ RUN rm -rf /usr/local/lib/python3.11/site-packages/pip \
            /usr/local/bin/pip /usr/local/bin/pip3 /usr/local/bin/pip3.11 \
            /usr/local/lib/python3.11/ensurepip /usr/lib/python3.11/ensurepip \
            /usr/share/python-wheels
+# uid 65532 gets a name: kopf (like getpass.getuser()) asks the passwd database who runs it.
+RUN echo 'berthmaster:x:65532:65532:berthmaster:/tmp:/usr/sbin/nologin' >> /etc/passwd \
+ && echo 'berthmaster:x:65532:' >> /etc/group
 COPY --from=build /opt/berthmaster /opt/berthmaster
 ENV PATH=/opt/berthmaster/bin:$PATH \
     PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
     PYTHONSAFEPATH=1
-# The chart runs with a read-only root filesystem and an emptyDir at /tmp; uid 65532 has no
-# passwd entry, so HOME points there too.
+# The chart runs with a read-only root filesystem and an emptyDir at /tmp: HOME points there.
 ENV HOME=/tmp
 WORKDIR /tmp
 USER 65532:65532

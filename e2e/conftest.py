@@ -1,12 +1,12 @@
-"""End-to-end fixtures: a kind cluster with berthmaster installed by the chart.
+"""End-to-end fixtures: a cluster (kind, or the local control plane with a real kubelet) with
+berthmaster installed by the chart from its image.
 
-The suite needs Docker and kind. Where either is missing (or the Docker daemon does not
-answer), only test_environment.py runs: it skips with the reason, which pytest prints as one
-line (``SKIPPED [1] e2e/test_environment.py:..: e2e needs Docker and kind: ...``), and the
-other tests are deselected; nothing runs
-and nothing pretends to pass. Where both exist but the cluster is not there, the tests fail and
-say to run ``make -C e2e e2e`` (which creates it, builds and loads the image, installs the
-chart). kubectl talks to the cluster through the context ``kind-<cluster>``.
+``make e2e`` (e2e/run.py) sets the cluster up and runs this suite with
+``BERTHMASTER_E2E_KUBECONFIG`` pointing at it and ``BERTHMASTER_E2E_MODE`` saying which kind of
+cluster it is. Without them only test_environment.py runs: it skips with the reason, which
+pytest prints as one line, and the other tests are deselected; nothing runs and nothing
+pretends to pass. The chart's lifecycle test (upgrade, uninstall) runs last: it removes what the
+others use.
 """
 
 from __future__ import annotations
@@ -24,30 +24,30 @@ from typing import Any, TypeVar
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-CLUSTER = os.environ.get("BERTHMASTER_E2E_CLUSTER", "berthmaster-e2e")
-CONTEXT = os.environ.get("BERTHMASTER_E2E_CONTEXT", f"kind-{CLUSTER}")
+KUBECONFIG = os.environ.get("BERTHMASTER_E2E_KUBECONFIG", "")
+MODE = os.environ.get("BERTHMASTER_E2E_MODE", "")
 NAMESPACE = os.environ.get("BERTHMASTER_E2E_NAMESPACE", "berthmaster-system")
+IMAGE = os.environ.get("BERTHMASTER_E2E_IMAGE", "berthmaster:e2e")
 SCHEDULER = os.environ.get("BERTHMASTER_E2E_SCHEDULER", "berthmaster")
 T = TypeVar("T")
+LAST = ("test_lifecycle.py",)
 
 
 def why_not_runnable() -> str | None:
-    """None when Docker and kind are usable, else what is missing."""
-    for tool in ("docker", "kind"):
-        if shutil.which(tool) is None:
-            return f"{tool} is not on PATH"
-    try:
-        subprocess.run(["docker", "info"], capture_output=True, check=True, timeout=30)
-    except (subprocess.SubprocessError, OSError):
-        return "the Docker daemon does not answer (`docker info` failed)"
-    return None
+    """None when a cluster was set up for the suite, else why not."""
+    if KUBECONFIG and Path(KUBECONFIG).is_file():
+        return None
+    return os.environ.get("BERTHMASTER_E2E_UNAVAILABLE") or (
+        "no cluster was set up (BERTHMASTER_E2E_KUBECONFIG is not set)")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Without Docker and kind, run only the environment check (which skips, saying why)."""
+    """Without a cluster, run only the environment check (which skips, saying why); with one,
+    run the chart's lifecycle last."""
     if why_not_runnable() is None:
+        items.sort(key=lambda item: Path(str(item.fspath)).name in LAST)
         return
-    gate = [item for item in items if item.name == "test_docker_and_kind_are_available"]
+    gate = [item for item in items if item.name == "test_a_cluster_is_available"]
     others = [item for item in items if item not in gate]
     if others:
         config.hook.pytest_deselected(items=others)
@@ -63,13 +63,24 @@ def kubectl_binary() -> str:
     return str(binary_path("kubectl"))
 
 
+def helm_binary() -> str:
+    found = shutil.which("helm")
+    if found:
+        return found
+    from berthmaster.devcluster.build import binary_path
+
+    return str(binary_path("helm"))
+
+
 class Kind:
-    """kubectl against the kind cluster, with JSON in and out."""
+    """kubectl against the e2e cluster, with JSON in and out (named for the kind cluster it
+    first ran on; the real-kubelet cluster answers the same way)."""
 
     def run(self, *args: str, input: str | None = None, check: bool = True
             ) -> subprocess.CompletedProcess[str]:
-        result = subprocess.run([kubectl_binary(), "--context", CONTEXT, *args], input=input,
-                                capture_output=True, text=True, timeout=120, check=False)
+        result = subprocess.run([kubectl_binary(), "--kubeconfig", KUBECONFIG, *args],
+                                input=input, capture_output=True, text=True, timeout=120,
+                                check=False)
         if check and result.returncode != 0:
             raise AssertionError(f"kubectl {' '.join(args)}:\n{result.stderr}")
         return result
@@ -88,14 +99,25 @@ class Kind:
     def exists(self, *args: str) -> bool:
         return self.run("get", *args, check=False).returncode == 0
 
+    def helm(self, *args: str) -> subprocess.CompletedProcess[str]:
+        result = subprocess.run([helm_binary(), "--kubeconfig", KUBECONFIG, *args],
+                                capture_output=True, text=True, timeout=600, check=False)
+        if result.returncode != 0:
+            raise AssertionError(f"helm {' '.join(args)}:\n{result.stderr}")
+        return result
+
+    def raw(self, path: str) -> str:
+        """GET a path of the API server (a Service's proxy, say), as text."""
+        return self.run("get", "--raw", path).stdout
+
 
 @pytest.fixture(scope="session")
 def kind() -> Kind:
     client = Kind()
     probe = client.run("get", "deployments", "-n", NAMESPACE, "-o", "name", check=False)
     if probe.returncode != 0 or "scheduler" not in probe.stdout:
-        pytest.fail(f"berthmaster is not installed on kind cluster {CLUSTER!r} (context "
-                    f"{CONTEXT}, namespace {NAMESPACE}): run `make -C e2e e2e`\n{probe.stderr}")
+        pytest.fail(f"berthmaster is not installed in namespace {NAMESPACE} of the cluster at "
+                    f"{KUBECONFIG}: run `make e2e`\n{probe.stderr}")
     return client
 
 

@@ -1,36 +1,96 @@
-"""A Descheduler resource run by the operator on kind: the seed's sample policy, once, as a Job
-in kube-system running the same image (`berthmaster deschedule`), with the status updated."""
+"""A Descheduler resource run by the operator: its Job runs berthmaster's image on a real
+kubelet (`berthmaster deschedule`) and evicts a duplicate through the Eviction API."""
 
 from __future__ import annotations
 
 import uuid
+from typing import Any
 
 import yaml
 
-from e2e.conftest import ROOT, Kind, wait_for
+from e2e.conftest import MODE, SCHEDULER, Kind, wait_for
 
 OWNER_LABEL = "berthmaster.io/descheduler"
 
 
-def test_descheduler_runs_the_documented_policy_as_a_job(kind: Kind) -> None:
-    document = yaml.safe_load((ROOT / "deploy" / "samples" / "descheduler-once.yaml").read_text())
+def plain_zone_a_worker(kind: Kind) -> str:
+    """A worker the duplicates can share: zone-a, no taints."""
+    for node in kind.items("nodes", "-l", "zone=zone-a"):
+        if not node["spec"].get("taints"):
+            return str(node["metadata"]["name"])
+    raise AssertionError("no untainted zone-a worker")
+
+
+def replica_set(name: str, node: str) -> dict[str, Any]:
+    """Two replicas that berthmaster places on one node (a strong preference, not a rule, so
+    other nodes stay feasible and the second replica counts as a duplicate)."""
+    return {
+        "apiVersion": "apps/v1", "kind": "ReplicaSet", "metadata": {"name": name},
+        "spec": {"replicas": 2, "selector": {"matchLabels": {"app": name}},
+                 "template": {"metadata": {"labels": {"app": name}}, "spec": {
+                     "schedulerName": SCHEDULER,
+                     "affinity": {"nodeAffinity": {
+                         "preferredDuringSchedulingIgnoredDuringExecution": [
+                             {"weight": 100, "preference": {"matchExpressions": [
+                                 {"key": "kubernetes.io/hostname", "operator": "In",
+                                  "values": [node]}]}}]}},
+                     "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10",
+                                     "resources": {"requests": {"cpu": "10m"}}}]}}},
+    }
+
+
+def test_descheduler_job_runs_on_a_kubelet_and_evicts_a_duplicate(kind: Kind,
+                                                                  namespace: str) -> None:
+    node = plain_zone_a_worker(kind)
+    kind.apply(yaml.safe_dump(replica_set("dup", node)), namespace)
+
+    def both_on_node() -> list[str] | None:
+        pods = kind.items("pods", "-n", namespace, "-l", "app=dup")
+        placed = [p["metadata"]["name"] for p in pods if p["spec"].get("nodeName") == node
+                  and p["status"].get("phase") == "Running"]
+        return placed if len(placed) == 2 else None
+
+    before = set(wait_for(both_on_node, f"both replicas running on {node}"))
     name = f"e2e-{uuid.uuid4().hex[:6]}"
-    document["metadata"]["name"] = name
-    document["spec"]["dryRun"] = True  # the cluster is shared with the other tests
-    kind.apply(yaml.safe_dump(document))
+    kind.apply(yaml.safe_dump({
+        "apiVersion": "berthmaster.io/v1alpha1", "kind": "Descheduler",
+        "metadata": {"name": name},
+        "spec": {"namespace": "kube-system", "policy": {
+            "apiVersion": "descheduler/v1alpha1", "kind": "DeschedulerPolicy",
+            "strategies": {"RemoveDuplicates": {"enabled": True, "params": {
+                "namespaces": {"include": [namespace]}}}}}}}))
     try:
         jobs = wait_for(lambda: kind.items("jobs", "-n", "kube-system", "-l",
                                            f"{OWNER_LABEL}={name}"), "the descheduler Job")
         job = jobs[0]["metadata"]["name"]
         kind.run("wait", "--for=condition=Complete", f"job/{job}", "-n", "kube-system",
-                 "--timeout=180s")
-        pod = kind.items("pods", "-n", "kube-system", "-l", f"job-name={job}")[0]
+                 "--timeout=240s")
+        (pod,) = kind.items("pods", "-n", "kube-system", "-l", f"job-name={job}")
         container = pod["spec"]["containers"][0]
         assert container["command"][:2] == ["berthmaster", "deschedule"]
-        assert pod["metadata"]["annotations"]["scheduler.alpha.kubernetes.io/critical-pod"] == (
-            "true")
-        status = wait_for(lambda: kind.get("descheduler", name).get("status"),
-                          "the Descheduler status")
-        assert status
+        status = next(s for s in pod["status"]["containerStatuses"]
+                      if s["name"] == container["name"])
+        # It really ran: a container of the image exited 0 on a node with a kubelet.
+        assert status["state"]["terminated"]["exitCode"] == 0
+        assert status["imageID"]
+        ran_on = kind.get("node", pod["spec"]["nodeName"])
+        if MODE == "kubelet":
+            assert ran_on["metadata"]["labels"].get("berthmaster.io/node") == "kubelet"
+        assert "kwok.x-k8s.io/node" not in (ran_on["metadata"].get("annotations") or {})
+
+        def one_evicted() -> set[str] | None:
+            now = {p["metadata"]["name"] for p in kind.items("pods", "-n", namespace,
+                                                           "-l", "app=dup")
+                   if not p["metadata"].get("deletionTimestamp")}
+            gone = before - now
+            return gone or None
+
+        gone = wait_for(one_evicted, "one duplicate evicted")
+        assert len(gone) == 1
+        (evicted,) = gone
+        events = wait_for(lambda: [e for e in kind.items(
+            "events", "-n", namespace, "--field-selector", f"involvedObject.name={evicted}")
+            if e["reason"] == "RemoveDuplicates"], f"the eviction's event on {evicted}")
+        assert events[0]["action"] == "Descheduled"
     finally:
         kind.run("delete", "descheduler", name, "--wait=false", check=False)

@@ -70,3 +70,41 @@ def test_machine_waits_for_its_pre_drain_hook(kind: Kind, namespace: str) -> Non
              json.dumps([{"op": "remove", "path": "/spec/lifecycleHooks/preDrain"}]))
     wait_for(lambda: not kind.exists("machine", name, "-n", namespace), "the Machine gone")
     wait_for(lambda: not kind.exists("node", node), f"node {node} gone")
+
+
+def machine_set(name: str, replicas: int) -> dict[str, Any]:
+    template = machine("unused")
+    spec = template["spec"]
+    del spec["lifecycleHooks"]
+    selector = {"machine.openshift.io/cluster-api-machineset": name}
+    return {
+        "apiVersion": "machine.openshift.io/v1beta1", "kind": "MachineSet",
+        "metadata": {"name": name},
+        "spec": {"replicas": replicas, "selector": {"matchLabels": selector},
+                 "template": {"metadata": {"labels": selector}, "spec": spec}},
+    }
+
+
+def test_a_machineset_grows_running_machines_and_shrinks(kind: Kind, namespace: str) -> None:
+    name = "kwok-pool"
+    kind.apply(yaml.safe_dump(machine_set(name, 2)), namespace)
+
+    def running() -> list[dict[str, Any]] | None:
+        machines = kind.items("machines", "-n", namespace)
+        ready = [m for m in machines if (m.get("status") or {}).get("phase") == "Running"
+                 and (m["status"].get("nodeRef") or {}).get("name")]
+        return ready if len(ready) == 2 else None
+
+    machines = wait_for(running, "two Running Machines with Nodes")
+    nodes = [m["status"]["nodeRef"]["name"] for m in machines]
+    for node in nodes:
+        ready = [c for c in kind.get("node", node)["status"]["conditions"] if c["type"] == "Ready"]
+        assert ready[0]["status"] == "True"
+    status = wait_for(lambda: (kind.get("machineset", name, "-n", namespace).get("status") or {})
+                      if (kind.get("machineset", name, "-n", namespace).get("status") or {})
+                      .get("readyReplicas") == 2 else None, "MachineSet status readyReplicas 2")
+    assert status["replicas"] == 2
+    kind.run("scale", "machineset", name, "-n", namespace, "--replicas=0")
+    wait_for(lambda: not kind.items("machines", "-n", namespace), "the Machines gone")
+    for node in nodes:
+        wait_for(lambda node=node: not kind.exists("node", node), f"node {node} gone")

@@ -7,7 +7,7 @@ from typing import Any
 
 import yaml
 
-from e2e.conftest import NAMESPACE, ROOT, SCHEDULER, Kind, wait_for
+from e2e.conftest import IMAGE, MODE, NAMESPACE, ROOT, SCHEDULER, Kind, wait_for
 
 SAMPLES = ROOT / "deploy" / "samples"
 
@@ -28,12 +28,60 @@ def workers(kind: Kind) -> list[dict[str, Any]]:
             if "node-role.kubernetes.io/control-plane" not in n["metadata"]["labels"]]
 
 
+def scheduler_pods(kind: Kind) -> list[dict[str, Any]]:
+    return [p for p in kind.items("pods", "-n", NAMESPACE, "-l",
+                                  "app.kubernetes.io/component=scheduler")
+            if not p["metadata"].get("deletionTimestamp")]
+
+
+def test_the_chart_runs_berthmaster_from_its_image_on_a_kubelet(kind: Kind) -> None:
+    """Every pod of the release runs the image, read-only as uid 65532, Ready, on a node with
+    a real kubelet (not a kwok node)."""
+    pods = kind.items("pods", "-n", NAMESPACE)
+    assert {p["metadata"]["labels"]["app.kubernetes.io/component"] for p in pods} == {
+        "scheduler", "operator"}
+    for pod in pods:
+        name = pod["metadata"]["name"]
+        assert pod["status"]["phase"] == "Running", name
+        (container,) = pod["spec"]["containers"]
+        assert container["image"].endswith(IMAGE), name
+        assert container["securityContext"]["readOnlyRootFilesystem"] is True
+        (status,) = pod["status"]["containerStatuses"]
+        assert status["ready"] and status["imageID"], name
+        node = kind.get("node", pod["spec"]["nodeName"])
+        assert "kwok.x-k8s.io/node" not in (node["metadata"].get("annotations") or {}), name
+        if MODE == "kubelet":
+            assert node["metadata"]["labels"].get("berthmaster.io/node") == "kubelet"
+
+
 def test_two_schedulers_one_leader(kind: Kind) -> None:
-    pods = kind.items("pods", "-n", NAMESPACE, "-l", "app.kubernetes.io/component=scheduler")
+    pods = scheduler_pods(kind)
     assert len(pods) == 2
     lease = kind.get("lease", SCHEDULER, "-n", NAMESPACE)
     holder = lease["spec"].get("holderIdentity")
     assert holder in {p["metadata"]["name"] for p in pods}
+
+
+def test_the_other_replica_takes_over_when_the_leader_pod_is_deleted(kind: Kind,
+                                                                     namespace: str) -> None:
+    holder = kind.get("lease", SCHEDULER, "-n", NAMESPACE)["spec"]["holderIdentity"]
+    kind.run("delete", "pod", holder, "-n", NAMESPACE, "--wait=false")
+
+    def new_leader() -> str | None:
+        now = kind.get("lease", SCHEDULER, "-n", NAMESPACE)["spec"].get("holderIdentity")
+        alive = {p["metadata"]["name"] for p in scheduler_pods(kind)}
+        return now if now and now != holder and now in alive else None
+
+    leader = wait_for(new_leader, "another replica holding the lease", timeout=90)
+    kind.apply((SAMPLES / "pods-custom-scheduler.yaml").read_text(), namespace)
+    node_of(kind, namespace, "custom-scheduler-example")
+    (event,) = wait_for(lambda: events(kind, namespace, "custom-scheduler-example", "Scheduled"),
+                        "a Scheduled event")
+    assert event["reportingInstance"] == leader
+    # The Deployment brings the replica count back to two.
+    wait_for(lambda: len([p for p in scheduler_pods(kind)
+                          if p["status"].get("phase") == "Running"]) == 2,
+             "two scheduler replicas again", timeout=120)
 
 
 def test_dedicated_node_takes_only_its_group(kind: Kind, namespace: str) -> None:

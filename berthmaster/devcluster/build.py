@@ -40,6 +40,11 @@ class Family:
     packages: tuple[tuple[str, str], ...]  # (output binary name, Go package path)
     ldflags: str = ""
     tags: str = ""
+    module: str = ""  # the wrapper module under hack/ (default: the family's name)
+
+    @property
+    def module_dir(self) -> Path:
+        return hack_dir() / (self.module or self.name)
 
 
 KUBE_VERSION = "v1.35.4"
@@ -73,6 +78,20 @@ FAMILIES: tuple[Family, ...] = (
 
 BINARIES = tuple(binary for family in FAMILIES for binary, _ in family.packages)
 
+# The real nodes' binaries (berthmaster.devcluster.kubelet), from the same pinned Kubernetes
+# version in a wrapper module of their own (hack/kubernetes-node: their dependencies then leave
+# the control plane's go.sum and cache key alone); built only when a cluster asks for real
+# kubelets (`dev up --kubelets 1`, `make e2e`).
+NODE_FAMILY = Family(
+    "kubernetes-node",
+    (("kubelet", "k8s.io/kubernetes/cmd/kubelet"),
+     ("kube-proxy", "k8s.io/kubernetes/cmd/kube-proxy")),
+    ldflags="-s -w " + _KUBE_LDFLAGS,
+    tags="selinux,notest",
+    module="kubernetes-node",
+)
+NODE_BINARIES = tuple(binary for binary, _ in NODE_FAMILY.packages)
+
 # kwok's published stages: the defaults (fake node start-up and lease heart-beats; pods turn
 # Ready, Job pods complete, deletions finish) and the chaos stages, which act only on objects
 # carrying their label (a pod labelled pod-container-running-failed.stage.kwok.x-k8s.io=true
@@ -89,19 +108,21 @@ def _key(family: Family, module_dir: Path) -> str:
     digest = hashlib.sha256()
     for name in ("go.mod", "go.sum"):
         digest.update((module_dir / name).read_bytes())
-    digest.update(repr(dataclasses.astuple(family)).encode())
+    # The module is keyed only when it differs from the name, so adding the field kept every
+    # existing family's cache folder.
+    fields = dataclasses.astuple(family)
+    digest.update(repr(fields if family.module else fields[:-1]).encode())
     return digest.hexdigest()[:12]
 
 
 def family_dir(family: Family) -> Path:
     """Where this family's binaries live for the wrapper module as committed."""
-    module_dir = hack_dir() / family.name
-    return cache_dir() / "bin" / f"{family.name}-{_key(family, module_dir)}"
+    return cache_dir() / "bin" / f"{family.name}-{_key(family, family.module_dir)}"
 
 
 def binary_path(binary: str) -> Path:
     """The cached path of one binary (it may not be built yet)."""
-    for family in FAMILIES:
+    for family in (*FAMILIES, NODE_FAMILY):
         if any(name == binary for name, _ in family.packages):
             return family_dir(family) / binary
     raise KeyError(binary)
@@ -176,7 +197,7 @@ def build_family(family: Family, say: Callable[[str], None]) -> Path:
             write_kwok_stages(target / kwok_stages_name())
         say(f"  {family.name}: cached in {target}")
         return target
-    module_dir = hack_dir() / family.name
+    module_dir = family.module_dir
     partial = target.with_name(target.name + ".partial")
     partial.mkdir(parents=True, exist_ok=True)
     env = dict(os.environ, GOTOOLCHAIN="local", CGO_ENABLED="0", GOFLAGS="-mod=readonly")
@@ -218,6 +239,12 @@ def build_all(say: Callable[[str], None] = print) -> dict[str, Path]:
         build_family(family, say)
     say(f"All binaries ready in {time.monotonic() - started:.0f}s")
     return {name: binary_path(name) for name in BINARIES}
+
+
+def build_node(say: Callable[[str], None] = print) -> dict[str, Path]:
+    """Build (or reuse) the real nodes' kubelet and kube-proxy."""
+    build_family(NODE_FAMILY, say)
+    return {name: binary_path(name) for name in NODE_BINARIES}
 
 
 def main() -> None:  # pragma: no cover - convenience for `python -m`

@@ -126,8 +126,11 @@ def _issue(
     return builder.sign(ca_key, hashes.SHA256())
 
 
-def ensure_pki(root: Path, service_ip: str = "10.96.0.1") -> Pki:
-    """Create the CA, serving, client and service-account material unless already present."""
+def ensure_pki(root: Path, service_ip: str = "10.96.0.1",
+               extra_ips: tuple[str, ...] = ()) -> Pki:
+    """Create the CA, serving, client and service-account material unless already present.
+    ``extra_ips`` are further addresses the API server is reached at (a real node's pods
+    reach it at the bridge's gateway)."""
     pki = Pki(root)
     if pki.ca_cert.exists() and all(pki.client_cert(n).exists() for n in CLIENTS):
         return pki
@@ -162,7 +165,8 @@ def ensure_pki(root: Path, service_ip: str = "10.96.0.1") -> Pki:
         for name in ("localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc",
                      "kubernetes.default.svc.cluster.local")
     ]
-    sans += [x509.IPAddress(ipaddress.ip_address(ip)) for ip in ("127.0.0.1", service_ip)]
+    sans += [x509.IPAddress(ipaddress.ip_address(ip))
+             for ip in ("127.0.0.1", service_ip, *extra_ips)]
     serving = _issue(_name("kube-apiserver"), serving_key.public_key(), ca_cert, ca_key,
                      ExtendedKeyUsageOID.SERVER_AUTH, sans)
     _write_key(pki.serving_key, serving_key)
@@ -181,6 +185,23 @@ def ensure_pki(root: Path, service_ip: str = "10.96.0.1") -> Pki:
         serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo,
     ))
     return pki
+
+
+def ensure_client(pki: Pki, stem: str, common_name: str, organisations: tuple[str, ...] = ()
+                  ) -> None:
+    """One more client certificate from the existing CA (a real node's kubelet and
+    kube-proxy, whose names depend on the node), unless already there."""
+    if pki.client_cert(stem).exists():
+        return
+    ca_cert = x509.load_pem_x509_certificate(pki.ca_cert.read_bytes())
+    ca_key = serialization.load_pem_private_key(pki.ca_key.read_bytes(), password=None)
+    if not isinstance(ca_key, ec.EllipticCurvePrivateKey):
+        raise TypeError(f"{pki.ca_key} is not the EC key ensure_pki writes")
+    key = _key()
+    cert = _issue(_name(common_name, organisations), key.public_key(), ca_cert, ca_key,
+                  ExtendedKeyUsageOID.CLIENT_AUTH)
+    _write_key(pki.client_key(stem), key)
+    _write_cert(pki.client_cert(stem), cert)
 
 
 def kubeconfig(server: str, pki: Pki, client: str, cluster_name: str) -> dict[str, object]:

@@ -33,8 +33,9 @@ from typing import Any
 
 import yaml
 
-from berthmaster.devcluster import build
-from berthmaster.devcluster.certs import Pki, ensure_pki, kubeconfig
+from berthmaster.devcluster import build, images, kwok_incluster
+from berthmaster.devcluster import kubelet as node
+from berthmaster.devcluster.certs import Pki, ensure_client, ensure_pki, kubeconfig
 from berthmaster.devcluster.paths import state_root
 
 SERVICE_CIDR = "10.96.0.0/16"
@@ -48,12 +49,41 @@ CONTROLLERS = (
     "serviceaccount-controller", "serviceaccount-token-controller", "node-lifecycle-controller",
     "taint-eviction-controller", "endpointslice-controller", "pod-garbage-collector-controller",
     "ttl-after-finished-controller", "resourcequota-controller",
+    # Publishes kube-root-ca.crt in every namespace, which service-account token volumes mount.
+    "root-ca-certificate-publisher-controller",
 )
 COMPONENTS = ("etcd", "kube-apiserver", "kube-controller-manager", "kwok")
+NODE_COMPONENTS = ("containerd", "kube-scheduler", "kubelet", "kube-proxy")
+KWOK_MODES = ("host", "cluster", "none")
 
 
 class ClusterError(RuntimeError):
     """The control plane could not be started or inspected; the message says why."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Options:
+    """How a cluster is shaped: real kubelets (0 or 1) and where kwok runs (a host process,
+    a pod in the cluster from a local image, or nowhere)."""
+
+    kubelets: int = 0
+    kwok: str = "host"
+
+    def __post_init__(self) -> None:
+        if self.kubelets not in (0, 1):
+            raise ClusterError(f"--kubelets {self.kubelets}: one real node per machine is "
+                               "supported (its bridge, ports and cgroups are the host's)")
+        if self.kwok not in KWOK_MODES:
+            raise ClusterError(f"--kwok {self.kwok}: choose one of {', '.join(KWOK_MODES)}")
+        if self.kwok == "cluster" and not self.kubelets:
+            raise ClusterError("--kwok cluster runs kwok as a pod, which needs a real node: "
+                               "add --kubelets 1")
+
+    @property
+    def components(self) -> tuple[str, ...]:
+        """The processes a complete cluster of this shape runs."""
+        base = tuple(c for c in COMPONENTS if c != "kwok" or self.kwok == "host")
+        return base + (NODE_COMPONENTS if self.kubelets else ())
 
 
 def free_port() -> int:
@@ -116,6 +146,12 @@ class RunningCluster:
     kubeconfig: Path
     components: dict[str, Component]
     started_in: float = 0.0
+    options: Options = dataclasses.field(default_factory=Options)
+
+    @property
+    def node_name(self) -> str | None:
+        """The real node's name, when the cluster has one."""
+        return node_name(self.name) if self.options.kubelets else None
 
     def kubectl(self, *args: str, input: str | None = None, check: bool = False,
                 timeout: float = 120) -> subprocess.CompletedProcess[str]:
@@ -135,11 +171,18 @@ class ControlPlane:
 
     def __init__(self, name: str = "berthmaster", root: Path | None = None,
                  apiserver_port: int | None = None,
-                 say: Callable[[str], None] = print):
+                 say: Callable[[str], None] = print, options: Options | None = None,
+                 images_to_load: tuple[str, ...] = ()):
         self.name = name
         self.root = (root or state_root()) / name
         self.apiserver_port = apiserver_port
         self.say = say
+        self.options = options or Options()
+        self.images_to_load = images_to_load
+
+    @property
+    def node_layout(self) -> node.NodeLayout:
+        return node.NodeLayout(node_name(self.name), self.root / "node")
 
     # -- state -------------------------------------------------------------------------
     @property
@@ -155,6 +198,7 @@ class ControlPlane:
             name=data["name"], root=Path(data["root"]), server=data["server"],
             kubeconfig=Path(data["kubeconfig"]),
             components={k: Component(**v) for k, v in data["components"].items()},
+            options=Options(**data.get("options", {})),
         )
 
     def _save(self, cluster: RunningCluster) -> None:
@@ -162,6 +206,7 @@ class ControlPlane:
             "name": cluster.name, "root": str(cluster.root), "server": cluster.server,
             "kubeconfig": str(cluster.kubeconfig),
             "components": {k: dataclasses.asdict(v) for k, v in cluster.components.items()},
+            "options": dataclasses.asdict(cluster.options),
         }
         tmp = self.state_file.with_suffix(".tmp")
         tmp.write_text(json.dumps(data, indent=2))
@@ -182,8 +227,8 @@ class ControlPlane:
         existing = self.load()
         if existing is not None:
             dead = [n for n, c in existing.components.items() if not c.alive()]
-            complete = all(name in existing.components for name in COMPONENTS)
-            if not dead and complete and _healthy(existing):
+            complete = all(name in existing.components for name in self.options.components)
+            if not dead and complete and existing.options == self.options and _healthy(existing):
                 self.say(f"Cluster {self.name!r} is already running ({existing.server}).")
                 return existing
             self.say(f"Cluster {self.name!r} is partly down ({', '.join(dead) or 'unhealthy'}); "
@@ -193,6 +238,12 @@ class ControlPlane:
                                           "kwok", "kubectl"))
         if missing or not build.kwok_stages_path().is_file():
             build.build_all(self.say)
+        if self.options.kubelets:
+            node.preflight()
+            images.require_docker()
+            if build.missing_binaries((*build.NODE_BINARIES, "kube-scheduler")):
+                build.build_all(self.say)
+                build.build_node(self.say)
         started = time.monotonic()
         try:
             cluster = self._start()
@@ -210,11 +261,20 @@ class ControlPlane:
             )
         for sub in ("logs", "etcd"):
             (self.root / sub).mkdir(parents=True, exist_ok=True)
-        pki = ensure_pki(self.root / "pki", SERVICE_IP)
+        kubelets = self.options.kubelets
+        pki = ensure_pki(self.root / "pki", SERVICE_IP, (node.GATEWAY,) if kubelets else ())
         api_port = self.apiserver_port or free_port()
         server = f"https://127.0.0.1:{api_port}"
+        clients = ["admin", "controller-manager", "kwok"]
+        if kubelets:
+            layout = self.node_layout
+            ensure_client(pki, "kubelet", f"system:node:{layout.name}", ("system:nodes",))
+            ensure_client(pki, "kube-proxy", "system:kube-proxy")
+            ensure_client(pki, "apiserver-kubelet-client", "kube-apiserver-kubelet-client")
+            clients += ["scheduler", "kubelet", "kube-proxy"]
+            node.NodeHost(layout, self.say).prepare(api_port)
         kubeconfigs = {}
-        for client in ("admin", "controller-manager", "kwok"):
+        for client in clients:
             path = self.root / f"{client}.kubeconfig"
             path.write_text(yaml.safe_dump(kubeconfig(server, pki, client, self.name)))
             path.chmod(0o600)
@@ -234,10 +294,16 @@ class ControlPlane:
             "--log-level=warn",
         ], etcd_url, lambda: _http_ok(f"{etcd_url}/health"))
 
+        # With a real node, pods reach the API server through the bridge (kubelet.py).
+        reach = (["--bind-address=0.0.0.0", f"--advertise-address={node.GATEWAY}",
+                  f"--kubelet-client-certificate={pki.client_cert('apiserver-kubelet-client')}",
+                  f"--kubelet-client-key={pki.client_key('apiserver-kubelet-client')}",
+                  # There is no DNS for the node's name: logs and exec go to its address.
+                  "--kubelet-preferred-address-types=InternalIP"]
+                 if kubelets else ["--bind-address=127.0.0.1", "--advertise-address=127.0.0.1"])
         self._launch(cluster, "kube-apiserver", [
             str(build.binary_path("kube-apiserver")),
-            f"--etcd-servers={etcd_url}", "--bind-address=127.0.0.1",
-            "--advertise-address=127.0.0.1", f"--secure-port={api_port}",
+            f"--etcd-servers={etcd_url}", *reach, f"--secure-port={api_port}",
             f"--tls-cert-file={pki.serving_cert}", f"--tls-private-key-file={pki.serving_key}",
             f"--client-ca-file={pki.ca_cert}", "--authorization-mode=Node,RBAC",
             "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
@@ -265,6 +331,13 @@ class ControlPlane:
         ], f"https://127.0.0.1:{cm_port}", lambda: _https_ok(f"https://127.0.0.1:{cm_port}/healthz",
                                                               pki, verify=False))
 
+        if self.options.kwok == "host":
+            self._start_host_kwok(cluster, kubeconfigs["kwok"])
+        if kubelets:
+            self._start_node(cluster, pki, kubeconfigs)
+        return cluster
+
+    def _start_host_kwok(self, cluster: RunningCluster, kwok_kubeconfig: Path) -> None:
         kwok_port = free_port()
         kwok_config = self.root / "kwok.yaml"
         kwok_config.write_text(yaml.safe_dump({
@@ -277,14 +350,93 @@ class ControlPlane:
             },
         }))
         self._launch(cluster, "kwok", [
-            str(build.binary_path("kwok")), f"--kubeconfig={kubeconfigs['kwok']}",
+            str(build.binary_path("kwok")), f"--kubeconfig={kwok_kubeconfig}",
             f"--config={kwok_config}", f"--config={build.kwok_stages_path()}",
             f"--config={build.berthmaster_stages_path()}",
             "--manage-all-nodes=false",
             f"--manage-nodes-with-annotation-selector={FAKE_NODE_ANNOTATION}={FAKE_NODE_VALUE}",
             "--cidr=10.244.0.0/16", "--node-ip=127.0.0.1",
         ], f"http://127.0.0.1:{kwok_port}", lambda: _http_ok(f"http://127.0.0.1:{kwok_port}/healthz"))
-        return cluster
+
+    def _start_node(self, cluster: RunningCluster, pki: Pki,
+                    kubeconfigs: dict[str, Path]) -> None:
+        """containerd, the default scheduler, kubelet and kube-proxy; then the images, the Node
+        turning Ready and, with ``--kwok cluster``, kwok running as a pod."""
+        layout = self.node_layout
+        host = node.NodeHost(layout, self.say)
+        wanted = [images.PAUSE_IMAGE] + ([images.KWOK_IMAGE] if self.options.kwok == "cluster"
+                                         else [])
+        for image, make in ((images.PAUSE_IMAGE, images.pause_image),
+                            (images.KWOK_IMAGE, images.kwok_image)):
+            if image in wanted and not images.image_exists(image):
+                make(self.say)
+        layout.containerd_config.write_text(node.containerd_config(layout, images.PAUSE_IMAGE))
+        (layout.cni_conf_dir / "10-berthmaster.conflist").write_text(
+            json.dumps(node.cni_config(layout), indent=2))
+        self._launch(cluster, "containerd", [
+            "containerd", f"--config={layout.containerd_config}",
+        ], f"unix://{layout.containerd_socket}",
+            lambda: host.ctr("version", check=False, timeout=10).returncode == 0)
+        started = time.monotonic()
+        host.load_images([*wanted, *self.images_to_load],
+                         aliases={images.PAUSE_IMAGE: node.PAUSE_ALIASES})
+        self.say(f"  images loaded into the node: {', '.join([*wanted, *self.images_to_load])} "
+                 f"({time.monotonic() - started:.1f}s)")
+
+        scheduler_port = free_port()
+        scheduler_config = self.root / "kube-scheduler.yaml"
+        scheduler_config.write_text(yaml.safe_dump(
+            node.default_scheduler_config(kubeconfigs["scheduler"])))
+        self._launch(cluster, "kube-scheduler", [
+            str(build.binary_path("kube-scheduler")), f"--config={scheduler_config}",
+            f"--authentication-kubeconfig={kubeconfigs['scheduler']}",
+            f"--authorization-kubeconfig={kubeconfigs['scheduler']}",
+            "--bind-address=127.0.0.1", f"--secure-port={scheduler_port}",
+        ], f"https://127.0.0.1:{scheduler_port}",
+            lambda: _https_ok(f"https://127.0.0.1:{scheduler_port}/healthz", pki, verify=False))
+
+        kubelet_port, kubelet_healthz = free_port(), free_port()
+        layout.kubelet_config.write_text(yaml.safe_dump(
+            node.kubelet_config(layout, pki.ca_cert, kubelet_port, kubelet_healthz)))
+        self._launch(cluster, "kubelet", node.kubelet_command(
+            build.binary_path("kubelet"), layout, kubeconfigs["kubelet"]),
+            f"https://{node.GATEWAY}:{kubelet_port}",
+            lambda: _http_ok(f"http://127.0.0.1:{kubelet_healthz}/healthz"))
+
+        proxy_metrics, proxy_healthz = free_port(), free_port()
+        layout.kube_proxy_config.write_text(yaml.safe_dump(node.kube_proxy_config(
+            layout, kubeconfigs["kube-proxy"], proxy_metrics, proxy_healthz)))
+        self._launch(cluster, "kube-proxy", [
+            str(build.binary_path("kube-proxy")), f"--config={layout.kube_proxy_config}",
+        ], f"http://127.0.0.1:{proxy_healthz}",
+            lambda: _http_ok(f"http://127.0.0.1:{proxy_healthz}/healthz"))
+
+        self._wait(f"node {layout.name} Ready", lambda: _node_ready(cluster, layout.name),
+                   timeout=120, log=cluster.components["kubelet"].log)
+        if self.options.kwok == "cluster":
+            stages = "\n---\n".join(path.read_text().strip() for path in (
+                build.kwok_stages_path(), build.berthmaster_stages_path()))
+            manifests = kwok_incluster.kwok_manifests(images.KWOK_IMAGE, stages)
+            applied = cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump_all(manifests))
+            if applied.returncode != 0:
+                raise ClusterError(f"applying kwok's manifests failed: {applied.stderr.strip()}")
+            rollout = cluster.kubectl("rollout", "status", "-n", kwok_incluster.NAMESPACE,
+                                      f"deployment/{kwok_incluster.NAME}", "--timeout=120s",
+                                      timeout=150)
+            if rollout.returncode != 0:
+                raise ClusterError(f"kwok did not start in the cluster: "
+                                   f"{rollout.stderr.strip() or rollout.stdout.strip()}")
+            self.say("  kwok running in the cluster (kube-system/kwok-controller)")
+
+    def _wait(self, what: str, ready: Callable[[], bool], timeout: float, log: str) -> None:
+        started = time.monotonic()
+        while time.monotonic() - started < timeout:
+            if ready():
+                self.say(f"  {what} ({time.monotonic() - started:.1f}s)")
+                return
+            time.sleep(1)
+        raise ClusterError(f"timed out after {timeout:.0f}s waiting for {what}. "
+                           f"Last lines of {log}:\n{log_tail(Path(log))}")
 
     def attach(self, cluster: RunningCluster, name: str, command: list[str], endpoint: str,
                ready: Callable[[], bool], timeout: float = 60) -> Component:
@@ -329,12 +481,17 @@ class ControlPlane:
         """Stop every recorded process and remove the cluster's folder; returns what stopped."""
         cluster = self.load()
         stopped: list[str] = []
+        host = node.NodeHost(self.node_layout, self.say)
         if cluster is not None:
             for name in reversed(list(cluster.components)):
                 component = cluster.components[name]
+                if name == "containerd" and component.alive():
+                    host.remove_containers()
                 if component.alive():
                     _terminate(component)
                     stopped.append(name)
+        if self.node_layout.root.exists():
+            host.release_host(build.binary_path("kube-proxy"))
         if keep_logs and (self.root / "logs").exists():
             # Keep the logs of a failed start beside the (removed) state for the user to read.
             keep = self.root.with_name(self.root.name + "-failed-logs")
@@ -387,6 +544,18 @@ def _https_ok(url: str, pki: Pki, verify: bool = True) -> bool:
         return False
 
 
+def node_name(cluster_name: str) -> str:
+    return f"{cluster_name}-kubelet"
+
+
+def _node_ready(cluster: RunningCluster, name: str) -> bool:
+    found = cluster.kubectl("get", "node", name, "-o", "json", timeout=30)
+    if found.returncode != 0:
+        return False
+    conditions = json.loads(found.stdout).get("status", {}).get("conditions") or []
+    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
+
+
 def _healthy(cluster: RunningCluster) -> bool:
     return _https_ok(f"{cluster.server}/readyz", Pki(cluster.root / "pki"))
 
@@ -395,6 +564,8 @@ def describe(cluster: RunningCluster) -> dict[str, Any]:
     return {
         "name": cluster.name,
         "server": cluster.server,
+        "node": cluster.node_name,
+        "kwok": cluster.options.kwok,
         "kubeconfig": str(cluster.kubeconfig),
         "components": {n: {"pid": c.pid, "endpoint": c.endpoint, "log": c.log}
                        for n, c in cluster.components.items()},

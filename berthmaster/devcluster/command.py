@@ -10,8 +10,12 @@ import argparse
 import json
 import sys
 
+import yaml
+
 from berthmaster.devcluster import build, images
-from berthmaster.devcluster.cluster import ClusterError, ControlPlane, describe
+from berthmaster.devcluster.cluster import KWOK_MODES, ClusterError, ControlPlane, Options, describe
+from berthmaster.devcluster.kubelet import NodeError, NodeHost
+from berthmaster.devcluster.kwok_incluster import kwok_manifests
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -22,6 +26,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     up.add_argument("--port", type=int, default=None,
                     help="kube-apiserver port (default: a free one)")
     up.add_argument("--json", action="store_true", help="print the cluster description as JSON")
+    up.add_argument("--kubelets", type=int, default=0, metavar="N",
+                    help="real nodes: 1 runs containerd, kubelet and kube-proxy on this host "
+                    "(root; Docker for the node images) beside the kwok nodes (default 0)")
+    up.add_argument("--kwok", choices=KWOK_MODES, default="host",
+                    help="where kwok runs: a host process (default), a pod in the cluster "
+                    "from a local image (needs --kubelets 1), or nowhere")
+    up.add_argument("--load", action="append", default=[], metavar="IMAGE",
+                    help="Docker image to load into the real node (repeatable)")
+    load = sub.add_parser("load", help="copy Docker images into the real node's containerd "
+                          "(as `kind load docker-image` does)")
+    load.add_argument("image_names", nargs="+", metavar="IMAGE")
+    manifest = sub.add_parser("kwok-manifest", help="print the objects that run kwok in a "
+                              "cluster from a local image (for kind)")
+    manifest.add_argument("--image", default=images.KWOK_IMAGE)
     sub.add_parser("status", help="show which components run and where")
     sub.add_parser("env", help="print the KUBECONFIG line (eval \"$(berthmaster dev env)\")")
     sub.add_parser("down", help="stop every process and remove the cluster's state")
@@ -34,8 +52,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     say = (lambda line: print(line, file=sys.stderr)) if getattr(args, "json", False) else print
-    plane = ControlPlane(args.name, apiserver_port=getattr(args, "port", None), say=say)
     try:
+        options = (Options(args.kubelets, args.kwok) if args.dev_command == "up" else None)
+        plane = ControlPlane(args.name, apiserver_port=getattr(args, "port", None), say=say,
+                             options=options, images_to_load=tuple(getattr(args, "load", ())))
         if args.dev_command == "build":
             build.build_all()
         elif args.dev_command == "up":
@@ -65,6 +85,18 @@ def run(args: argparse.Namespace) -> int:
             print(recorded.env_line())
         elif args.dev_command == "down":
             plane.down()
+        elif args.dev_command == "load":
+            recorded = plane.load()
+            if recorded is None or not recorded.options.kubelets:
+                print(f"No cluster {args.name!r} with a real node (start one with: berthmaster "
+                      "dev up --kubelets 1)", file=sys.stderr)
+                return 1
+            NodeHost(plane.node_layout, print).load_images(args.image_names)
+            print(f"Loaded {', '.join(args.image_names)} into node {plane.node_layout.name}")
+        elif args.dev_command == "kwok-manifest":
+            stages = "\n---\n".join(path.read_text().strip() for path in (
+                build.kwok_stages_path(), build.berthmaster_stages_path()))
+            print(yaml.safe_dump_all(kwok_manifests(args.image, stages)), end="")
         elif args.dev_command == "image":
             report = images.build_image(args.tag, print)
             if args.node_images:
@@ -72,7 +104,8 @@ def run(args: argparse.Namespace) -> int:
                 images.kwok_image(print)
             print(f"Image {report.name}: {report.size_bytes / 2**20:.0f} MiB on {report.base}, "
                   f"built in {report.build_seconds:.0f}s")
-    except (build.BuildError, ClusterError, images.ImageError, FileNotFoundError) as error:
+    except (build.BuildError, ClusterError, images.ImageError, NodeError,
+            FileNotFoundError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 1
     return 0

@@ -273,7 +273,8 @@ def run_in_image(name: str, *command: str, entrypoint: str | None = None
 
 def check_image(name: str) -> None:
     """The promises the image makes: the three components import and the CLI answers when run
-    read-only as non-root; neither pip nor a C compiler is left in it."""
+    read-only as non-root, and that uid has a name; neither pip nor a C compiler is left in
+    it."""
     version = run_in_image(name, "version")
     if version.returncode != 0:
         raise ImageError(f"`berthmaster version` fails in {name} run read-only as uid 65532:\n"
@@ -284,6 +285,11 @@ def check_image(name: str) -> None:
     if imports.returncode != 0:
         raise ImageError(f"the components do not import in {name}:\n"
                          f"{imports.stderr.decode(errors='replace').strip()[-2000:]}")
+    who = run_in_image(name, "-c", "import getpass; print(getpass.getuser())",
+                       entrypoint="python3")
+    if who.returncode != 0:
+        raise ImageError(f"uid 65532 has no name in {name} (kopf asks for it): "
+                         f"{who.stderr.decode(errors='replace').strip()[-300:]}")
     leftovers = run_in_image(name, "-c", "import importlib.util, shutil; print(','.join("
                              "[n for n in ('pip', 'ensurepip') if importlib.util.find_spec(n)] + "
                              "[t for t in ('pip', 'pip3', 'gcc', 'cc') if shutil.which(t)]))",

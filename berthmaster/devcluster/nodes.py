@@ -14,6 +14,8 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import yaml
+
 from berthmaster.devcluster.cluster import FAKE_NODE_ANNOTATION, FAKE_NODE_VALUE
 
 DEFAULT_CAPACITY = {"cpu": "4", "memory": "16Gi", "pods": "110", "ephemeral-storage": "100Gi"}
@@ -64,6 +66,22 @@ def fake_node(
                    "nodeInfo": {"kubeletVersion": "fake", "architecture": "amd64",
                                 "operatingSystem": "linux"}},
     }
+
+
+def kind_workers(config: Mapping[str, Any], prefix: str = "e2e-worker") -> list[dict[str, Any]]:
+    """A kind cluster configuration's workers as fake nodes: the same labels, and the taints
+    their kubeadm ``JoinConfiguration`` patches give them (deploy/kind-cluster.yaml is the
+    shape both e2e clusters share)."""
+    nodes = []
+    workers = [n for n in config.get("nodes") or [] if n.get("role") == "worker"]
+    for index, worker in enumerate(workers, start=1):
+        taints: list[dict[str, Any]] = []
+        for patch in worker.get("kubeadmConfigPatches") or []:
+            document = yaml.safe_load(patch) or {}
+            taints += (document.get("nodeRegistration") or {}).get("taints") or []
+        nodes.append(fake_node(f"{prefix}-{index}", labels=worker.get("labels") or {},
+                               taints=taints))
+    return nodes
 
 
 def parse_taint(text: str) -> dict[str, str]:

@@ -1,0 +1,228 @@
+"""`make e2e`: berthmaster run as its users run it, end to end, then the e2e/ suite against it.
+
+    python e2e/run.py [--mode auto|kind|kubelet] [--keep] [-- PYTEST ARGS]
+
+The user's path is: build the image, create a cluster, load the image, apply the CRDs with
+``kubectl apply --server-side``, ``helm install`` the chart, set ``schedulerName: berthmaster``
+on pods. This driver walks it on one of two clusters and says which:
+
+- **kind** (users with Docker and registry access): ``kind create cluster --config
+  deploy/kind-cluster.yaml``; the images are ``kind load``ed. Chosen when kind is on PATH and
+  Docker can start a privileged container (kind's nodes are privileged).
+- **kubelet** (our build machines, where privileged containers cannot start): the local control
+  plane with one real kubelet beside it (``berthmaster dev up --kubelets 1 --kwok cluster``,
+  berthmaster/devcluster/kubelet.py); the images are loaded into the node's containerd, and the
+  worker nodes of deploy/kind-cluster.yaml become kwok nodes with the same labels and taints.
+  berthmaster's own pods, kwok and the descheduler Jobs run on the real kubelet.
+
+Either way kwok runs in the cluster from a locally built image, and the chart is installed with
+``image.pullPolicy=Never``. Where neither cluster can be had, the suite still runs and skips with
+one line saying why. Every step prints its duration; the cluster is removed at the end unless
+``--keep``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from berthmaster.devcluster import build, images, kwok_incluster  # noqa: E402
+from berthmaster.devcluster.cluster import ClusterError, ControlPlane, Options  # noqa: E402
+from berthmaster.devcluster.kubelet import NodeError, preflight  # noqa: E402
+from berthmaster.devcluster.nodes import kind_workers  # noqa: E402
+
+IMAGE, TAG = "berthmaster", "e2e"
+NAMESPACE = "berthmaster-system"
+KIND_CLUSTER = "berthmaster-e2e"
+DEV_CLUSTER = "e2e"
+CHART = ROOT / "charts" / "berthmaster"
+CRDS = ROOT / "deploy" / "crds"
+KIND_CONFIG = ROOT / "deploy" / "kind-cluster.yaml"
+
+
+@contextmanager
+def step(what: str) -> Iterator[None]:
+    print(f"==> {what}", flush=True)
+    started = time.monotonic()
+    yield
+    print(f"    {what}: {time.monotonic() - started:.0f}s", flush=True)
+
+
+def run(*command: str, input: str | None = None, env: dict[str, str] | None = None,
+        timeout: float = 900) -> str:
+    result = subprocess.run(list(command), input=input, capture_output=True, text=True,
+                            timeout=timeout, env=env, check=False)
+    if result.returncode != 0:
+        raise SystemExit(f"e2e: `{' '.join(command[:6])}` failed (exit {result.returncode}):\n"
+                         f"{(result.stderr or result.stdout).strip()[-3000:]}")
+    return result.stdout
+
+
+def why_not_kind() -> str | None:
+    if shutil.which("kind") is None:
+        return "kind is not on PATH"
+    try:
+        images.require_docker()
+    except images.ImageError as error:
+        return str(error)
+    # A privileged container with nothing to run: where privilege works it fails at exec (no
+    # such file); where it does not, it fails earlier, applying capabilities or rlimits.
+    probe_image = "berthmaster.local/privilege-probe:dev"
+    images.one_file_image(probe_image, {"probe": (b"", 0o644)}, ["/no-such-program"])
+    probe = images.docker("run", "--rm", "--privileged", probe_image, timeout=60)
+    said = probe.stderr.decode(errors="replace")
+    images.docker("image", "rm", probe_image, timeout=60)
+    if "no such file" not in said.lower():
+        return ("Docker cannot start privileged containers here (kind's nodes are "
+                f"privileged): {said.strip()[:200]}")
+    return None
+
+
+def why_not_kubelet() -> str | None:
+    try:
+        preflight()
+        images.require_docker()
+    except (NodeError, images.ImageError) as error:
+        return str(error)
+    return None
+
+
+def helm_install(helm: str, kubeconfig: Path, context: list[str]) -> None:
+    run(helm, "upgrade", "--install", "berthmaster", str(CHART), "--kubeconfig",
+        str(kubeconfig), *context, "--namespace", NAMESPACE, "--create-namespace",
+        "--set", f"image.repository={IMAGE}", "--set", f"image.tag={TAG}",
+        "--set", "image.pullPolicy=Never", "--wait", "--timeout", "5m")
+
+
+def kubectl(kubeconfig: Path, context: list[str]) -> Callable[..., str]:
+    binary = shutil.which("kubectl") or str(build.binary_path("kubectl"))
+
+    def call(*args: str, input: str | None = None) -> str:
+        return run(binary, "--kubeconfig", str(kubeconfig), *context, *args, input=input)
+    return call
+
+
+def install(kubeconfig: Path, context: list[str]) -> None:
+    k = kubectl(kubeconfig, context)
+    with step("CRDs (kubectl apply --server-side)"):
+        k("apply", "--server-side", "-f", str(CRDS))
+        k("wait", "--for=condition=Established", "--timeout=60s", "-f", str(CRDS))
+    with step("helm install berthmaster"):
+        helm_install(str(build.binary_path("helm")), kubeconfig, context)
+
+
+def up_kind(work: Path) -> Path:
+    kubeconfig = work / "kind.kubeconfig"
+    with step(f"kind create cluster {KIND_CLUSTER}"):
+        clusters = run("kind", "get", "clusters").split()
+        if KIND_CLUSTER not in clusters:
+            run("kind", "create", "cluster", "--name", KIND_CLUSTER, "--config",
+                str(KIND_CONFIG), "--wait", "180s")
+        kubeconfig.write_text(run("kind", "get", "kubeconfig", "--name", KIND_CLUSTER))
+    with step("kind load docker-image"):
+        run("kind", "load", "docker-image", f"{IMAGE}:{TAG}", images.KWOK_IMAGE, "--name",
+            KIND_CLUSTER)
+    with step("kwok in the cluster (local image)"):
+        stages = "\n---\n".join(path.read_text().strip() for path in (
+            build.kwok_stages_path(), build.berthmaster_stages_path()))
+        k = kubectl(kubeconfig, [])
+        k("apply", "-f", "-", input=yaml.safe_dump_all(
+            kwok_incluster.kwok_manifests(images.KWOK_IMAGE, stages)))
+        k("rollout", "status", "-n", kwok_incluster.NAMESPACE,
+          f"deployment/{kwok_incluster.NAME}", "--timeout=180s")
+    install(kubeconfig, [])
+    return kubeconfig
+
+
+def up_kubelet() -> Path:
+    plane = ControlPlane(DEV_CLUSTER, say=lambda line: print(f"    {line}", flush=True),
+                         options=Options(kubelets=1, kwok="cluster"),
+                         images_to_load=(f"{IMAGE}:{TAG}",))
+    with step("local control plane with a real kubelet (berthmaster dev up --kubelets 1 "
+              "--kwok cluster)"):
+        try:
+            cluster = plane.up()
+        except (ClusterError, NodeError, images.ImageError) as error:
+            raise SystemExit(f"e2e: {error}") from error
+    k = kubectl(cluster.kubeconfig, [])
+    with step("kwok workers shaped like deploy/kind-cluster.yaml's"):
+        workers = kind_workers(yaml.safe_load(KIND_CONFIG.read_text()))
+        k("apply", "-f", "-", input=yaml.safe_dump_all(workers))
+        k("wait", "--for=condition=Ready", "--timeout=60s",
+          *[f"node/{w['metadata']['name']}" for w in workers])
+    install(cluster.kubeconfig, [])
+    return cluster.kubeconfig
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--mode", choices=("auto", "kind", "kubelet"), default="auto")
+    parser.add_argument("--keep", action="store_true", help="leave the cluster running")
+    parser.add_argument("pytest_args", nargs="*")
+    args = parser.parse_args()
+    started = time.monotonic()
+    pytest = [sys.executable, "-m", "pytest", "e2e", "-ra", "-q", "-p", "no:cacheprovider",
+              *args.pytest_args]
+    env = dict(os.environ, PYTHONSAFEPATH="1")
+
+    mode, why = args.mode, {}
+    if mode == "auto":
+        for candidate, check in (("kind", why_not_kind), ("kubelet", why_not_kubelet)):
+            if shutil.which("docker") is None and candidate == "kind":
+                why[candidate] = "docker is not on PATH"
+                continue
+            reason = check()
+            if reason is None:
+                mode = candidate
+                break
+            why[candidate] = reason
+    if mode == "auto":
+        print("e2e: no cluster can run here: " + "; ".join(f"{k}: {v}" for k, v in why.items()))
+        env["BERTHMASTER_E2E_UNAVAILABLE"] = "; ".join(f"{k}: {v}" for k, v in why.items())
+        return subprocess.call(pytest, cwd=ROOT, env=env)
+    for skipped, reason in why.items():
+        print(f"e2e: not {skipped}: {reason}")
+    print(f"e2e: running on {mode}", flush=True)
+
+    work = ROOT / ".e2e"
+    work.mkdir(exist_ok=True)
+    with step(f"image {IMAGE}:{TAG} (make image)"):
+        try:
+            report = images.build_image(f"{IMAGE}:{TAG}", lambda line: print(f"    {line}"))
+            images.kwok_image(lambda line: print(f"    {line}"))
+            if mode == "kubelet":
+                images.pause_image(lambda line: print(f"    {line}"))
+        except images.ImageError as error:
+            raise SystemExit(f"e2e: {error}") from error
+    try:
+        kubeconfig = up_kind(work) if mode == "kind" else up_kubelet()
+        env.update(BERTHMASTER_E2E_KUBECONFIG=str(kubeconfig), BERTHMASTER_E2E_MODE=mode,
+                   BERTHMASTER_E2E_NAMESPACE=NAMESPACE, BERTHMASTER_E2E_IMAGE=f"{IMAGE}:{TAG}")
+        with step("pytest e2e/"):
+            status = subprocess.call(pytest, cwd=ROOT, env=env)
+    finally:
+        if not args.keep:
+            with step("tear down"):
+                if mode == "kind":
+                    subprocess.call(["kind", "delete", "cluster", "--name", KIND_CLUSTER])
+                else:
+                    ControlPlane(DEV_CLUSTER, say=lambda line: None).down(quiet=True)
+    print(f"e2e: {mode}: image {report.size_bytes / 2**20:.0f} MiB; total "
+          f"{time.monotonic() - started:.0f}s; pytest exit {status}")
+    return status
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
