@@ -11,8 +11,9 @@ Pure functions over plain dicts, following upstream's machineset controller:
   upstream's priority tiers (``delete_priority``): being deleted already, then the
   ``machine.openshift.io/delete-machine`` annotation (or its older
   ``cluster-api-delete-machine`` form) and Machines with ``status.errorReason/errorMessage``
-  come first in every policy; Random then prefers Machines without a Node; Oldest and Newest
-  map the age onto 0..100 with upstream's ten-day exponential.
+  come first in every policy; Random then prefers Machines without a Node; Oldest maps the
+  age onto 0..50 (``betterDelete``) with upstream's hundred-day exponential, and Newest is
+  100 minus that, so under Oldest no age ever ties with the annotation's 100.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ BETTER_DELETE = 50.0
 PREFER_DELETE = 40.0
 COULD_DELETE = 20.0
 MUST_NOT_DELETE = 0.0
-SECONDS_PER_TEN_DAYS = 864000.0
+SECONDS_PER_HUNDRED_DAYS = 8640000.0
 POLICIES = ("Random", "Newest", "Oldest")
 
 
@@ -154,7 +155,8 @@ def oldest_priority(machine: Machine, now: datetime) -> float:
     age = (now - created).total_seconds()
     if age < 0:
         return MUST_NOT_DELETE
-    return MUST_DELETE * (1.0 - math.exp(-age / SECONDS_PER_TEN_DAYS))
+    # Tends to BETTER_DELETE (never reaches it), so age never outranks an explicit mark.
+    return BETTER_DELETE * (1.0 - math.exp(-age / SECONDS_PER_HUNDRED_DAYS))
 
 
 def newest_priority(machine: Machine, now: datetime) -> float:
