@@ -28,6 +28,7 @@ from berthmaster.operator.machines.conditions import (
     set_condition,
     timestamp,
     true_condition,
+    unknown_condition,
 )
 from berthmaster.operator.machines.hooks import with_hook_conditions
 from berthmaster.operator.machines.lifecycle import Step
@@ -36,6 +37,7 @@ from berthmaster.operator.machines.providers import (
     InvalidProviderSpec,
     Provider,
     provider_for,
+    unknown_instance_state,
 )
 
 Key = tuple[str, str]
@@ -47,6 +49,11 @@ AGAIN = 0.0  # run the next step now
 
 def utcnow() -> datetime:
     return datetime.now(UTC)
+
+
+def error_text(error: Exception) -> str:
+    """What Go's ``%v`` prints for the error: an API status error is its message alone."""
+    return error.message if isinstance(error, KubeError) else str(error)
 
 
 class EventRecorder:
@@ -161,13 +168,17 @@ class MachineController:
         except InvalidProviderSpec as error:
             await self.fail(machine, api.INVALID_CONFIGURATION, str(error), "FailedCreate")
             return None
-        instance = await provider.instance_exists(machine)
+        try:
+            instance = await provider.instance_exists(machine)
+        except Exception as error:
+            await self.provider_check_failed(machine, error)
+            raise  # the queue retries with backoff, as upstream returns the error
         if instance is not None:
             return await self.reconcile_instance(machine, instance)
         if (machine.get("spec") or {}).get("providerID"):
             condition = false_condition(api.INSTANCE_EXISTS, api.INSTANCE_MISSING,
                                         "Instance not found on provider")
-            await self.fail(machine, None, "Can't find created instance.", "",
+            await self.fail(machine, None, api.INSTANCE_NOT_FOUND_MESSAGE, "",
                             condition=condition)
             return None
         if not status.get("phase"):
@@ -228,16 +239,42 @@ class MachineController:
         await self.write_status(machine, updates)
         return None if node is not None else self.provision_poll
 
+    async def provider_check_failed(self, machine: JSON, error: Exception) -> None:
+        """InstanceExists Unknown (ErrorCheckingProvider); the phase stays as it was."""
+        log.error("%s: failed to check if machine exists: %s", machine["metadata"]["name"],
+                  error_text(error))
+        condition = unknown_condition(api.INSTANCE_EXISTS, api.ERROR_CHECKING_PROVIDER,
+                                      f"Failed to check if machine exists: {error_text(error)}")
+        conditions = set_condition((machine.get("status") or {}).get("conditions"), condition,
+                                   self.clock())
+        await self.write_status(machine, {"conditions": conditions})
+
     async def fail(self, machine: JSON, reason: str | None, message: str, event: str,
                    condition: JSON | None = None) -> None:
+        """Phase Failed, as upstream's updateStatus records it: the instance-state annotation
+        first (a metadata write), then the status with errorReason/errorMessage and the
+        provider status's instance state overridden to Unknown."""
         status = machine.get("status") or {}
         conditions = status.get("conditions")
         if condition is not None:
             conditions = set_condition(conditions, condition, self.clock())
         if event:
             await self.events.post(machine, event, message, event_type="Warning")
-        await self.write_status(machine, {"phase": api.FAILED, "errorReason": reason,
-                                          "errorMessage": message, "conditions": conditions})
+        machine = await self.annotate_instance_state_unknown(machine)
+        updates: JSON = {"phase": api.FAILED, "errorReason": reason, "errorMessage": message,
+                         "conditions": conditions}
+        provider_status = unknown_instance_state(status.get("providerStatus"))
+        if provider_status is not None:
+            updates["providerStatus"] = provider_status
+        await self.write_status(machine, updates)
+
+    async def annotate_instance_state_unknown(self, machine: JSON) -> JSON:
+        meta = machine["metadata"]
+        if (meta.get("annotations") or {}).get(api.INSTANCE_STATE) == api.UNKNOWN_INSTANCE_STATE:
+            return machine
+        return await self.kube.patch(api.machine_path(*api.key_of(machine)), {"metadata": {
+            "annotations": {api.INSTANCE_STATE: api.UNKNOWN_INSTANCE_STATE},
+            "resourceVersion": meta["resourceVersion"]}})
 
     async def get_node(self, name: str | None) -> JSON | None:
         if not name:
