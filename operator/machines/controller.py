@@ -6,8 +6,12 @@ the object's status with a resourceVersion precondition, and asks to run again (
 until there is nothing left to do or something to wait for. Waiting on a hook owner needs no
 polling: removing a hook is an update, and the watch brings the Machine back.
 
-Drain retries are paced from the Machine's own status (``deletionProgress.drainAttempts`` and
-``lastDrainAttemptAt``), not from memory, so a restart neither retries early nor forgets the
+A drain attempt is kubectl's: every pod is evicted concurrently, a PodDisruptionBudget's 429 is
+retried every ``evict_retry_delay`` (kubectl drain's 5 s) until the attempt's ``drain_wait``
+(upstream's 20 s) runs out, then evicted pods are awaited until the same deadline. Attempts are
+paced from the Machine's own status (``deletionProgress.drainAttempts``, ``lastDrainAttemptAt``
+and ``nextDrainAttemptAt``: backoff, or upstream's fixed 20 s requeue when a control-plane drain
+is not permitted yet), not from memory, so a restart neither retries early nor forgets the
 backoff, and the status writes a failing drain makes cannot turn into a hot loop.
 """
 
@@ -91,6 +95,7 @@ class MachineController:
     def __init__(self, kube: KubeClient, providers: dict[str, Provider], *,
                  clock: Callable[[], datetime] = utcnow, drain_wait: float = 20.0,
                  drain_backoff: float = 5.0, drain_backoff_cap: float = 60.0,
+                 evict_retry_delay: float = 5.0, pod_poll: float = 0.5,
                  instance_poll: float = 2.0, provision_poll: float = 5.0):
         self.kube = kube
         self.providers = providers
@@ -99,6 +104,8 @@ class MachineController:
         self.drain_wait = drain_wait
         self.drain_backoff = drain_backoff
         self.drain_backoff_cap = drain_backoff_cap
+        self.evict_retry_delay = evict_retry_delay
+        self.pod_poll = pod_poll
         self.instance_poll = instance_poll
         self.provision_poll = provision_poll
 
@@ -365,15 +372,21 @@ class MachineController:
     def drain_delay(self, attempts: int) -> float:
         return float(min(self.drain_backoff_cap, self.drain_backoff * 2 ** max(0, attempts - 1)))
 
+    def drain_due(self, done: JSON, attempts: int) -> datetime | None:
+        """When the next drain attempt may start: as recorded, else backoff from the last."""
+        recorded = parse_time(done.get("nextDrainAttemptAt"))
+        if recorded is not None:
+            return recorded
+        last = parse_time(done.get("lastDrainAttemptAt"))
+        return None if last is None else last + timedelta(seconds=self.drain_delay(attempts))
+
     async def drain_step(self, machine: JSON) -> float | None:
         now = self.clock()
         done = lifecycle.progress(machine)
         attempts = int(done.get("drainAttempts") or 0)
-        last = parse_time(done.get("lastDrainAttemptAt"))
-        if last is not None:
-            due = last + timedelta(seconds=self.drain_delay(attempts))
-            if now < due:
-                return (due - now).total_seconds()
+        due = self.drain_due(done, attempts)
+        if due is not None and now < due:
+            return (due - now).total_seconds()
         try:
             timeout = lifecycle.drain_timeout(machine)
         except ValueError as invalid:
@@ -386,29 +399,34 @@ class MachineController:
         await self.events.post(machine, *events.DRAIN_PROCEEDS, count=attempt,
                                component=events.DRAIN_COMPONENT)
         failure = await self.drain_node(machine)
+        finished = self.clock()
         record = {"drainStartedAt": started, "drainableAt": drainable_at,
-                  "drainAttempts": attempt, "lastDrainAttemptAt": timestamp(self.clock())}
+                  "drainAttempts": attempt, "lastDrainAttemptAt": timestamp(finished)}
         if failure is None:
             await self.events.post(machine, *events.DRAIN_SUCCEEDED,
                                    component=events.DRAIN_COMPONENT)
             await self.mark_drained(machine, true_condition(api.DRAINED,
                                                             "Drain finished successfully"), record)
             return AGAIN
-        await self.events.post(machine, events.DRAIN_REQUEUED, f"Node drain requeued: {failure}",
+        delay = (failure.requeue_after.total_seconds() if failure.requeue_after is not None
+                 else self.drain_delay(attempt))
+        record["nextDrainAttemptAt"] = timestamp(finished + timedelta(seconds=delay))
+        await self.events.post(machine, events.DRAIN_REQUEUED,
+                               f"Node drain requeued: {failure.message}",
                                count=attempt, component=events.DRAIN_COMPONENT)
         probe = {**machine, "status": {**(machine.get("status") or {}),
                                        "deletionProgress": {**done, "drainStartedAt": started}}}
         if timeout is not None and lifecycle.drain_timed_out(probe, timeout, self.clock()):
-            return await self.drain_timed_out(machine, timeout, failure, record)
+            return await self.drain_timed_out(machine, timeout, failure.message, record, delay)
         condition = false_condition(api.DRAINED, api.DRAIN_ERROR,
-                                    f"could not drain machine: {failure}")
+                                    f"could not drain machine: {failure.message}")
         conditions = set_condition((machine.get("status") or {}).get("conditions"),
                                    condition, self.clock())
         await self.write_status(machine, {"conditions": conditions}, record)
-        return self.drain_delay(attempt)
+        return delay
 
     async def drain_timed_out(self, machine: JSON, timeout: lifecycle.DrainTimeout, error: str,
-                              record: JSON) -> float | None:
+                              record: JSON, delay: float) -> float | None:
         await self.events.post(machine, events.DRAIN_TIMED_OUT,
                                f"Node drain did not finish within {timeout.text}: {error}",
                                event_type="Warning", component=events.DRAIN_COMPONENT)
@@ -426,58 +444,102 @@ class MachineController:
         conditions = set_condition((machine.get("status") or {}).get("conditions"),
                                    condition, self.clock())
         await self.write_status(machine, {"conditions": conditions}, record)
-        return self.drain_delay(int(record["drainAttempts"]))
+        return delay
 
-    async def drain_node(self, machine: JSON) -> str | None:
-        """Cordon and drain the Machine's Node; None when drained, else the error text."""
-        name = lifecycle.node_name(machine)
+    async def drain_node(self, machine: JSON) -> drain.DrainFailure | None:
+        """Cordon and drain the Machine's Node (upstream's drainNode); None when drained."""
+        name = str(lifecycle.node_name(machine))
         node = await self.get_node(name)
         if node is None:
             log.info("could not find node from noderef, it may have already been deleted: %s",
                      name)
             return None
-        if not (node.get("spec") or {}).get("unschedulable"):
+        if drain.must_check_control_plane_peers(node):
+            nodes, _ = await self.kube.list_all(api.node_path())
+            other = drain.cordoned_control_plane_node(nodes)
+            if other is not None:
+                log.warning("drain not permitted for node %r: found other control plane node "
+                            "(%s) already cordoned: other node may be being drained, do not "
+                            "continue until the other node is removed", name, other)
+                return drain.drain_not_permitted()
+        if not drain.is_cordoned(node):
             try:
                 await self.kube.patch(api.node_path(name), {"spec": {"unschedulable": True}})
             except KubeError as error:
-                return f"cordon failed for node {name!r}: {error.message}"
+                log.warning("cordon failed for node %r: %s", name, error.message)
+                return drain.cordon_failed()
         unreachable = drain.node_is_unreachable(node)
-        pods = await self.pods_on(str(name))
-        plan = drain.plan_drain(pods, unreachable=unreachable, now=self.clock())
-        errors = []
-        for pod in plan.evict:
-            if (pod.get("metadata") or {}).get("deletionTimestamp"):
-                continue  # already going; waiting below
-            meta = pod["metadata"]
+        if unreachable:
+            log.info("%s: node %r is unreachable, draining will ignore gracePeriod. PDBs are "
+                     "still honored.", machine["metadata"]["name"], name)
+        plan = drain.plan_drain(await self.pods_on(name), unreachable=unreachable,
+                                now=self.clock())
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.drain_wait
+        results = await asyncio.gather(
+            *(self.evict_and_wait(pod, unreachable, deadline) for pod in plan.evict),
+            return_exceptions=True)
+        for result in results:
+            if isinstance(result, BaseException):
+                raise result
+        errors = [result for result in results if isinstance(result, str)]
+        if errors:
+            return drain.DrainFailure(drain.aggregate(errors))
+        log.info("drain successful for machine %r", machine["metadata"]["name"])
+        await self.events.post(machine, events.NODE_DRAINED, drain.node_drained_message(name),
+                               component=events.DRAIN_COMPONENT)
+        return None
+
+    async def evict_and_wait(self, pod: JSON, unreachable: bool, deadline: float) -> str | None:
+        """kubectl drain's per-pod loop: evict (429s retried until the deadline), then wait for
+        the pod to go; None when gone, else the error for this pod."""
+        loop = asyncio.get_running_loop()
+        meta = pod["metadata"]
+        path = resource_path(CORE, "pods", meta["namespace"], meta["name"])
+        while not meta.get("deletionTimestamp"):  # a pod already going is only waited for
+            if loop.time() >= deadline:
+                return drain.global_timeout_error(pod, timedelta(seconds=self.drain_wait))
             try:
-                await self.kube.create(
-                    resource_path(CORE, "pods", meta["namespace"], meta["name"], "eviction"),
-                    drain.eviction_body(pod, unreachable=unreachable))
+                await self.kube.create(f"{path}/eviction",
+                                       drain.eviction_body(pod, unreachable=unreachable))
+                break
             except KubeError as error:
                 if error.not_found:
-                    continue
-                message = drain.PDB_MESSAGE if error.too_many_requests else error.message
-                errors.append(drain.eviction_error(pod, message))
-        if errors:
-            return drain.drain_failure(errors)
-        return await self.wait_for_pods_gone(str(name), unreachable)
+                    return None
+                if not (error.too_many_requests
+                        or (error.status == 403 and drain.namespace_terminating(error.body))):
+                    return drain.eviction_error(pod, error.message)
+                log.info("error when evicting pods/%r -n %r (will retry after %ss): %s",
+                         meta["name"], meta["namespace"], self.evict_retry_delay, error.message)
+                await asyncio.sleep(max(0.0, min(self.evict_retry_delay,
+                                                 deadline - loop.time())))
+        return await self.wait_for_pod_gone(pod, unreachable, deadline)
+
+    async def wait_for_pod_gone(self, pod: JSON, unreachable: bool, deadline: float
+                                ) -> str | None:
+        loop = asyncio.get_running_loop()
+        meta = pod["metadata"]
+        path = resource_path(CORE, "pods", meta["namespace"], meta["name"])
+        while True:
+            try:
+                current = await self.kube.get(path)
+            except KubeError as error:
+                if error.not_found:
+                    return None
+                return drain.wait_error(pod, error.message)
+            if (current.get("metadata") or {}).get("uid") != meta.get("uid"):
+                return None  # a new pod of the same name: ours is gone
+            if unreachable and drain.terminating_long_enough(
+                    current, self.clock(), drain.SKIP_WAIT_FOR_DELETE_SECONDS):
+                return None
+            if loop.time() >= deadline:
+                return drain.wait_timeout_error(pod)
+            await asyncio.sleep(max(0.0, min(self.pod_poll, deadline - loop.time())))
 
     async def pods_on(self, node_name: str) -> list[JSON]:
         items, _ = await self.kube.list_all(resource_path(CORE, "pods"),
                                             fieldSelector=f"spec.nodeName={node_name}")
         return items
-
-    async def wait_for_pods_gone(self, node_name: str, unreachable: bool) -> str | None:
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + self.drain_wait
-        while True:
-            plan = drain.plan_drain(await self.pods_on(node_name), unreachable=unreachable,
-                                    now=self.clock())
-            if not plan.evict:
-                return None
-            if loop.time() >= deadline:
-                return drain.still_terminating_error(plan.evict)
-            await asyncio.sleep(0.5)
 
 
 class MachineSetController:
