@@ -38,6 +38,12 @@ SECONDS_PER_HUNDRED_DAYS = 8640000.0
 POLICIES = ("Random", "Newest", "Oldest")
 
 
+def unsupported_policy(policy: str) -> str:
+    """upstream's getDeletePriorityFunc error."""
+    return (f"unsupported delete policy {policy}, must be one of 'Random', 'Newest', or "
+            "'Oldest'")
+
+
 class InvalidMachineSet(ValueError):
     """The MachineSet cannot be reconciled until its spec is fixed (message says how)."""
 
@@ -53,8 +59,7 @@ def validate(machineset: dict[str, Any]) -> list[str]:
                         "MachineSet; set matchLabels matching spec.template.metadata.labels")
     policy = spec.get("deletePolicy") or "Random"
     if policy not in POLICIES:
-        problems.append(f"Unsupported delete policy {policy}. Must be one of 'Random', "
-                        "'Newest', or 'Oldest'")
+        problems.append(unsupported_policy(policy))
     template_labels = ((spec.get("template") or {}).get("metadata") or {}).get("labels") or {}
     try:
         if selector and not selector_matches(selector, template_labels):
@@ -187,8 +192,7 @@ def machines_to_delete(machines: Sequence[Machine], count: int, policy: str, now
         return list(machines)
     priority = PRIORITIES.get(policy or "Random")
     if priority is None:
-        raise InvalidMachineSet(f"Unsupported delete policy {policy}. Must be one of 'Random', "
-                                "'Newest', or 'Oldest'")
+        raise InvalidMachineSet(unsupported_policy(policy))
     ordered = list(machines)
     if (policy or "Random") == "Random":
         (rng or random.Random()).shuffle(ordered)

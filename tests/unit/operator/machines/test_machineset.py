@@ -57,10 +57,12 @@ def test_ownership_adopts_orphans_and_skips_others_and_deleting() -> None:
 
 
 def test_validation_names_field_and_fix() -> None:
+    """The delete-policy message is openshift/machine-api-operator
+    pkg/controller/machineset/delete_policy.go getDeletePriorityFunc's current wording."""
     assert validate(make_set()) == []
     bad = make_set(selector={"matchLabels": {"other": "x"}}, deletePolicy="Smallest")
     problems = validate(bad)
-    assert "Unsupported delete policy Smallest. Must be one of 'Random', 'Newest', or 'Oldest'" \
+    assert "unsupported delete policy Smallest, must be one of 'Random', 'Newest', or 'Oldest'" \
         in problems
     assert any("spec.template.metadata.labels: `selector` does not match template `labels`" in p
                for p in problems)
