@@ -449,13 +449,20 @@ class MachineController:
     async def drain_node(self, machine: JSON) -> drain.DrainFailure | None:
         """Cordon and drain the Machine's Node (upstream's drainNode); None when drained."""
         name = str(lifecycle.node_name(machine))
-        node = await self.get_node(name)
+        try:
+            node = await self.get_node(name)
+        except KubeError as error:
+            return drain.DrainFailure(f'unable to get node "{name}": {error.message}')
         if node is None:
             log.info("could not find node from noderef, it may have already been deleted: %s",
                      name)
             return None
         if drain.must_check_control_plane_peers(node):
-            nodes, _ = await self.kube.list_all(api.node_path())
+            try:
+                nodes, _ = await self.kube.list_all(api.node_path())
+            except KubeError as error:
+                return drain.DrainFailure("drain not permitted: could not list control plane "
+                                          f"nodes: {error.message}")
             other = drain.cordoned_control_plane_node(nodes)
             if other is not None:
                 log.warning("drain not permitted for node %r: found other control plane node "

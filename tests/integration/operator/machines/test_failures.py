@@ -1,9 +1,11 @@
-"""How a Machine reports trouble with its instance, as upstream's machine controller does: the
-provider cannot be asked (InstanceExists Unknown), the instance vanished (phase Failed with the
-``machine.openshift.io/instance-state: Unknown`` annotation)."""
+"""How a Machine reports trouble, as upstream's machine controllers do: the provider cannot be
+asked (InstanceExists Unknown), the instance vanished (phase Failed with the
+``machine.openshift.io/instance-state: Unknown`` annotation), the Node cannot be read for its
+drain (DrainRequeued)."""
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +22,7 @@ from tests.integration.operator.machines.conftest import (
     condition,
     get_machine,
     kwok_machine,
+    machine_events,
     running_machine,
 )
 from tests.support.waiting import wait_for
@@ -107,3 +110,58 @@ async def test_an_instance_deleted_outside_the_machine_api_fails_the_machine(
     async def gone() -> bool:
         return await get_machine(kube, namespace, name) is None
     await wait_for(gone, timeout=60, what="failed machine deleted")
+
+
+async def test_a_node_that_cannot_be_read_requeues_the_drain(
+        kube: KubeClient, namespace: str, machine_api: RunningCluster, tmp_path: Path,
+        cleanup_nodes: list[str]) -> None:
+    """openshift/machine-api-operator pkg/controller/machine/drain_controller.go, drainNode:
+    an error reading the Machine's Node (other than not found) fails the attempt with
+    ``unable to get node "<name>": <error>``, reported as DrainRequeued and Drained False /
+    DrainError, and retried. Here the controller's credentials may manage Machines and
+    events in the namespace but not read Nodes: a real 403."""
+    name = f"{namespace}-nonode"
+    cleanup_nodes.append(name)
+    await kube.create(api.machine_path(namespace), kwok_machine(name))
+    admin = MachineController(kube, {KIND: KwokProvider(kube)})
+    for _ in range(10):
+        await admin.reconcile((namespace, name))
+    await running_machine(kube, namespace, name, timeout=30)
+    rbac = "/apis/rbac.authorization.k8s.io/v1"
+    await kube.create(resource_path(rbac, "roles", namespace), {
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+        "metadata": {"name": "machines-only"},
+        "rules": [{"apiGroups": [api.GROUP], "resources": ["machines", "machines/status"],
+                   "verbs": ["get", "list", "watch", "update", "patch"]},
+                  {"apiGroups": [""], "resources": ["events"],
+                   "verbs": ["get", "create", "patch"]}]})
+    await kube.create(resource_path(rbac, "rolebindings", namespace), {
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+        "metadata": {"name": "machines-only"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
+                    "name": "machines-only"},
+        "subjects": [{"kind": "ServiceAccount", "name": "default", "namespace": namespace}]})
+    await kube.delete(api.machine_path(namespace, name))
+    blind = await default_account_client(kube, machine_api, namespace, tmp_path)
+    try:
+        controller = MachineController(blind, {KIND: KwokProvider(blind)})
+        for _ in range(3):  # MarkDeleting, then the drain attempt
+            if (await controller.reconcile((namespace, name)) or 0.0) > 0:
+                break
+    finally:
+        await blind.close()
+    machine = await get_machine(kube, namespace, name)
+    refused = (f'unable to get node "{name}": nodes "{name}" is forbidden: User '
+               f'"system:serviceaccount:{namespace}:default" cannot get resource "nodes" in '
+               'API group "" at the cluster scope')
+    drained = condition(machine, "Drained")
+    assert (drained["status"], drained["reason"], drained["message"]) == (
+        "False", "DrainError", f"could not drain machine: {refused}")
+    events = await machine_events(kube, namespace, name)
+    assert events["DrainRequeued"]["message"] == f"Node drain requeued: {refused}"
+    for _ in range(20):  # the full controller finishes the deletion
+        if await get_machine(kube, namespace, name) is None:
+            return
+        await admin.reconcile((namespace, name))
+        await asyncio.sleep(0.2)
+    await kube.patch(api.machine_path(namespace, name), {"metadata": {"finalizers": None}})
