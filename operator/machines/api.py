@@ -27,6 +27,7 @@ DELETE_MACHINE = "machine.openshift.io/delete-machine"
 OLD_DELETE_MACHINE = "machine.openshift.io/cluster-api-delete-machine"
 NODE_MACHINE = "machine.openshift.io/machine"  # on Nodes: "<namespace>/<name>" (annotation)
 INSTANCE_STATE = "machine.openshift.io/instance-state"
+UNKNOWN_INSTANCE_STATE = "Unknown"  # set on a Failed Machine (annotation and providerStatus)
 INSTANCE_TYPE_LABEL = "machine.openshift.io/instance-type"
 REGION_LABEL = "machine.openshift.io/region"
 ZONE_LABEL = "machine.openshift.io/zone"
@@ -52,12 +53,16 @@ DRAIN_ERROR = "DrainError"
 DRAIN_TIMEOUT_REASON = "DrainTimeout"  # berthmaster
 INSTANCE_NOT_CREATED = "InstanceNotCreated"
 INSTANCE_MISSING = "InstanceMissing"
+ERROR_CHECKING_PROVIDER = "ErrorCheckingProvider"
 SEVERITY_WARNING = "Warning"
 
 # Status error reasons (MachineStatusError).
 INVALID_CONFIGURATION = "InvalidConfiguration"
 CREATE_ERROR = "CreateError"
 DELETE_ERROR = "DeleteError"
+
+# errorMessage of a Machine whose instance vanished outside the Machine API.
+INSTANCE_NOT_FOUND_MESSAGE = "can't find created instance"
 
 JSON = dict[str, Any]
 

@@ -1,8 +1,10 @@
 """Machine API conditions (``type``, ``status``, ``severity``, ``reason``, ``message``, times).
 
-Pure: conditions are plain dicts as they travel in JSON. :func:`set_condition` keeps
-``lastTransitionTime`` when the status does not change, as upstream's ``conditions.Set`` does, so
-the time a condition turned False or True stays truthful across reconciles and restarts.
+Pure: conditions are plain dicts as they travel in JSON. :func:`set_condition` behaves as
+upstream's ``conditions.Set``: ``lastTransitionTime`` is kept while the condition's state
+(status, reason, severity and message) is unchanged and renewed when any of them changes, so the
+time a condition took its present form stays truthful across reconciles and restarts; and the
+list is kept sorted by type, the order ``kubectl describe`` shows.
 """
 
 from __future__ import annotations
@@ -34,6 +36,10 @@ def true_condition(kind: str, message: str = "", reason: str = "") -> Condition:
     return condition
 
 
+def unknown_condition(kind: str, reason: str, message: str) -> Condition:
+    return {"type": kind, "status": "Unknown", "reason": reason, "message": message}
+
+
 def false_condition(kind: str, reason: str, message: str,
                     severity: str = SEVERITY_WARNING) -> Condition:
     return {"type": kind, "status": "False", "severity": severity, "reason": reason,
@@ -51,7 +57,7 @@ def is_true(conditions: list[Condition] | None, kind: str) -> bool:
 
 def set_condition(conditions: list[Condition] | None, new: Condition,
                   now: datetime) -> list[Condition]:
-    """A new list with ``new`` in place of the condition of its type (order kept, new last)."""
+    """A new list with ``new`` in place of the condition of its type, sorted by type."""
     result: list[Condition] = []
     replaced = False
     for existing in conditions or []:
@@ -62,10 +68,18 @@ def set_condition(conditions: list[Condition] | None, new: Condition,
         replaced = True
     if not replaced:
         result.append({**new, "lastTransitionTime": timestamp(now)})
-    return result
+    return sorted(result, key=lambda c: str(c.get("type", "")))
+
+
+STATE = ("type", "status", "reason", "severity", "message")
+
+
+def same_state(a: Condition, b: Condition) -> bool:
+    """Upstream's ``hasSameState``: equal in every field but lastTransitionTime."""
+    return all((a.get(field) or "") == (b.get(field) or "") for field in STATE)
 
 
 def _merged(existing: Condition, new: Condition, now: datetime) -> Condition:
-    if existing.get("status") == new.get("status") and existing.get("lastTransitionTime"):
+    if same_state(existing, new) and existing.get("lastTransitionTime"):
         return {**new, "lastTransitionTime": existing["lastTransitionTime"]}
     return {**new, "lastTransitionTime": timestamp(now)}

@@ -6,8 +6,12 @@ the object's status with a resourceVersion precondition, and asks to run again (
 until there is nothing left to do or something to wait for. Waiting on a hook owner needs no
 polling: removing a hook is an update, and the watch brings the Machine back.
 
-Drain retries are paced from the Machine's own status (``deletionProgress.drainAttempts`` and
-``lastDrainAttemptAt``), not from memory, so a restart neither retries early nor forgets the
+A drain attempt is kubectl's: every pod is evicted concurrently, a PodDisruptionBudget's 429 is
+retried every ``evict_retry_delay`` (kubectl drain's 5 s) until the attempt's ``drain_wait``
+(upstream's 20 s) runs out, then evicted pods are awaited until the same deadline. Attempts are
+paced from the Machine's own status (``deletionProgress.drainAttempts``, ``lastDrainAttemptAt``
+and ``nextDrainAttemptAt``: backoff, or upstream's fixed 20 s requeue when a control-plane drain
+is not permitted yet), not from memory, so a restart neither retries early nor forgets the
 backoff, and the status writes a failing drain makes cannot turn into a hot loop.
 """
 
@@ -28,6 +32,7 @@ from berthmaster.operator.machines.conditions import (
     set_condition,
     timestamp,
     true_condition,
+    unknown_condition,
 )
 from berthmaster.operator.machines.hooks import with_hook_conditions
 from berthmaster.operator.machines.lifecycle import Step
@@ -36,6 +41,7 @@ from berthmaster.operator.machines.providers import (
     InvalidProviderSpec,
     Provider,
     provider_for,
+    unknown_instance_state,
 )
 
 Key = tuple[str, str]
@@ -47,6 +53,11 @@ AGAIN = 0.0  # run the next step now
 
 def utcnow() -> datetime:
     return datetime.now(UTC)
+
+
+def error_text(error: Exception) -> str:
+    """What Go's ``%v`` prints for the error: an API status error is its message alone."""
+    return error.message if isinstance(error, KubeError) else str(error)
 
 
 class EventRecorder:
@@ -84,6 +95,7 @@ class MachineController:
     def __init__(self, kube: KubeClient, providers: dict[str, Provider], *,
                  clock: Callable[[], datetime] = utcnow, drain_wait: float = 20.0,
                  drain_backoff: float = 5.0, drain_backoff_cap: float = 60.0,
+                 evict_retry_delay: float = 5.0, pod_poll: float = 0.5,
                  instance_poll: float = 2.0, provision_poll: float = 5.0):
         self.kube = kube
         self.providers = providers
@@ -92,6 +104,8 @@ class MachineController:
         self.drain_wait = drain_wait
         self.drain_backoff = drain_backoff
         self.drain_backoff_cap = drain_backoff_cap
+        self.evict_retry_delay = evict_retry_delay
+        self.pod_poll = pod_poll
         self.instance_poll = instance_poll
         self.provision_poll = provision_poll
 
@@ -161,13 +175,17 @@ class MachineController:
         except InvalidProviderSpec as error:
             await self.fail(machine, api.INVALID_CONFIGURATION, str(error), "FailedCreate")
             return None
-        instance = await provider.instance_exists(machine)
+        try:
+            instance = await provider.instance_exists(machine)
+        except Exception as error:
+            await self.provider_check_failed(machine, error)
+            raise  # the queue retries with backoff, as upstream returns the error
         if instance is not None:
             return await self.reconcile_instance(machine, instance)
         if (machine.get("spec") or {}).get("providerID"):
             condition = false_condition(api.INSTANCE_EXISTS, api.INSTANCE_MISSING,
                                         "Instance not found on provider")
-            await self.fail(machine, None, "Can't find created instance.", "",
+            await self.fail(machine, None, api.INSTANCE_NOT_FOUND_MESSAGE, "",
                             condition=condition)
             return None
         if not status.get("phase"):
@@ -228,16 +246,42 @@ class MachineController:
         await self.write_status(machine, updates)
         return None if node is not None else self.provision_poll
 
+    async def provider_check_failed(self, machine: JSON, error: Exception) -> None:
+        """InstanceExists Unknown (ErrorCheckingProvider); the phase stays as it was."""
+        log.error("%s: failed to check if machine exists: %s", machine["metadata"]["name"],
+                  error_text(error))
+        condition = unknown_condition(api.INSTANCE_EXISTS, api.ERROR_CHECKING_PROVIDER,
+                                      f"Failed to check if machine exists: {error_text(error)}")
+        conditions = set_condition((machine.get("status") or {}).get("conditions"), condition,
+                                   self.clock())
+        await self.write_status(machine, {"conditions": conditions})
+
     async def fail(self, machine: JSON, reason: str | None, message: str, event: str,
                    condition: JSON | None = None) -> None:
+        """Phase Failed, as upstream's updateStatus records it: the instance-state annotation
+        first (a metadata write), then the status with errorReason/errorMessage and the
+        provider status's instance state overridden to Unknown."""
         status = machine.get("status") or {}
         conditions = status.get("conditions")
         if condition is not None:
             conditions = set_condition(conditions, condition, self.clock())
         if event:
             await self.events.post(machine, event, message, event_type="Warning")
-        await self.write_status(machine, {"phase": api.FAILED, "errorReason": reason,
-                                          "errorMessage": message, "conditions": conditions})
+        machine = await self.annotate_instance_state_unknown(machine)
+        updates: JSON = {"phase": api.FAILED, "errorReason": reason, "errorMessage": message,
+                         "conditions": conditions}
+        provider_status = unknown_instance_state(status.get("providerStatus"))
+        if provider_status is not None:
+            updates["providerStatus"] = provider_status
+        await self.write_status(machine, updates)
+
+    async def annotate_instance_state_unknown(self, machine: JSON) -> JSON:
+        meta = machine["metadata"]
+        if (meta.get("annotations") or {}).get(api.INSTANCE_STATE) == api.UNKNOWN_INSTANCE_STATE:
+            return machine
+        return await self.kube.patch(api.machine_path(*api.key_of(machine)), {"metadata": {
+            "annotations": {api.INSTANCE_STATE: api.UNKNOWN_INSTANCE_STATE},
+            "resourceVersion": meta["resourceVersion"]}})
 
     async def get_node(self, name: str | None) -> JSON | None:
         if not name:
@@ -328,15 +372,21 @@ class MachineController:
     def drain_delay(self, attempts: int) -> float:
         return float(min(self.drain_backoff_cap, self.drain_backoff * 2 ** max(0, attempts - 1)))
 
+    def drain_due(self, done: JSON, attempts: int) -> datetime | None:
+        """When the next drain attempt may start: as recorded, else backoff from the last."""
+        recorded = parse_time(done.get("nextDrainAttemptAt"))
+        if recorded is not None:
+            return recorded
+        last = parse_time(done.get("lastDrainAttemptAt"))
+        return None if last is None else last + timedelta(seconds=self.drain_delay(attempts))
+
     async def drain_step(self, machine: JSON) -> float | None:
         now = self.clock()
         done = lifecycle.progress(machine)
         attempts = int(done.get("drainAttempts") or 0)
-        last = parse_time(done.get("lastDrainAttemptAt"))
-        if last is not None:
-            due = last + timedelta(seconds=self.drain_delay(attempts))
-            if now < due:
-                return (due - now).total_seconds()
+        due = self.drain_due(done, attempts)
+        if due is not None and now < due:
+            return (due - now).total_seconds()
         try:
             timeout = lifecycle.drain_timeout(machine)
         except ValueError as invalid:
@@ -349,29 +399,34 @@ class MachineController:
         await self.events.post(machine, *events.DRAIN_PROCEEDS, count=attempt,
                                component=events.DRAIN_COMPONENT)
         failure = await self.drain_node(machine)
+        finished = self.clock()
         record = {"drainStartedAt": started, "drainableAt": drainable_at,
-                  "drainAttempts": attempt, "lastDrainAttemptAt": timestamp(self.clock())}
+                  "drainAttempts": attempt, "lastDrainAttemptAt": timestamp(finished)}
         if failure is None:
             await self.events.post(machine, *events.DRAIN_SUCCEEDED,
                                    component=events.DRAIN_COMPONENT)
             await self.mark_drained(machine, true_condition(api.DRAINED,
                                                             "Drain finished successfully"), record)
             return AGAIN
-        await self.events.post(machine, events.DRAIN_REQUEUED, f"Node drain requeued: {failure}",
+        delay = (failure.requeue_after.total_seconds() if failure.requeue_after is not None
+                 else self.drain_delay(attempt))
+        record["nextDrainAttemptAt"] = timestamp(finished + timedelta(seconds=delay))
+        await self.events.post(machine, events.DRAIN_REQUEUED,
+                               f"Node drain requeued: {failure.message}",
                                count=attempt, component=events.DRAIN_COMPONENT)
         probe = {**machine, "status": {**(machine.get("status") or {}),
                                        "deletionProgress": {**done, "drainStartedAt": started}}}
         if timeout is not None and lifecycle.drain_timed_out(probe, timeout, self.clock()):
-            return await self.drain_timed_out(machine, timeout, failure, record)
+            return await self.drain_timed_out(machine, timeout, failure.message, record, delay)
         condition = false_condition(api.DRAINED, api.DRAIN_ERROR,
-                                    f"could not drain machine: {failure}")
+                                    f"could not drain machine: {failure.message}")
         conditions = set_condition((machine.get("status") or {}).get("conditions"),
                                    condition, self.clock())
         await self.write_status(machine, {"conditions": conditions}, record)
-        return self.drain_delay(attempt)
+        return delay
 
     async def drain_timed_out(self, machine: JSON, timeout: lifecycle.DrainTimeout, error: str,
-                              record: JSON) -> float | None:
+                              record: JSON, delay: float) -> float | None:
         await self.events.post(machine, events.DRAIN_TIMED_OUT,
                                f"Node drain did not finish within {timeout.text}: {error}",
                                event_type="Warning", component=events.DRAIN_COMPONENT)
@@ -389,58 +444,109 @@ class MachineController:
         conditions = set_condition((machine.get("status") or {}).get("conditions"),
                                    condition, self.clock())
         await self.write_status(machine, {"conditions": conditions}, record)
-        return self.drain_delay(int(record["drainAttempts"]))
+        return delay
 
-    async def drain_node(self, machine: JSON) -> str | None:
-        """Cordon and drain the Machine's Node; None when drained, else the error text."""
-        name = lifecycle.node_name(machine)
-        node = await self.get_node(name)
+    async def drain_node(self, machine: JSON) -> drain.DrainFailure | None:
+        """Cordon and drain the Machine's Node (upstream's drainNode); None when drained."""
+        name = str(lifecycle.node_name(machine))
+        try:
+            node = await self.get_node(name)
+        except KubeError as error:
+            return drain.DrainFailure(f'unable to get node "{name}": {error.message}')
         if node is None:
             log.info("could not find node from noderef, it may have already been deleted: %s",
                      name)
             return None
-        if not (node.get("spec") or {}).get("unschedulable"):
+        if drain.must_check_control_plane_peers(node):
+            try:
+                nodes, _ = await self.kube.list_all(api.node_path())
+            except KubeError as error:
+                return drain.DrainFailure("drain not permitted: could not list control plane "
+                                          f"nodes: {error.message}")
+            other = drain.cordoned_control_plane_node(nodes)
+            if other is not None:
+                log.warning("drain not permitted for node %r: found other control plane node "
+                            "(%s) already cordoned: other node may be being drained, do not "
+                            "continue until the other node is removed", name, other)
+                return drain.drain_not_permitted()
+        if not drain.is_cordoned(node):
             try:
                 await self.kube.patch(api.node_path(name), {"spec": {"unschedulable": True}})
             except KubeError as error:
-                return f"cordon failed for node {name!r}: {error.message}"
+                log.warning("cordon failed for node %r: %s", name, error.message)
+                return drain.cordon_failed()
         unreachable = drain.node_is_unreachable(node)
-        pods = await self.pods_on(str(name))
-        plan = drain.plan_drain(pods, unreachable=unreachable, now=self.clock())
-        errors = []
-        for pod in plan.evict:
-            if (pod.get("metadata") or {}).get("deletionTimestamp"):
-                continue  # already going; waiting below
-            meta = pod["metadata"]
+        if unreachable:
+            log.info("%s: node %r is unreachable, draining will ignore gracePeriod. PDBs are "
+                     "still honored.", machine["metadata"]["name"], name)
+        plan = drain.plan_drain(await self.pods_on(name), unreachable=unreachable,
+                                now=self.clock())
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.drain_wait
+        results = await asyncio.gather(
+            *(self.evict_and_wait(pod, unreachable, deadline) for pod in plan.evict),
+            return_exceptions=True)
+        for result in results:
+            if isinstance(result, BaseException):
+                raise result
+        errors = [result for result in results if isinstance(result, str)]
+        if errors:
+            return drain.DrainFailure(drain.aggregate(errors))
+        log.info("drain successful for machine %r", machine["metadata"]["name"])
+        await self.events.post(machine, events.NODE_DRAINED, drain.node_drained_message(name),
+                               component=events.DRAIN_COMPONENT)
+        return None
+
+    async def evict_and_wait(self, pod: JSON, unreachable: bool, deadline: float) -> str | None:
+        """kubectl drain's per-pod loop: evict (429s retried until the deadline), then wait for
+        the pod to go; None when gone, else the error for this pod."""
+        loop = asyncio.get_running_loop()
+        meta = pod["metadata"]
+        path = resource_path(CORE, "pods", meta["namespace"], meta["name"])
+        while not meta.get("deletionTimestamp"):  # a pod already going is only waited for
+            if loop.time() >= deadline:
+                return drain.global_timeout_error(pod, timedelta(seconds=self.drain_wait))
             try:
-                await self.kube.create(
-                    resource_path(CORE, "pods", meta["namespace"], meta["name"], "eviction"),
-                    drain.eviction_body(pod, unreachable=unreachable))
+                await self.kube.create(f"{path}/eviction",
+                                       drain.eviction_body(pod, unreachable=unreachable))
+                break
             except KubeError as error:
                 if error.not_found:
-                    continue
-                message = drain.PDB_MESSAGE if error.too_many_requests else error.message
-                errors.append(drain.eviction_error(pod, message))
-        if errors:
-            return drain.drain_failure(errors)
-        return await self.wait_for_pods_gone(str(name), unreachable)
+                    return None
+                if not (error.too_many_requests
+                        or (error.status == 403 and drain.namespace_terminating(error.body))):
+                    return drain.eviction_error(pod, error.message)
+                log.info("error when evicting pods/%r -n %r (will retry after %ss): %s",
+                         meta["name"], meta["namespace"], self.evict_retry_delay, error.message)
+                await asyncio.sleep(max(0.0, min(self.evict_retry_delay,
+                                                 deadline - loop.time())))
+        return await self.wait_for_pod_gone(pod, unreachable, deadline)
+
+    async def wait_for_pod_gone(self, pod: JSON, unreachable: bool, deadline: float
+                                ) -> str | None:
+        loop = asyncio.get_running_loop()
+        meta = pod["metadata"]
+        path = resource_path(CORE, "pods", meta["namespace"], meta["name"])
+        while True:
+            try:
+                current = await self.kube.get(path)
+            except KubeError as error:
+                if error.not_found:
+                    return None
+                return drain.wait_error(pod, error.message)
+            if (current.get("metadata") or {}).get("uid") != meta.get("uid"):
+                return None  # a new pod of the same name: ours is gone
+            if unreachable and drain.terminating_long_enough(
+                    current, self.clock(), drain.SKIP_WAIT_FOR_DELETE_SECONDS):
+                return None
+            if loop.time() >= deadline:
+                return drain.wait_timeout_error(pod)
+            await asyncio.sleep(max(0.0, min(self.pod_poll, deadline - loop.time())))
 
     async def pods_on(self, node_name: str) -> list[JSON]:
         items, _ = await self.kube.list_all(resource_path(CORE, "pods"),
                                             fieldSelector=f"spec.nodeName={node_name}")
         return items
-
-    async def wait_for_pods_gone(self, node_name: str, unreachable: bool) -> str | None:
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + self.drain_wait
-        while True:
-            plan = drain.plan_drain(await self.pods_on(node_name), unreachable=unreachable,
-                                    now=self.clock())
-            if not plan.evict:
-                return None
-            if loop.time() >= deadline:
-                return drain.still_terminating_error(plan.evict)
-            await asyncio.sleep(0.5)
 
 
 class MachineSetController:

@@ -1,20 +1,26 @@
 """Which pods a node drain evicts, which it leaves, and how a failed drain is reported.
 
-The drain mirrors ``kubectl drain --force --ignore-daemonsets --delete-emptydir-data``, the
-options upstream's machine controller passes to the kubectl drain library:
+The drain mirrors ``kubectl drain --force --ignore-daemonsets --delete-emptydir-data`` with a
+20 s timeout, the options upstream's machine drain controller passes to the kubectl drain
+library:
 
 - DaemonSet pods and mirror (static) pods are left alone: their controllers would only recreate
   them, and the node is about to go anyway;
 - pods using emptyDir are evicted (their scratch data goes with the node);
 - pods with no controller are evicted too (``--force``);
-- every eviction goes through the Eviction API, so PodDisruptionBudgets decide: a 429 answer
-  leaves the pod in place, the drain reports ``DrainError`` and the controller retries with
-  backoff;
+- every eviction goes through the Eviction API, so PodDisruptionBudgets decide: a 429 answer is
+  retried within the attempt's global timeout (kubectl's eviction loop), and a pod still refused
+  when it runs out is reported as ``global timeout reached: 20s``; the controller then retries
+  the whole drain with backoff;
 - on an unreachable node (Ready=Unknown) pods cannot finish terminating, so, as upstream does,
   evictions ask for a 1 s grace period and pods already terminating for over a second count as
-  gone. PDBs are still honoured.
+  gone. PDBs are still honoured;
+- a control-plane node is not drained while another control-plane node is cordoned (upstream's
+  ``isDrainAllowed``): the other may be being drained, and draining two at once can break etcd
+  quorum. A node already cordoned goes on draining, so an interrupted drain can finish.
 
-Pure: the controller lists pods and calls the API; this module only decides and words things.
+Pure: the controller lists pods and calls the API; this module only decides and words things,
+in the words of the kubectl drain library and the machine-api-operator.
 """
 
 from __future__ import annotations
@@ -31,7 +37,18 @@ Pod = dict[str, Any]
 MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
 UNREACHABLE_GRACE_SECONDS = 1
 SKIP_WAIT_FOR_DELETE_SECONDS = 1
-PDB_MESSAGE = "Cannot evict pod as it would violate the pod's disruption budget."
+CONTROL_PLANE_LABELS = ("node-role.kubernetes.io/control-plane", "node-role.kubernetes.io/master")
+# upstream's RequeueAfterError for a drain that may not start now (or a failed cordon)
+REQUEUE_AFTER = timedelta(seconds=20)
+NAMESPACE_TERMINATING_CAUSE = "NamespaceTerminating"
+
+
+@dataclass(frozen=True)
+class DrainFailure:
+    """Why a drain attempt did not finish; ``requeue_after`` replaces the backoff when set."""
+
+    message: str
+    requeue_after: timedelta | None = None
 
 
 @dataclass(frozen=True)
@@ -106,13 +123,75 @@ def eviction_error(pod: Pod, message: str) -> str:
     return f'error when evicting pods/"{meta.get("name")}" -n "{meta.get("namespace")}": {message}'
 
 
-def still_terminating_error(pods: list[Pod]) -> str:
-    names = ", ".join(pod_ref(p) for p in pods)
-    return f"timed out waiting for pods to be deleted: {names}"
+def global_timeout_error(pod: Pod, timeout: timedelta) -> str:
+    """kubectl drain's evictPods once its context is done while a pod is still refused."""
+    return eviction_error(pod, f"global timeout reached: {format_duration(timeout)}")
 
 
-def drain_failure(errors: list[str]) -> str:
-    return "; ".join(errors)
+def wait_error(pod: Pod, message: str) -> str:
+    meta = pod.get("metadata") or {}
+    return (f'error when waiting for pod "{meta.get("name")}" in namespace '
+            f'"{meta.get("namespace")}" to terminate: {message}')
+
+
+def wait_timeout_error(pod: Pod) -> str:
+    """An evicted pod still there when the attempt's timeout ends (Go's context error)."""
+    return wait_error(pod, "context deadline exceeded")
+
+
+def aggregate(errors: list[str]) -> str:
+    """apimachinery's ``utilerrors.NewAggregate(...).Error()``: one error as it is, several as
+    ``[a, b]`` with repeats dropped."""
+    unique = list(dict.fromkeys(errors))
+    if len(unique) == 1:
+        return unique[0]
+    return "[" + ", ".join(unique) + "]"
+
+
+def requeue_message(delay: timedelta) -> str:
+    """upstream's ``RequeueAfterError.Error()``."""
+    return f"requeue in: {format_duration(delay)}"
+
+
+def namespace_terminating(status_body: dict[str, Any]) -> bool:
+    """A 403 Status caused by the pod's namespace terminating (kubectl retries those)."""
+    causes = (status_body.get("details") or {}).get("causes") or []
+    return any(cause.get("type") == NAMESPACE_TERMINATING_CAUSE for cause in causes)
+
+
+def is_control_plane_node(node: dict[str, Any]) -> bool:
+    labels = (node.get("metadata") or {}).get("labels") or {}
+    return any(label in labels for label in CONTROL_PLANE_LABELS)
+
+
+def is_cordoned(node: dict[str, Any]) -> bool:
+    return bool((node.get("spec") or {}).get("unschedulable"))
+
+
+def must_check_control_plane_peers(node: dict[str, Any]) -> bool:
+    """A drain of a not yet cordoned control-plane node needs the other nodes' state first."""
+    return not is_cordoned(node) and is_control_plane_node(node)
+
+
+def cordoned_control_plane_node(nodes: list[dict[str, Any]]) -> str | None:
+    """The name of a cordoned control-plane node among ``nodes`` (it may be being drained)."""
+    for other in nodes:
+        if is_control_plane_node(other) and is_cordoned(other):
+            return str((other.get("metadata") or {}).get("name"))
+    return None
+
+
+def drain_not_permitted() -> DrainFailure:
+    return DrainFailure(f"drain not permitted: {requeue_message(REQUEUE_AFTER)}", REQUEUE_AFTER)
+
+
+def cordon_failed() -> DrainFailure:
+    return DrainFailure(requeue_message(REQUEUE_AFTER), REQUEUE_AFTER)
+
+
+def node_drained_message(node_name: str) -> str:
+    """The ``Deleted`` event upstream's drainNode posts once a drain has finished."""
+    return f'Node "{node_name}" drained'
 
 
 # Drain timeout (berthmaster, beyond upstream): an annotation holding a Go-style duration.

@@ -1,7 +1,8 @@
 """Kubernetes Events (core/v1) about Machines, posted idempotently.
 
-Upstream's reasons: DrainBlocked, DrainProceeds, DrainRequeued, DrainSucceeded, DrainSkipped
-(drain controller), FailedCreate/FailedDelete and Created/Deleted (actuators). An event's name
+Upstream's reasons: DrainBlocked, DrainProceeds, DrainRequeued, DrainSucceeded, DrainSkipped and
+Deleted (``Node "<name>" drained``) from the drain controller, FailedCreate/FailedDelete and
+Created (actuators). An event's name
 is derived from the Machine's uid and the reason, and its ``count`` from a counter recorded in
 the Machine's status, so an operator killed after posting and before recording posts the same
 event again under the same name: the API server answers 409 and nothing is duplicated. Repeats
@@ -26,6 +27,7 @@ DRAIN_PROCEEDS = ("DrainProceeds", "Node drain proceeds")
 DRAIN_SUCCEEDED = ("DrainSucceeded", "Node drain succeeded")
 DRAIN_SKIPPED = ("DrainSkipped", "Node drain skipped")
 DRAIN_REQUEUED = "DrainRequeued"  # "Node drain requeued: <error>"
+NODE_DRAINED = "Deleted"  # 'Node "<name>" drained', posted before DrainSucceeded
 DRAIN_TIMED_OUT = "DrainTimedOut"  # berthmaster
 
 

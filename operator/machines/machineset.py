@@ -11,8 +11,9 @@ Pure functions over plain dicts, following upstream's machineset controller:
   upstream's priority tiers (``delete_priority``): being deleted already, then the
   ``machine.openshift.io/delete-machine`` annotation (or its older
   ``cluster-api-delete-machine`` form) and Machines with ``status.errorReason/errorMessage``
-  come first in every policy; Random then prefers Machines without a Node; Oldest and Newest
-  map the age onto 0..100 with upstream's ten-day exponential.
+  come first in every policy; Random then prefers Machines without a Node; Oldest maps the
+  age onto 0..50 (``betterDelete``) with upstream's hundred-day exponential, and Newest is
+  100 minus that, so under Oldest no age ever ties with the annotation's 100.
 """
 
 from __future__ import annotations
@@ -33,8 +34,14 @@ BETTER_DELETE = 50.0
 PREFER_DELETE = 40.0
 COULD_DELETE = 20.0
 MUST_NOT_DELETE = 0.0
-SECONDS_PER_TEN_DAYS = 864000.0
+SECONDS_PER_HUNDRED_DAYS = 8640000.0
 POLICIES = ("Random", "Newest", "Oldest")
+
+
+def unsupported_policy(policy: str) -> str:
+    """upstream's getDeletePriorityFunc error."""
+    return (f"unsupported delete policy {policy}, must be one of 'Random', 'Newest', or "
+            "'Oldest'")
 
 
 class InvalidMachineSet(ValueError):
@@ -52,8 +59,7 @@ def validate(machineset: dict[str, Any]) -> list[str]:
                         "MachineSet; set matchLabels matching spec.template.metadata.labels")
     policy = spec.get("deletePolicy") or "Random"
     if policy not in POLICIES:
-        problems.append(f"Unsupported delete policy {policy}. Must be one of 'Random', "
-                        "'Newest', or 'Oldest'")
+        problems.append(unsupported_policy(policy))
     template_labels = ((spec.get("template") or {}).get("metadata") or {}).get("labels") or {}
     try:
         if selector and not selector_matches(selector, template_labels):
@@ -154,7 +160,8 @@ def oldest_priority(machine: Machine, now: datetime) -> float:
     age = (now - created).total_seconds()
     if age < 0:
         return MUST_NOT_DELETE
-    return MUST_DELETE * (1.0 - math.exp(-age / SECONDS_PER_TEN_DAYS))
+    # Tends to BETTER_DELETE (never reaches it), so age never outranks an explicit mark.
+    return BETTER_DELETE * (1.0 - math.exp(-age / SECONDS_PER_HUNDRED_DAYS))
 
 
 def newest_priority(machine: Machine, now: datetime) -> float:
@@ -185,8 +192,7 @@ def machines_to_delete(machines: Sequence[Machine], count: int, policy: str, now
         return list(machines)
     priority = PRIORITIES.get(policy or "Random")
     if priority is None:
-        raise InvalidMachineSet(f"Unsupported delete policy {policy}. Must be one of 'Random', "
-                                "'Newest', or 'Oldest'")
+        raise InvalidMachineSet(unsupported_policy(policy))
     ordered = list(machines)
     if (policy or "Random") == "Random":
         (rng or random.Random()).shuffle(ordered)

@@ -15,6 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from berthmaster.operator.machines.api import UNKNOWN_INSTANCE_STATE
+
 
 @dataclass(frozen=True)
 class Instance:
@@ -59,3 +61,18 @@ def provider_for(machine: dict[str, Any], providers: dict[str, Provider]) -> Pro
                                   f"set it to one of: {supported}")
     raise InvalidProviderSpec(f"Machine {name}: spec.providerSpec.value.kind {kind!r} is not "
                               f"supported by berthmaster; use one of: {supported}")
+
+
+# The fields providers record the instance's state in: AWS, GCP and vSphere, and Azure.
+INSTANCE_STATE_FIELDS = ("instanceState", "vmState")
+
+
+def unknown_instance_state(provider_status: dict[str, Any] | None) -> dict[str, Any] | None:
+    """``status.providerStatus`` of a Machine gone Failed: a recorded instance state becomes
+    ``Unknown`` (the instance's fate is unknown); None when there is nothing to change."""
+    if not provider_status:
+        return None
+    changed = {field: UNKNOWN_INSTANCE_STATE for field in INSTANCE_STATE_FIELDS
+               if isinstance(provider_status.get(field), str)
+               and provider_status[field] != UNKNOWN_INSTANCE_STATE}
+    return {**provider_status, **changed} if changed else None

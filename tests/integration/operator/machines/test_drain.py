@@ -1,9 +1,11 @@
 """Draining a Machine's Node on a real control plane: PodDisruptionBudgets, the
-exclude-node-draining annotation, DaemonSet pods, and the opt-in drain timeout."""
+exclude-node-draining annotation, DaemonSet pods, control-plane nodes, and the opt-in drain
+timeout."""
 
 from __future__ import annotations
 
 import asyncio
+from datetime import datetime
 from typing import Any
 
 from berthmaster.kube import KubeClient, KubeError, resource_path
@@ -21,7 +23,6 @@ from tests.support.chaos import make_node_unreachable
 from tests.support.waiting import wait_for
 
 HOLD = "berthmaster.io/test-hold"
-PDB_TEXT = "Cannot evict pod as it would violate the pod's disruption budget."
 
 
 def pod(name: str, node: str, labels: dict[str, str], owner: dict[str, Any] | None = None
@@ -69,15 +70,31 @@ async def machine_with_web_pods(kube: KubeClient, namespace: str, name: str,
                           pod(f"web-{index}", name, {"app": "web"}))
 
 
+def stamp(text: str) -> datetime:
+    return datetime.strptime(text, "%Y-%m-%dT%H:%M:%SZ")
+
+
 async def gone(kube: KubeClient, namespace: str, name: str) -> None:
     async def machine_gone() -> bool:
         return await get_machine(kube, namespace, name) is None
     await wait_for(machine_gone, timeout=60, what=f"machine {name} deleted")
 
 
+def global_timeout(namespace: str, pod_name: str) -> str:
+    return f'error when evicting pods/"{pod_name}" -n "{namespace}": global timeout reached: 20s'
+
+
 async def test_drain_blocked_by_pdb_retries_until_it_allows(
         kube: KubeClient, namespace: str, operator: OperatorProcess,
         cleanup_nodes: list[str]) -> None:
+    """k8s.io/kubectl pkg/drain/drain.go, Helper.evictPods, with the Timeout of 20 s that
+    openshift/machine-api-operator pkg/controller/machine/drain_controller.go drainNode sets:
+    an eviction the PodDisruptionBudget refuses (429) is retried until the attempt's global
+    timeout, then reported per pod as ``global timeout reached: 20s`` and aggregated
+    (apimachinery utilerrors.NewAggregate: ``[a, b]``); the drain controller's DrainRequeued
+    event and Drained condition carry it. A budget that relents during a later attempt lets
+    that same attempt finish: no further DrainRequeued. drainNode then posts ``Deleted``
+    (``Node "<name>" drained``) before DrainSucceeded."""
     name = f"{namespace}-pdb"
     cleanup_nodes.append(name)
     await machine_with_web_pods(kube, namespace, name)
@@ -85,29 +102,82 @@ async def test_drain_blocked_by_pdb_retries_until_it_allows(
     await pdb_settled(kube, namespace, 2)
     await kube.delete(api.machine_path(namespace, name))
 
-    async def retried_twice() -> dict[str, Any] | None:
+    async def requeued() -> dict[str, Any] | None:
         events = await machine_events(kube, namespace, name)
-        requeued = events.get("DrainRequeued")
-        return events if requeued and requeued["count"] >= 2 else None
+        return events if "DrainRequeued" in events else None
 
-    events = await wait_for(retried_twice, timeout=60, what="two DrainRequeued attempts")
-    assert PDB_TEXT in events["DrainRequeued"]["message"]
-    assert events["DrainRequeued"]["message"].startswith("Node drain requeued: ")
+    events = await wait_for(requeued, timeout=90, what="a DrainRequeued attempt")
+    refused = (f"[{global_timeout(namespace, 'web-0')}, "
+               f"{global_timeout(namespace, 'web-1')}]")
+    assert events["DrainRequeued"]["message"] == f"Node drain requeued: {refused}"
     machine = await get_machine(kube, namespace, name)
     drained = condition(machine, "Drained")
-    assert (drained["status"], drained["reason"]) == ("False", "DrainError")
-    assert drained["message"].startswith("could not drain machine: error when evicting pods/")
-    assert PDB_TEXT in drained["message"]
+    assert (drained["status"], drained["reason"], drained["message"]) == (
+        "False", "DrainError", f"could not drain machine: {refused}")
     assert {"web-0", "web-1"} <= await pods_named(kube, namespace)
-    assert machine is not None and machine["status"]["deletionProgress"]["drainAttempts"] >= 2
     assert (await kube.get(api.node_path(name)))["spec"]["unschedulable"] is True
+    assert "Deleted" not in events
 
+    async def second_attempt() -> bool:
+        events = await machine_events(kube, namespace, name)
+        return events.get("DrainProceeds", {}).get("count", 0) >= 2
+
+    await wait_for(second_attempt, timeout=60, what="the second drain attempt")
+    await asyncio.sleep(1)  # its first evictions have been refused by now
     await pdb(kube, namespace, 0)  # the budget now allows the evictions
     await gone(kube, namespace, name)
     assert await node_or_none(kube, name) is None
     events = await machine_events(kube, namespace, name)
+    assert {reason: events[reason]["count"] for reason in
+            ("DrainProceeds", "DrainRequeued", "DrainSucceeded", "Deleted")} == {
+        "DrainProceeds": 2, "DrainRequeued": 1, "DrainSucceeded": 1, "Deleted": 1}
+    assert events["Deleted"]["message"] == f'Node "{name}" drained'
+    assert events["Deleted"]["source"]["component"] == "machine-drain-controller"
+
+
+async def test_control_plane_node_waits_while_another_is_cordoned(
+        kube: KubeClient, namespace: str, operator: OperatorProcess,
+        cleanup_nodes: list[str]) -> None:
+    """openshift/machine-api-operator pkg/controller/machine/drain_controller.go,
+    isDrainAllowed: a control-plane Machine's Node is neither cordoned nor drained while
+    another control-plane Node is cordoned (it may be being drained; two at once can cost etcd
+    quorum). drainNode reports ``drain not permitted: requeue in: 20s`` and the drain is tried
+    again 20 s later (RequeueAfterError), when it proceeds once the other Node is back."""
+    name, other = f"{namespace}-cp-a", f"{namespace}-cp-b"
+    cleanup_nodes.extend([name, other])
+    body = kwok_machine(name)
+    body["spec"]["metadata"]["labels"] = {"node-role.kubernetes.io/master": ""}
+    await kube.create(api.machine_path(namespace), body)
+    await running_machine(kube, namespace, name)
+    await kube.create(resource_path("/api/v1", "pods", namespace), pod("etcd-guard", name, {}))
+    await kube.create(api.node_path(), {
+        "apiVersion": "v1", "kind": "Node",
+        "metadata": {"name": other, "labels": {"node-role.kubernetes.io/control-plane": ""}},
+        "spec": {"unschedulable": True}})
+    await kube.delete(api.machine_path(namespace, name))
+
+    async def requeued() -> dict[str, Any] | None:
+        events = await machine_events(kube, namespace, name)
+        return events if "DrainRequeued" in events else None
+
+    events = await wait_for(requeued, timeout=60, what="the drain not permitted")
+    assert events["DrainRequeued"]["message"] == (
+        "Node drain requeued: drain not permitted: requeue in: 20s")
+    machine = await get_machine(kube, namespace, name)
+    drained = condition(machine, "Drained")
+    assert (drained["status"], drained["reason"], drained["message"]) == (
+        "False", "DrainError", "could not drain machine: drain not permitted: requeue in: 20s")
+    progress = (machine or {})["status"]["deletionProgress"]
+    assert (stamp(progress["nextDrainAttemptAt"]) - stamp(progress["lastDrainAttemptAt"])
+            ).total_seconds() == 20
+    assert not (await kube.get(api.node_path(name)))["spec"].get("unschedulable")
+    assert "etcd-guard" in await pods_named(kube, namespace)
+
+    await kube.patch(api.node_path(other), {"spec": {"unschedulable": False}})
+    await gone(kube, namespace, name)
+    events = await machine_events(kube, namespace, name)
+    assert (events["DrainProceeds"]["count"], events["DrainRequeued"]["count"]) == (2, 1)
     assert events["DrainSucceeded"]["count"] == 1
-    assert events["DrainProceeds"]["count"] == events["DrainRequeued"]["count"] + 1
 
 
 async def test_exclude_node_draining_skips_the_drain(

@@ -187,6 +187,8 @@ async def test_invalid_provider_spec_fails_the_machine(
     assert machine["status"]["errorMessage"] == (
         f"Machine {namespace}-cfg: spec.providerSpec.value.capacity.cpu: 'lots' is not a "
         "quantity; write it like 4, 500m, 16Gi or 1e3")
+    # machine-api-operator controller.go, patchFailedMachineInstanceAnnotation
+    assert machine["metadata"]["annotations"][api.INSTANCE_STATE] == "Unknown"
     await kube.delete(api.machine_path(namespace, f"{namespace}-cfg"))
 
     async def gone() -> bool:

@@ -129,7 +129,7 @@ async def test_operator_dies_after_every_write(kube: KubeClient, namespace: str,
     assert paths.count(("DELETE", api.node_path(name))) == 1
     events = await machine_events(kube, namespace, name)  # asserts one event per reason
     assert {reason: event["count"] for reason, event in events.items()} == {
-        "Created": 1, "DrainProceeds": 1, "DrainSucceeded": 1}
+        "Created": 1, "DrainProceeds": 1, "Deleted": 1, "DrainSucceeded": 1}
 
 
 async def test_sigkill_at_each_hook_stage(kube: KubeClient, namespace: str,
@@ -164,7 +164,8 @@ async def test_sigkill_at_each_hook_stage(kube: KubeClient, namespace: str,
     async def requeued() -> bool:
         events = await machine_events(kube, namespace, name)
         return events.get("DrainRequeued", {}).get("count", 0) >= 1
-    await wait_for(requeued, timeout=30, what="drain blocked by the PDB")
+    # an attempt retries the refused evictions for 20 s before it is requeued
+    await wait_for(requeued, timeout=60, what="drain blocked by the PDB")
     operator.kill()  # in the middle of a PDB-blocked drain
     before = (await get_machine(kube, namespace, name) or {})["status"]["deletionProgress"]
     operator.start()
@@ -173,7 +174,7 @@ async def test_sigkill_at_each_hook_stage(kube: KubeClient, namespace: str,
         machine = await get_machine(kube, namespace, name)
         attempts = (machine or {})["status"]["deletionProgress"]["drainAttempts"]
         return bool(attempts > before["drainAttempts"])
-    await wait_for(retried_after_restart, timeout=30, what="drain retried after restart")
+    await wait_for(retried_after_restart, timeout=60, what="drain retried after restart")
     after = (await get_machine(kube, namespace, name) or {})["status"]["deletionProgress"]
     assert after["drainStartedAt"] == before["drainStartedAt"]  # the same drain, continued
     await pdb(kube, namespace, 0)

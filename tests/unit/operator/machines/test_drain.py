@@ -7,12 +7,21 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from berthmaster.operator.machines.drain import (
+    aggregate,
+    cordon_failed,
+    cordoned_control_plane_node,
+    drain_not_permitted,
     eviction_body,
     eviction_error,
     format_duration,
+    global_timeout_error,
+    must_check_control_plane_peers,
+    namespace_terminating,
+    node_drained_message,
     node_is_unreachable,
     parse_duration,
     plan_drain,
+    wait_timeout_error,
 )
 from tests.unit.operator.machines.machine_builders import make_pod
 
@@ -71,3 +80,72 @@ def test_parse_duration_refuses(text: str) -> None:
 def test_format_duration_is_gos() -> None:
     assert [format_duration(timedelta(seconds=s)) for s in (45, 300, 5400)] == \
         ["45s", "5m0s", "1h30m0s"]
+
+
+def node(name: str, *, role: str | None = None, cordoned: bool = False) -> dict:
+    labels = {f"node-role.kubernetes.io/{role}": ""} if role else {}
+    return {"metadata": {"name": name, "labels": labels},
+            "spec": {"unschedulable": True} if cordoned else {}}
+
+
+@pytest.mark.parametrize(("draining", "others", "blocked_by"), [
+    (node("w", role="worker"), [node("m1", role="master", cordoned=True)], None),
+    (node("m0", role="master"), [node("m1", role="master", cordoned=True)], "m1"),
+    (node("m0", role="control-plane"), [node("m1", role="control-plane", cordoned=True)], "m1"),
+    (node("m0", role="master"), [node("m1", role="master"), node("m2", role="master")], None),
+    (node("m0", role="master"), [node("w1", role="worker", cordoned=True)], None),
+    (node("m0", role="master", cordoned=True),          # resumes its own interrupted drain
+     [node("m1", role="master", cordoned=True)], None),
+])
+def test_control_plane_drain_waits_for_a_cordoned_peer(
+        draining: dict, others: list[dict], blocked_by: str | None) -> None:
+    """openshift/machine-api-operator pkg/controller/machine/drain_controller.go,
+    isDrainAllowed / isControlPlaneNode: a cordoned node may always go on draining, a worker
+    always drains, and a control-plane node (label node-role.kubernetes.io/control-plane or
+    .../master) is not drained while another control-plane node is cordoned."""
+    blocker = cordoned_control_plane_node([draining, *others]) \
+        if must_check_control_plane_peers(draining) else None
+    assert blocker == blocked_by
+
+
+def test_requeue_after_messages_are_upstreams() -> None:
+    """drain_controller.go drainNode wraps isDrainAllowed's RequeueAfterError (errors.go:
+    "requeue in: %s") as "drain not permitted: %w"; a failed cordon is the bare
+    RequeueAfterError. Both retry after a fixed 20 s instead of the backoff."""
+    assert drain_not_permitted().message == "drain not permitted: requeue in: 20s"
+    assert cordon_failed().message == "requeue in: 20s"
+    assert drain_not_permitted().requeue_after == timedelta(seconds=20)
+
+
+def test_timeout_messages_are_kubectl_drains() -> None:
+    """k8s.io/kubectl pkg/drain/drain.go, evictPods: a pod whose eviction is still refused when
+    the global timeout ends, and one evicted but still there (waitForDelete's context error)."""
+    pod = make_pod("web-0")
+    assert global_timeout_error(pod, timedelta(seconds=20)) == (
+        'error when evicting pods/"web-0" -n "ns": global timeout reached: 20s')
+    assert wait_timeout_error(pod) == ('error when waiting for pod "web-0" in namespace "ns" to '
+                                       "terminate: context deadline exceeded")
+
+
+@pytest.mark.parametrize(("errors", "text"), [
+    (["a"], "a"),
+    (["a", "b"], "[a, b]"),
+    (["a", "a"], "a"),
+    (["a", "b", "a"], "[a, b]"),
+])
+def test_errors_aggregate_as_apimachinery(errors: list[str], text: str) -> None:
+    """k8s.io/apimachinery pkg/util/errors/errors.go, aggregate.Error (RunNodeDrain returns
+    utilerrors.NewAggregate of the per-pod errors)."""
+    assert aggregate(errors) == text
+
+
+def test_deleted_event_message() -> None:
+    """drain_controller.go drainNode: Eventf(..., "Deleted", ..., "Node %q drained", node.Name)."""
+    assert node_drained_message("worker-1") == 'Node "worker-1" drained'
+
+
+def test_namespace_terminating_cause() -> None:
+    body = {"kind": "Status", "reason": "Forbidden",
+            "details": {"causes": [{"type": "NamespaceTerminating"}]}}
+    assert namespace_terminating(body)
+    assert not namespace_terminating({"kind": "Status", "reason": "Forbidden"})

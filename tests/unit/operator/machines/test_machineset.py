@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import random
 from datetime import UTC, datetime
 
@@ -11,6 +12,8 @@ from berthmaster.operator.machines.machineset import (
     build_machine,
     build_status,
     machines_to_delete,
+    newest_priority,
+    oldest_priority,
     owned_machines,
     selector_string,
     validate,
@@ -54,10 +57,12 @@ def test_ownership_adopts_orphans_and_skips_others_and_deleting() -> None:
 
 
 def test_validation_names_field_and_fix() -> None:
+    """The delete-policy message is openshift/machine-api-operator
+    pkg/controller/machineset/delete_policy.go getDeletePriorityFunc's current wording."""
     assert validate(make_set()) == []
     bad = make_set(selector={"matchLabels": {"other": "x"}}, deletePolicy="Smallest")
     problems = validate(bad)
-    assert "Unsupported delete policy Smallest. Must be one of 'Random', 'Newest', or 'Oldest'" \
+    assert "unsupported delete policy Smallest, must be one of 'Random', 'Newest', or 'Oldest'" \
         in problems
     assert any("spec.template.metadata.labels: `selector` does not match template `labels`" in p
                for p in problems)
@@ -85,6 +90,33 @@ def test_delete_machine_annotation_first_in_every_policy(policy: str) -> None:
     assert names(machines_to_delete(machines, 1, policy, NOW)) == ["mid"]
     legacy = aged("mid", annotations={"machine.openshift.io/cluster-api-delete-machine": "yes"})
     assert names(machines_to_delete([aged("old"), legacy, aged("new")], 1, policy, NOW)) == ["mid"]
+
+
+@pytest.mark.parametrize("policy", ["Oldest", "Newest"])
+def test_delete_machine_annotation_outranks_any_age(policy: str) -> None:
+    """openshift/machine-api-operator pkg/controller/machineset/delete_policy.go,
+    oldestDeletePriority / newestDeletePriority: age maps onto
+    ``betterDelete * (1 - exp(-age / secondsPerHundredDays))``, so it tends to 50 and never
+    reaches the annotation's ``mustDelete`` (100). With the older ``mustDelete * (1 -
+    exp(-age / ten days))`` a Machine about 400 days old scored exactly 100.0 (the exponential
+    underflows), tied with the annotated one and, listed first, was deleted instead of it."""
+    ancient = make_machine("ancient", created="2024-01-01T00:00:00Z", node="node-ancient")
+    marked = aged("new", annotations={"machine.openshift.io/delete-machine": "true"})
+    assert names(machines_to_delete([ancient, marked, aged("mid")], 1, policy, NOW)) == ["new"]
+
+
+@pytest.mark.parametrize(("created", "oldest"), [
+    ("2026-01-10T00:00:00Z", 0.0),                       # just created
+    ("2025-10-02T00:00:00Z", 50.0 * (1 - math.exp(-1))),  # 100 days: 31.6
+    ("2016-01-10T00:00:00Z", 50.0),                       # ten years: tends to betterDelete
+    ("2026-01-11T00:00:00Z", 0.0),                        # created in the future: mustNotDelete
+])
+def test_age_priorities_are_upstreams(created: str, oldest: float) -> None:
+    """delete_policy.go oldestDeletePriority (secondsPerHundredDays = 8640000) and
+    newestDeletePriority (mustDelete minus it)."""
+    machine = make_machine("m", created=created)
+    assert oldest_priority(machine, NOW) == pytest.approx(oldest, abs=1e-9)
+    assert newest_priority(machine, NOW) == pytest.approx(100.0 - oldest, abs=1e-9)
 
 
 def test_unhealthy_machines_come_first() -> None:

@@ -5,7 +5,11 @@ from __future__ import annotations
 import pytest
 
 from berthmaster.operator.machines.nodes import missing_taints, node_patch
-from berthmaster.operator.machines.providers import InvalidProviderSpec, provider_for
+from berthmaster.operator.machines.providers import (
+    InvalidProviderSpec,
+    provider_for,
+    unknown_instance_state,
+)
 from berthmaster.operator.machines.providers.kwok import build_node, instance_of, validate
 from tests.unit.operator.machines.machine_builders import make_machine
 
@@ -94,3 +98,20 @@ def test_provider_for_names_supported_kinds() -> None:
                                                   "by berthmaster; use one of: "
                                                   "KwokMachineProviderSpec"):
         provider_for(machine, providers)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(("provider_status", "failed"), [
+    (None, None),
+    ({}, None),
+    ({"instanceId": "i-1"}, None),                                  # no state recorded
+    ({"instanceId": "i-1", "instanceState": "running"},
+     {"instanceId": "i-1", "instanceState": "Unknown"}),           # AWS, GCP, vSphere
+    ({"vmState": "Succeeded"}, {"vmState": "Unknown"}),            # Azure
+    ({"instanceState": "Unknown"}, None),                           # already so
+])
+def test_failed_machine_provider_state_becomes_unknown(
+        provider_status: dict | None, failed: dict | None) -> None:
+    """openshift/machine-api-operator pkg/controller/machine/controller.go,
+    overrideFailedMachineProviderStatusState: a Machine going Failed has its providerStatus
+    ``instanceState`` / ``vmState`` set to Unknown when one is recorded."""
+    assert unknown_instance_state(provider_status) == failed
