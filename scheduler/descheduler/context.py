@@ -23,6 +23,7 @@ from typing import Any
 
 from berthmaster.scheduler.descheduler.fields import PodFilter
 from berthmaster.scheduler.descheduler.protection import EvictorSettings, protection_reasons
+from berthmaster.scheduler.label_string import parse_label_selector
 from berthmaster.scheduler.model import NodeView, PodView
 
 Pod = dict[str, Any]
@@ -88,23 +89,11 @@ def node_is_ready(node: Mapping[str, Any]) -> bool:
     return False
 
 
-def _label_test(term: str) -> Callable[[Mapping[str, str]], bool]:
-    if "!=" in term:
-        key, value = (s.strip() for s in term.split("!=", 1))
-        return lambda labels: labels.get(key) != value
-    if "=" in term:
-        key, value = (s.strip() for s in term.replace("==", "=").split("=", 1))
-        return lambda labels: labels.get(key) == value
-    if term.startswith("!"):
-        absent = term[1:].strip()
-        return lambda labels: absent not in labels
-    return lambda labels: term in labels
-
-
 def parse_node_selector(selector: str | None) -> Callable[[Mapping[str, str]], bool]:
-    """The ``nodeSelector`` string form (``a=b,c!=d,e,!f``), as kubectl's ``-l``."""
-    tests = [_label_test(t.strip()) for t in (selector or "").split(",") if t.strip()]
-    return lambda labels: all(test(labels) for test in tests)
+    """The policy's ``nodeSelector``: the full labels.Parse syntax (``a=b``, ``a!=b``, ``a``,
+    ``!a``, ``a in (x,y)``, ``a notin (x)``, ``a>1``); see berthmaster.scheduler.label_string.
+    The policy loader has already rejected a string that does not parse."""
+    return parse_label_selector(selector).matches
 
 
 def parse_time(stamp: str | None) -> datetime | None:

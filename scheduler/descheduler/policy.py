@@ -35,6 +35,7 @@ from berthmaster.scheduler.descheduler.fields import (
 )
 from berthmaster.scheduler.descheduler.protection import EvictorSettings
 from berthmaster.scheduler.descheduler.strategies import REGISTRY
+from berthmaster.scheduler.label_string import SelectorSyntaxError, parse_label_selector
 
 V1ALPHA1 = "descheduler/v1alpha1"
 V1ALPHA2 = "descheduler/v1alpha2"
@@ -124,6 +125,13 @@ def _limits(document: Mapping[str, Any], problems: Problems) -> dict[str, Any]:
         problems.add("nodeSelector", f"must be a label selector string like 'a=b,c', got "
                                      f"{selector!r}")
         selector = None
+    elif selector:
+        try:
+            parse_label_selector(selector)
+        except SelectorSyntaxError as error:
+            problems.add("nodeSelector", f"{error} (a label selector such as "
+                                         "'zone in (a,b),!gpu')")
+            selector = None
     return {
         "node_selector": selector,
         "max_pods_per_node": integer(document.get("maxNoOfPodsToEvictPerNode"),

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from berthmaster.scheduler.descheduler.context import ClusterState
 from berthmaster.scheduler.descheduler.fields import PolicyError, Problems
 from berthmaster.scheduler.descheduler.policy import parse_policy_text
 from berthmaster.scheduler.descheduler.strategies import failed_pods, pod_lifetime
@@ -129,3 +130,51 @@ def test_pod_lifetime_matches_pod_reason_and_container_waiting_reasons() -> None
     got, _ = plan(pod_lifetime, params(pod_lifetime, maxPodLifeTimeSeconds=60, states=[
         "CrashLoopBackOff"], includingInitContainers=True), [make_node("n1")], pods)
     assert sorted(got) == ["init", "looping"]
+
+
+# ----------------------------------------------------------------------- item 17
+
+ZONED = [make_node("a1", labels={"zone": "a"}), make_node("b1", labels={"zone": "b"}),
+         make_node("c1", labels={"zone": "c", "gpu": "true"}), make_node("bare"),
+         make_node("n5", labels={"zone": "a", "rank": "5"})]
+
+
+@pytest.mark.parametrize(("selector", "selected"), [
+    ("zone in (a,b)", ["a1", "b1", "n5"]),
+    ("zone in (a, b),!rank", ["a1", "b1"]),
+    ("zone notin (a)", ["b1", "c1", "bare"]),   # notin matches a node without the key
+    ("!zone", ["bare"]),
+    ("zone!=b", ["a1", "c1", "bare", "n5"]),    # != too
+    ("zone==c,gpu", ["c1"]),
+    ("rank>4", ["n5"]),
+    ("rank<4", []),
+    ("", ["a1", "b1", "c1", "bare", "n5"]),
+])
+def test_policy_node_selector_takes_the_full_label_selector_syntax(
+    selector: str, selected: list[str]
+) -> None:
+    """Upstream pkg/descheduler/descheduler.go runs on nodeutil.ReadyNodes(..., nodeSelector),
+    which parses the string with k8s.io/apimachinery/pkg/labels Parse (selector.go Parser):
+    set-based requirements, '!key', '!=' and integer '>'/'<' included."""
+    policy = parse_policy_text(v1alpha1("RemoveDuplicates:\n  enabled: true\n")
+                               + f"nodeSelector: {selector!r}\n")
+    state = ClusterState(ZONED, [], node_selector=policy.node_selector)
+    assert [n["metadata"]["name"] for n in state.nodes] == selected
+
+
+@pytest.mark.parametrize(("selector", "message"), [
+    ("zone in a", "found 'a' expected: '('"),
+    ("zone in ()x", "found 'x', expected: ',' or 'end of string'"),
+    ("rank>high", "for 'Gt', 'Lt' operators, the value must be an integer"),
+    ("zone=a,,b", "found ',', expected: identifier after ','"),
+    ("-zone", "name part must consist of alphanumeric characters"),
+    ("zone=a b", "found 'b', expected: ',' or 'end of string'"),
+])
+def test_a_node_selector_that_does_not_parse_is_refused_at_load(selector: str,
+                                                                  message: str) -> None:
+    """labels.Parse (apimachinery selector.go Parser.parse / parseValues / NewRequirement)
+    rejects these; upstream fails the policy instead of selecting nothing."""
+    with pytest.raises(PolicyError) as error:
+        parse_policy_text(v1alpha1("RemoveDuplicates:\n  enabled: true\n")
+                          + f"nodeSelector: {selector!r}\n")
+    assert "nodeSelector: " in str(error.value) and message in str(error.value)
