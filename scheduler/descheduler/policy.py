@@ -194,6 +194,8 @@ def _v1alpha1(document: Mapping[str, Any], problems: Problems) -> DeschedulerPol
         )
         args = module.from_v1alpha1(params, params_where, problems)
         parsed = module.parse(args, params_where, problems)
+        if hasattr(module, "v1alpha1_params"):  # read as v0.30.1 read it
+            parsed = module.v1alpha1_params(parsed)
         configs.append(StrategyConfig(str(name), f"strategy-{name}-profile", parsed, evictor))
     return DeschedulerPolicy(V1ALPHA1, _ordered(configs), **_limits(document, problems))
 

@@ -15,7 +15,12 @@ import pytest
 from berthmaster.scheduler.descheduler.context import ClusterState
 from berthmaster.scheduler.descheduler.fields import PolicyError, Problems
 from berthmaster.scheduler.descheduler.policy import parse_policy_text
-from berthmaster.scheduler.descheduler.strategies import failed_pods, pod_lifetime
+from berthmaster.scheduler.descheduler.strategies import (
+    failed_pods,
+    high_node_utilization,
+    low_node_utilization,
+    pod_lifetime,
+)
 from tests.unit.descheduler.builders import NOW, make_node, make_pod, plan
 
 
@@ -178,3 +183,96 @@ def test_a_node_selector_that_does_not_parse_is_refused_at_load(selector: str,
         parse_policy_text(v1alpha1("RemoveDuplicates:\n  enabled: true\n")
                           + f"nodeSelector: {selector!r}\n")
     assert "nodeSelector: " in str(error.value) and message in str(error.value)
+
+
+# ----------------------------------------------------------------------- item 16
+
+def low_v1alpha1(thresholds: str, targets: str, deviation: bool = False) -> Any:
+    policy = parse_policy_text(v1alpha1(f'''
+        LowNodeUtilization:
+          enabled: true
+          params:
+            nodeResourceUtilizationThresholds:
+              thresholds: {thresholds}
+              targetThresholds: {targets}
+              useDeviationThresholds: {str(deviation).lower()}
+    '''))
+    return policy.strategies[0].params
+
+
+def low_v1alpha2(**args: Any) -> Any:
+    return params(low_node_utilization, **args)
+
+
+def hot_pods(count: int, **extra: Any) -> list[dict[str, Any]]:
+    return [make_pod(f"h{i}", "hot", cpu="1", owner=f"o{i}", **extra) for i in range(count)]
+
+
+@pytest.mark.parametrize("version", ["v1alpha1", "v1alpha2"])
+def test_low_node_utilization_pods_bound_the_room_when_not_thresholded(version: str) -> None:
+    """Upstream nodeutilization.go evictPodsFromSourceNodes: totalAvailableUsage always holds
+    pods, cpu and memory (v0.30.1 fills them in at 100 % in lownodeutilization.go Balance;
+    main adds them to extendedResourceNames with capNodeCapacitiesToThreshold = the
+    capacity), and continueEvictionCond stops once any of them is used up. The cold node has
+    room for one more pod only."""
+    chosen = (low_v1alpha1("{cpu: 20}", "{cpu: 50}") if version == "v1alpha1"
+              else low_v1alpha2(thresholds={"cpu": 20}, targetThresholds={"cpu": 50}))
+    nodes = [make_node("hot", cpu="10"), make_node("cold", cpu="10", pods="2")]
+    pods = [*hot_pods(8), make_pod("resident", "cold", owner="r")]
+    got, _ = plan(low_node_utilization, chosen, nodes, pods)
+    assert len(got) == 1
+
+
+def test_low_node_utilization_moves_only_pods_tolerating_an_underutilized_nodes_taints() -> None:
+    """Upstream nodeutilization.go evictPods skips a pod unless utils.PodToleratesTaints
+    (pod.go) finds an underutilized node whose every taint it tolerates."""
+    taint = {"key": "dedicated", "value": "batch", "effect": "NoSchedule"}
+    nodes = [make_node("hot", cpu="10"), make_node("cold", cpu="10", taints=[taint])]
+    tolerant = make_pod("tolerant", "hot", cpu="1", owner="t", tolerations=[
+        {"key": "dedicated", "operator": "Equal", "value": "batch", "effect": "NoSchedule"}])
+    got, tally = plan(low_node_utilization,
+                      low_v1alpha2(thresholds={"cpu": 20}, targetThresholds={"cpu": 50}),
+                      nodes, [*hot_pods(7), tolerant])
+    assert got == ["tolerant"]
+    assert tally.skipped["pod does not tolerate the taints of any node it could move to"] == 7
+
+
+def test_low_node_utilization_eviction_limits_per_node() -> None:
+    """Upstream main nodeutilization/types.go LowNodeUtilizationArgs.EvictionLimits (node) and
+    nodeutilization.go evictPods: at most that many evictions from each source node."""
+    nodes = [make_node("hot", cpu="10"), make_node("cold", cpu="10")]
+    got, _ = plan(low_node_utilization, low_v1alpha2(
+        thresholds={"cpu": 20}, targetThresholds={"cpu": 50}, evictionLimits={"node": 1}),
+        nodes, hot_pods(8))
+    assert len(got) == 1
+
+
+def test_low_node_utilization_v1alpha1_deviation_zero_means_the_resource_never_decides() -> None:
+    """Upstream v0.30.1 nodeutilization.go getNodeThresholds: with useDeviationThresholds, a
+    resource whose low threshold is 0 (MinResourcePercentage, also what Balance fills in for
+    an omitted cpu/memory/pods) gets the node capacity as both thresholds. Upstream main
+    (assessNodesUsagesAndRelativeThresholds) instead bounds it at the average, so the same
+    numbers in v1alpha2 leave the memory-heavy idle node above its low bound."""
+    nodes = [make_node("hot", cpu="10", memory="10Gi"), make_node("cold", cpu="10",
+                                                                  memory="10Gi"),
+             make_node("mid", cpu="10", memory="10Gi")]
+    pods = [*hot_pods(8), make_pod("mem", "cold", memory="3Gi", owner="m"),
+            *[make_pod(f"m{i}", "mid", cpu="1", owner=f"q{i}") for i in range(4)]]
+    old = low_v1alpha1("{cpu: 10, memory: 0}", "{cpu: 10, memory: 0}", deviation=True)
+    got, _ = plan(low_node_utilization, old, nodes, pods)
+    assert got and all(name.startswith("h") for name in got)
+    new = low_v1alpha2(thresholds={"cpu": 10, "memory": 0},
+                       targetThresholds={"cpu": 10, "memory": 0}, useDeviationThresholds=True)
+    got, _ = plan(low_node_utilization, new, nodes, pods)
+    assert got == []
+
+
+def test_high_node_utilization_a_node_at_its_threshold_is_underutilized() -> None:
+    """Upstream highnodeutilization.go Balance classifies with isNodeWithLowUtilization
+    (v0.30.1) / isNodeBelowThreshold (main): usage equal to the threshold is not above it."""
+    nodes = [make_node("half", cpu="10"), make_node("busy", cpu="10")]
+    pods = [make_pod(f"a{i}", "half", cpu="1", owner=f"a{i}") for i in range(5)] + [
+        make_pod(f"b{i}", "busy", cpu="1", owner=f"b{i}") for i in range(8)]
+    got, _ = plan(high_node_utilization, params(high_node_utilization, thresholds={"cpu": 50}),
+                  nodes, pods)
+    assert len(got) == 2 and all(name.startswith("a") for name in got)
