@@ -24,7 +24,8 @@ from typing import Any
 from berthmaster.scheduler.descheduler.fields import PodFilter
 from berthmaster.scheduler.descheduler.protection import EvictorSettings, protection_reasons
 from berthmaster.scheduler.label_string import parse_label_selector
-from berthmaster.scheduler.model import NodeView, PodView
+from berthmaster.scheduler.model import LabelSelector, NodeView, PodView
+from berthmaster.scheduler.model import label_selector as compile_selector
 
 Pod = dict[str, Any]
 Node = dict[str, Any]
@@ -114,8 +115,10 @@ class ClusterState:
         node_selector: str | None = None,
         node_fit: NodeFit | None = None,
         now: datetime | None = None,
+        pdbs: Iterable[Mapping[str, Any]] = (),
     ):
         self.all_nodes = list(nodes)
+        self.pdbs = list(pdbs)
         admits = parse_node_selector(node_selector)
         # Upstream works on Ready nodes matching the policy's nodeSelector only.
         self.nodes = [
@@ -152,6 +155,19 @@ class ClusterState:
             self._owner_counts = counts
         owner = _controller_uid(pod)
         return self._owner_counts[owner] if owner else 0
+
+    def covered_by_pdb(self, pod: Pod) -> bool:
+        """Upstream's utils.IsPodCoveredByPDB: a PDB in the pod's namespace selects it (a PDB
+        whose selector is null selects nothing)."""
+        meta = pod.get("metadata") or {}
+        labels = meta.get("labels") or {}
+        for pdb in self.pdbs:
+            if (pdb.get("metadata") or {}).get("namespace") != meta.get("namespace"):
+                continue
+            selector = (pdb.get("spec") or {}).get("selector")
+            if selector is not None and compile_selector(selector).matches(labels):
+                return True
+        return False
 
     def view(self, pod: Pod) -> PodView:
         """The placement model's view of a listed pod, built once per pass."""
@@ -195,6 +211,11 @@ class StrategyContext:
         self.tally = tally
         self.threshold = self._resolve_threshold()
         self._selector = PodFilter(None, settings.label_selector)
+        chosen = settings.namespace_label_selector or {}
+        # an empty namespaceLabelSelector filters nothing (upstream's PreEvictionFilter)
+        self._namespace_selector: LabelSelector | None = (
+            compile_selector(chosen) if chosen.get("matchLabels") or chosen.get(
+                "matchExpressions") else None)
         self._fits_elsewhere: dict[str, bool] = {}
 
     def _resolve_threshold(self) -> int | None:
@@ -236,6 +257,16 @@ class StrategyContext:
             self.tally.skipped["pod labels do not match the evictor's labelSelector"] += 1
             return False
         meta = pod.get("metadata") or {}
+        if self.settings.protect_pods_without_pdb and not self.state.covered_by_pdb(pod):
+            self.tally.skipped["pod does not have a PodDisruptionBudget and is protected against "
+                               "eviction"] += 1
+            return False
+        if self._namespace_selector is not None:
+            labels = self.state.namespace_labels.get(str(meta.get("namespace", "")))
+            if labels is None or not self._namespace_selector.matches(labels):
+                self.tally.skipped["pod namespace do not match the namespaceLabelSelector filter "
+                                   "in the policy parameter"] += 1
+                return False
         if self.settings.min_replicas > 1 and self.state.owner_replicas(pod) < (
             self.settings.min_replicas
         ):

@@ -8,13 +8,27 @@ from __future__ import annotations
 
 import textwrap
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
-from berthmaster.scheduler.descheduler.context import ClusterState
+from berthmaster.scheduler.descheduler.context import (
+    Candidate,
+    ClusterState,
+    StrategyContext,
+    Tally,
+)
+from berthmaster.scheduler.descheduler.evictor import (
+    EvictionBook,
+    build_event,
+    drive_planned,
+    planned_attempt,
+)
 from berthmaster.scheduler.descheduler.fields import PolicyError, Problems
-from berthmaster.scheduler.descheduler.policy import parse_policy_text
+from berthmaster.scheduler.descheduler.policy import load_policy_file, parse_policy_text
+from berthmaster.scheduler.descheduler.protection import EvictorSettings, eviction_order
 from berthmaster.scheduler.descheduler.strategies import (
     failed_pods,
     high_node_utilization,
@@ -276,3 +290,221 @@ def test_high_node_utilization_a_node_at_its_threshold_is_underutilized() -> Non
     got, _ = plan(high_node_utilization, params(high_node_utilization, thresholds={"cpu": 50}),
                   nodes, pods)
     assert len(got) == 2 and all(name.startswith("a") for name in got)
+
+
+# ----------------------------------------------------------------------- item 18
+
+CHART_DEFAULT = Path(__file__).parent / "samples" / "upstream-chart-default-policy.yaml"
+
+
+def test_the_upstream_charts_default_policy_loads() -> None:
+    """kubernetes-sigs/descheduler charts/descheduler/values.yaml (main) deschedulerPolicy,
+    written out in samples/: DefaultEvictor podProtections (defaultevictor/types.go
+    PodProtections; defaultevictor.go getEffectivePodProtections) and the listed plugins."""
+    policy = load_policy_file(CHART_DEFAULT)
+    assert [s.name for s in policy.strategies] == [
+        "RemovePodsHavingTooManyRestarts", "RemovePodsViolatingNodeTaints",
+        "RemovePodsViolatingNodeAffinity", "RemovePodsViolatingInterPodAntiAffinity",
+        "RemoveDuplicates", "RemovePodsViolatingTopologySpreadConstraint", "LowNodeUtilization"]
+    evictor = policy.strategies[0].evictor
+    # defaultDisabled PodsWithLocalStorage; extraEnabled PodsWithPVC; the rest as by default
+    assert evictor.evict_local_storage_pods and evictor.ignore_pvc_pods
+    assert not (evictor.evict_daemonset_pods or evictor.evict_system_critical_pods
+                or evictor.evict_failed_bare_pods)
+    restarts = policy.strategies[0].params
+    assert restarts.pod_restart_threshold == 100 and restarts.including_init_containers
+
+
+def v1alpha2_policy(evictor: dict[str, Any] | None = None, plugin: str = "PodLifeTime",
+                    args: dict[str, Any] | None = None, **top: Any) -> str:
+    config: list[dict[str, Any]] = [{"name": plugin, "args": args or {
+        "maxPodLifeTimeSeconds": 60}}]
+    if evictor is not None:
+        config.insert(0, {"name": "DefaultEvictor", "args": evictor})
+    return yaml.safe_dump({"apiVersion": "descheduler/v1alpha2", "kind": "DeschedulerPolicy",
+                           **top, "profiles": [{"name": "p", "pluginConfig": config,
+                                                "plugins": {"deschedule": {"enabled": [
+                                                    plugin]}}}]})
+
+
+@pytest.mark.parametrize(("evictor", "message"), [
+    ({"podProtections": {"extraEnabled": ["PodsWithLocalStorage"]}},
+     "invalid pod protection policy in ExtraEnabled: 'PodsWithLocalStorage'"),
+    ({"podProtections": {"defaultDisabled": ["PodsWithPVC"]}},
+     "invalid pod protection policy in DefaultDisabled: 'PodsWithPVC'"),
+    ({"podProtections": {"defaultDisabled": ["DaemonSetPods", "DaemonSetPods"]}},
+     "PodProtections.DefaultDisabled contains duplicate entries"),
+    ({"evictLocalStoragePods": True, "podProtections": {"extraEnabled": ["PodsWithPVC"]}},
+     "cannot use Deprecated fields alongside PodProtections.ExtraEnabled or "
+     "PodProtections.DefaultDisabled"),
+    ({"noEvictionPolicy": "Sometimes"},
+     'noEvictionPolicy accepts only ["Preferred" "Mandatory"] values'),
+])
+def test_default_evictor_arguments_are_validated_as_upstream(evictor: dict[str, Any],
+                                                             message: str) -> None:
+    """Upstream defaultevictor/validation.go ValidateDefaultEvictorArgs."""
+    with pytest.raises(PolicyError) as error:
+        parse_policy_text(v1alpha2_policy(evictor))
+    assert message in str(error.value)
+
+
+def evictor_of(evictor: dict[str, Any]) -> EvictorSettings:
+    return parse_policy_text(v1alpha2_policy(evictor)).strategies[0].evictor
+
+
+def lifetime_plan(settings: EvictorSettings, pods: list[dict[str, Any]],
+                  **state: Any) -> tuple[list[str], Any]:
+    cluster = ClusterState([make_node("n1")], pods, now=NOW, **state)
+    tally = Tally("PodLifeTime")
+    ctx = StrategyContext(cluster, settings, tally)
+    drive_planned(pod_lifetime.decide(params(pod_lifetime, maxPodLifeTimeSeconds=60), ctx),
+                  planned_attempt(EvictionBook(), ctx))
+    return [key.split("/", 1)[1] for key in tally.evicted], tally
+
+
+def test_default_evictor_namespace_label_selector() -> None:
+    """Upstream defaultevictor.go PreEvictionFilter: with a non-empty namespaceLabelSelector
+    only pods whose namespace's labels match may go (an unknown namespace matches nothing)."""
+    settings = evictor_of({"namespaceLabelSelector": {"matchLabels": {"team": "a"}}})
+    pods = [make_pod("in-a", "n1", namespace="a"), make_pod("in-b", "n1", namespace="b"),
+            make_pod("nowhere", "n1", namespace="gone")]
+    got, tally = lifetime_plan(settings, pods, namespace_labels={"a": {"team": "a"},
+                                                                 "b": {"team": "b"}})
+    assert got == ["in-a"]
+    assert tally.skipped["pod namespace do not match the namespaceLabelSelector filter in the "
+                         "policy parameter"] == 2
+
+
+@pytest.mark.parametrize(("policy", "expected"), [
+    ("Mandatory", ["plain"]),
+    ("Preferred", ["plain", "shy"]),
+    ("", ["plain", "shy"]),
+])
+def test_default_evictor_no_eviction_policy(policy: str, expected: list[str]) -> None:
+    """Upstream defaultevictor.go Filter: with noEvictionPolicy Mandatory a pod annotated
+    descheduler.alpha.kubernetes.io/prefer-no-eviction (evictions/utils SoftNoEvictionAnnotationKey)
+    is never evicted; otherwise the annotation is only a preference."""
+    settings = evictor_of({"noEvictionPolicy": policy} if policy else {})
+    pods = [make_pod("shy", "n1", annotations={
+        "descheduler.alpha.kubernetes.io/prefer-no-eviction": ""}), make_pod("plain", "n1")]
+    got, _ = lifetime_plan(settings, pods)
+    assert sorted(got) == expected
+
+
+def test_preferred_no_eviction_pods_sort_last_among_equals() -> None:
+    """Upstream pod/pods.go SortPodsBasedOnPriorityLowToHigh: at equal priority and QoS a
+    pod without the prefer-no-eviction annotation comes first."""
+    shy = make_pod("shy", "n1", annotations={
+        "descheduler.alpha.kubernetes.io/prefer-no-eviction": ""})
+    plain = make_pod("plain", "n1")
+    assert sorted([shy, plain], key=eviction_order) == [plain, shy]
+
+
+def test_pod_protections_pods_without_pdb_and_with_resource_claims() -> None:
+    """Upstream defaultevictor.go applyPodsWithoutPDBProtection (utils.IsPodCoveredByPDB) and
+    applyPodsWithResourceClaimsProtection (utils.IsPodWithResourceClaims)."""
+    settings = evictor_of({"podProtections": {"extraEnabled": [
+        "PodsWithoutPDB", "PodsWithResourceClaims"]}})
+    pdb = {"metadata": {"name": "guard", "namespace": "default"},
+           "spec": {"selector": {"matchLabels": {"app": "guarded"}}}}
+    pods = [make_pod("guarded", "n1", labels={"app": "guarded"}),
+            make_pod("unguarded", "n1", labels={"app": "other"}),
+            make_pod("claims", "n1", labels={"app": "guarded"},
+                     resourceClaims=[{"name": "gpu", "resourceClaimName": "gpu-0"}])]
+    got, tally = lifetime_plan(settings, pods, pdbs=[pdb])
+    assert got == ["guarded"]
+    assert tally.skipped["pod does not have a PodDisruptionBudget and is protected against "
+                         "eviction"] == 1
+
+
+def test_deprecated_ignore_pods_without_pdb_is_read() -> None:
+    """defaultevictor.go legacyGetPodProtections: ignorePodsWithoutPDB -> PodsWithoutPDB."""
+    assert evictor_of({"ignorePodsWithoutPDB": True}).protect_pods_without_pdb
+
+
+# PodLifeTime's newer filters (podlifetime/types.go PodLifeTimeArgs on main)
+
+def condition_pod(name: str, kind: str, status: str, since: timedelta,
+                  reason: str = "") -> dict[str, Any]:
+    pod = make_pod(name, "n1", age=timedelta(hours=3))
+    pod["status"]["conditions"] = [{
+        "type": kind, "status": status, "reason": reason,
+        "lastTransitionTime": (NOW - since).strftime("%Y-%m-%dT%H:%M:%SZ")}]
+    return pod
+
+
+def terminated(name: str, code: int, init: bool = False) -> dict[str, Any]:
+    pod = make_pod(name, "n1", age=timedelta(hours=3))
+    field = "initContainerStatuses" if init else "containerStatuses"
+    pod["status"][field] = [{"name": "c", "state": {"terminated": {"exitCode": code,
+                                                                   "reason": "Error"}}}]
+    return pod
+
+
+@pytest.mark.parametrize(("args", "expected"), [
+    ({"maxPodLifeTimeSeconds": 60, "ownerKinds": {"include": ["Job"]}}, ["job"]),
+    ({"maxPodLifeTimeSeconds": 60, "ownerKinds": {"exclude": ["Job"]}},
+     ["rs", "not-ready-long", "not-ready-new", "ready", "exit-3", "init-exit-3"]),
+    ({"conditions": [{"type": "Ready", "status": "False",
+                      "minTimeSinceLastTransitionSeconds": 600}]}, ["not-ready-long"]),
+    ({"conditions": [{"type": "Ready", "status": "False"}]},
+     ["not-ready-long", "not-ready-new"]),
+    ({"exitCodes": [3]}, ["exit-3"]),
+    ({"exitCodes": [3], "includingInitContainers": True}, ["exit-3", "init-exit-3"]),
+    ({"states": ["Error"]}, ["exit-3"]),  # a terminated container's reason
+])
+def test_pod_lifetime_owner_kinds_conditions_and_exit_codes(args: dict[str, Any],
+                                                            expected: list[str]) -> None:
+    """Upstream main podlifetime/pod_lifetime.go New: the ownerKinds include/exclude filter,
+    matchesAnyPodConditionFilter, matchesAnyExitCode (init containers with
+    includingInitContainers) and terminated reasons in states; maxPodLifeTimeSeconds is no
+    longer required once another filter is given (validation.go ValidatePodLifeTimeArgs)."""
+    pods = [make_pod("rs", "n1", age=timedelta(hours=3)),
+            make_pod("job", "n1", owner="j", owner_kind="Job", age=timedelta(hours=2)),
+            condition_pod("not-ready-long", "Ready", "False", timedelta(hours=1)),
+            condition_pod("not-ready-new", "Ready", "False", timedelta(minutes=1)),
+            condition_pod("ready", "Ready", "True", timedelta(hours=1)),
+            terminated("exit-3", 3), terminated("init-exit-3", 3, init=True)]
+    got, _ = plan(pod_lifetime, params(pod_lifetime, **args), [make_node("n1")], pods)
+    assert sorted(got) == sorted(expected)
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    ({}, "at least one filtering criterion must be specified (maxPodLifeTimeSeconds, states, "
+         "conditions, or exitCodes)"),
+    ({"maxPodLifeTimeSeconds": 1, "ownerKinds": {"include": ["Job"], "exclude": ["X"]}},
+     "only one of Include/Exclude ownerKinds can be set"),
+    ({"conditions": [{}]}, "conditions[0]: at least one of type, status, reason, or "
+                           "minTimeSinceLastTransitionSeconds must be set"),
+])
+def test_pod_lifetime_validation(args: dict[str, Any], message: str) -> None:
+    """Upstream main podlifetime/validation.go ValidatePodLifeTimeArgs."""
+    problems = Problems()
+    pod_lifetime.parse(args, "PodLifeTime", problems)
+    assert any(message in item for item in problems.items), problems.items
+
+
+# evictionFailureEventNotification (pkg/descheduler/evictions/evictions.go EvictPod)
+
+def test_eviction_failure_events_are_read_from_the_policy() -> None:
+    """v1alpha2 types.go DeschedulerPolicy.EvictionFailureEventNotification."""
+    policy = parse_policy_text(v1alpha2_policy(evictionFailureEventNotification=True))
+    assert policy.eviction_failure_events
+    assert not parse_policy_text(v1alpha2_policy()).eviction_failure_events
+
+
+@pytest.mark.parametrize(("book", "detail"), [
+    (EvictionBook(total=0), "total eviction limit exceeded (0)"),
+    (EvictionBook(per_node=0), "node eviction limit exceeded (0)"),
+    (EvictionBook(per_namespace=0), "namespace eviction limit exceeded (0)"),
+])
+def test_eviction_failure_event_wording(book: EvictionBook, detail: str) -> None:
+    """Upstream evictions.go EvictPod: a Warning event, reason EvictionFailed, action
+    Descheduled, note "pod eviction from <node> node by sigs.k8s.io/descheduler failed: ..."."""
+    pod = make_pod("p", "n1")
+    limit = book.limit_reached(Candidate(pod, "test"))
+    assert limit is not None and limit[1] == detail
+    event = build_event(pod, "PodLifeTime", failure=limit[1])
+    assert (event["type"], event["reason"], event["action"]) == (
+        "Warning", "EvictionFailed", "Descheduled")
+    assert event["note"] == f"pod eviction from n1 node by sigs.k8s.io/descheduler failed: {detail}"
