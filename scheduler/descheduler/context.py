@@ -273,8 +273,11 @@ class StrategyContext:
             self.tally.skipped["owner has fewer replicas than minReplicas"] += 1
             return False
         if self.settings.min_pod_age_seconds is not None:
-            created = parse_time(meta.get("creationTimestamp"))
-            if created and (self.now - created).total_seconds() < self.settings.min_pod_age_seconds:
+            # upstream's evictionConstraintsForMinPodAge: counted from status.startTime; a pod
+            # that has not started yet is too young
+            started = parse_time((pod.get("status") or {}).get("startTime"))
+            if started is None or (
+                    self.now - started).total_seconds() < self.settings.min_pod_age_seconds:
                 self.tally.skipped["pod is younger than minPodAge"] += 1
                 return False
         return True

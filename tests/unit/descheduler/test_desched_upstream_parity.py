@@ -508,3 +508,22 @@ def test_eviction_failure_event_wording(book: EvictionBook, detail: str) -> None
     assert (event["type"], event["reason"], event["action"]) == (
         "Warning", "EvictionFailed", "Descheduled")
     assert event["note"] == f"pod eviction from n1 node by sigs.k8s.io/descheduler failed: {detail}"
+
+
+def started_pod(name: str, created: timedelta, started: timedelta | None) -> dict[str, Any]:
+    pod = make_pod(name, "n1", age=created)
+    if started is not None:
+        pod["status"]["startTime"] = (NOW - started).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return pod
+
+
+def test_default_evictor_min_pod_age_counts_from_the_start_time() -> None:
+    """Upstream defaultevictor/constraints.go evictionConstraintsForMinPodAge: the age is
+    time.Since(pod.Status.StartTime); a pod without a startTime is refused."""
+    settings = evictor_of({"minPodAge": "1h"})
+    pods = [started_pod("old-start", timedelta(hours=3), timedelta(hours=2)),
+            started_pod("late-start", timedelta(hours=3), timedelta(minutes=5)),
+            started_pod("never-started", timedelta(hours=3), None)]
+    got, tally = lifetime_plan(settings, pods)
+    assert got == ["old-start"]
+    assert tally.skipped["pod is younger than minPodAge"] == 2
