@@ -41,6 +41,8 @@ from berthmaster.scheduler.descheduler.strategies.common import (
 NAME = "RemoveFailedPods"
 EXTENSION_POINT = "deschedule"
 DEFAULT_MIN_POD_LIFETIME_SECONDS = 3600
+V1ALPHA1_FAILED_PODS = ("reasons", "includingInitContainers", "excludeOwnerKinds",
+                        "minPodLifetimeSeconds")
 ARGS = ("namespaces", "labelSelector", "reasons", "exitCodes", "includingInitContainers",
         "excludeOwnerKinds", "minPodLifetimeSeconds")
 
@@ -58,7 +60,8 @@ class Params:
 def from_v1alpha1(params: Mapping[str, Any], where: str, problems: Problems) -> dict[str, Any]:
     at = join(where, "failedPods")
     failed = mapping(params.get("failedPods"), at, problems)
-    check_known(failed, ARGS[2:], at, problems)
+    # v0.30.1 api/v1alpha1 FailedPods has no exitCodes (added to the plugin args later)
+    check_known(failed, V1ALPHA1_FAILED_PODS, at, problems)
     return {**common_v1alpha1(params), **failed}
 
 

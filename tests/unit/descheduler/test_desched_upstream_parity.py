@@ -527,3 +527,15 @@ def test_default_evictor_min_pod_age_counts_from_the_start_time() -> None:
     got, tally = lifetime_plan(settings, pods)
     assert got == ["old-start"]
     assert tally.skipped["pod is younger than minPodAge"] == 2
+
+
+def test_v1alpha1_failed_pods_params_have_no_exit_codes() -> None:
+    """Upstream v0.30.1 pkg/api/v1alpha1/types.go FailedPods: excludeOwnerKinds,
+    minPodLifetimeSeconds, reasons, includingInitContainers; strict decoding refuses more."""
+    with pytest.raises(PolicyError, match=r"failedPods\.exitCodes: unknown field"):
+        parse_policy_text(v1alpha1('''
+            RemoveFailedPods:
+              enabled: true
+              params:
+                failedPods: {exitCodes: [1]}
+        '''))
