@@ -217,6 +217,8 @@ class StrategyContext:
             compile_selector(chosen) if chosen.get("matchLabels") or chosen.get(
                 "matchExpressions") else None)
         self._fits_elsewhere: dict[str, bool] = {}
+        self._evictor_fits_elsewhere: dict[str, bool] = {}
+        self._evictor_nodes: list[str] | None = None
 
     def _resolve_threshold(self) -> int | None:
         if self.settings.priority_threshold is not None:
@@ -289,12 +291,30 @@ class StrategyContext:
         return self.state.node_fit(pod, node_name)
 
     def fits_other_node(self, pod: Pod) -> bool:
-        """Upstream's PodFitsAnyOtherNode over the Ready nodes the nodeSelector admits."""
+        """Upstream's PodFitsAnyOtherNode over the nodes a strategy works on (Ready, admitted by
+        the policy's nodeSelector); strategies use it. The DefaultEvictor's nodeFit uses
+        :meth:`evictor_fits_other_node`."""
         key = uid(pod)
         if key not in self._fits_elsewhere:
             current = str((pod.get("spec") or {}).get("nodeName") or "")
             self._fits_elsewhere[key] = self.any_node_fits(pod, self.state.node_order, current)
         return self._fits_elsewhere[key]
+
+    def evictor_fits_other_node(self, pod: Pod) -> bool:
+        """The DefaultEvictor's nodeFit: upstream's PodFitsAnyOtherNode over ReadyNodes(...,
+        the evictor's own nodeSelector) - every Ready node unless that selector narrows it,
+        whatever the policy's top-level nodeSelector."""
+        if self._evictor_nodes is None:
+            admits = parse_label_selector(self.settings.node_selector).matches
+            self._evictor_nodes = [
+                n["metadata"]["name"] for n in self.state.all_nodes
+                if node_is_ready(n) and admits((n.get("metadata") or {}).get("labels") or {})]
+        key = uid(pod)
+        if key not in self._evictor_fits_elsewhere:
+            current = str((pod.get("spec") or {}).get("nodeName") or "")
+            self._evictor_fits_elsewhere[key] = self.any_node_fits(pod, self._evictor_nodes,
+                                                                   current)
+        return self._evictor_fits_elsewhere[key]
 
     def any_node_fits(self, pod: Pod, names: list[str], exclude: str = "") -> bool:
         fit = self.state.node_fit

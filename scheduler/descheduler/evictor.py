@@ -69,7 +69,7 @@ class EvictionBook:
         limit = self.limit_reached(candidate)
         if limit:
             return limit[0]
-        if ctx.settings.node_fit and not ctx.fits_other_node(candidate.pod):
+        if ctx.settings.node_fit and not ctx.evictor_fits_other_node(candidate.pod):
             return ("pod does not fit on any other node because of nodeSelector(s), Taint(s), "
                     "or nodes marked as unschedulable")
         return None

@@ -129,21 +129,24 @@ def parse_policy(document: Any, source: str = "descheduler policy") -> Deschedul
     return policy
 
 
-def _limits(document: Mapping[str, Any], problems: Problems) -> dict[str, Any]:
-    selector = document.get("nodeSelector")
+def _selector_string(selector: Any, where: str, problems: Problems) -> str | None:
+    """A label selector string (labels.Parse syntax); None when absent or unusable."""
     if selector is not None and not isinstance(selector, str):
-        problems.add("nodeSelector", f"must be a label selector string like 'a=b,c', got "
-                                     f"{selector!r}")
-        selector = None
-    elif selector:
+        problems.add(where, f"must be a label selector string like 'a=b,c', got {selector!r}")
+        return None
+    if selector:
         try:
             parse_label_selector(selector)
         except SelectorSyntaxError as error:
-            problems.add("nodeSelector", f"{error} (a label selector such as "
-                                         "'zone in (a,b),!gpu')")
-            selector = None
+            problems.add(where, f"{error} (a label selector such as 'zone in (a,b),!gpu')")
+            return None
+    return selector or None
+
+
+def _limits(document: Mapping[str, Any], problems: Problems) -> dict[str, Any]:
     return {
-        "node_selector": selector,
+        "node_selector": _selector_string(document.get("nodeSelector"), "nodeSelector",
+                                          problems),
         "max_pods_per_node": integer(document.get("maxNoOfPodsToEvictPerNode"),
                                      "maxNoOfPodsToEvictPerNode", problems, minimum=0),
         "max_pods_per_namespace": integer(document.get("maxNoOfPodsToEvictPerNamespace"),
@@ -287,9 +290,8 @@ def _evictor_settings(args: Mapping[str, Any], where: str, problems: Problems) -
     if value is not None and name:
         problems.add(join(where, "priorityThreshold"), "only one of priorityThreshold fields can "
                                                        "be set: give value or name")
-    if args.get("nodeSelector") is not None:
-        problems.add(join(where, "nodeSelector"), "is not supported in DefaultEvictor args here; "
-                                                  "set the policy's top-level nodeSelector")
+    node_selector = _selector_string(args.get("nodeSelector"), join(where, "nodeSelector"),
+                                     problems)
     no_eviction = args.get("noEvictionPolicy") or ""
     if no_eviction not in ("", PREFERRED, MANDATORY):
         problems.add(join(where, "noEvictionPolicy"),
@@ -317,6 +319,7 @@ def _evictor_settings(args: Mapping[str, Any], where: str, problems: Problems) -
         namespace_label_selector=label_selector(
             args.get("namespaceLabelSelector"), join(where, "namespaceLabelSelector"), problems),
         no_eviction_policy=str(no_eviction),
+        node_selector=node_selector,
     )
 
 

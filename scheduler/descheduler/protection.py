@@ -50,6 +50,10 @@ class EvictorSettings:
     protect_resource_claims: bool = False
     namespace_label_selector: Mapping[str, Any] | None = None
     no_eviction_policy: str = ""
+    # nodeFit's candidate nodes: the Ready nodes this selects (None: every Ready node), as
+    # upstream's PreEvictionFilter ReadyNodes(..., args.NodeSelector) - not the policy's
+    # top-level nodeSelector
+    node_selector: str | None = None
 
 
 def annotations_of(pod: Mapping[str, Any]) -> Mapping[str, str]:

@@ -539,3 +539,24 @@ def test_v1alpha1_failed_pods_params_have_no_exit_codes() -> None:
               params:
                 failedPods: {exitCodes: [1]}
         '''))
+
+
+@pytest.mark.parametrize(("evictor_selector", "evicted"), [(None, True), ("pool=a", False)])
+def test_default_evictor_node_fit_looks_at_every_ready_node_unless_its_own_selector_narrows(
+    evictor_selector: str | None, evicted: bool
+) -> None:
+    """Upstream defaultevictor.go PreEvictionFilter: nodeFit asks PodFitsAnyOtherNode over
+    nodeutil.ReadyNodes(..., d.args.NodeSelector) - the DefaultEvictor's own nodeSelector
+    (v1alpha2 arg; unset in v1alpha1, v1alpha1.V1alpha1ToInternal), not the policy's."""
+    evictor: dict[str, Any] = {"nodeFit": True}
+    if evictor_selector:
+        evictor["nodeSelector"] = evictor_selector
+    policy = parse_policy_text(v1alpha2_policy(evictor, nodeSelector="pool=a"))
+    nodes = [make_node("a1", labels={"pool": "a"}), make_node("b1", labels={"pool": "b"})]
+    cluster = ClusterState(nodes, [make_pod("p", "a1", age=timedelta(hours=2))],
+                           node_selector=policy.node_selector, now=NOW)
+    tally = Tally("PodLifeTime")
+    ctx = StrategyContext(cluster, policy.strategies[0].evictor, tally)
+    drive_planned(pod_lifetime.decide(policy.strategies[0].params, ctx),
+                  planned_attempt(EvictionBook(), ctx))
+    assert bool(tally.evicted) == evicted
