@@ -11,13 +11,15 @@ Nothing moves when no node, or not more than ``numberOfNodes`` nodes, are under-
 when every node is. Meant for a scheduler that scores MostAllocated and an autoscaler that then
 removes the emptied nodes.
 
-Args (v1alpha2): ``thresholds``, ``numberOfNodes``, ``evictableNamespaces`` (exclude only).
+Args (v1alpha2): ``thresholds``, ``numberOfNodes``, ``evictableNamespaces`` (exclude only),
+``evictionModes`` (``OnlyThresholdingResources``: only pods whose containers request one of the
+thresholded resources may go; upstream main's withResourceRequestForAny).
 v1alpha1: ``params.nodeResourceUtilizationThresholds.thresholds``/``numberOfNodes``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -28,6 +30,7 @@ from berthmaster.scheduler.descheduler.fields import (
     Problems,
     check_known,
     join,
+    strings,
 )
 from berthmaster.scheduler.descheduler.protection import eviction_order
 from berthmaster.scheduler.descheduler.strategies.utilization import (
@@ -47,7 +50,8 @@ from berthmaster.scheduler.descheduler.strategies.utilization import (
 
 NAME = "HighNodeUtilization"
 EXTENSION_POINT = "balance"
-ARGS = ("thresholds", "numberOfNodes", "evictableNamespaces")
+ARGS = ("thresholds", "numberOfNodes", "evictableNamespaces", "evictionModes")
+ONLY_THRESHOLDING_RESOURCES = "OnlyThresholdingResources"
 
 
 @dataclass(frozen=True)
@@ -55,6 +59,7 @@ class Params:
     thresholds: Mapping[str, float]
     number_of_nodes: int = 0
     filter: PodFilter = EVERY_POD
+    only_thresholding_resources: bool = False
     v1alpha1: bool = False  # v0.30.1's fill-in of cpu/memory/pods at 100 %
 
 
@@ -69,8 +74,23 @@ def v1alpha1_params(params: Params) -> Params:
 def parse(args: Mapping[str, Any], where: str, problems: Problems) -> Params:
     check_known(args, ARGS, where, problems)
     low = thresholds(args.get("thresholds"), join(where, "thresholds"), problems, "thresholds")
+    modes = strings(args.get("evictionModes"), join(where, "evictionModes"), problems)
+    for mode in modes:
+        if mode != ONLY_THRESHOLDING_RESOURCES:
+            problems.add(join(where, "evictionModes"), f"invalid eviction mode {mode}; the only "
+                                                       f"mode is {ONLY_THRESHOLDING_RESOURCES}")
     return Params(low, number_of_nodes(args, where, problems),
-                  evictable_filter(args, where, problems))
+                  evictable_filter(args, where, problems),
+                  ONLY_THRESHOLDING_RESOURCES in modes)
+
+
+def requests_any(pod: Mapping[str, Any], resources: Iterable[str]) -> bool:
+    """Some container (or init container) names a request for one of ``resources``."""
+    spec = pod.get("spec") or {}
+    containers = list(spec.get("containers") or []) + list(spec.get("initContainers") or [])
+    wanted = set(resources)
+    return any(wanted & set((c.get("resources") or {}).get("requests") or {})
+               for c in containers)
 
 
 def decide(params: Params, ctx: StrategyContext) -> Decision:
@@ -91,7 +111,9 @@ def decide(params: Params, ctx: StrategyContext) -> Decision:
     room = room_on(receivers, {}, every)  # upstream's targetThresholds: 100 % everywhere
     under.sort(key=raw_total)
     for usage in under:
-        pods = sorted((p for p in usage.pods if params.filter.admits(p)), key=eviction_order)
+        pods = sorted((p for p in usage.pods if params.filter.admits(p) and (
+            not params.only_thresholding_resources or requests_any(p, params.thresholds))),
+            key=eviction_order)
         if (yield from evict_into_room(ctx, usage, pods, room, resources, "underutilized",
                                        receivers=receivers)):
             return

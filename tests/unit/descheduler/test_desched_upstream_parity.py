@@ -560,3 +560,21 @@ def test_default_evictor_node_fit_looks_at_every_ready_node_unless_its_own_selec
     drive_planned(pod_lifetime.decide(policy.strategies[0].params, ctx),
                   planned_attempt(EvictionBook(), ctx))
     assert bool(tally.evicted) == evicted
+
+
+def test_high_node_utilization_only_thresholding_resources_mode() -> None:
+    """Upstream main highnodeutilization.go NewHighNodeUtilization: with evictionModes
+    [OnlyThresholdingResources] the pod filter adds withResourceRequestForAny(thresholded
+    resources) (nodeutilization.go); validation.go validateEvictionModes refuses others."""
+    nodes = [make_node("idle", cpu="10"), make_node("busy", cpu="10")]
+    pods = [make_pod("asks-cpu", "idle", cpu="1", owner="x"),
+            make_pod("asks-nothing", "idle", owner="y"),
+            *[make_pod(f"b{i}", "busy", cpu="1", owner=f"b{i}") for i in range(8)]]
+    chosen = params(high_node_utilization, thresholds={"cpu": 20},
+                    evictionModes=["OnlyThresholdingResources"])
+    got, _ = plan(high_node_utilization, chosen, nodes, pods)
+    assert got == ["asks-cpu"]
+    problems = Problems()
+    high_node_utilization.parse({"thresholds": {"cpu": 20}, "evictionModes": ["Sometimes"]},
+                                "HighNodeUtilization", problems)
+    assert any("invalid eviction mode Sometimes" in p for p in problems.items)
