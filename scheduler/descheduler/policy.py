@@ -51,7 +51,10 @@ V1ALPHA2_TOP = ("apiVersion", "kind", "profiles", "nodeSelector", "maxNoOfPodsTo
                 "maxNoOfPodsToEvictPerNamespace", "maxNoOfPodsToEvictTotal",
                 "gracePeriodSeconds", "evictionFailureEventNotification")
 V1ALPHA2_PROFILE = ("name", "pluginConfig", "plugins")
-EXTENSION_POINTS = ("presort", "sort", "deschedule", "balance", "filter", "preEvictionFilter")
+# v1alpha2 Plugins' JSON name is "preevictionfilter" (types.go); the README writes
+# "preEvictionFilter": both are read.
+EXTENSION_POINTS = ("presort", "sort", "deschedule", "balance", "filter", "preEvictionFilter",
+                    "preevictionfilter")
 EVICTOR_ARGS = ("nodeSelector", "evictLocalStoragePods", "evictDaemonSetPods",
                 "evictSystemCriticalPods", "ignorePvcPods", "evictFailedBarePods",
                 "ignorePodsWithoutPDB", "labelSelector", "namespaceLabelSelector",
@@ -376,7 +379,7 @@ def _v1alpha2(document: Mapping[str, Any], problems: Problems) -> DeschedulerPol
                                            mapping(entry.get("args"), join(at, "args"), problems))
         plugins = mapping(profile.get("plugins"), join(where, "plugins"), problems)
         check_known(plugins, EXTENSION_POINTS, join(where, "plugins"), problems)
-        for point in ("filter", "preEvictionFilter", "presort", "sort"):
+        for point in ("filter", "preEvictionFilter", "preevictionfilter", "presort", "sort"):
             for plugin in _plugin_set(plugins, point, join(where, "plugins"), problems):
                 if plugin != DEFAULT_EVICTOR:
                     problems.add(join(join(where, "plugins"), point),

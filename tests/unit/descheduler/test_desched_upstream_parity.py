@@ -578,3 +578,12 @@ def test_high_node_utilization_only_thresholding_resources_mode() -> None:
     high_node_utilization.parse({"thresholds": {"cpu": 20}, "evictionModes": ["Sometimes"]},
                                 "HighNodeUtilization", problems)
     assert any("invalid eviction mode Sometimes" in p for p in problems.items)
+
+
+def test_v1alpha2_pre_eviction_filter_by_its_json_name() -> None:
+    """Upstream pkg/api/v1alpha2/types.go Plugins.PreEvictionFilter has the JSON name
+    "preevictionfilter"; a profile enabling DefaultEvictor there loads."""
+    document = yaml.safe_load(v1alpha2_policy())
+    document["profiles"][0]["plugins"]["preevictionfilter"] = {"enabled": ["DefaultEvictor"]}
+    document["profiles"][0]["plugins"]["filter"] = {"enabled": ["DefaultEvictor"]}
+    assert parse_policy_text(yaml.safe_dump(document)).strategies[0].name == "PodLifeTime"
