@@ -23,7 +23,9 @@ from typing import Any
 
 from berthmaster.scheduler.descheduler.fields import PodFilter
 from berthmaster.scheduler.descheduler.protection import EvictorSettings, protection_reasons
-from berthmaster.scheduler.model import NodeView, PodView
+from berthmaster.scheduler.label_string import parse_label_selector
+from berthmaster.scheduler.model import LabelSelector, NodeView, PodView
+from berthmaster.scheduler.model import label_selector as compile_selector
 
 Pod = dict[str, Any]
 Node = dict[str, Any]
@@ -88,23 +90,11 @@ def node_is_ready(node: Mapping[str, Any]) -> bool:
     return False
 
 
-def _label_test(term: str) -> Callable[[Mapping[str, str]], bool]:
-    if "!=" in term:
-        key, value = (s.strip() for s in term.split("!=", 1))
-        return lambda labels: labels.get(key) != value
-    if "=" in term:
-        key, value = (s.strip() for s in term.replace("==", "=").split("=", 1))
-        return lambda labels: labels.get(key) == value
-    if term.startswith("!"):
-        absent = term[1:].strip()
-        return lambda labels: absent not in labels
-    return lambda labels: term in labels
-
-
 def parse_node_selector(selector: str | None) -> Callable[[Mapping[str, str]], bool]:
-    """The ``nodeSelector`` string form (``a=b,c!=d,e,!f``), as kubectl's ``-l``."""
-    tests = [_label_test(t.strip()) for t in (selector or "").split(",") if t.strip()]
-    return lambda labels: all(test(labels) for test in tests)
+    """The policy's ``nodeSelector``: the full labels.Parse syntax (``a=b``, ``a!=b``, ``a``,
+    ``!a``, ``a in (x,y)``, ``a notin (x)``, ``a>1``); see berthmaster.scheduler.label_string.
+    The policy loader has already rejected a string that does not parse."""
+    return parse_label_selector(selector).matches
 
 
 def parse_time(stamp: str | None) -> datetime | None:
@@ -125,8 +115,10 @@ class ClusterState:
         node_selector: str | None = None,
         node_fit: NodeFit | None = None,
         now: datetime | None = None,
+        pdbs: Iterable[Mapping[str, Any]] = (),
     ):
         self.all_nodes = list(nodes)
+        self.pdbs = list(pdbs)
         admits = parse_node_selector(node_selector)
         # Upstream works on Ready nodes matching the policy's nodeSelector only.
         self.nodes = [
@@ -163,6 +155,19 @@ class ClusterState:
             self._owner_counts = counts
         owner = _controller_uid(pod)
         return self._owner_counts[owner] if owner else 0
+
+    def covered_by_pdb(self, pod: Pod) -> bool:
+        """Upstream's utils.IsPodCoveredByPDB: a PDB in the pod's namespace selects it (a PDB
+        whose selector is null selects nothing)."""
+        meta = pod.get("metadata") or {}
+        labels = meta.get("labels") or {}
+        for pdb in self.pdbs:
+            if (pdb.get("metadata") or {}).get("namespace") != meta.get("namespace"):
+                continue
+            selector = (pdb.get("spec") or {}).get("selector")
+            if selector is not None and compile_selector(selector).matches(labels):
+                return True
+        return False
 
     def view(self, pod: Pod) -> PodView:
         """The placement model's view of a listed pod, built once per pass."""
@@ -206,7 +211,14 @@ class StrategyContext:
         self.tally = tally
         self.threshold = self._resolve_threshold()
         self._selector = PodFilter(None, settings.label_selector)
+        chosen = settings.namespace_label_selector or {}
+        # an empty namespaceLabelSelector filters nothing (upstream's PreEvictionFilter)
+        self._namespace_selector: LabelSelector | None = (
+            compile_selector(chosen) if chosen.get("matchLabels") or chosen.get(
+                "matchExpressions") else None)
         self._fits_elsewhere: dict[str, bool] = {}
+        self._evictor_fits_elsewhere: dict[str, bool] = {}
+        self._evictor_nodes: list[str] | None = None
 
     def _resolve_threshold(self) -> int | None:
         if self.settings.priority_threshold is not None:
@@ -247,14 +259,27 @@ class StrategyContext:
             self.tally.skipped["pod labels do not match the evictor's labelSelector"] += 1
             return False
         meta = pod.get("metadata") or {}
+        if self.settings.protect_pods_without_pdb and not self.state.covered_by_pdb(pod):
+            self.tally.skipped["pod does not have a PodDisruptionBudget and is protected against "
+                               "eviction"] += 1
+            return False
+        if self._namespace_selector is not None:
+            labels = self.state.namespace_labels.get(str(meta.get("namespace", "")))
+            if labels is None or not self._namespace_selector.matches(labels):
+                self.tally.skipped["pod namespace do not match the namespaceLabelSelector filter "
+                                   "in the policy parameter"] += 1
+                return False
         if self.settings.min_replicas > 1 and self.state.owner_replicas(pod) < (
             self.settings.min_replicas
         ):
             self.tally.skipped["owner has fewer replicas than minReplicas"] += 1
             return False
         if self.settings.min_pod_age_seconds is not None:
-            created = parse_time(meta.get("creationTimestamp"))
-            if created and (self.now - created).total_seconds() < self.settings.min_pod_age_seconds:
+            # upstream's evictionConstraintsForMinPodAge: counted from status.startTime; a pod
+            # that has not started yet is too young
+            started = parse_time((pod.get("status") or {}).get("startTime"))
+            if started is None or (
+                    self.now - started).total_seconds() < self.settings.min_pod_age_seconds:
                 self.tally.skipped["pod is younger than minPodAge"] += 1
                 return False
         return True
@@ -266,12 +291,30 @@ class StrategyContext:
         return self.state.node_fit(pod, node_name)
 
     def fits_other_node(self, pod: Pod) -> bool:
-        """Upstream's PodFitsAnyOtherNode over the Ready nodes the nodeSelector admits."""
+        """Upstream's PodFitsAnyOtherNode over the nodes a strategy works on (Ready, admitted by
+        the policy's nodeSelector); strategies use it. The DefaultEvictor's nodeFit uses
+        :meth:`evictor_fits_other_node`."""
         key = uid(pod)
         if key not in self._fits_elsewhere:
             current = str((pod.get("spec") or {}).get("nodeName") or "")
             self._fits_elsewhere[key] = self.any_node_fits(pod, self.state.node_order, current)
         return self._fits_elsewhere[key]
+
+    def evictor_fits_other_node(self, pod: Pod) -> bool:
+        """The DefaultEvictor's nodeFit: upstream's PodFitsAnyOtherNode over ReadyNodes(...,
+        the evictor's own nodeSelector) - every Ready node unless that selector narrows it,
+        whatever the policy's top-level nodeSelector."""
+        if self._evictor_nodes is None:
+            admits = parse_label_selector(self.settings.node_selector).matches
+            self._evictor_nodes = [
+                n["metadata"]["name"] for n in self.state.all_nodes
+                if node_is_ready(n) and admits((n.get("metadata") or {}).get("labels") or {})]
+        key = uid(pod)
+        if key not in self._evictor_fits_elsewhere:
+            current = str((pod.get("spec") or {}).get("nodeName") or "")
+            self._evictor_fits_elsewhere[key] = self.any_node_fits(pod, self._evictor_nodes,
+                                                                   current)
+        return self._evictor_fits_elsewhere[key]
 
     def any_node_fits(self, pod: Pod, names: list[str], exclude: str = "") -> bool:
         fit = self.state.node_fit

@@ -68,7 +68,7 @@ def prepare(
                           for c in objects.priority_classes},
         namespace_labels={n["metadata"]["name"]: (n["metadata"].get("labels") or {})
                           for n in objects.namespaces},
-        node_selector=policy.node_selector, node_fit=node_fit, now=now,
+        node_selector=policy.node_selector, node_fit=node_fit, now=now, pdbs=objects.pdbs,
     )
 
 
@@ -81,7 +81,8 @@ async def run_pass(
     state: ClusterState, policy: DeschedulerPolicy, kube: KubeClient | None, dry_run: bool,
     say: Callable[[str], None] = print,
 ) -> list[Tally]:
-    evictor = Evictor(kube, book_for(policy), dry_run, policy.grace_period_seconds, say)
+    evictor = Evictor(kube, book_for(policy), dry_run, policy.grace_period_seconds, say,
+                      failure_events=policy.eviction_failure_events)
     tallies = []
     for config in policy.strategies:
         tally = Tally(config.name, config.profile)

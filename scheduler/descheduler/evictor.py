@@ -10,8 +10,11 @@ and the DefaultEvictor's pre-eviction ``nodeFit`` check. :class:`Evictor` adds t
 of a ``policy/v1`` Eviction to ``pods/<name>/eviction`` (so PodDisruptionBudgets hold: a 429 is
 a refusal, recorded and skipped), then an ``events.k8s.io/v1`` Event on the pod with upstream's
 strings (reason: the strategy; action ``Descheduled``; note ``pod evicted from <node> node by
-sigs.k8s.io/descheduler``). With ``dry_run`` nothing is sent; the candidate is printed instead
-and counted as it would have been.
+sigs.k8s.io/descheduler``). With the policy's ``evictionFailureEventNotification``, an eviction
+that a limit or the API refuses gets a ``Warning`` Event too (reason ``EvictionFailed``, note
+``pod eviction from <node> node by sigs.k8s.io/descheduler failed: <why>``), as upstream's
+PodEvictor.EvictPod. With ``dry_run`` nothing is sent; the candidate is printed instead and
+counted as it would have been.
 """
 
 from __future__ import annotations
@@ -28,6 +31,8 @@ from berthmaster.kube import CORE, KubeClient, KubeError, group_path, resource_p
 from berthmaster.scheduler.descheduler.context import Candidate, Decision, StrategyContext, uid
 
 ACTION = "Descheduled"
+FAILED_REASON = "EvictionFailed"
+FAILED_NOTE = "pod eviction from {node} node by sigs.k8s.io/descheduler failed: {why}"
 REPORTING_CONTROLLER = "berthmaster.io/descheduler"
 NOTE = "pod evicted from {node} node by sigs.k8s.io/descheduler"
 
@@ -43,17 +48,28 @@ class EvictionBook:
     by_namespace: Counter[str] = field(default_factory=Counter)
     count: int = 0
 
-    def refusal(self, candidate: Candidate, ctx: StrategyContext) -> str | None:
-        """Why this candidate may not go now (limits, then nodeFit), or None."""
+    def limit_reached(self, candidate: Candidate) -> tuple[str, str] | None:
+        """The limit this candidate would exceed: (our sentence, upstream's event wording)."""
         namespace = (candidate.pod.get("metadata") or {}).get("namespace", "")
         if self.total is not None and self.count >= self.total:
-            return "maximum number of evicted pods per run reached (maxNoOfPodsToEvictTotal)"
+            return ("maximum number of evicted pods per run reached (maxNoOfPodsToEvictTotal)",
+                    f"total eviction limit exceeded ({self.total})")
         node = candidate.node_name
         if node and self.per_node is not None and self.by_node[node] >= self.per_node:
-            return "maximum number of pods per node reached (maxNoOfPodsToEvictPerNode)"
+            return ("maximum number of pods per node reached (maxNoOfPodsToEvictPerNode)",
+                    f"node eviction limit exceeded ({self.per_node})")
         if self.per_namespace is not None and self.by_namespace[namespace] >= self.per_namespace:
-            return "maximum number of pods per namespace reached (maxNoOfPodsToEvictPerNamespace)"
-        if ctx.settings.node_fit and not ctx.fits_other_node(candidate.pod):
+            return ("maximum number of pods per namespace reached "
+                    "(maxNoOfPodsToEvictPerNamespace)",
+                    f"namespace eviction limit exceeded ({self.per_namespace})")
+        return None
+
+    def refusal(self, candidate: Candidate, ctx: StrategyContext) -> str | None:
+        """Why this candidate may not go now (limits, then nodeFit), or None."""
+        limit = self.limit_reached(candidate)
+        if limit:
+            return limit[0]
+        if ctx.settings.node_fit and not ctx.evictor_fits_other_node(candidate.pod):
             return ("pod does not fit on any other node because of nodeSelector(s), Taint(s), "
                     "or nodes marked as unschedulable")
         return None
@@ -82,8 +98,10 @@ def build_eviction(pod: dict[str, Any], grace_period_seconds: int | None = None)
     return body
 
 
-def build_event(pod: dict[str, Any], strategy: str, now: datetime | None = None) -> dict[str, Any]:
-    """An events.k8s.io/v1 Event on the evicted pod, with upstream's reason/action/note."""
+def build_event(pod: dict[str, Any], strategy: str, now: datetime | None = None,
+                failure: str | None = None) -> dict[str, Any]:
+    """An events.k8s.io/v1 Event on the evicted pod, with upstream's reason/action/note; with
+    ``failure``, the Warning upstream records when the eviction did not happen."""
     meta = pod.get("metadata") or {}
     stamp = (now or datetime.now(UTC)).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
     node = (pod.get("spec") or {}).get("nodeName", "")
@@ -96,9 +114,10 @@ def build_event(pod: dict[str, Any], strategy: str, now: datetime | None = None)
         "reportingController": REPORTING_CONTROLLER,
         "reportingInstance": os.environ.get("HOSTNAME") or "berthmaster-deschedule",
         "action": ACTION,
-        "reason": strategy or "NotSet",
-        "type": "Normal",
-        "note": NOTE.format(node=node),
+        "reason": FAILED_REASON if failure is not None else strategy or "NotSet",
+        "type": "Warning" if failure is not None else "Normal",
+        "note": (FAILED_NOTE.format(node=node, why=failure) if failure is not None
+                 else NOTE.format(node=node)),
         "regarding": {"apiVersion": "v1", "kind": "Pod", "name": meta.get("name"),
                       "namespace": meta.get("namespace"), "uid": meta.get("uid")},
     }
@@ -114,6 +133,7 @@ class Evictor:
         dry_run: bool,
         grace_period_seconds: int | None = None,
         say: Callable[[str], None] = print,
+        failure_events: bool = False,
     ):
         if kube is None and not dry_run:
             raise ValueError("an Evictor that evicts needs a KubeClient")
@@ -122,11 +142,15 @@ class Evictor:
         self.dry_run = dry_run
         self.grace_period_seconds = grace_period_seconds
         self.say = say
+        self.failure_events = failure_events
 
     async def attempt(self, candidate: Candidate, ctx: StrategyContext) -> bool:
+        limit = self.book.limit_reached(candidate)
         refusal = self.book.refusal(candidate, ctx)
         if refusal:
             ctx.tally.skipped[refusal] += 1
+            if limit and self.failure_events and not self.dry_run:
+                await self._record_event(candidate, ctx, failure=limit[1])
             return False
         if self.dry_run:
             self.say(f"[dry-run] {ctx.tally.strategy}: would evict {candidate.key} from "
@@ -150,21 +174,27 @@ class Evictor:
         except KubeError as error:
             if error.too_many_requests:
                 ctx.tally.skipped[f"eviction refused (429 Too Many Requests): {error.message}"] += 1
+                why = f'error when evicting pod (ignoring) "{meta.get("name")}": {error.message}'
             elif error.not_found:
                 ctx.tally.skipped["pod not found when evicting"] += 1
+                why = f'pod not found when evicting "{meta.get("name")}": {error.message}'
             else:
                 ctx.tally.skipped[f"eviction failed: {error.status} {error.reason}"] += 1
+                why = error.message
             self.say(f"{ctx.tally.strategy}: could not evict {candidate.key}: {error}")
+            if self.failure_events:
+                await self._record_event(candidate, ctx, failure=why)
             return False
         return True
 
-    async def _record_event(self, candidate: Candidate, ctx: StrategyContext) -> None:
+    async def _record_event(self, candidate: Candidate, ctx: StrategyContext,
+                            failure: str | None = None) -> None:
         assert self.kube is not None
         meta = candidate.pod.get("metadata") or {}
         try:
             await self.kube.create(
                 resource_path(group_path("events.k8s.io", "v1"), "events", meta.get("namespace")),
-                build_event(candidate.pod, ctx.tally.strategy),
+                build_event(candidate.pod, ctx.tally.strategy, failure=failure),
             )
         except KubeError as error:  # the eviction stands; a missing event is only logged
             self.say(f"{ctx.tally.strategy}: event for {candidate.key} not recorded: {error}")

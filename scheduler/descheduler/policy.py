@@ -33,8 +33,9 @@ from berthmaster.scheduler.descheduler.fields import (
     label_selector,
     mapping,
 )
-from berthmaster.scheduler.descheduler.protection import EvictorSettings
+from berthmaster.scheduler.descheduler.protection import MANDATORY, PREFERRED, EvictorSettings
 from berthmaster.scheduler.descheduler.strategies import REGISTRY
+from berthmaster.scheduler.label_string import SelectorSyntaxError, parse_label_selector
 
 V1ALPHA1 = "descheduler/v1alpha1"
 V1ALPHA2 = "descheduler/v1alpha2"
@@ -50,10 +51,22 @@ V1ALPHA2_TOP = ("apiVersion", "kind", "profiles", "nodeSelector", "maxNoOfPodsTo
                 "maxNoOfPodsToEvictPerNamespace", "maxNoOfPodsToEvictTotal",
                 "gracePeriodSeconds", "evictionFailureEventNotification")
 V1ALPHA2_PROFILE = ("name", "pluginConfig", "plugins")
-EXTENSION_POINTS = ("presort", "sort", "deschedule", "balance", "filter", "preEvictionFilter")
+# v1alpha2 Plugins' JSON name is "preevictionfilter" (types.go); the README writes
+# "preEvictionFilter": both are read.
+EXTENSION_POINTS = ("presort", "sort", "deschedule", "balance", "filter", "preEvictionFilter",
+                    "preevictionfilter")
 EVICTOR_ARGS = ("nodeSelector", "evictLocalStoragePods", "evictDaemonSetPods",
                 "evictSystemCriticalPods", "ignorePvcPods", "evictFailedBarePods",
-                "labelSelector", "priorityThreshold", "nodeFit", "minReplicas", "minPodAge")
+                "ignorePodsWithoutPDB", "labelSelector", "namespaceLabelSelector",
+                "priorityThreshold", "nodeFit", "minReplicas", "minPodAge", "noEvictionPolicy",
+                "podProtections")
+DEPRECATED_EVICTOR_FLAGS = ("evictLocalStoragePods", "evictDaemonSetPods",
+                            "evictSystemCriticalPods", "ignorePvcPods", "evictFailedBarePods",
+                            "ignorePodsWithoutPDB")
+# defaultevictor/types.go: defaultPodProtections and extraPodProtections, in upstream's order.
+DEFAULT_PROTECTIONS = ("PodsWithLocalStorage", "SystemCriticalPods", "FailedBarePods",
+                       "DaemonSetPods")
+EXTRA_PROTECTIONS = ("PodsWithPVC", "PodsWithoutPDB", "PodsWithResourceClaims")
 
 
 @dataclass(frozen=True)
@@ -79,6 +92,7 @@ class DeschedulerPolicy:
     max_pods_per_namespace: int | None = None
     max_pods_total: int | None = None
     grace_period_seconds: int | None = None
+    eviction_failure_events: bool = False
 
 
 def load_policy_file(path: str | Path) -> DeschedulerPolicy:
@@ -118,14 +132,24 @@ def parse_policy(document: Any, source: str = "descheduler policy") -> Deschedul
     return policy
 
 
-def _limits(document: Mapping[str, Any], problems: Problems) -> dict[str, Any]:
-    selector = document.get("nodeSelector")
+def _selector_string(selector: Any, where: str, problems: Problems) -> str | None:
+    """A label selector string (labels.Parse syntax); None when absent or unusable."""
     if selector is not None and not isinstance(selector, str):
-        problems.add("nodeSelector", f"must be a label selector string like 'a=b,c', got "
-                                     f"{selector!r}")
-        selector = None
+        problems.add(where, f"must be a label selector string like 'a=b,c', got {selector!r}")
+        return None
+    if selector:
+        try:
+            parse_label_selector(selector)
+        except SelectorSyntaxError as error:
+            problems.add(where, f"{error} (a label selector such as 'zone in (a,b),!gpu')")
+            return None
+    return selector or None
+
+
+def _limits(document: Mapping[str, Any], problems: Problems) -> dict[str, Any]:
     return {
-        "node_selector": selector,
+        "node_selector": _selector_string(document.get("nodeSelector"), "nodeSelector",
+                                          problems),
         "max_pods_per_node": integer(document.get("maxNoOfPodsToEvictPerNode"),
                                      "maxNoOfPodsToEvictPerNode", problems, minimum=0),
         "max_pods_per_namespace": integer(document.get("maxNoOfPodsToEvictPerNamespace"),
@@ -186,6 +210,8 @@ def _v1alpha1(document: Mapping[str, Any], problems: Problems) -> DeschedulerPol
         )
         args = module.from_v1alpha1(params, params_where, problems)
         parsed = module.parse(args, params_where, problems)
+        if hasattr(module, "v1alpha1_params"):  # read as v0.30.1 read it
+            parsed = module.v1alpha1_params(parsed)
         configs.append(StrategyConfig(str(name), f"strategy-{name}-profile", parsed, evictor))
     return DeschedulerPolicy(V1ALPHA1, _ordered(configs), **_limits(document, problems))
 
@@ -208,11 +234,58 @@ def duration_seconds(value: Any, where: str, problems: Problems) -> float | None
     return sum(float(n) * _UNIT_SECONDS[u] for n, u in parts)
 
 
+def _protection_list(value: Any, where: str, allowed: tuple[str, ...], label: str,
+                     problems: Problems) -> list[str]:
+    if value is None:
+        return []
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        problems.add(where, f"must be a list of pod protection names, got {value!r}")
+        return []
+    for name in value:
+        if name not in allowed:
+            problems.add(where, f"invalid pod protection policy in {label}: {name!r}. Valid "
+                                f"options are: {list(allowed)}")
+    if len(set(value)) != len(value):
+        problems.add(where, f"PodProtections.{label} contains duplicate entries")
+    return [v for v in value if v in allowed]
+
+
+def _protections(args: Mapping[str, Any], flags: Mapping[str, bool], where: str,
+                 problems: Problems) -> set[str]:
+    """Upstream's getEffectivePodProtections: the deprecated booleans, or podProtections'
+    defaults minus ``defaultDisabled`` plus ``extraEnabled`` (never both)."""
+    at = join(where, "podProtections")
+    raw = mapping(args.get("podProtections"), at, problems)
+    check_known(raw, ("extraEnabled", "defaultDisabled", "config"), at, problems)
+    extra = _protection_list(raw.get("extraEnabled"), join(at, "extraEnabled"),
+                             EXTRA_PROTECTIONS, "ExtraEnabled", problems)
+    disabled = _protection_list(raw.get("defaultDisabled"), join(at, "defaultDisabled"),
+                                DEFAULT_PROTECTIONS, "DefaultDisabled", problems)
+    if raw.get("config") is not None:
+        problems.add(join(at, "config"), "PodsWithPVC protectedStorageClasses are not supported "
+                                          "here yet; remove config to protect every pod with a "
+                                          "PVC")
+    if not (extra or disabled):
+        found = {name for name, flag in (
+            ("PodsWithLocalStorage", "evictLocalStoragePods"), ("DaemonSetPods",
+                                                                "evictDaemonSetPods"),
+            ("SystemCriticalPods", "evictSystemCriticalPods"),
+            ("FailedBarePods", "evictFailedBarePods")) if not flags[flag]}
+        if flags["ignorePvcPods"]:
+            found.add("PodsWithPVC")
+        if flags["ignorePodsWithoutPDB"]:
+            found.add("PodsWithoutPDB")
+        return found
+    if any(flags[f] for f in DEPRECATED_EVICTOR_FLAGS):
+        problems.add(where, "cannot use Deprecated fields alongside PodProtections.ExtraEnabled "
+                            "or PodProtections.DefaultDisabled")
+    return (set(DEFAULT_PROTECTIONS) - set(disabled)) | set(extra)
+
+
 def _evictor_settings(args: Mapping[str, Any], where: str, problems: Problems) -> EvictorSettings:
     check_known(args, EVICTOR_ARGS, where, problems)
     flags = {key: boolean(args.get(key), join(where, key), problems) for key in (
-        "evictLocalStoragePods", "evictDaemonSetPods", "evictSystemCriticalPods",
-        "ignorePvcPods", "evictFailedBarePods", "nodeFit")}
+        *DEPRECATED_EVICTOR_FLAGS, "nodeFit")}
     threshold = mapping(args.get("priorityThreshold"), join(where, "priorityThreshold"), problems)
     check_known(threshold, ("value", "name"), join(where, "priorityThreshold"), problems)
     value = integer(threshold.get("value"), join(where, "priorityThreshold.value"), problems)
@@ -220,15 +293,21 @@ def _evictor_settings(args: Mapping[str, Any], where: str, problems: Problems) -
     if value is not None and name:
         problems.add(join(where, "priorityThreshold"), "only one of priorityThreshold fields can "
                                                        "be set: give value or name")
-    if args.get("nodeSelector") is not None:
-        problems.add(join(where, "nodeSelector"), "is not supported in DefaultEvictor args here; "
-                                                  "set the policy's top-level nodeSelector")
+    node_selector = _selector_string(args.get("nodeSelector"), join(where, "nodeSelector"),
+                                     problems)
+    no_eviction = args.get("noEvictionPolicy") or ""
+    if no_eviction not in ("", PREFERRED, MANDATORY):
+        problems.add(join(where, "noEvictionPolicy"),
+                     f'noEvictionPolicy accepts only ["{PREFERRED}" "{MANDATORY}"] values, got '
+                     f"{no_eviction!r}")
+        no_eviction = ""
+    protected = _protections(args, flags, where, problems)
     return EvictorSettings(
-        evict_local_storage_pods=flags["evictLocalStoragePods"],
-        evict_daemonset_pods=flags["evictDaemonSetPods"],
-        evict_system_critical_pods=flags["evictSystemCriticalPods"],
-        ignore_pvc_pods=flags["ignorePvcPods"],
-        evict_failed_bare_pods=flags["evictFailedBarePods"],
+        evict_local_storage_pods="PodsWithLocalStorage" not in protected,
+        evict_daemonset_pods="DaemonSetPods" not in protected,
+        evict_system_critical_pods="SystemCriticalPods" not in protected,
+        ignore_pvc_pods="PodsWithPVC" in protected,
+        evict_failed_bare_pods="FailedBarePods" not in protected,
         node_fit=flags["nodeFit"],
         priority_threshold=value,
         priority_threshold_class=str(name) if name else None,
@@ -238,6 +317,12 @@ def _evictor_settings(args: Mapping[str, Any], where: str, problems: Problems) -
                              default=0, minimum=0) or 0,
         min_pod_age_seconds=duration_seconds(args.get("minPodAge"), join(where, "minPodAge"),
                                              problems),
+        protect_pods_without_pdb="PodsWithoutPDB" in protected,
+        protect_resource_claims="PodsWithResourceClaims" in protected,
+        namespace_label_selector=label_selector(
+            args.get("namespaceLabelSelector"), join(where, "namespaceLabelSelector"), problems),
+        no_eviction_policy=str(no_eviction),
+        node_selector=node_selector,
     )
 
 
@@ -294,7 +379,7 @@ def _v1alpha2(document: Mapping[str, Any], problems: Problems) -> DeschedulerPol
                                            mapping(entry.get("args"), join(at, "args"), problems))
         plugins = mapping(profile.get("plugins"), join(where, "plugins"), problems)
         check_known(plugins, EXTENSION_POINTS, join(where, "plugins"), problems)
-        for point in ("filter", "preEvictionFilter", "presort", "sort"):
+        for point in ("filter", "preEvictionFilter", "preevictionfilter", "presort", "sort"):
             for plugin in _plugin_set(plugins, point, join(where, "plugins"), problems):
                 if plugin != DEFAULT_EVICTOR:
                     problems.add(join(join(where, "plugins"), point),
@@ -319,5 +404,7 @@ def _v1alpha2(document: Mapping[str, Any], problems: Problems) -> DeschedulerPol
                 configs.append(StrategyConfig(plugin, name, module.parse(args, args_where,
                                                                          problems), evictor))
     grace = integer(document.get("gracePeriodSeconds"), "gracePeriodSeconds", problems, minimum=0)
+    events = boolean(document.get("evictionFailureEventNotification"),
+                     "evictionFailureEventNotification", problems)
     return DeschedulerPolicy(V1ALPHA2, _ordered(configs), grace_period_seconds=grace,
-                             **_limits(document, problems))
+                             eviction_failure_events=events, **_limits(document, problems))

@@ -17,6 +17,8 @@ from typing import Any
 # The seed's critical-pod annotation, and upstream's opt-in/opt-out annotations.
 CRITICAL_POD_ANNOTATION = "scheduler.alpha.kubernetes.io/critical-pod"
 EVICT_ANNOTATION = "descheduler.alpha.kubernetes.io/evict"
+NO_EVICTION_ANNOTATION = "descheduler.alpha.kubernetes.io/prefer-no-eviction"
+MANDATORY, PREFERRED = "Mandatory", "Preferred"  # DefaultEvictor noEvictionPolicy values
 MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
 CONFIG_SOURCE_ANNOTATION = "kubernetes.io/config.source"
 SYSTEM_CRITICAL_PRIORITY = 2_000_000_000  # system-cluster-critical; system-node-critical is higher
@@ -24,7 +26,13 @@ SYSTEM_CRITICAL_PRIORITY = 2_000_000_000  # system-cluster-critical; system-node
 
 @dataclass(frozen=True)
 class EvictorSettings:
-    """DefaultEvictor arguments with upstream's defaults (everything protected)."""
+    """DefaultEvictor arguments with upstream's defaults (everything protected).
+
+    The four ``evict_*`` flags and ``ignore_pvc_pods``/``protect_pods_without_pdb``/
+    ``protect_resource_claims`` are the effective pod protections, whether the policy gave
+    the deprecated booleans or ``podProtections`` (policy.py resolves one into the other as
+    upstream's getEffectivePodProtections does).
+    """
 
     evict_local_storage_pods: bool = False
     evict_daemonset_pods: bool = False
@@ -38,6 +46,14 @@ class EvictorSettings:
     label_selector: Mapping[str, Any] | None = None
     min_replicas: int = 0
     min_pod_age_seconds: float | None = None
+    protect_pods_without_pdb: bool = False
+    protect_resource_claims: bool = False
+    namespace_label_selector: Mapping[str, Any] | None = None
+    no_eviction_policy: str = ""
+    # nodeFit's candidate nodes: the Ready nodes this selects (None: every Ready node), as
+    # upstream's PreEvictionFilter ReadyNodes(..., args.NodeSelector) - not the policy's
+    # top-level nodeSelector
+    node_selector: str | None = None
 
 
 def annotations_of(pod: Mapping[str, Any]) -> Mapping[str, str]:
@@ -91,6 +107,14 @@ def has_pvc(pod: Mapping[str, Any]) -> bool:
     )
 
 
+def has_resource_claims(pod: Mapping[str, Any]) -> bool:
+    return bool((pod.get("spec") or {}).get("resourceClaims"))
+
+
+def prefers_no_eviction(pod: Mapping[str, Any]) -> bool:
+    return NO_EVICTION_ANNOTATION in annotations_of(pod)
+
+
 def phase(pod: Mapping[str, Any]) -> str:
     return str((pod.get("status") or {}).get("phase") or "")
 
@@ -105,6 +129,9 @@ def protection_reasons(
     """
     if EVICT_ANNOTATION in annotations_of(pod):
         return []
+    if settings.no_eviction_policy == MANDATORY and prefers_no_eviction(pod):
+        return [f"pod has the {NO_EVICTION_ANNOTATION} annotation and noEvictionPolicy is "
+                "Mandatory"]
     reasons = []
     if is_mirror_pod(pod):
         reasons.append("pod is a mirror pod")
@@ -132,6 +159,9 @@ def protection_reasons(
         reasons.append("daemonset pods are protected against eviction")
     if settings.ignore_pvc_pods and has_pvc(pod):
         reasons.append("pod with PVC is protected against eviction")
+    if settings.protect_resource_claims and has_resource_claims(pod):
+        reasons.append("pod has ResourceClaims and descheduler is configured to protect "
+                       "ResourceClaims pods")
     return reasons
 
 
@@ -161,7 +191,10 @@ def qos_class(pod: Mapping[str, Any]) -> str:
 QOS_RANK = {"BestEffort": 0, "Burstable": 1, "Guaranteed": 2}
 
 
-def eviction_order(pod: Mapping[str, Any]) -> tuple[int, int, int]:
-    """Sort key: pods without a priority first, then lower priority, then QoS class."""
+def eviction_order(pod: Mapping[str, Any]) -> tuple[int, int, int, int]:
+    """Sort key: pods without a priority first, then lower priority, then QoS class, then
+    pods without the prefer-no-eviction annotation (upstream's
+    SortPodsBasedOnPriorityLowToHigh)."""
     priority = pod_priority(pod)
-    return (0 if priority is None else 1, priority or 0, QOS_RANK.get(qos_class(pod), 1))
+    return (0 if priority is None else 1, priority or 0, QOS_RANK.get(qos_class(pod), 1),
+            1 if prefers_no_eviction(pod) else 0)

@@ -3,6 +3,10 @@
 Args (v1alpha2): ``reasons`` (pod or container reasons; empty means any), ``exitCodes``,
 ``includingInitContainers``, ``excludeOwnerKinds``, ``minPodLifetimeSeconds``, ``namespaces``,
 ``labelSelector``. v1alpha1 keeps them under ``params.failedPods``.
+
+``minPodLifetimeSeconds`` defaults to 3600 whichever policy version set it (upstream's
+SetDefaults_RemoveFailedPodsArgs runs on v1alpha1 policies too, after their conversion), and
+a pod's age is counted from its creationTimestamp, as upstream's validateCanEvict does.
 """
 
 from __future__ import annotations
@@ -36,6 +40,9 @@ from berthmaster.scheduler.descheduler.strategies.common import (
 
 NAME = "RemoveFailedPods"
 EXTENSION_POINT = "deschedule"
+DEFAULT_MIN_POD_LIFETIME_SECONDS = 3600
+V1ALPHA1_FAILED_PODS = ("reasons", "includingInitContainers", "excludeOwnerKinds",
+                        "minPodLifetimeSeconds")
 ARGS = ("namespaces", "labelSelector", "reasons", "exitCodes", "includingInitContainers",
         "excludeOwnerKinds", "minPodLifetimeSeconds")
 
@@ -46,14 +53,15 @@ class Params:
     exit_codes: tuple[int, ...] = ()
     including_init_containers: bool = False
     exclude_owner_kinds: tuple[str, ...] = ()
-    min_pod_lifetime_seconds: int | None = None
+    min_pod_lifetime_seconds: int | None = DEFAULT_MIN_POD_LIFETIME_SECONDS
     filter: PodFilter = EVERY_POD
 
 
 def from_v1alpha1(params: Mapping[str, Any], where: str, problems: Problems) -> dict[str, Any]:
     at = join(where, "failedPods")
     failed = mapping(params.get("failedPods"), at, problems)
-    check_known(failed, ARGS[2:], at, problems)
+    # v0.30.1 api/v1alpha1 FailedPods has no exitCodes (added to the plugin args later)
+    check_known(failed, V1ALPHA1_FAILED_PODS, at, problems)
     return {**common_v1alpha1(params), **failed}
 
 
@@ -70,7 +78,7 @@ def parse(args: Mapping[str, Any], where: str, problems: Problems) -> Params:
                 problems),
         strings(args.get("excludeOwnerKinds"), join(where, "excludeOwnerKinds"), problems),
         integer(args.get("minPodLifetimeSeconds"), join(where, "minPodLifetimeSeconds"),
-                problems, minimum=0),
+                problems, default=DEFAULT_MIN_POD_LIFETIME_SECONDS, minimum=0),
         pod_filter(args, where, problems),
     )
 
@@ -105,9 +113,8 @@ def decide(params: Params, ctx: StrategyContext) -> Decision:
             if owners & set(params.exclude_owner_kinds):
                 continue
             if params.min_pod_lifetime_seconds is not None:
-                started = parse_time((pod.get("status") or {}).get("startTime")
-                                     or (pod.get("metadata") or {}).get("creationTimestamp"))
-                age = (ctx.now - started).total_seconds() if started else None
+                created = parse_time((pod.get("metadata") or {}).get("creationTimestamp"))
+                age = int((ctx.now - created).total_seconds()) if created else None
                 if age is not None and age < params.min_pod_lifetime_seconds:
                     continue
             reasons = failure_reasons(pod, params.including_init_containers)

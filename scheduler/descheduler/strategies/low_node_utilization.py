@@ -11,14 +11,22 @@ while the node is still above target and the under-utilized nodes still have roo
 their headroom up to ``targetThresholds``) for what is being moved.
 
 Args (v1alpha2): ``thresholds``, ``targetThresholds``, ``numberOfNodes``,
-``useDeviationThresholds``, ``evictableNamespaces`` (exclude only). v1alpha1:
+``useDeviationThresholds``, ``evictableNamespaces`` (exclude only), ``evictionLimits.node``
+(at most that many pods leave each over-utilized node per run). v1alpha1:
 ``params.nodeResourceUtilizationThresholds`` plus ``namespaces``.
+
+Resources a threshold map leaves out: v1alpha1 policies get v0.30.1's fill-in
+(lownodeutilization.go Balance): cpu, memory and pods at 100 % (0 % with deviation
+thresholds), and in deviation mode a resource whose ``thresholds`` value is 0 is measured
+against the whole allocatable, i.e. never decides (getNodeThresholds). v1alpha2 follows
+upstream's main, which classifies by the given resources only and derives deviation bounds
+from the average even for 0. Either way cpu, memory and pods bound the room (utilization.py).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from berthmaster.scheduler.descheduler.context import Decision, StrategyContext
@@ -28,10 +36,15 @@ from berthmaster.scheduler.descheduler.fields import (
     Problems,
     boolean,
     check_known,
+    integer,
     join,
+    mapping,
 )
 from berthmaster.scheduler.descheduler.protection import eviction_order
 from berthmaster.scheduler.descheduler.strategies.utilization import (
+    BASIC,
+    MAX_PERCENTAGE,
+    MIN_PERCENTAGE,
     NodeUsage,
     average_percent,
     evict_into_room,
@@ -39,14 +52,17 @@ from berthmaster.scheduler.descheduler.strategies.utilization import (
     from_v1alpha1_thresholds,
     node_usage,
     number_of_nodes,
+    raw_total,
+    room_on,
     thresholds,
     too_few_underutilized,
+    tracked,
 )
 
 NAME = "LowNodeUtilization"
 EXTENSION_POINT = "balance"
 ARGS = ("thresholds", "targetThresholds", "numberOfNodes", "useDeviationThresholds",
-        "evictableNamespaces")
+        "evictableNamespaces", "evictionLimits")
 V1ALPHA1_KEYS = ("thresholds", "targetThresholds", "numberOfNodes", "useDeviationThresholds")
 
 
@@ -57,10 +73,16 @@ class Params:
     number_of_nodes: int = 0
     use_deviation_thresholds: bool = False
     filter: PodFilter = EVERY_POD
+    node_eviction_limit: int | None = None
+    v1alpha1: bool = False  # v0.30.1's fill-in of cpu/memory/pods (module docstring)
 
 
 def from_v1alpha1(params: Mapping[str, Any], where: str, problems: Problems) -> dict[str, Any]:
     return from_v1alpha1_thresholds(params, where, problems, V1ALPHA1_KEYS)
+
+
+def v1alpha1_params(params: Params) -> Params:
+    return replace(params, v1alpha1=True)
 
 
 def parse(args: Mapping[str, Any], where: str, problems: Problems) -> Params:
@@ -79,23 +101,44 @@ def parse(args: Mapping[str, Any], where: str, problems: Problems) -> Params:
                 if value > high[resource]:
                     problems.add(where, f"thresholds' {resource} percentage is greater than "
                                         "targetThresholds'")
+    limits_where = join(where, "evictionLimits")
+    limits = mapping(args.get("evictionLimits"), limits_where, problems)
+    check_known(limits, ("node",), limits_where, problems)
+    node_limit = integer(limits.get("node"), join(limits_where, "node"), problems, minimum=0)
     return Params(low, high, number_of_nodes(args, where, problems), deviation,
-                  evictable_filter(args, where, problems))
+                  evictable_filter(args, where, problems), node_limit)
+
+
+def filled(params: Params) -> tuple[dict[str, float], dict[str, float]]:
+    """The threshold maps the classification uses (v0.30.1's fill-in for v1alpha1)."""
+    low, high = dict(params.thresholds), dict(params.target_thresholds)
+    if params.v1alpha1:
+        fill = MIN_PERCENTAGE if params.use_deviation_thresholds else MAX_PERCENTAGE
+        for resource in BASIC:
+            if resource not in low:
+                low[resource] = high[resource] = fill
+    return low, high
 
 
 def bounds(params: Params, usages: list[NodeUsage]) -> tuple[dict[str, float], dict[str, float]]:
     """The low and high percentages, absolute or around the average (deviation mode)."""
+    low, high = filled(params)
     if not params.use_deviation_thresholds:
-        return dict(params.thresholds), dict(params.target_thresholds)
-    average = average_percent(usages, list(params.thresholds))
-    low = {r: max(0.0, average[r] - params.thresholds[r]) for r in params.thresholds}
-    high = {r: min(100.0, average[r] + params.target_thresholds[r]) for r in params.thresholds}
-    return low, high
+        return low, high
+    average = average_percent(usages, list(low))
+    lower = {r: max(MIN_PERCENTAGE, average[r] - low[r]) for r in low}
+    upper = {r: min(MAX_PERCENTAGE, average[r] + high[r]) for r in low}
+    if params.v1alpha1:  # v0.30.1 getNodeThresholds: a 0 low threshold means the capacity
+        for resource in low:
+            if low[resource] == MIN_PERCENTAGE:
+                lower[resource] = upper[resource] = MAX_PERCENTAGE
+    return lower, upper
 
 
 def decide(params: Params, ctx: StrategyContext) -> Decision:
-    resources = list(params.thresholds)
-    usages = [node_usage(n, ctx.consider(ctx.pods_on(n["metadata"]["name"])), resources, ctx)
+    resources = list(filled(params)[0])
+    every = tracked(resources)
+    usages = [node_usage(n, ctx.consider(ctx.pods_on(n["metadata"]["name"])), every, ctx)
               for n in ctx.nodes]
     low_bound, high_bound = bounds(params, usages)
     under = [u for u in usages if not u.view.unschedulable
@@ -110,9 +153,8 @@ def decide(params: Params, ctx: StrategyContext) -> Decision:
         ctx.tally.note = "all nodes are under target utilization, nothing to do here"
         return
     # Room left on the under-utilized nodes, up to the target, in absolute amounts.
-    room = {r: sum(max(0.0, high_bound[r] / 100.0 * u.allocatable[r] - u.used[r]) for u in under)
-            for r in resources}
-    over.sort(key=lambda u: [u.percent(r) for r in resources], reverse=True)
+    room = room_on(under, high_bound, every)
+    over.sort(key=raw_total, reverse=True)
     for usage in over:
         pods = sorted((p for p in usage.pods if params.filter.admits(p)), key=eviction_order)
 
@@ -120,5 +162,6 @@ def decide(params: Params, ctx: StrategyContext) -> Decision:
             return not any(usage.percent(r) > high_bound[r] for r in resources)
 
         if (yield from evict_into_room(ctx, usage, pods, room, resources, "over target",
-                                       done=on_target)):
+                                       done=on_target, receivers=under,
+                                       node_limit=params.node_eviction_limit)):
             return

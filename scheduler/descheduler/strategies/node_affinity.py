@@ -1,7 +1,9 @@
 """RemovePodsViolatingNodeAffinity: evict pods whose node no longer satisfies their affinity.
 
-``requiredDuringSchedulingIgnoredDuringExecution``: the pod's required node affinity (and
-nodeSelector) no longer matches its node, and some other node would take it.
+``requiredDuringSchedulingIgnoredDuringExecution``: a pod that has a required node affinity
+whose node no longer matches it (that affinity, or its nodeSelector), and some other node
+would take it. A pod with only a ``nodeSelector`` is left alone, as upstream's
+PodHasNodeAffinity gate does.
 ``preferredDuringSchedulingIgnoredDuringExecution``: another node that would take it matches
 more of its preferred terms (by weight) than its current node. Matching is the placement
 model's node selector logic; "would take it" is ``node_fit`` (the engine).
@@ -68,6 +70,12 @@ def satisfies_required(pod: PodView, node: NodeView) -> bool:
         node.name, node.labels)
 
 
+def has_required_affinity(pod: Mapping[str, Any]) -> bool:
+    """Upstream's PodHasNodeAffinity(required): the field is set (even with no terms)."""
+    affinity = ((pod.get("spec") or {}).get("affinity") or {}).get("nodeAffinity") or {}
+    return affinity.get(REQUIRED) is not None
+
+
 def preferred_score(pod: PodView, node: NodeView) -> int:
     return sum(w for w, term in pod.preferred_node_affinity if term.matches(node.name, node.labels))
 
@@ -80,9 +88,8 @@ def decide(params: Params, ctx: StrategyContext) -> Decision:
             if not params.filter.admits(pod):
                 continue
             view = ctx.state.view(pod)
-            if REQUIRED in params.node_affinity_type and (
-                view.required_node_affinity is not None or view.node_selector
-            ) and not satisfies_required(view, here):
+            if REQUIRED in params.node_affinity_type and has_required_affinity(pod) and (
+                    not satisfies_required(view, here)):
                 if ctx.evictable(pod):
                     if ctx.fits_other_node(pod):
                         yield Candidate(pod, f"node {here.name} no longer satisfies its required "

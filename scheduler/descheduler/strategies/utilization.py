@@ -6,6 +6,13 @@ counts pods), as a percentage of the node's allocatable. Thresholds are percenta
 [0, 100]; with ``useDeviationThresholds`` they are offsets from the average usage. The
 eviction loops keep usage up to date as pods leave, so a node stops giving once it is back
 within bounds and the receiving side stops taking once its spare capacity is used up.
+
+As upstream (nodeutilization.go evictPodsFromSourceNodes), cpu, memory and pods are always
+tracked (:data:`BASIC`), thresholded or not: the receiving nodes' room for them is their spare
+allocatable, and moving stops once any tracked room is used up. A pod is offered only when it
+tolerates every taint of at least one receiving node (utils.PodToleratesTaints, with its
+"at least as many tolerations as taints" shortcut). Source nodes are visited by their summed
+raw usage (cpu millicores + memory bytes + pods + the rest), upstream's sortNodesByUsage.
 """
 
 from __future__ import annotations
@@ -25,9 +32,38 @@ from berthmaster.scheduler.descheduler.fields import (
     namespaces,
     number,
 )
-from berthmaster.scheduler.model import PODS, NodeView, PodView
+from berthmaster.scheduler.model import PODS, NodeView, PodView, tolerates_all
 
 MIN_PERCENTAGE, MAX_PERCENTAGE = 0.0, 100.0
+BASIC = ("cpu", "memory", PODS)
+
+
+def tracked(resources: Iterable[str]) -> list[str]:
+    """The thresholded resources plus cpu, memory and pods."""
+    names = list(resources)
+    return names + [r for r in BASIC if r not in names]
+
+
+def tolerated_somewhere(view: PodView, receivers: list[NodeUsage]) -> bool:
+    """Upstream's utils.PodToleratesTaints over the receiving nodes' taints (every effect)."""
+    for node in receivers:
+        taints = node.view.taints
+        if len(view.tolerations) >= len(taints) and tolerates_all(view.tolerations,
+                                                                    taints) is None:
+            return True
+    return False
+
+
+def room_on(receivers: list[NodeUsage], high: Mapping[str, float],
+            resources: list[str]) -> dict[str, float]:
+    """Spare amounts on the receiving nodes up to ``high`` percent (100 when not given)."""
+    return {r: sum(max(0.0, high.get(r, MAX_PERCENTAGE) / 100.0 * u.allocatable[r] - u.used[r])
+                   for u in receivers) for r in resources}
+
+
+def raw_total(usage: NodeUsage) -> float:
+    """sortNodesByUsage's key: the node's usage amounts summed as raw numbers."""
+    return sum(usage.used.values())
 
 
 def from_v1alpha1_thresholds(params: Mapping[str, Any], where: str, problems: Problems,
@@ -144,24 +180,35 @@ def describe(usage: NodeUsage, resources: list[str]) -> str:
 def evict_into_room(
     ctx: StrategyContext, usage: NodeUsage, pods: Iterable[dict[str, Any]],
     room: dict[str, float], resources: list[str], why: str,
-    done: Callable[[], bool] = lambda: False,
+    done: Callable[[], bool] = lambda: False, receivers: list[NodeUsage] | None = None,
+    node_limit: int | None = None,
 ) -> Generator[Candidate, bool, bool]:
     """Offer ``pods`` of one node for eviction while the receiving nodes have ``room``.
 
-    Each evicted pod's requests leave the node's usage and the room. Stops early when
-    ``done()`` says the node needs no more; returns True when the room ran out (the caller stops
+    Each evicted pod's requests leave the node's usage and the room. A pod that tolerates no
+    receiving node's taints is passed over. Stops early when ``done()`` says the node needs no
+    more or ``node_limit`` pods left it; returns True when the room ran out (the caller stops
     the whole strategy), False otherwise.
     """
+    shown = [r for r in resources if r in usage.used]
+    evicted_here = 0
     for pod in pods:
         if done():
             return False
-        if any(room[r] <= 0 for r in resources):
+        if any(room[r] <= 0 for r in room):
             return True
+        if node_limit is not None and evicted_here >= node_limit:
+            return False
+        view = ctx.state.view(pod)
+        if receivers is not None and not tolerated_somewhere(view, receivers):
+            ctx.tally.skipped["pod does not tolerate the taints of any node it could move to"] += 1
+            continue
         if not ctx.evictable(pod):
             continue
-        amounts = requests(ctx.state.view(pod), resources)
-        evicted = yield Candidate(pod, f"node {usage.name} {why} ({describe(usage, resources)})")
+        amounts = requests(view, list(room))
+        evicted = yield Candidate(pod, f"node {usage.name} {why} ({describe(usage, shown)})")
         if evicted:
+            evicted_here += 1
             usage.remove(amounts)
             for resource, amount in amounts.items():
                 room[resource] -= amount

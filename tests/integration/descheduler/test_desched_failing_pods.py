@@ -73,23 +73,24 @@ async def test_failed_pods_go_unless_their_reason_or_age_keeps_them(
 
     replacements = await wait_for(replaced, timeout=60, what="two Running replacements")
     scope = {"namespaces": {"include": [namespace]}}
+    any_age = {**scope, "minPodLifetimeSeconds": 0}
 
     by_reason = await run_pass(cluster.kubeconfig, v1alpha2(
-        "RemoveFailedPods", {**scope, "reasons": ["OOMKilled"]}))
+        "RemoveFailedPods", {**any_age, "reasons": ["OOMKilled"]}))
 
     assert by_reason.code == 0, by_reason.output
     assert await remaining(kube, namespace) == replacements | {erred}, by_reason.output
     assert await evicted_by(kube, namespace, "RemoveFailedPods", by_reason.output) == {oom}
 
-    # The Error pod failed seconds ago (kwok stamps startTime when it fails it): too young.
-    too_young = await run_pass(cluster.kubeconfig, v1alpha2(
-        "RemoveFailedPods", {**scope, "minPodLifetimeSeconds": 3600}))
+    # The Error pod was created seconds ago: too young for upstream's default
+    # minPodLifetimeSeconds of 3600 (removefailedpods SetDefaults_RemoveFailedPodsArgs).
+    too_young = await run_pass(cluster.kubeconfig, v1alpha2("RemoveFailedPods", scope))
 
     assert too_young.code == 0, too_young.output
     assert await remaining(kube, namespace) == replacements | {erred}, too_young.output
 
-    # Nothing else protects it: without those arguments it goes too.
-    unrestricted = await run_pass(cluster.kubeconfig, v1alpha2("RemoveFailedPods", scope))
+    # Nothing else protects it: with any age allowed and no reasons it goes too.
+    unrestricted = await run_pass(cluster.kubeconfig, v1alpha2("RemoveFailedPods", any_age))
 
     assert unrestricted.code == 0, unrestricted.output
     assert await remaining(kube, namespace) == replacements, unrestricted.output

@@ -16,6 +16,7 @@ from tests.integration.descheduler.kit import (
 )
 from tests.support.waiting import wait_for
 from tests.unit.descheduler.test_desched_policy import SEED_SAMPLE
+from tests.unit.descheduler.test_desched_upstream_parity import CHART_DEFAULT
 
 
 async def test_seed_sample_policy_runs_unchanged(kube: KubeClient, namespace: str, nodes: Any,
@@ -221,3 +222,52 @@ async def test_topology_spread_moves_pods_out_of_the_crowded_zone(
 
     assert result.code == 0, result.output
     assert len(await remaining(kube, namespace)) == 2, result.output  # 4/0 -> 2/2
+
+
+async def test_eviction_failure_event_notification_records_refused_evictions(
+    kube: KubeClient, namespace: str, nodes: Any, cluster: Any
+) -> None:
+    """Upstream pkg/descheduler/evictions/evictions.go PodEvictor.EvictPod: with
+    evictionFailureEventNotification, an eviction over maxNoOfPodsToEvictTotal leaves a
+    Warning event (reason EvictionFailed, action Descheduled) on the pod."""
+    node = (await nodes.create())["metadata"]["name"]
+    owner = await make_owner(kube, namespace, "owner")
+    names = ["first", "second"]
+    for name in names:
+        await make_pod(kube, namespace, name, node, owner)
+    await wait_running(kube, namespace, names)
+
+    result = await run_pass(cluster.kubeconfig, v1alpha2(
+        "PodLifeTime", {"maxPodLifeTimeSeconds": 0, "namespaces": {"include": [namespace]}},
+        maxNoOfPodsToEvictTotal=1, evictionFailureEventNotification=True))
+
+    assert result.code == 0, result.output
+    assert len(await remaining(kube, namespace)) == 1, result.output
+
+    async def both_events() -> list[dict[str, Any]] | None:
+        events = await events_for(kube, namespace)
+        return events if len(events) == 2 else None
+
+    events = await wait_for(both_events, what=f"two Descheduled events after:\n{result.output}")
+    warning = [e for e in events if e["type"] == "Warning"]
+    assert len(warning) == 1, events
+    assert warning[0]["reason"] == "EvictionFailed"
+    assert warning[0]["note"] == (f"pod eviction from {node} node by sigs.k8s.io/descheduler "
+                                  "failed: total eviction limit exceeded (1)")
+    assert warning[0]["regarding"]["name"] in names
+
+
+async def test_the_upstream_charts_default_policy_runs(
+    kube: KubeClient, namespace: str, nodes: Any, cluster: Any
+) -> None:
+    """kubernetes-sigs/descheduler charts/descheduler/values.yaml's default deschedulerPolicy
+    (our copy in tests/unit/descheduler/samples/) runs a whole pass, every plugin included."""
+    await nodes.create()
+    result = await run_pass(cluster.kubeconfig, CHART_DEFAULT.read_text(), dry_run=True)
+
+    assert result.code == 0, result.output
+    for plugin in ("RemoveDuplicates", "RemovePodsHavingTooManyRestarts", "LowNodeUtilization",
+                   "RemovePodsViolatingNodeAffinity", "RemovePodsViolatingNodeTaints",
+                   "RemovePodsViolatingInterPodAntiAffinity",
+                   "RemovePodsViolatingTopologySpreadConstraint"):
+        assert plugin in result.output, result.output

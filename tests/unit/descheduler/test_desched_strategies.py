@@ -150,14 +150,21 @@ def test_node_affinity_required(pod_zone: str, fits_elsewhere: bool, evicted: bo
     assert got == (["p"] if evicted else [])
 
 
-def test_node_affinity_honours_node_selector_too() -> None:
-    nodes = [make_node("n1", labels={"disk": "hdd"}), make_node("n2", labels={"disk": "ssd"})]
-    pods = [make_pod("p", "n1", nodeSelector={"disk": "ssd"}),
-            make_pod("q", "n2", nodeSelector={"disk": "ssd"})]
+def test_node_affinity_gates_on_a_required_affinity_then_checks_the_node_selector_too() -> None:
+    """Upstream removepodsviolatingnodeaffinity/node_affinity.go Deschedule (required case):
+    utils.PodHasNodeAffinity(pod, required) must hold first, then
+    nodeutil.PodMatchNodeSelector (nodeSelector and required affinity) must fail. A pod with
+    only a nodeSelector ("sel-only") stays; one whose affinity holds but whose nodeSelector
+    does not ("both") goes."""
+    nodes = [make_node("n1", labels={"disk": "hdd", "zone": "a"}),
+             make_node("n2", labels={"disk": "ssd", "zone": "a"})]
+    pods = [make_pod("sel-only", "n1", nodeSelector={"disk": "ssd"}),
+            make_pod("both", "n1", nodeSelector={"disk": "ssd"}, affinity=required("a")),
+            make_pod("fine", "n2", nodeSelector={"disk": "ssd"}, affinity=required("a"))]
     got, _ = plan(node_affinity, params(
         node_affinity, nodeAffinityType=["requiredDuringSchedulingIgnoredDuringExecution"]),
         nodes, pods)
-    assert got == ["p"]
+    assert got == ["both"]
 
 
 # ----------------------------------------------------------------------- anti-affinity
