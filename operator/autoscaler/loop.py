@@ -409,7 +409,12 @@ async def run_once(kube: KubeClient, autoscaler: Mapping[str, Any], state: Autos
                                        cluster.priority_classes, set(sim.node_names()))
     for pod in preempting:  # the room preemption makes is theirs
         sim.place(pod, nominated_node(pod))
-    pending = old_enough(pending, now, config.scale_up.new_pod_scale_up_delay)
+    old = old_enough(pending, now, config.scale_up.new_pod_scale_up_delay)
+    kept = {id(p) for p in old}
+    for young in (p for p in pending if id(p) not in kept):
+        log.debug("pod %s is younger than its scale-up delay; left to the scheduler",
+                  pod_id(young))
+    pending = old
     priorities = parse_priorities((cluster.priority_configmap or {}).get("data"))
     scale_up_started = time.monotonic()
     decision = decide_scale_up(pending, view, sim, config, totals, in_backoff, state.rng,
@@ -417,6 +422,10 @@ async def run_once(kube: KubeClient, autoscaler: Mapping[str, Any], state: Autos
     metrics.function_duration_seconds.labels("scaleUp").observe(
         time.monotonic() - scale_up_started)
     await apply_scale_up(act, decision, pods_by_key, state)
+    log.debug("scale-up: %d pending pod(s), %d waiting for upcoming nodes, increases %s, "
+              "groups that cannot help: %s", len(pending), len(decision.waiting),
+              [str(i) for i in decision.increases] or "none",
+              dict(decision.group_reasons) or "none")
 
     plan = ScaleDownPlan()
     cooldown = None
@@ -434,6 +443,9 @@ async def run_once(kube: KubeClient, autoscaler: Mapping[str, Any], state: Autos
                                                      state.last_failure), now)
         if decision.increases:
             cooldown = "scaled up in this loop"
+        log.debug("scale-down: unneeded %s, unremovable %s, cooldown %s",
+                  [u.node for u in plan.unneeded] or "none", dict(plan.unremovable) or "none",
+                  cooldown or "none")
         if cooldown is None:
             removals = select_removals(plan, state.unneeded_since, now, config)
             nodes = {n["metadata"]["name"]: n for n in cluster.nodes}
