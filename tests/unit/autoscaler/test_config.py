@@ -143,3 +143,13 @@ def test_bad_openshift_fields_name_the_field(spec: dict[str, Any], problem: str)
 def test_a_threshold_just_below_one_is_accepted() -> None:
     config = parse_cluster_autoscaler(ca({"scaleDown": {"utilizationThreshold": "0.99"}}))
     assert config.scale_down.utilization_threshold == 0.99
+
+
+def test_expanders_default_is_the_autoscalers_own_least_waste() -> None:
+    """openshift/cluster-autoscaler-operator clusterautoscaler.go ``AutoscalerArgs`` passes
+    --expander only when ``expanders`` is set, so the autoscaler's own default applies:
+    ``least-waste`` in cluster-autoscaler config/flags/flags.go (openshift/kubernetes-autoscaler
+    and kubernetes/autoscaler alike). The API comment in pkg/apis/autoscaling/v1 still says
+    Random, from before upstream changed its default; the running behaviour is followed."""
+    assert parse_cluster_autoscaler(ca({})).expanders == ("LeastWaste",)
+    assert parse_cluster_autoscaler(ca({"expanders": []})).expanders == ("LeastWaste",)

@@ -66,3 +66,32 @@ def test_balancing_spreads_over_groups_a_little_apart() -> None:
     decision = decide_scale_up(pending, view, sim, config, totals, (), random.Random(0))
     assert sorted((i.group_id, i.current, i.new) for i in decision.increases) == [
         ("machines/zone-a", 0, 2), ("machines/zone-b", 0, 2)]
+
+
+def balanced(sets: list[JSON], pods: list[JSON]) -> list[tuple[str, int, int]]:
+    nodes = [make_node("control-plane-0")]
+    busy = make_pod("busy", cpu="3", node="control-plane-0")
+    config = AutoscalerConfig(balance_similar_node_groups=True, expanders=("MostPods",))
+    view = build_cluster_view(sets, [], nodes)
+    sim = Simulation.build(fits, nodes, [busy, *pods])
+    pending, _ = pods_to_help([busy, *pods], config.pod_priority_threshold)
+    decision = decide_scale_up(pending, view, sim, config, cluster_totals(nodes, config.limits),
+                               (), random.Random(0))
+    return sorted((i.group_id, i.current, i.new) for i in decision.increases)
+
+
+def test_a_similar_group_that_cannot_host_the_pods_gets_none_of_them() -> None:
+    """Taints are not compared (compare_nodegroups.go looks at resources and labels only), but
+    as upstream's orchestrator ``ComputeSimilarNodeGroups`` a similar group is balanced onto
+    only when every pod of the chosen option can schedule on it."""
+    tainted = [{"key": "team", "value": "a", "effect": "NoSchedule"}]
+    tolerant = [{"key": "team", "operator": "Exists"}]
+    pods = [make_pod(f"p{i}", cpu="3", memory="1Gi", unschedulable=True,
+                     tolerations=tolerant if i < 2 else None) for i in range(4)]
+    sets = [make_machine_set("plain", 0), make_machine_set("tainted", 0, taints=tainted)]
+    # MostPods chooses the plain group (all four pods); the tainted one hosts only two of them
+    assert balanced(sets, pods) == [("machines/plain", 0, 4)]
+    # when every pod tolerates the taint, both groups share the nodes (MostPods ties: either)
+    pods = [make_pod(f"p{i}", cpu="3", memory="1Gi", unschedulable=True, tolerations=tolerant)
+            for i in range(4)]
+    assert balanced(sets, pods) == [("machines/plain", 0, 2), ("machines/tainted", 0, 2)]
