@@ -26,10 +26,18 @@ DEFAULT_UNNEEDED_TIME = 10 * 60.0
 DEFAULT_UNREADY_TIME = 20 * 60.0
 DEFAULT_UTILIZATION_THRESHOLD = 0.5
 SCAN_INTERVAL = 10.0
+DEFAULT_NEW_POD_SCALE_UP_DELAY = 0.0  # --new-pod-scale-up-delay
+# OpenShift's operator passes --v=1 unless logVerbosity (or CLUSTER_AUTOSCALER_VERBOSITY) says
+# otherwise.
+DEFAULT_LOG_VERBOSITY = 1
+DEBUG_VERBOSITY = 4  # the level OpenShift's API recommends for debugging
 
-# OpenShift's three plus upstream's most-pods; the issue makes least-waste the default.
+# OpenShift's three plus upstream's most-pods. Left empty, OpenShift's operator passes no
+# --expander flag, so the autoscaler's own default applies: least-waste (config/flags/flags.go).
 EXPANDERS = ("LeastWaste", "MostPods", "Priority", "Random")
 DEFAULT_EXPANDERS = ("LeastWaste",)
+# The Enabled/Disabled switches of openshift/cluster-autoscaler-operator's v1 API.
+MODES = {"Enabled": True, "Disabled": False}
 ONLY_NAME = "default"
 
 _DURATION_PART = re.compile(r"([0-9]+(?:\.[0-9]*)?|\.[0-9]+)(ns|us|µs|μs|ms|s|m|h)")
@@ -96,6 +104,12 @@ class ScaleDownConfig:
     unneeded_time: float = DEFAULT_UNNEEDED_TIME
     utilization_threshold: float = DEFAULT_UTILIZATION_THRESHOLD
     unready_time: float = DEFAULT_UNREADY_TIME
+    cordon_node_before_terminating: bool = False
+
+
+@dataclass(frozen=True)
+class ScaleUpConfig:
+    new_pod_scale_up_delay: float = DEFAULT_NEW_POD_SCALE_UP_DELAY
 
 
 @dataclass(frozen=True)
@@ -105,11 +119,15 @@ class AutoscalerConfig:
     max_node_provision_time: float = DEFAULT_MAX_NODE_PROVISION_TIME
     limits: ResourceLimits = field(default_factory=ResourceLimits)
     scale_down: ScaleDownConfig = field(default_factory=ScaleDownConfig)
+    scale_up: ScaleUpConfig = field(default_factory=ScaleUpConfig)
     expanders: tuple[str, ...] = DEFAULT_EXPANDERS
     balance_similar_node_groups: bool = False
     balancing_ignored_labels: tuple[str, ...] = ()
     ignore_daemonsets_utilization: bool = False
     skip_nodes_with_local_storage: bool = True
+    enforce_node_group_min_size: bool = False
+    startup_taints: tuple[str, ...] = ()
+    log_verbosity: int = DEFAULT_LOG_VERBOSITY
 
 
 class _Problems:
@@ -158,6 +176,28 @@ def _duration(spec: Mapping[str, Any], key: str, path: str, problems: _Problems,
         problems.add(f"{path}.{key}: {value!r} is negative; use a duration >= 0")
         return default
     return seconds
+
+
+def _mode(spec: Mapping[str, Any], key: str, path: str, problems: _Problems, default: bool) -> bool:
+    value = spec.get(key)
+    if value is None:
+        return default
+    if value not in MODES:
+        problems.add(f"{path}.{key}: {value!r} is not a mode; write Enabled or Disabled")
+        return default
+    return MODES[value]
+
+
+def _strings(spec: Mapping[str, Any], key: str, path: str, problems: _Problems) -> tuple[str, ...]:
+    value = spec.get(key)
+    if value is None:
+        return ()
+    if not isinstance(value, list) or not all(isinstance(item, str) and item for item in value):
+        problems.add(f"{path}.{key}: expected a list of non-empty strings")
+        return ()
+    if len(set(value)) != len(value):
+        problems.add(f"{path}.{key}: an item is listed twice; list each once")
+    return tuple(dict.fromkeys(value))
 
 
 def _range(spec: Mapping[str, Any], key: str, path: str,
@@ -218,11 +258,12 @@ def _scale_down(spec: Mapping[str, Any], problems: _Problems) -> ScaleDownConfig
     if raw.get("utilizationThreshold") is not None:
         try:
             threshold = float(str(raw["utilizationThreshold"]))
-            if not 0.0 < threshold <= 1.0:
+            if not 0.0 < threshold < 1.0:
                 raise ValueError
         except ValueError:
+            # openshift/cluster-autoscaler-operator's validateScaleDownConfig: strictly between.
             problems.add(f"{path}.utilizationThreshold: {raw['utilizationThreshold']!r} must be a "
-                         "quoted number above 0 and at most 1, such as \"0.5\"")
+                         "quoted number above 0 and below 1, such as \"0.5\"")
             threshold = DEFAULT_UTILIZATION_THRESHOLD
     return ScaleDownConfig(
         enabled=_bool(raw, "enabled", path, problems, True),
@@ -233,7 +274,21 @@ def _scale_down(spec: Mapping[str, Any], problems: _Problems) -> ScaleDownConfig
                                       DEFAULT_DELAY_AFTER_FAILURE),
         unneeded_time=_duration(raw, "unneededTime", path, problems, DEFAULT_UNNEEDED_TIME),
         utilization_threshold=threshold,
+        cordon_node_before_terminating=_mode(raw, "cordonNodeBeforeTerminating", path, problems,
+                                             False),
     )
+
+
+def _scale_up(spec: Mapping[str, Any], problems: _Problems) -> ScaleUpConfig:
+    raw = spec.get("scaleUp")
+    path = "spec.scaleUp"
+    if raw is None:
+        return ScaleUpConfig()
+    if not isinstance(raw, Mapping):
+        problems.add(f"{path}: expected an object")
+        return ScaleUpConfig()
+    return ScaleUpConfig(new_pod_scale_up_delay=_duration(
+        raw, "newPodScaleUpDelay", path, problems, DEFAULT_NEW_POD_SCALE_UP_DELAY))
 
 
 def _expanders(spec: Mapping[str, Any], problems: _Problems) -> tuple[str, ...]:
@@ -271,6 +326,7 @@ def parse_cluster_autoscaler(obj: Mapping[str, Any]) -> AutoscalerConfig:
         if provision else DEFAULT_MAX_NODE_PROVISION_TIME,
         limits=_limits(spec, problems),
         scale_down=_scale_down(spec, problems),
+        scale_up=_scale_up(spec, problems),
         expanders=_expanders(spec, problems),
         balance_similar_node_groups=_bool(spec, "balanceSimilarNodeGroups", "spec", problems,
                                           False),
@@ -279,6 +335,11 @@ def parse_cluster_autoscaler(obj: Mapping[str, Any]) -> AutoscalerConfig:
                                             False),
         skip_nodes_with_local_storage=_bool(spec, "skipNodesWithLocalStorage", "spec", problems,
                                             True),
+        enforce_node_group_min_size=_mode(spec, "enforceNodeGroupMinSize", "spec", problems,
+                                          False),
+        startup_taints=_strings(spec, "startupTaints", "spec", problems),
+        log_verbosity=_int(spec, "logVerbosity", "spec", problems, DEFAULT_LOG_VERBOSITY,
+                           minimum=0) or 0,
     )
     if problems.items:
         raise ConfigError(name, problems.items)

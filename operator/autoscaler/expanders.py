@@ -4,8 +4,11 @@ Design: as upstream, each expander is a filter from options to the best options;
 expanders run in order, each narrowing the previous one's result, and a tie left at the end is
 broken at random (upstream's fallback). ``LeastWaste`` keeps the options leaving the least idle
 CPU plus memory (as fractions of what is added), ``MostPods`` those helping the most pods,
-``Priority`` those whose MachineSet matches the highest priority in the
-``cluster-autoscaler-priority-expander`` ConfigMap, ``Random`` one at random.
+``Priority`` those whose node group id matches the highest priority in the
+``cluster-autoscaler-priority-expander`` ConfigMap, ``Random`` one at random. As upstream's
+priority expander (expander/priority ``groupIDMatchesList``), a pattern matches when it is found
+anywhere in the id (an unanchored search), and the id is the Cluster API provider's
+``MachineSet/<namespace>/<name>``.
 """
 
 from __future__ import annotations
@@ -46,7 +49,7 @@ def parse_priorities(data: Mapping[str, str] | None) -> dict[int, list[str]]:
     loaded = yaml.safe_load(text)
     if not isinstance(loaded, Mapping):
         raise ValueError(f"ConfigMap {PRIORITY_CONFIGMAP} key {PRIORITY_KEY}: expected a map of "
-                         "priority -> list of MachineSet name regexes")
+                         "priority -> list of node group id regexes")
     result: dict[int, list[str]] = {}
     for key, patterns in loaded.items():
         try:
@@ -88,8 +91,7 @@ def by_priority(options: list[Option], rng: random.Random, priorities: Prioritie
     ranked: dict[int, list[Option]] = {}
     for option in options:
         for priority, patterns in priorities.items():
-            if any(re.fullmatch(p, option.group.id) or re.fullmatch(p, option.group.name)
-                   for p in patterns):
+            if any(re.search(p, option.group.upstream_id) for p in patterns):
                 ranked.setdefault(priority, []).append(option)
     if not ranked:
         return options  # no MachineSet is listed: the priority expander has no opinion

@@ -5,16 +5,22 @@ both ``machine.openshift.io/cluster-api-autoscaler-node-group-{min,max}-size`` a
 MachineAutoscaler writes them). Nodes are tied to their group through Machines: a Machine names
 its MachineSet by controller owner reference (or the ``machine.openshift.io/cluster-api-machineset``
 label) and its node by ``status.nodeRef``; a node's ``machine.openshift.io/machine`` annotation
-is the fallback. Pure: lists in, frozen views out.
+is the fallback. A registered node that still carries a startup taint counts as upcoming, not
+as ready capacity (upstream's ``FilterOutNodesWithStartupTaints``). Pure: lists in, frozen views
+out.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from berthmaster.operator.autoscaler.template import TemplateError, template_node
+from berthmaster.operator.autoscaler.template import (
+    TemplateError,
+    has_startup_taint,
+    template_node,
+)
 
 JSON = dict[str, Any]
 
@@ -38,6 +44,7 @@ class NodeGroup:
     machines: tuple[str, ...] = ()
     machines_without_node: tuple[str, ...] = ()
     deleting_machines: tuple[str, ...] = ()
+    starting_nodes: tuple[str, ...] = ()  # registered, still carrying a startup taint
     template: JSON | None = None
     template_error: str | None = None
     labels: Mapping[str, str] = field(default_factory=dict)
@@ -47,12 +54,18 @@ class NodeGroup:
         return f"{self.namespace}/{self.name}"
 
     @property
+    def upstream_id(self) -> str:
+        """cluster-autoscaler's node group id for a MachineSet (clusterapi provider's
+        ``unstructuredScalableResource.ID``): ``MachineSet/<namespace>/<name>``."""
+        return f"MachineSet/{self.namespace}/{self.name}"
+
+    @property
     def upcoming(self) -> int:
         """Replicas asked for that have no registered node yet (machines still provisioning,
-        or not even created by the MachineSet controller)."""
+        or not even created by the MachineSet controller), plus registered nodes still starting."""
         live = [m for m in self.machines if m not in self.deleting_machines]
         provisioning = [m for m in live if m in self.machines_without_node]
-        return len(provisioning) + max(0, self.target_size - len(live))
+        return len(provisioning) + len(self.starting_nodes) + max(0, self.target_size - len(live))
 
 
 @dataclass(frozen=True)
@@ -93,7 +106,8 @@ def _owner_machine_set(machine: Mapping[str, Any]) -> str | None:
 
 def build_cluster_view(machine_sets: Iterable[Mapping[str, Any]],
                        machines: Iterable[Mapping[str, Any]],
-                       nodes: Iterable[Mapping[str, Any]]) -> ClusterView:
+                       nodes: Iterable[Mapping[str, Any]],
+                       startup_taints: Collection[str] = ()) -> ClusterView:
     nodes_by_name = {n["metadata"]["name"]: n for n in nodes}
     node_machine: dict[str, tuple[str, str]] = {}
     machines_of: dict[tuple[str, str], list[Mapping[str, Any]]] = {}
@@ -144,11 +158,13 @@ def build_cluster_view(machine_sets: Iterable[Mapping[str, Any]],
         group_id = f"{namespace}/{name}"
         for node_name in node_names:
             node_group[node_name] = group_id
-        sample = next((nodes_by_name[n] for n in node_names), None)
+        starting = [n for n in node_names if has_startup_taint(nodes_by_name[n], startup_taints)]
+        sample = next((nodes_by_name[n] for n in node_names if n not in starting),
+                      next((nodes_by_name[n] for n in node_names), None))
         template: JSON | None = None
         template_error: str | None = None
         try:
-            template = template_node(machine_set, sample)
+            template = template_node(machine_set, sample, startup_taints=startup_taints)
         except TemplateError as error:
             template_error = str(error)
         spec = machine_set.get("spec") or {}
@@ -157,7 +173,8 @@ def build_cluster_view(machine_sets: Iterable[Mapping[str, Any]],
             target_size=int(spec.get("replicas", 1) if spec.get("replicas") is not None else 1),
             nodes=tuple(sorted(node_names)), machines=tuple(sorted(machine_names)),
             machines_without_node=tuple(sorted(without_node)),
-            deleting_machines=tuple(sorted(deleting)), template=template,
+            deleting_machines=tuple(sorted(deleting)), starting_nodes=tuple(sorted(starting)),
+            template=template,
             template_error=template_error, labels=dict(meta.get("labels") or {}),
         ))
     groups.sort(key=lambda g: g.id)

@@ -6,14 +6,20 @@ Design: what runs
   writes the status it returns; kopf never overlaps two runs of one timer, so one decision
   finishes before the next starts. An invalid ClusterAutoscaler gets a ``Healthy=False``
   condition naming every problem, and no scaling.
-- MachineAutoscaler create/update/resume write the min/max annotations, and an owner
-  annotation, onto the target MachineSet, and record it as ``status.lastTargetRef``; when the
-  target changes the previous MachineSet loses the annotations; deletion (behind kopf's
-  finalizer) removes them from both.
-- Drift: a kopf index maps (namespace, MachineSet) to the annotations its MachineAutoscaler
-  wants; every MachineSet watch event compares them and re-applies them when someone edited or
-  removed them (or the MachineSet appeared after its MachineAutoscaler). The watch only reads:
-  no kopf state is stored on MachineSets.
+- MachineAutoscaler create/update/resume write the min/max annotations, and the owner
+  annotation ``autoscaling.openshift.io/machineautoscaler: <namespace>/<name>``, onto the target
+  MachineSet, record it as ``status.lastTargetRef`` and add upstream's finalizer
+  ``machinetarget.autoscaling.openshift.io``; when the target changes the previous MachineSet
+  loses the annotations. A MachineSet already owned by another MachineAutoscaler is left alone:
+  the newcomer gets a ``FailedSetOwner`` warning and is retried (upstream's ``SetOwner``).
+- Deletion is held by that finalizer, not kopf's: a watch on MachineAutoscalers sees the
+  deletionTimestamp, removes the annotations from the targets it still owns and then drops the
+  finalizer (upstream's ``HandleDelete``); a failed release is retried on the next event of
+  the object, at the latest when the watch relists.
+- Drift: a kopf index maps (namespace, MachineSet) to the annotations its MachineAutoscalers
+  want; every MachineSet watch event compares them with the owner's and re-applies them when
+  someone edited or removed them (or the MachineSet appeared after its MachineAutoscaler). The
+  watch only reads: no kopf state is stored on MachineSets.
 The API client is the operator's shared one (operator/client.py). The metrics are
 served by ``berthmaster operator --metrics-bind-address``.
 """
@@ -27,7 +33,7 @@ from typing import Any
 
 import kopf
 
-from berthmaster.kube import KubeClient, KubeError, resource_path
+from berthmaster.kube import KubeClient, KubeError, group_path, resource_path
 from berthmaster.operator.autoscaler import metrics
 from berthmaster.operator.autoscaler.config import (
     ONLY_NAME,
@@ -46,8 +52,13 @@ from berthmaster.operator.autoscaler.simulation import Placement
 from berthmaster.operator.client import operator_client as kube
 
 GROUP = "autoscaling.openshift.io"
+GROUP_API_BETA = group_path(GROUP, "v1beta1")
 MACHINE_API_GROUP = "machine.openshift.io"
 OWNER_KEY = "autoscaling.openshift.io/machineautoscaler"  # upstream's target-owner annotation
+# upstream's MachineTargetFinalizer (machineautoscaler_controller.go)
+FINALIZER = "machinetarget.autoscaling.openshift.io"
+ALREADY_OWNED = "already owned by another MachineAutoscaler"  # upstream's ErrTargetAlreadyOwned
+OWNER_RETRY_DELAY = 60.0
 INTERVAL = float(os.environ.get("BERTHMASTER_AUTOSCALER_SCAN_INTERVAL", SCAN_INTERVAL))
 
 log = logging.getLogger("berthmaster.operator.autoscaler")
@@ -133,6 +144,21 @@ async def _release(client: KubeClient, namespace: str, name: str, owner: str) ->
                     {MIN_SIZE_KEY: None, MAX_SIZE_KEY: None, OWNER_KEY: None})
 
 
+def owner_conflict(annotations: Mapping[str, str], owner: str) -> str | None:
+    """The other MachineAutoscaler that owns a target, if any (upstream's ``SetOwner``: the
+    first owner keeps it until it lets go)."""
+    current = annotations.get(OWNER_KEY)
+    return current if current is not None and current != owner else None
+
+
+def add_finalizer(body: kopf.RawBody) -> None:
+    """Add upstream's finalizer to a MachineAutoscaler body (once), as a kopf patch function:
+    kopf applies it to the object it writes, so other finalizers are kept."""
+    finalizers = body.setdefault("metadata", {}).setdefault("finalizers", [])
+    if FINALIZER not in finalizers:
+        finalizers.append(FINALIZER)
+
+
 def wanted_annotations(spec: Any, owner: str) -> dict[str, str]:
     """What a MachineAutoscaler writes onto its MachineSet."""
     return {MIN_SIZE_KEY: str(spec.get("minReplicas", 0)),
@@ -164,11 +190,14 @@ async def machineset_autoscaling_drift(type: str, body: kopf.Body, name: str,
     if type == "DELETED" or body.metadata.get("deletionTimestamp"):
         return
     namespace = namespace or "default"
-    owners = list(targets.get((namespace, name), ()))
-    if len(owners) != 1:
-        return  # not autoscaled, or claimed by two MachineAutoscalers: nothing to repair
-    wanted = owners[0]
     annotations = body.metadata.annotations
+    claims = list(targets.get((namespace, name), ()))
+    owner = annotations.get(OWNER_KEY)
+    if owner is not None:
+        claims = [claim for claim in claims if claim[OWNER_KEY] == owner]
+    if len(claims) != 1:
+        return  # not autoscaled, or claimed by several and owned by none: nothing to repair
+    wanted = claims[0]
     if all(annotations.get(key) == value for key, value in wanted.items()):
         return
     log.info("restoring autoscaling annotations on MachineSet %s/%s", namespace, name)
@@ -192,10 +221,26 @@ async def machineautoscaler_reconcile(body: kopf.Body, spec: kopf.Spec, status: 
         await _release(client, namespace, last[1], owner)
         kopf.info(body, reason="SuccessfulUpdate",
                   message=f"Removed autoscaling from previous target: {namespace}/{last[1]}")
-    found = await _annotate(client, namespace, target[1], wanted_annotations(spec, owner))
-    if not found:
+    try:
+        machine_set = await client.get(resource_path(MACHINE_API, "machinesets", namespace,
+                                                     target[1]))
+    except KubeError as error:
+        if not error.not_found:
+            raise
         kopf.warn(body, reason="FailedGetTarget",
                   message=f"Error getting target: MachineSet {namespace}/{target[1]} not found")
+        raise kopf.TemporaryError(f"MachineSet {namespace}/{target[1]} not found",
+                                  delay=30) from error
+    other = owner_conflict((machine_set.get("metadata") or {}).get("annotations") or {}, owner)
+    if other is not None:
+        kopf.warn(body, reason="FailedSetOwner",
+                  message=f"Error setting target owner: {ALREADY_OWNED}")
+        raise kopf.TemporaryError(f"MachineSet {namespace}/{target[1]} is {ALREADY_OWNED} "
+                                  f"({other}); point one of them at another MachineSet",
+                                  delay=OWNER_RETRY_DELAY)
+    if FINALIZER not in (body.metadata.get("finalizers") or []):
+        patch.fns.append(add_finalizer)
+    if not await _annotate(client, namespace, target[1], wanted_annotations(spec, owner)):
         raise kopf.TemporaryError(f"MachineSet {namespace}/{target[1]} not found", delay=30)
     wanted = {"apiVersion": spec["scaleTargetRef"].get("apiVersion",
                                                       "machine.openshift.io/v1beta1"),
@@ -206,13 +251,26 @@ async def machineautoscaler_reconcile(body: kopf.Body, spec: kopf.Spec, status: 
                   message=f"Updated MachineAutoscaler target: {namespace}/{target[1]}")
 
 
-@kopf.on.delete(GROUP, "v1beta1", "machineautoscalers")
-async def machineautoscaler_delete(spec: kopf.Spec, status: kopf.Status, name: str,
-                                   namespace: str | None, **_: Any) -> None:
+@kopf.on.event(GROUP, "v1beta1", "machineautoscalers")
+async def machineautoscaler_delete(type: str, body: kopf.Body, name: str, namespace: str | None,
+                                   **_: Any) -> None:
+    finalizers = list(body.metadata.get("finalizers") or [])
+    if type == "DELETED" or not body.metadata.get("deletionTimestamp") \
+            or FINALIZER not in finalizers:
+        return
     client = await kube()
     namespace = namespace or "default"
     owner = f"{namespace}/{name}"
-    for ref in (spec.get("scaleTargetRef"), status.get("lastTargetRef")):
-        target = _target(ref)
-        if target is not None:
-            await _release(client, namespace, target[1], owner)
+    spec, status = body.get("spec") or {}, body.get("status") or {}
+    try:
+        for ref in (spec.get("scaleTargetRef"), status.get("lastTargetRef")):
+            target = _target(ref)
+            if target is not None:
+                await _release(client, namespace, target[1], owner)
+        await client.patch(resource_path(GROUP_API_BETA, "machineautoscalers", namespace, name),
+                           {"metadata": {"finalizers": [f for f in finalizers if f != FINALIZER],
+                                         "resourceVersion": body.metadata.get("resourceVersion")}})
+    except KubeError as error:
+        if not error.not_found:
+            log.warning("MachineAutoscaler %s: releasing its target failed, retried on its next "
+                        "event: %s", owner, error)

@@ -4,13 +4,18 @@ Design: ``run_once`` lists what the decisions need (nodes, pods, PDBs, priority 
 MachineSets, Machines), builds a fresh placement snapshot, and in this order
 1. backs off MachineSets whose new nodes did not register within ``maxNodeProvisionTime`` and
    gives their unregistered Machines back (``delete-machine`` + lower replicas);
-2. decides a scale-up and raises ``spec.replicas`` of the chosen MachineSets, with
-   TriggeredScaleUp / NotTriggerScaleUp events on the pods;
+2. decides a scale-up for the pending pods older than ``newPodScaleUpDelay`` and raises
+   ``spec.replicas`` of the chosen MachineSets, with TriggeredScaleUp / NotTriggerScaleUp events
+   on the pods;
 3. when nothing was scaled up, finds unneeded nodes, and for those unneeded long enough and
-   outside the cooldowns taints the node ``ToBeDeletedByClusterAutoscaler``, marks its Machine
-   ``machine.openshift.io/delete-machine`` and lowers its MachineSet's replicas — the MachineSet
-   controller then deletes exactly that Machine, through its lifecycle hooks and the drain;
-4. returns the ClusterAutoscaler status and records the metrics.
+   outside the cooldowns taints the node ``ToBeDeletedByClusterAutoscaler`` (and cordons it with
+   ``cordonNodeBeforeTerminating``), evicts the pods that must move with a grace period capped
+   at ``maxPodGracePeriod``, marks its Machine ``machine.openshift.io/delete-machine`` and lowers
+   its MachineSet's replicas — the MachineSet controller then deletes exactly that Machine,
+   through its lifecycle hooks and the drain;
+4. with ``enforceNodeGroupMinSize``, raises MachineSets below their min size up to it;
+5. returns the ClusterAutoscaler status and records the metrics.
+``logVerbosity`` sets the level of the ``berthmaster.operator.autoscaler`` logger each loop.
 The in-memory :class:`AutoscalerState` (unneeded-since times, cooldown stamps, provisioning
 requests, backoffs) is what upstream keeps in memory too; a restart starts the clocks afresh,
 which only ever delays a scale-down.
@@ -29,33 +34,41 @@ from typing import Any
 
 from berthmaster.kube import CORE, KubeClient, KubeError, group_path, resource_path
 from berthmaster.operator.autoscaler import events, metrics
-from berthmaster.operator.autoscaler.config import AutoscalerConfig, parse_cluster_autoscaler
+from berthmaster.operator.autoscaler.config import (
+    DEBUG_VERBOSITY,
+    AutoscalerConfig,
+    parse_cluster_autoscaler,
+)
 from berthmaster.operator.autoscaler.expanders import PRIORITY_CONFIGMAP, parse_priorities
 from berthmaster.operator.autoscaler.groups import (
     DELETE_MACHINE_KEY,
     ClusterView,
     build_cluster_view,
 )
-from berthmaster.operator.autoscaler.limits import cluster_totals
+from berthmaster.operator.autoscaler.limits import cluster_totals, node_totals
 from berthmaster.operator.autoscaler.scaledown import (
     TO_BE_DELETED_TAINT,
     Cooldown,
     ScaleDownPlan,
     Unneeded,
     cooldown_reason,
+    eviction_grace_period,
     find_unneeded,
     select_removals,
     track_unneeded,
 )
 from berthmaster.operator.autoscaler.scaleup import (
     ScaleUpDecision,
+    decide_min_size_scale_up,
     decide_scale_up,
     nominated_node,
+    old_enough,
     pod_id,
     pod_priority,
     pods_to_help,
 )
 from berthmaster.operator.autoscaler.simulation import Placement, Simulation
+from berthmaster.operator.machines import drain
 
 JSON = dict[str, Any]
 MACHINE_API = group_path("machine.openshift.io", "v1beta1")
@@ -122,6 +135,12 @@ async def read_cluster(kube: KubeClient, config: AutoscalerConfig) -> ClusterSta
                         machine_sets, machines, configmap)
 
 
+def log_level(verbosity: int) -> int:
+    """klog's ``-v`` as a Python logging level: from 4 (upstream's debugging level) every
+    decision is logged at DEBUG; below, INFO and above (klog's V(0) messages always show)."""
+    return logging.DEBUG if verbosity >= DEBUG_VERBOSITY else logging.INFO
+
+
 def _ready(node: Mapping[str, Any]) -> bool:
     return any(c.get("type") == "Ready" and c.get("status") == "True"
                for c in (node.get("status") or {}).get("conditions") or [])
@@ -148,23 +167,45 @@ class Actuator:
         await self.kube.patch(resource_path(MACHINE_API, "machines", namespace, name),
                               {"metadata": {"annotations": {DELETE_MACHINE_KEY: _stamp(self.now)}}})
 
-    async def taint_node(self, node: Mapping[str, Any]) -> None:
+    async def taint_node(self, node: Mapping[str, Any], cordon: bool = False) -> None:
+        """Upstream's ``MarkToBeDeleted``: the taint, and ``spec.unschedulable`` when cordoning
+        (``--cordon-node-before-terminating``)."""
         taints = [t for t in (node.get("spec") or {}).get("taints") or []
                   if t.get("key") != TO_BE_DELETED_TAINT]
         taints.append({"key": TO_BE_DELETED_TAINT, "value": str(int(self.now)),
                        "effect": "NoSchedule"})
+        spec: JSON = {"taints": taints}
+        if cordon:
+            spec["unschedulable"] = True
         await self.kube.patch(resource_path(CORE, "nodes", name=node["metadata"]["name"]),
-                              {"spec": {"taints": taints}})
+                              {"spec": spec})
 
-    async def untaint_node(self, node: Mapping[str, Any]) -> None:
+    async def untaint_node(self, node: Mapping[str, Any], uncordon: bool = False) -> None:
+        """Upstream's ``CleanToBeDeleted``: the taint goes, and the cordon it added."""
         taints = [t for t in (node.get("spec") or {}).get("taints") or []
                   if t.get("key") != TO_BE_DELETED_TAINT]
+        spec: JSON = {"taints": taints}
+        if uncordon:
+            spec["unschedulable"] = False
         try:
             await self.kube.patch(resource_path(CORE, "nodes", name=node["metadata"]["name"]),
-                                  {"spec": {"taints": taints}})
+                                  {"spec": spec})
         except KubeError as error:
             log.warning("could not remove %s from %s: %s", TO_BE_DELETED_TAINT,
                         node["metadata"]["name"], error)
+
+    async def evict(self, pod: Mapping[str, Any], grace_period: int) -> None:
+        """POST a policy/v1 Eviction for ``pod`` with ``grace_period`` seconds to stop; a pod
+        already gone is fine, a refusal (a PodDisruptionBudget's 429) raises."""
+        meta = pod.get("metadata") or {}
+        body = drain.eviction_body(dict(pod), unreachable=False)
+        body["deleteOptions"] = {"gracePeriodSeconds": grace_period}
+        try:
+            await self.kube.create(resource_path(CORE, "pods", meta.get("namespace"),
+                                                 meta.get("name"), "eviction"), body)
+        except KubeError as error:
+            if not error.not_found:
+                raise
 
     async def event(self, obj: Mapping[str, Any], reason: str, message: str,
                     event_type: str = "Normal") -> None:
@@ -230,22 +271,30 @@ async def apply_scale_up(act: Actuator, decision: ScaleUpDecision, pods: Mapping
 
 async def apply_scale_down(act: Actuator, removals: Sequence[Unneeded], view: ClusterView,
                            nodes: Mapping[str, JSON], pods: Mapping[str, JSON],
-                           state: AutoscalerState) -> list[str]:
+                           state: AutoscalerState, config: AutoscalerConfig) -> list[str]:
     removed = []
     targets = {g.id: g.target_size for g in view.groups}
+    cordon = config.scale_down.cordon_node_before_terminating
     for removal in removals:
         node = nodes[removal.node]
         machine = view.node_machine.get(removal.node)
         try:
             if machine is None:
                 raise KubeError(0, "NoMachine", f"node {removal.node} has no Machine")
-            await act.taint_node(node)
+            await act.taint_node(node, cordon=cordon)
+            for key in removal.pods_to_move:
+                if key in pods:
+                    await act.event(pods[key], events.SCALE_DOWN,
+                                    "deleting pod for node scale down")
+                    await act.evict(pods[key], eviction_grace_period(
+                        pods[key], config.max_pod_grace_period))
             await act.mark_machine(*machine)
             targets[removal.group_id] -= 1
             await act.set_replicas(removal.group_id, targets[removal.group_id])
         except KubeError as error:
             state.last_failure = act.now
-            await act.untaint_node(node)  # a node left tainted would never take pods again
+            # a node left tainted would never take pods again
+            await act.untaint_node(node, uncordon=cordon)
             await act.event(node, events.SCALE_DOWN_FAILED,
                             f"failed to delete the node: {error.message}", "Warning")
             log.warning("scale-down of %s failed: %s", removal.node, error)
@@ -255,9 +304,6 @@ async def apply_scale_down(act: Actuator, removals: Sequence[Unneeded], view: Cl
         reason = "underutilized" if removal.pods_to_move else "empty"
         metrics.scaled_down_nodes_total.labels(reason).inc()
         await act.event(node, events.SCALE_DOWN, "marked the node as toBeDeleted/unschedulable")
-        for key in removal.pods_to_move:
-            if key in pods:
-                await act.event(pods[key], events.SCALE_DOWN, "deleting pod for node scale down")
         log.info("scale-down: node %s (machine %s/%s) of %s", removal.node, *(machine or ("", "")),
                  removal.group_id)
     if removed:
@@ -341,8 +387,10 @@ async def run_once(kube: KubeClient, autoscaler: Mapping[str, Any], state: Autos
     started = time.monotonic()
     now = time.time() if now is None else now
     config = parse_cluster_autoscaler(autoscaler)
+    log.setLevel(log_level(config.log_verbosity))
     cluster = await read_cluster(kube, config)
-    view = build_cluster_view(cluster.machine_sets, cluster.machines, cluster.nodes)
+    view = build_cluster_view(cluster.machine_sets, cluster.machines, cluster.nodes,
+                              config.startup_taints)
     act = Actuator(kube, now)
     for problem in view.problems:
         log.warning("%s", problem)
@@ -353,12 +401,20 @@ async def run_once(kube: KubeClient, autoscaler: Mapping[str, Any], state: Autos
     pods_by_key = {pod_id(p): p for p in cluster.pods}
     sim = Simulation.build(placement, cluster.nodes, cluster.pods, pdbs=cluster.pdbs,
                            priority_classes=list(cluster.priority_classes.values()))
-    upcoming = [(g.template, g.upcoming) for g in view.groups if g.template is not None]
+    # Starting nodes are registered (counted among the nodes) though upcoming for placement.
+    upcoming = [(g.template, g.upcoming - len(g.starting_nodes)) for g in view.groups
+                if g.template is not None]
     totals = cluster_totals(cluster.nodes, config.limits, upcoming)
     pending, preempting = pods_to_help(cluster.pods, config.pod_priority_threshold,
                                        cluster.priority_classes, set(sim.node_names()))
     for pod in preempting:  # the room preemption makes is theirs
         sim.place(pod, nominated_node(pod))
+    old = old_enough(pending, now, config.scale_up.new_pod_scale_up_delay)
+    kept = {id(p) for p in old}
+    for young in (p for p in pending if id(p) not in kept):
+        log.debug("pod %s is younger than its scale-up delay; left to the scheduler",
+                  pod_id(young))
+    pending = old
     priorities = parse_priorities((cluster.priority_configmap or {}).get("data"))
     scale_up_started = time.monotonic()
     decision = decide_scale_up(pending, view, sim, config, totals, in_backoff, state.rng,
@@ -366,6 +422,10 @@ async def run_once(kube: KubeClient, autoscaler: Mapping[str, Any], state: Autos
     metrics.function_duration_seconds.labels("scaleUp").observe(
         time.monotonic() - scale_up_started)
     await apply_scale_up(act, decision, pods_by_key, state)
+    log.debug("scale-up: %d pending pod(s), %d waiting for upcoming nodes, increases %s, "
+              "groups that cannot help: %s", len(pending), len(decision.waiting),
+              [str(i) for i in decision.increases] or "none",
+              dict(decision.group_reasons) or "none")
 
     plan = ScaleDownPlan()
     cooldown = None
@@ -383,10 +443,29 @@ async def run_once(kube: KubeClient, autoscaler: Mapping[str, Any], state: Autos
                                                      state.last_failure), now)
         if decision.increases:
             cooldown = "scaled up in this loop"
+        log.debug("scale-down: unneeded %s, unremovable %s, cooldown %s",
+                  [u.node for u in plan.unneeded] or "none", dict(plan.unremovable) or "none",
+                  cooldown or "none")
         if cooldown is None:
             removals = select_removals(plan, state.unneeded_since, now, config)
             nodes = {n["metadata"]["name"]: n for n in cluster.nodes}
-            await apply_scale_down(act, removals, view, nodes, pods_by_key, state)
+            await apply_scale_down(act, removals, view, nodes, pods_by_key, state, config)
+
+    if config.enforce_node_group_min_size:
+        # Groups grown in this loop are judged next loop, on their new size.
+        grown = {i.group_id for i in decision.increases}
+        gpu_types = [g.type for g in config.limits.gpus]
+        after = totals
+        for increase in decision.increases:
+            group = view.group(increase.group_id)
+            if group is not None and group.template is not None:
+                after = after.plus(node_totals(group.template, gpu_types),
+                                   increase.new - increase.current)
+        raise_to_min = decide_min_size_scale_up(view, config, after, [*in_backoff, *grown])
+        if raise_to_min:
+            log.info("scale-up to node group min size: %s",
+                     ", ".join(str(i) for i in raise_to_min))
+            await apply_scale_up(act, ScaleUpDecision(increases=raise_to_min), pods_by_key, state)
 
     metrics.record_loop(metrics.LoopFigures(
         ready_nodes=sum(1 for n in cluster.nodes if _ready(n)),

@@ -11,13 +11,16 @@ Design (upstream cluster-autoscaler, pure):
   an unneeded node are kept in the simulation, so two nodes are never both emptied into the same
   free space; the moves of a node that must stay are rolled back. Every node that stays gets
   upstream's ``UnremovableReason`` name.
-- An unready node (Ready not True) skips the utilization threshold, as upstream: what runs
-  there is not serving, so its requests say nothing about need; every other rule holds.
+- An unready node (Ready not True, or still carrying a startup taint) skips the utilization
+  threshold, as upstream: what runs there is not serving, so its requests say nothing about
+  need; every other rule holds.
 - :func:`select_removals` applies time: a node goes only after being unneeded for
   ``unneededTime`` (an unready one for upstream's ``--scale-down-unready-time``, 20 minutes,
   which OpenShift's ClusterAutoscaler does not expose), outside the cooldowns
   (``delayAfterAdd``, ``delayAfterDelete``, ``delayAfterFailure``); all eligible empty nodes go
   together, at most one node with pods to move per loop, never a group below its min size.
+- :func:`eviction_grace_period` is how long an evicted pod of a removed node may take to stop:
+  its own ``terminationGracePeriodSeconds`` capped at ``maxPodGracePeriod``.
 """
 
 from __future__ import annotations
@@ -32,11 +35,13 @@ from berthmaster.operator.autoscaler.groups import ClusterView
 from berthmaster.operator.autoscaler.limits import Totals, node_totals, removal_blocked_by
 from berthmaster.operator.autoscaler.resources import CPU, MEMORY, node_allocatable, pod_requests
 from berthmaster.operator.autoscaler.simulation import Simulation
+from berthmaster.operator.autoscaler.template import has_startup_taint
 
 JSON = dict[str, Any]
 
 SCALE_DOWN_DISABLED_KEY = "cluster-autoscaler.kubernetes.io/scale-down-disabled"
 TO_BE_DELETED_TAINT = "ToBeDeletedByClusterAutoscaler"
+DEFAULT_TERMINATION_GRACE_PERIOD = 30  # corev1.DefaultTerminationGracePeriodSeconds
 
 # upstream's simulator.UnremovableReason names
 CURRENTLY_BEING_DELETED = "CurrentlyBeingDeleted"
@@ -147,7 +152,7 @@ def find_unneeded(
         if group is None:
             stays(name, NOT_AUTOSCALED, "node belongs to no autoscaled MachineSet")
             continue
-        ready = node_ready(node)
+        ready = node_ready(node) and not has_startup_taint(node, config.startup_taints)
         if ready and used >= config.scale_down.utilization_threshold:
             stays(name, NOT_UNDERUTILIZED, f"utilization {used:.2f} is not below "
                   f"{config.scale_down.utilization_threshold}")
@@ -199,6 +204,16 @@ def find_unneeded(
             f"{(p.get('metadata') or {}).get('namespace')}/{(p.get('metadata') or {}).get('name')}"
             for p in to_move), ready))
     return ScaleDownPlan(tuple(unneeded), unremovable, messages)
+
+
+def eviction_grace_period(pod: Mapping[str, Any], maximum: int) -> int:
+    """Upstream's evictor (core/scaledown/actuation/drain.go ``evictPod``): the pod's
+    ``terminationGracePeriodSeconds`` when below ``maximum`` (``--max-graceful-termination-sec``),
+    else ``maximum``; a pod that names none gets Kubernetes' default 30 s."""
+    own = (pod.get("spec") or {}).get("terminationGracePeriodSeconds")
+    if own is None:
+        return DEFAULT_TERMINATION_GRACE_PERIOD
+    return min(int(own), maximum)
 
 
 def track_unneeded(since: Mapping[str, float], plan: ScaleDownPlan, now: float) -> dict[str, float]:

@@ -4,8 +4,10 @@ Design (upstream cluster-autoscaler's loop, one decision per call, pure):
 
 1. Pods count when they are unschedulable (no node, ``PodScheduled=False`` with reason
    ``Unschedulable``, not being deleted) and their priority is at least ``podPriorityThreshold``;
-   lower-priority pods are expendable and never cause a scale-up. A pod whose
-   ``status.nominatedNodeName`` names an existing node is waiting for the scheduler's
+   lower-priority pods are expendable and never cause a scale-up. Pods younger than
+   ``scaleUp.newPodScaleUpDelay`` (or their own longer
+   ``cluster-autoscaler.kubernetes.io/pod-scale-up-delay``) are left to the scheduler for now.
+   A pod whose ``status.nominatedNodeName`` names an existing node is waiting for the scheduler's
    preemption to make room there: it causes no scale-up either, and the caller places it on
    that node in the simulation so the room it will take is not offered to other pods.
 2. Nodes already asked for but not registered yet ("upcoming") join the simulation as template
@@ -28,13 +30,15 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from berthmaster.operator.autoscaler.config import AutoscalerConfig
+from berthmaster.operator.autoscaler import nodegroupset
+from berthmaster.operator.autoscaler.config import AutoscalerConfig, parse_duration
 from berthmaster.operator.autoscaler.expanders import Option, Priorities, best_option
 from berthmaster.operator.autoscaler.groups import ClusterView, NodeGroup
-from berthmaster.operator.autoscaler.limits import Totals, headroom
+from berthmaster.operator.autoscaler.limits import Totals, headroom, node_totals
 from berthmaster.operator.autoscaler.resources import CPU, MEMORY, node_allocatable, pod_requests
 from berthmaster.operator.autoscaler.simulation import Simulation
 from berthmaster.operator.autoscaler.template import copy_of
+from berthmaster.operator.machines.conditions import parse_time
 from berthmaster.scheduler.model import resolve_priority
 
 JSON = dict[str, Any]
@@ -43,8 +47,7 @@ BACKOFF_REASON = "in backoff after failed scale-up"
 MAX_SIZE_REASON = "max node group size reached"
 WOULD_NOT_FIT_REASON = "it wouldn't fit if a new node is added"
 NO_TEMPLATE_REASON = "node group has no usable template"
-ZONE_LABELS = ("topology.kubernetes.io/zone", "topology.kubernetes.io/region",
-               "failure-domain.beta.kubernetes.io/zone", "failure-domain.beta.kubernetes.io/region")
+POD_SCALE_UP_DELAY_KEY = "cluster-autoscaler.kubernetes.io/pod-scale-up-delay"
 
 
 def pod_id(pod: Mapping[str, Any]) -> str:
@@ -83,6 +86,31 @@ def pods_to_help(pods: Iterable[Mapping[str, Any]], threshold: int,
     chosen.sort(key=lambda p: (-pod_priority(p, classes), pod_id(p)))
     waiting = [p for p in chosen if nominated_node(p) in node_names]
     return [p for p in chosen if nominated_node(p) not in node_names], waiting
+
+
+def scale_up_delay(pod: Mapping[str, Any], delay: float) -> float:
+    """How old ``pod`` must be to cause a scale-up: ``delay``, or the pod's own
+    ``pod-scale-up-delay`` annotation when that is a valid, longer duration (upstream ignores a
+    shorter one)."""
+    text = ((pod.get("metadata") or {}).get("annotations") or {}).get(POD_SCALE_UP_DELAY_KEY)
+    if text is None:
+        return delay
+    try:
+        own = parse_duration(str(text))
+    except ValueError:
+        return delay
+    return max(own, delay)
+
+
+def old_enough(pods: Iterable[JSON], now: float, delay: float) -> list[JSON]:
+    """The pods older than their scale-up delay; a pod with no creation time counts as old."""
+    kept = []
+    for pod in pods:
+        wait = scale_up_delay(pod, delay)
+        created = parse_time((pod.get("metadata") or {}).get("creationTimestamp"))
+        if wait <= 0 or created is None or now - created.timestamp() > wait:
+            kept.append(pod)
+    return kept
 
 
 @dataclass(frozen=True)
@@ -164,22 +192,20 @@ def estimate(sim: Simulation, group: NodeGroup, pods: Sequence[JSON], cap: int
     return Option(group, len(new_nodes), tuple(helped), template), left_out
 
 
-def _signature(group: NodeGroup, ignored: Iterable[str]) -> tuple[Any, ...]:
-    assert group.template is not None
-    skip = {"kubernetes.io/hostname", *ZONE_LABELS, *ignored}
-    labels = {k: v for k, v in group.template["metadata"]["labels"].items() if k not in skip}
-    taints = sorted((t.get("key"), t.get("value"), t.get("effect"))
-                    for t in (group.template.get("spec") or {}).get("taints") or [])
-    allocatable = sorted(node_allocatable(group.template).items())
-    return (tuple(sorted(labels.items())), tuple(taints), tuple(allocatable))
-
-
-def balance(chosen: Option, options: Sequence[Option], ignored: Iterable[str]
-            ) -> list[GroupIncrease]:
-    """Spread ``chosen.node_count`` over the groups similar to the chosen one, smallest first."""
+def balance(chosen: Option, options: Sequence[Option], ignored: Iterable[str],
+            cannot_host: Mapping[str, Collection[str]] | None = None) -> list[GroupIncrease]:
+    """Spread ``chosen.node_count`` over the groups similar to the chosen one (upstream's
+    comparator, see :mod:`.nodegroupset`) that can host every pod the chosen one helps,
+    smallest first (``BalanceScaleUpBetweenGroups``). ``cannot_host`` maps a group id to the
+    pods that would not fit its template node."""
     ignored = tuple(ignored)
-    signature = _signature(chosen.group, ignored)
-    similar = [o.group for o in options if _signature(o.group, ignored) == signature]
+    blocked = cannot_host or {}
+    assert chosen.group.template is not None
+    helped = {pod_id(p) for p in chosen.pods}
+    similar = [o.group for o in options if o.group == chosen.group or (
+        o.group.template is not None
+        and nodegroupset.similar(chosen.group.template, o.group.template, ignored)
+        and not helped & set(blocked.get(o.group.id, ())))]
     if chosen.group not in similar:
         similar.append(chosen.group)
     sizes = {g.id: g.target_size for g in similar}
@@ -236,6 +262,7 @@ def decide_scale_up(
             return ScaleUpDecision(waiting=tuple(waiting))
 
         options: list[Option] = []
+        cannot_host: dict[str, set[str]] = {}
         group_reasons: dict[str, str] = {}
         pod_reasons: dict[str, Counter[str]] = {pod_id(p): Counter() for p in remaining}
 
@@ -262,6 +289,7 @@ def decide_scale_up(
             if room.nodes is not None:
                 cap = min(cap, room.nodes)
             option, left_out = estimate(sim, group, remaining, cap)
+            cannot_host[group.id] = {k for k, r in left_out.items() if r != MAX_SIZE_REASON}
             for key, reason in left_out.items():
                 if reason == MAX_SIZE_REASON and room.nodes is not None \
                         and room.nodes < group.max_size - group.target_size:
@@ -276,7 +304,7 @@ def decide_scale_up(
                 not_triggered={k: _not_triggered_message(c) for k, c in pod_reasons.items()},
                 waiting=tuple(waiting), group_reasons=group_reasons)
         if config.balance_similar_node_groups:
-            increases = balance(chosen, options, config.balancing_ignored_labels)
+            increases = balance(chosen, options, config.balancing_ignored_labels, cannot_host)
         else:
             g = chosen.group
             increases = [GroupIncrease(g.id, g.target_size, g.target_size + chosen.node_count,
@@ -297,3 +325,26 @@ def decide_scale_up(
     finally:
         sim.rollback(mark)
 
+
+
+def decide_min_size_scale_up(view: ClusterView, config: AutoscalerConfig, totals: Totals,
+                             in_backoff: Iterable[str] = ()) -> tuple[GroupIncrease, ...]:
+    """With ``enforceNodeGroupMinSize``: grow each MachineSet whose replicas are below its min
+    size up to it, as upstream's ``ScaleUpToNodeGroupMinSize``: groups in backoff or without a
+    template are skipped, and the cluster's resource limits cap each increase in turn."""
+    backoff = set(in_backoff)
+    increases = []
+    for group in view.groups:
+        missing = group.min_size - group.target_size
+        if missing <= 0 or group.id in backoff or group.template is None:
+            continue
+        room = headroom(totals, group.template, config.limits)
+        if room.nodes is not None:
+            missing = min(missing, room.nodes)
+        if missing <= 0:
+            continue
+        totals = totals.plus(node_totals(group.template, [g.type for g in config.limits.gpus]),
+                             missing)
+        increases.append(GroupIncrease(group.id, group.target_size,
+                                       group.target_size + missing, group.max_size))
+    return tuple(increases)

@@ -11,14 +11,17 @@ Design: a Node object (plain dict) is assembled from, in rising precedence,
    ``capacity.cluster-autoscaler.kubernetes.io/{cpu,memory,ephemeral-disk,maxPods,gpu-type,
    gpu-count,labels,taints}``.
 Per-node identity (hostname, the provider id) is replaced by the template's own name, so pod
-anti-affinity by hostname treats every template copy as a distinct node. A MachineSet whose
+anti-affinity by hostname treats every template copy as a distinct node. Startup taints (the
+``startupTaints`` keys and upstream's ``startup-taint.cluster-autoscaler.kubernetes.io/`` and
+``ignore-taint.cluster-autoscaler.kubernetes.io/`` prefixes) are left out: a new node sheds them
+once it has started, as upstream's ``taints.SanitizeTaints`` assumes. A MachineSet whose
 capacity cannot be known raises :class:`TemplateError` naming the annotations to add.
 """
 
 from __future__ import annotations
 
 import copy
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import Any
 
 from berthmaster.operator.machines.machineset import build_machine
@@ -43,6 +46,19 @@ OPENSHIFT_MAX_PODS_KEY = "machine.openshift.io/maxPods"
 DEFAULT_GPU_TYPE = "nvidia.com/gpu"
 DEFAULT_MAX_PODS = "110"  # upstream's default when maxPods is not given
 HOSTNAME_LABEL = "kubernetes.io/hostname"
+# upstream's utils/taints StartupTaintPrefix and (deprecated) IgnoreTaintPrefix
+STARTUP_TAINT_PREFIXES = ("startup-taint.cluster-autoscaler.kubernetes.io/",
+                          "ignore-taint.cluster-autoscaler.kubernetes.io/")
+
+
+def is_startup_taint(key: str, startup_taints: Collection[str] = ()) -> bool:
+    return key in startup_taints or key.startswith(STARTUP_TAINT_PREFIXES)
+
+
+def has_startup_taint(node: Mapping[str, Any], startup_taints: Collection[str] = ()) -> bool:
+    """Whether ``node`` is still starting: upstream counts such a node as unready."""
+    return any(is_startup_taint(str(t.get("key", "")), startup_taints)
+               for t in (node.get("spec") or {}).get("taints") or [])
 
 
 class TemplateError(ValueError):
@@ -87,7 +103,7 @@ def machine_set_name(machine_set: Mapping[str, Any]) -> str:
 
 
 def template_node(machine_set: Mapping[str, Any], sample_node: Mapping[str, Any] | None = None,
-                  index: int = 0) -> JSON:
+                  index: int = 0, startup_taints: Collection[str] = ()) -> JSON:
     """The Node a new replica of ``machine_set`` would register as (``index`` names the copy)."""
     meta = machine_set.get("metadata") or {}
     annotations: Mapping[str, str] = meta.get("annotations") or {}
@@ -142,6 +158,7 @@ def template_node(machine_set: Mapping[str, Any], sample_node: Mapping[str, Any]
         taints = _merge_taints(taints, _parse_taints(annotations[TAINTS_KEY],
                                                      f"{where} annotation {TAINTS_KEY}"))
 
+    taints = [t for t in taints if not is_startup_taint(str(t.get("key", "")), startup_taints)]
     missing = [name for name in ("cpu", "memory") if name not in capacity]
     if missing:
         raise TemplateError(

@@ -31,6 +31,8 @@ AUTOSCALING = group_path("autoscaling.openshift.io", "v1")
 AUTOSCALING_BETA = group_path("autoscaling.openshift.io", "v1beta1")
 MACHINES = group_path("machine.openshift.io", "v1beta1")
 MIN_KEY = "machine.openshift.io/cluster-api-autoscaler-node-group-min-size"
+OWNER_KEY = "autoscaling.openshift.io/machineautoscaler"
+FINALIZER = "machinetarget.autoscaling.openshift.io"
 MAX_KEY = "machine.openshift.io/cluster-api-autoscaler-node-group-max-size"
 JSON = dict[str, Any]
 
@@ -180,6 +182,11 @@ async def events_for(kube: KubeClient, namespace: str, name: str, reason: str) -
      "memory.min must be less than or equal to memory.max"),
     (cluster_autoscaler({"scaleDown": {"unneededTime": "ten minutes"}}), "unneededTime"),
     (cluster_autoscaler({"scaleDown": {"utilizationThreshold": "1.5"}}), "utilizationThreshold"),
+    # validator.go validateScaleDownConfig: strictly below 1
+    (cluster_autoscaler({"scaleDown": {"utilizationThreshold": "1"}}), "utilizationThreshold"),
+    (cluster_autoscaler({"scaleDown": {"cordonNodeBeforeTerminating": "yes"}}),
+     "Unsupported value"),
+    (cluster_autoscaler({"enforceNodeGroupMinSize": "On"}), "Unsupported value"),
     (cluster_autoscaler({"expanders": ["Cheapest"]}), "Unsupported value"),
     (machine_autoscaler("m", "default", "w", 3, 2), "minReplicas must be less than or equal"),
 ])
@@ -195,9 +202,30 @@ async def test_defaults_are_upstreams(cluster: Any, crds: None, kube: KubeClient
     try:
         obj = await kube.get(resource_path(AUTOSCALING, "clusterautoscalers", name="default"))
         assert obj["spec"]["podPriorityThreshold"] == -10
+        assert obj["spec"]["enforceNodeGroupMinSize"] == "Disabled"  # the operator CRD's default
         assert obj["spec"]["scaleDown"] == {
             "enabled": False, "delayAfterAdd": "10m", "delayAfterDelete": "10s",
             "delayAfterFailure": "3m", "unneededTime": "10m", "utilizationThreshold": "0.5"}
+    finally:
+        await kube.delete(resource_path(AUTOSCALING, "clusterautoscalers", name="default"))
+
+
+async def test_openshift_fields_are_stored_not_pruned(cluster: Any, crds: None,
+                                                       kube: KubeClient) -> None:
+    """The fields of openshift/cluster-autoscaler-operator's ClusterAutoscalerSpec
+    (pkg/apis/autoscaling/v1) that the schema used to drop silently."""
+    spec = {"scaleUp": {"newPodScaleUpDelay": "30s"},
+            "scaleDown": {"enabled": True, "cordonNodeBeforeTerminating": "Enabled"},
+            "enforceNodeGroupMinSize": "Enabled", "logVerbosity": 4,
+            "startupTaints": ["node.example.com/initializing"]}
+    assert apply(cluster, cluster_autoscaler(spec)).returncode == 0
+    try:
+        obj = await kube.get(resource_path(AUTOSCALING, "clusterautoscalers", name="default"))
+        assert obj["spec"]["scaleUp"] == spec["scaleUp"]
+        assert obj["spec"]["scaleDown"]["cordonNodeBeforeTerminating"] == "Enabled"
+        assert obj["spec"]["enforceNodeGroupMinSize"] == "Enabled"
+        assert obj["spec"]["logVerbosity"] == 4
+        assert obj["spec"]["startupTaints"] == ["node.example.com/initializing"]
     finally:
         await kube.delete(resource_path(AUTOSCALING, "clusterautoscalers", name="default"))
 
@@ -233,6 +261,35 @@ async def test_machineautoscaler_marks_its_target_and_cleans_up(
         return (status.get("lastTargetRef") or {}).get("name")
 
     await wait_for(lambda: _eq(last_target(), "first"), timeout=30, what="lastTargetRef first")
+    # upstream's finalizer (machineautoscaler_controller.go MachineTargetFinalizer), not kopf's
+    assert (await kube.get(ma_path))["metadata"]["finalizers"] == [FINALIZER]
+    assert (await machine_set_annotations(kube, namespace, "first"))[OWNER_KEY] == f"{namespace}/ma"
+
+    # A second MachineAutoscaler of the same MachineSet is refused and the target left alone
+    # (machinetarget.go SetOwner -> ErrTargetAlreadyOwned, event FailedSetOwner).
+    assert apply(cluster, machine_autoscaler("intruder", namespace, "first", 2, 9)).returncode == 0
+
+    async def refused() -> list[JSON]:
+        return await events_for(kube, namespace, "intruder", "FailedSetOwner")
+
+    events = await wait_for(refused, timeout=30, what="FailedSetOwner on the intruder")
+    assert events[0]["message"] == (
+        "Error setting target owner: already owned by another MachineAutoscaler")
+    assert events[0]["type"] == "Warning"
+    assert await marked("first", "1", "4")
+    assert (await machine_set_annotations(kube, namespace, "first"))[OWNER_KEY] == f"{namespace}/ma"
+    intruder_path = resource_path(AUTOSCALING_BETA, "machineautoscalers", namespace, "intruder")
+    await kube.delete(intruder_path)
+
+    async def intruder_gone() -> bool:
+        try:
+            await kube.get(intruder_path)
+        except KubeError as error:
+            return error.not_found
+        return False
+
+    await wait_for(intruder_gone, timeout=30, what="the refused MachineAutoscaler deleted")
+    assert await marked("first", "1", "4")  # its deletion does not release another's target
 
     # Drift: an edited or removed annotation is put back by the MachineSet watch.
     await kube.patch(resource_path(MACHINES, "machinesets", namespace, "first"),
@@ -251,6 +308,15 @@ async def test_machineautoscaler_marks_its_target_and_cleans_up(
     await wait_for(lambda: released("first"), timeout=30, what="first released")
     await kube.delete(ma_path)
     await wait_for(lambda: released("second"), timeout=30, what="second released on delete")
+
+    async def ma_gone() -> bool:
+        try:
+            await kube.get(ma_path)
+        except KubeError as error:
+            return error.not_found
+        return False
+
+    await wait_for(ma_gone, timeout=30, what="the MachineAutoscaler gone once its finalizer left")
 
 
 # ------------------------------------------------------------------ scaling
@@ -469,7 +535,8 @@ async def test_each_blocker_keeps_its_node_and_the_idle_one_leaves_through_its_h
         ms = await kube.get(resource_path(MACHINES, "machinesets", namespace, pool))
         assert ms["spec"]["replicas"] == 4
 
-        # The preDrain hook holds the Machine: its node and pod are still there.
+        # The preDrain hook holds the Machine: its node is still there (the autoscaler itself
+        # evicted the movable pod, as upstream's scale-down drains before deleting).
         doomed = next(m for m in await machines() if m["metadata"].get("deletionTimestamp"))
         node = await kube.get(resource_path(CORE, "nodes", name=e))
         assert any(t["key"] == "ToBeDeletedByClusterAutoscaler"
@@ -500,3 +567,110 @@ async def test_each_blocker_keeps_its_node_and_the_idle_one_leaves_through_its_h
         for m in await machines():
             await kube.patch(resource_path(MACHINES, "machines", namespace, m["metadata"]["name"]),
                              {"spec": {"lifecycleHooks": {"preDrain": None}}})
+
+
+async def test_enforce_node_group_min_size_raises_a_short_machineset(
+        cluster: Any, operator: Any, kube: KubeClient, namespace: str) -> None:
+    """cluster-autoscaler ``ScaleUpToNodeGroupMinSize`` (core/scaleup/orchestrator), switched on
+    by OpenShift's ``enforceNodeGroupMinSize: Enabled`` (clusterautoscaler.go AutoscalerArgs ->
+    --enforce-node-group-min-size=true): no pod is pending, yet the MachineSet grows to its
+    MachineAutoscaler's minReplicas."""
+    pool = f"floor-{namespace}"
+    assert apply(cluster, machine_set(pool, namespace, replicas=0)).returncode == 0
+    assert apply(cluster, machine_autoscaler("ma", namespace, pool, 2, 3)).returncode == 0
+    assert apply(cluster, cluster_autoscaler({"enforceNodeGroupMinSize": "Enabled",
+                                              "scaleDown": {"enabled": False}})).returncode == 0
+    try:
+        async def replicas() -> int:
+            found = await kube.get(resource_path(MACHINES, "machinesets", namespace, pool))
+            return int(found["spec"].get("replicas") or 0)
+
+        await wait_for(lambda: _eq(replicas(), 2), timeout=60, what="MachineSet raised to min 2")
+    finally:
+        await kube.delete(resource_path(AUTOSCALING, "clusterautoscalers", name="default"))
+
+
+async def test_scale_down_cordons_and_caps_the_grace_period_of_evicted_pods(
+        cluster: Any, operator: Any, kube: KubeClient, namespace: str) -> None:
+    """OpenShift's ``scaleDown.cordonNodeBeforeTerminating: Enabled`` and ``maxPodGracePeriod``
+    (clusterautoscaler.go AutoscalerArgs -> --cordon-node-before-terminating,
+    --max-graceful-termination-sec): the removed node is tainted and cordoned (utils/taints
+    ``MarkToBeDeleted``), and its pod is evicted with its 900 s grace period capped at 60 s
+    (core/scaledown/actuation/drain.go ``evictPod``). A preDrain hook holds the Machine, so
+    the machine controller's own cordon and drain have not run yet."""
+    pool = f"capped-{namespace}"
+    hooked = machine_set(pool, namespace, replicas=2)
+    hooked["spec"]["template"]["spec"]["lifecycleHooks"] = {
+        "preDrain": [{"name": "hold", "owner": "autoscaler-test"}]}
+    assert apply(cluster, hooked).returncode == 0
+    assert apply(cluster, machine_autoscaler("ma", namespace, pool, 0, 2)).returncode == 0
+
+    async def machines() -> list[JSON]:
+        items, _ = await kube.list_all(resource_path(MACHINES, "machines", namespace))
+        return items
+
+    async def registered() -> list[str] | None:
+        names = sorted(((m.get("status") or {}).get("nodeRef") or {}).get("name", "")
+                       for m in await machines())
+        return names if len(names) == 2 and all(names) else None
+
+    keep, leave = await wait_for(registered, timeout=90, what="two Machines with their Nodes")
+    bare = pod("bare", namespace, "100m", pool)  # no controller: keeps its node
+    bare["spec"]["nodeName"] = keep
+    await kube.create(resource_path(CORE, "pods", namespace), bare)
+    movable = pinned_replica_set("movable", namespace, leave)
+    movable["spec"]["template"]["spec"]["terminationGracePeriodSeconds"] = 900
+    assert apply(cluster, movable).returncode == 0
+
+    async def pinned() -> JSON | None:
+        pods, _ = await kube.list_all(resource_path(CORE, "pods", namespace),
+                                      labelSelector="app=movable")
+        running = [p for p in pods if p.get("status", {}).get("phase") == "Running"]
+        return running[0] if running else None
+
+    first = await wait_for(pinned, timeout=60, what="the movable pod running")
+    # Its replacement may go anywhere; every change of the evicted pod is watched from here.
+    await kube.patch(resource_path(group_path("apps", "v1"), "replicasets", namespace, "movable"),
+                     {"spec": {"template": {"spec": {"nodeName": None}}}})
+    _, version = await kube.list_all(resource_path(CORE, "pods", namespace))
+    seen: list[JSON] = []
+
+    async def watch() -> None:
+        async for event in kube.watch(resource_path(CORE, "pods", namespace), version,
+                                      fieldSelector=f"metadata.name={first['metadata']['name']}"):
+            seen.append(event)
+
+    watcher = asyncio.create_task(watch())
+    assert apply(cluster, cluster_autoscaler({
+        "maxPodGracePeriod": 60,
+        "scaleDown": {"enabled": True, "delayAfterAdd": "1s", "delayAfterDelete": "1s",
+                      "delayAfterFailure": "1s", "unneededTime": "5s",
+                      "cordonNodeBeforeTerminating": "Enabled"}})).returncode == 0
+    try:
+        async def evicted_with() -> int | None:
+            for event in seen:
+                meta = (event.get("object") or {}).get("metadata") or {}
+                if meta.get("deletionTimestamp"):
+                    return int(meta.get("deletionGracePeriodSeconds", -1))
+            return None
+
+        assert await wait_for(evicted_with, timeout=60, what="the movable pod evicted") == 60
+        node = await kube.get(resource_path(CORE, "nodes", name=leave))
+        assert node["spec"].get("unschedulable") is True
+        assert any(t["key"] == "ToBeDeletedByClusterAutoscaler"
+                   for t in node["spec"].get("taints") or [])
+        async def deleting() -> list[str]:
+            return [m["status"]["nodeRef"]["name"] for m in await machines()
+                    if m["metadata"].get("deletionTimestamp")]
+
+        assert await wait_for(deleting, timeout=60, what="its Machine being deleted") == [leave]
+    finally:
+        watcher.cancel()
+        with contextlib.suppress(asyncio.CancelledError, KubeError):
+            await watcher
+        await kube.delete(resource_path(AUTOSCALING, "clusterautoscalers", name="default"))
+        for m in await machines():
+            await kube.patch(resource_path(MACHINES, "machines", namespace, m["metadata"]["name"]),
+                             {"spec": {"lifecycleHooks": {"preDrain": None}}})
+        with contextlib.suppress(KubeError):
+            await kube.delete(resource_path(CORE, "pods", namespace, "bare"))

@@ -82,3 +82,74 @@ def test_every_problem_is_reported_at_once() -> None:
     assert any(p.startswith("spec.scaleDown.utilizationThreshold:") for p in problems)
     assert any("unknown expander 'Cheapest'" in p for p in problems)
     assert len(problems) == 5
+
+
+def test_the_fields_openshift_adds_are_kept_not_pruned() -> None:
+    """openshift/cluster-autoscaler-operator pkg/apis/autoscaling/v1 ClusterAutoscalerSpec
+    (``ScaleUp.NewPodScaleUpDelay``, ``ScaleDown.CordonNodeBeforeTerminating``,
+    ``EnforceNodeGroupMinSize``, ``StartupTaints``, ``LogVerbosity``), which
+    clusterautoscaler.go ``AutoscalerArgs`` passes as --new-pod-scale-up-delay,
+    --cordon-node-before-terminating, --enforce-node-group-min-size, --startup-taint, --v."""
+    config = parse_cluster_autoscaler(ca({
+        "scaleUp": {"newPodScaleUpDelay": "30s"},
+        "scaleDown": {"enabled": True, "cordonNodeBeforeTerminating": "Enabled"},
+        "enforceNodeGroupMinSize": "Enabled",
+        "startupTaints": ["node.example.com/initializing", "gpu.example.com/driver"],
+        "logVerbosity": 4,
+        "maxPodGracePeriod": 120,
+    }))
+    assert config.scale_up.new_pod_scale_up_delay == 30
+    assert config.scale_down.cordon_node_before_terminating is True
+    assert config.enforce_node_group_min_size is True
+    assert config.startup_taints == ("node.example.com/initializing", "gpu.example.com/driver")
+    assert config.log_verbosity == 4
+    assert config.max_pod_grace_period == 120
+
+
+def test_the_openshift_fields_default_as_upstream_flags() -> None:
+    """cluster-autoscaler config/flags/flags.go: --new-pod-scale-up-delay 0s,
+    --enforce-node-group-min-size false, no --startup-taint; OpenShift's operator passes
+    --v=1 by default and its fork leaves --cordon-node-before-terminating false."""
+    config = parse_cluster_autoscaler(ca({}))
+    assert config.scale_up.new_pod_scale_up_delay == 0
+    assert config.scale_down.cordon_node_before_terminating is False
+    assert config.enforce_node_group_min_size is False
+    assert config.startup_taints == ()
+    assert config.log_verbosity == 1
+
+
+@pytest.mark.parametrize(("spec", "problem"), [
+    ({"scaleDown": {"utilizationThreshold": "1"}}, "above 0 and below 1"),
+    ({"scaleDown": {"utilizationThreshold": "1.0"}}, "above 0 and below 1"),
+    ({"scaleDown": {"utilizationThreshold": "0"}}, "above 0 and below 1"),
+    ({"scaleDown": {"cordonNodeBeforeTerminating": "yes"}},
+     "spec.scaleDown.cordonNodeBeforeTerminating: 'yes' is not a mode; write Enabled or Disabled"),
+    ({"enforceNodeGroupMinSize": True},
+     "spec.enforceNodeGroupMinSize: True is not a mode; write Enabled or Disabled"),
+    ({"scaleUp": {"newPodScaleUpDelay": "soon"}}, "spec.scaleUp.newPodScaleUpDelay: 'soon'"),
+    ({"startupTaints": ["a", "a"]}, "spec.startupTaints: an item is listed twice"),
+    ({"startupTaints": "a"}, "spec.startupTaints: expected a list of non-empty strings"),
+    ({"logVerbosity": -1}, "spec.logVerbosity: -1 is below 0"),
+])
+def test_bad_openshift_fields_name_the_field(spec: dict[str, Any], problem: str) -> None:
+    """Validation as openshift/cluster-autoscaler-operator validator.go
+    ``validateScaleDownConfig`` (utilizationThreshold strictly between 0 and 1) and
+    ``validateScaleUpConfig``, and the CRD's enums."""
+    with pytest.raises(ConfigError) as caught:
+        parse_cluster_autoscaler(ca(spec))
+    assert any(problem in p for p in caught.value.problems), caught.value.problems
+
+
+def test_a_threshold_just_below_one_is_accepted() -> None:
+    config = parse_cluster_autoscaler(ca({"scaleDown": {"utilizationThreshold": "0.99"}}))
+    assert config.scale_down.utilization_threshold == 0.99
+
+
+def test_expanders_default_is_the_autoscalers_own_least_waste() -> None:
+    """openshift/cluster-autoscaler-operator clusterautoscaler.go ``AutoscalerArgs`` passes
+    --expander only when ``expanders`` is set, so the autoscaler's own default applies:
+    ``least-waste`` in cluster-autoscaler config/flags/flags.go (openshift/kubernetes-autoscaler
+    and kubernetes/autoscaler alike). The API comment in pkg/apis/autoscaling/v1 still says
+    Random, from before upstream changed its default; the running behaviour is followed."""
+    assert parse_cluster_autoscaler(ca({})).expanders == ("LeastWaste",)
+    assert parse_cluster_autoscaler(ca({"expanders": []})).expanders == ("LeastWaste",)

@@ -6,7 +6,12 @@ import random
 
 import pytest
 
-from berthmaster.operator.autoscaler.expanders import Option, best_option, parse_priorities
+from berthmaster.operator.autoscaler.expanders import (
+    EXPANDERS,
+    Option,
+    best_option,
+    parse_priorities,
+)
 from berthmaster.operator.autoscaler.groups import build_cluster_view
 from tests.unit.autoscaler.builders import make_machine, make_machine_set, make_node
 
@@ -60,3 +65,23 @@ def test_priority_expander_picks_the_highest_matching_priority() -> None:
 def test_priority_configmap_errors_name_the_configmap() -> None:
     with pytest.raises(ValueError, match="cluster-autoscaler-priority-expander"):
         parse_priorities({"priorities": "high:\n  - .*\n"})
+
+
+@pytest.mark.parametrize(("pattern", "wins"), [
+    ("steady", "steady"),  # found anywhere in the id: an unanchored search
+    ("^MachineSet/machines/steady$", "steady"),  # the whole node group id
+    ("machines/steady", "steady"),
+    ("ste", "steady"),
+    ("^steady$", None),  # the id is not the bare name: nothing matches, no opinion
+    ("^machines/steady$", None),
+])
+def test_priority_patterns_search_the_cluster_api_node_group_id(pattern: str,
+                                                                wins: str | None) -> None:
+    """cluster-autoscaler expander/priority priority.go ``groupIDMatchesList``
+    (``FindStringIndex``: a match anywhere) against ``NodeGroup.Id()``, which the Cluster API
+    provider makes ``MachineSet/<namespace>/<name>`` (clusterapi_unstructured.go ``ID``)."""
+    view = build_cluster_view([make_machine_set("cheap-spot"), make_machine_set("steady")], [], [])
+    options = [Option(g, 1, (), g.template or {}) for g in view.groups]
+    priorities = parse_priorities({"priorities": f"50:\n  - '{pattern}'\n"})
+    ranked = EXPANDERS["Priority"](options, random.Random(0), priorities)
+    assert [o.group.name for o in ranked] == ([wins] if wins else ["cheap-spot", "steady"])

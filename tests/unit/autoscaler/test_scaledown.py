@@ -20,6 +20,7 @@ from berthmaster.operator.autoscaler.scaledown import (
     ScaleDownPlan,
     Unneeded,
     cooldown_reason,
+    eviction_grace_period,
     find_unneeded,
     select_removals,
     track_unneeded,
@@ -206,3 +207,21 @@ def test_unready_node_skips_the_utilization_threshold_and_waits_the_unready_time
     plan = find_unneeded(nodes, by_node, view, sim, config, [],
                          cluster_totals(nodes, config.limits))
     assert plan.unremovable["sick"] == "NotUnderutilized"
+
+
+@pytest.mark.parametrize(("own", "maximum", "grace"), [
+    (None, 600, 30),  # a pod naming none gets Kubernetes' default, not the cap
+    (30, 600, 30),
+    (900, 600, 600),  # maxPodGracePeriod caps a longer one
+    (120, 10, 10),
+    (0, 10, 0),
+])
+def test_evicted_pods_get_at_most_max_pod_grace_period(own: int | None, maximum: int,
+                                                       grace: int) -> None:
+    """cluster-autoscaler core/scaledown/actuation/drain.go ``evictPod``: the eviction asks for
+    the pod's terminationGracePeriodSeconds, capped at --max-graceful-termination-sec (which
+    OpenShift's ``maxPodGracePeriod`` sets, clusterautoscaler.go ``AutoscalerArgs``)."""
+    pod = make_pod("p", node="idle")
+    if own is not None:
+        pod["spec"]["terminationGracePeriodSeconds"] = own
+    assert eviction_grace_period(pod, maximum) == grace

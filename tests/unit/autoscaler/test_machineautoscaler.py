@@ -1,0 +1,50 @@
+"""MachineAutoscaler ownership of its MachineSet and its finalizer (pure parts)."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import pytest
+
+from berthmaster.operator.autoscaler.handlers import (
+    FINALIZER,
+    OWNER_KEY,
+    add_finalizer,
+    owner_conflict,
+)
+from berthmaster.operator.autoscaler.loop import log_level
+
+
+@pytest.mark.parametrize(("annotations", "other"), [
+    ({}, None),  # nobody owns it yet: it is ours to take
+    ({OWNER_KEY: "ns/mine"}, None),  # already ours
+    ({OWNER_KEY: "ns/theirs"}, "ns/theirs"),  # another MachineAutoscaler's: refused
+    ({OWNER_KEY: "other-ns/mine"}, "other-ns/mine"),  # the owner is namespace/name
+])
+def test_a_target_owned_by_another_is_refused(annotations: dict[str, str],
+                                              other: str | None) -> None:
+    """openshift/cluster-autoscaler-operator pkg/controller/machineautoscaler machinetarget.go
+    ``SetOwner``: the owner annotation ``autoscaling.openshift.io/machineautoscaler`` holds
+    ``<namespace>/<name>``; a different owner gives ErrTargetAlreadyOwned, which
+    machineautoscaler_controller.go ``Reconcile`` reports as event ``FailedSetOwner``."""
+    assert owner_conflict(annotations, "ns/mine") == other
+
+
+def test_the_finalizer_is_upstreams_and_added_once() -> None:
+    """machineautoscaler_controller.go ``MachineTargetFinalizer`` and ``EnsureFinalizer``."""
+    assert FINALIZER == "machinetarget.autoscaling.openshift.io"
+    body: dict[str, Any] = {"metadata": {"finalizers": ["someone.else/keep"]}}
+    add_finalizer(body)  # type: ignore[arg-type]
+    add_finalizer(body)  # type: ignore[arg-type]
+    assert body["metadata"]["finalizers"] == ["someone.else/keep", FINALIZER]
+
+
+@pytest.mark.parametrize(("verbosity", "level"), [
+    (0, logging.INFO), (1, logging.INFO), (3, logging.INFO), (4, logging.DEBUG),
+    (6, logging.DEBUG),
+])
+def test_log_verbosity_sets_the_autoscaler_log_level(verbosity: int, level: int) -> None:
+    """OpenShift's ``logVerbosity`` becomes the autoscaler's --v (clusterautoscaler.go
+    ``AutoscalerArgs``); its API calls 4 the debugging level."""
+    assert log_level(verbosity) == level
