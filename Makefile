@@ -16,8 +16,8 @@ build:          ## build the local control plane binaries (cached)
 down:           ## stop the demo cluster
 	.venv/bin/berthmaster dev down
 
-e2e:            ## end-to-end: image, cluster (kind, or a real kubelet here), chart, e2e/ (needs Docker; skips with one line without)
-	bash hack/e2e.sh
+e2e:            ## end-to-end: image, cluster (kind, or a real kubelet here), chart, e2e/ (MODE=auto|kind|kubelet)
+	bash hack/e2e.sh --mode $(or $(MODE),auto)
 
 image:          ## build the image berthmaster:dev with Docker (works with no registry: see docs/deployment.md)
 	bash hack/image.sh

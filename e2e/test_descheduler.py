@@ -22,18 +22,15 @@ def plain_zone_a_worker(kind: Kind) -> str:
 
 
 def replica_set(name: str, node: str) -> dict[str, Any]:
-    """Two replicas that berthmaster places on one node (a strong preference, not a rule, so
-    other nodes stay feasible and the second replica counts as a duplicate)."""
+    """Two replicas that berthmaster places on one node. The policy leaves ``nodeFit`` at its
+    v1alpha1 default (off), so every node counts as a place for them and the second replica
+    is a duplicate to evict."""
     return {
         "apiVersion": "apps/v1", "kind": "ReplicaSet", "metadata": {"name": name},
         "spec": {"replicas": 2, "selector": {"matchLabels": {"app": name}},
                  "template": {"metadata": {"labels": {"app": name}}, "spec": {
                      "schedulerName": SCHEDULER,
-                     "affinity": {"nodeAffinity": {
-                         "preferredDuringSchedulingIgnoredDuringExecution": [
-                             {"weight": 100, "preference": {"matchExpressions": [
-                                 {"key": "kubernetes.io/hostname", "operator": "In",
-                                  "values": [node]}]}}]}},
+                     "nodeSelector": {"kubernetes.io/hostname": node},
                      "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10",
                                      "resources": {"requests": {"cpu": "10m"}}}]}}},
     }

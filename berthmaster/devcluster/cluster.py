@@ -48,6 +48,8 @@ CONTROLLERS = (
     "disruption-controller", "garbage-collector-controller", "namespace-controller",
     "serviceaccount-controller", "serviceaccount-token-controller", "node-lifecycle-controller",
     "taint-eviction-controller", "endpointslice-controller", "pod-garbage-collector-controller",
+    # v1 Endpoints: the API server's Service proxy (/services/NAME:PORT/proxy) still reads them.
+    "endpoints-controller",
     "ttl-after-finished-controller", "resourcequota-controller",
     # Publishes kube-root-ca.crt in every namespace, which service-account token volumes mount.
     "root-ca-certificate-publisher-controller",
