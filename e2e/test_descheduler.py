@@ -21,33 +21,42 @@ def plain_zone_a_worker(kind: Kind) -> str:
     raise AssertionError("no untainted zone-a worker")
 
 
-def replica_set(name: str, node: str) -> dict[str, Any]:
-    """Two replicas that berthmaster places on one node. The policy leaves ``nodeFit`` at its
-    v1alpha1 default (off), so every node counts as a place for them and the second replica
-    is a duplicate to evict."""
+def replica_set(name: str) -> dict[str, Any]:
     return {
         "apiVersion": "apps/v1", "kind": "ReplicaSet", "metadata": {"name": name},
         "spec": {"replicas": 2, "selector": {"matchLabels": {"app": name}},
                  "template": {"metadata": {"labels": {"app": name}}, "spec": {
                      "schedulerName": SCHEDULER,
-                     "nodeSelector": {"kubernetes.io/hostname": node},
                      "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10",
                                      "resources": {"requests": {"cpu": "10m"}}}]}}},
     }
 
 
+def place_both_on(kind: Kind, namespace: str, node: str) -> set[str]:
+    """Both replicas on ``node``, the way duplicates arise: every other node is cordoned while
+    they are placed (a maintenance window) and uncordoned afterwards."""
+    cordoned = [n["metadata"]["name"] for n in kind.items("nodes")
+                if n["metadata"]["name"] != node and not n["spec"].get("unschedulable")]
+    for name in cordoned:
+        kind.run("cordon", name)
+    try:
+        kind.apply(yaml.safe_dump(replica_set("dup")), namespace)
+
+        def both_on_node() -> list[str] | None:
+            pods = kind.items("pods", "-n", namespace, "-l", "app=dup")
+            placed = [p["metadata"]["name"] for p in pods if p["spec"].get("nodeName") == node
+                      and p["status"].get("phase") == "Running"]
+            return placed if len(placed) == 2 else None
+
+        return set(wait_for(both_on_node, f"both replicas running on {node}"))
+    finally:
+        for name in cordoned:
+            kind.run("uncordon", name)
+
+
 def test_descheduler_job_runs_on_a_kubelet_and_evicts_a_duplicate(kind: Kind,
                                                                   namespace: str) -> None:
-    node = plain_zone_a_worker(kind)
-    kind.apply(yaml.safe_dump(replica_set("dup", node)), namespace)
-
-    def both_on_node() -> list[str] | None:
-        pods = kind.items("pods", "-n", namespace, "-l", "app=dup")
-        placed = [p["metadata"]["name"] for p in pods if p["spec"].get("nodeName") == node
-                  and p["status"].get("phase") == "Running"]
-        return placed if len(placed) == 2 else None
-
-    before = set(wait_for(both_on_node, f"both replicas running on {node}"))
+    before = place_both_on(kind, namespace, plain_zone_a_worker(kind))
     name = f"e2e-{uuid.uuid4().hex[:6]}"
     kind.apply(yaml.safe_dump({
         "apiVersion": "berthmaster.io/v1alpha1", "kind": "Descheduler",

@@ -11,7 +11,8 @@ import pytest
 from e2e.conftest import MODE, NAMESPACE, Kind, wait_for
 
 SERVICES = {
-    "berthmaster-scheduler-metrics": "scheduler_schedule_attempts_total{",
+    # A counter every replica exposes, leader or not (the Service picks either).
+    "berthmaster-scheduler-metrics": "# TYPE scheduler_schedule_attempts_total counter",
     "berthmaster-operator-metrics": "cluster_autoscaler_",
 }
 

@@ -143,8 +143,8 @@ def test_dockerfile_copies_what_the_wheel_is_built_from() -> None:
     copies = [line.split()[1:-1] for line in dockerfile_lines() if line.startswith("COPY ")
               and "--from" not in line]
     sources = [source.rstrip("/") for group in copies for source in group]
-    assert sorted(sources) == ["README.md", "berthmaster", "operator", "pyproject.toml",
-                               "scheduler", "setup.py"]
+    assert sorted(sources) == ["README.md", "berthmaster", "hack/image", "operator",
+                               "pyproject.toml", "scheduler", "setup.py"]
     for source in sources:
         assert (ROOT / source).exists(), f"Dockerfile copies {source}, which does not exist"
     allowed = [line.lstrip("!").rstrip("/") for line in
