@@ -3,9 +3,5 @@
 # Usage: hack/image.sh [--tag NAME] [--node-images]
 set -euo pipefail
 cd "$(dirname "$0")/.."
-export PYTHONSAFEPATH=1
-if [ ! -x .venv/bin/python ]; then
-  python3 -m venv .venv
-fi
-.venv/bin/python -m pip install --quiet -e .
+source hack/venv.sh
 exec .venv/bin/berthmaster dev image "$@"

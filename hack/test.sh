@@ -3,17 +3,7 @@
 # Usage: hack/test.sh [pytest arguments]   (the README's `make test` runs it without arguments)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-# operator/ and scheduler/ sit at the top of the checkout: never let `python -m` put the
-# checkout first on sys.path, where operator/ would shadow the standard library's operator.
-export PYTHONSAFEPATH=1
-
-if [ ! -x .venv/bin/python ]; then
-  echo "==> creating the Python environment (.venv)"
-  python3 -m venv .venv
-fi
-echo "==> installing berthmaster and the test tools"
-.venv/bin/python -m pip install --quiet --upgrade pip
-.venv/bin/python -m pip install --quiet -e '.[test]'
+source hack/venv.sh test
 
 echo "==> building the local control plane (reused from the cache when present)"
 .venv/bin/berthmaster dev build
