@@ -7,13 +7,11 @@ The value sets users are expected to reach for are named here once; tests iterat
 
 from __future__ import annotations
 
-import os
 import subprocess
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-import pytest
 import yaml
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -22,23 +20,7 @@ CRDS = ROOT / "deploy" / "crds"
 SAMPLES = ROOT / "deploy" / "samples"
 MANIFESTS = ROOT / "deploy" / "manifests"
 SEED_SAMPLES = Path(__file__).resolve().parent / "seed_samples"
-SEEDS = Path(os.environ.get("BERTHMASTER_SEEDS") or ROOT.parent / "shared" / "seeds")
-SEED_SCHEDULING = SEEDS / "002_ac35c3fd0bf2da93.txt"
 
-
-def seed_scheduling_text() -> str:
-    """The OpenShift scheduling document the chart's policies are checked against.
-
-    It lives beside the checkout (shared/seeds), not in it. In CI it must be there; elsewhere a
-    missing copy skips these checks with one line saying how to run them.
-    """
-    if not SEED_SCHEDULING.is_file():
-        message = (f"the OpenShift scheduling document is not at {SEED_SCHEDULING}: "
-                   "set BERTHMASTER_SEEDS to the seeds folder to check the chart against it")
-        if os.environ.get("CI"):
-            raise FileNotFoundError(message)
-        pytest.skip(message)
-    return SEED_SCHEDULING.read_text()
 
 # name -> --set arguments. "defaults" is what `helm install berthmaster charts/berthmaster` does.
 VALUE_SETS: dict[str, list[str]] = {
@@ -118,11 +100,10 @@ def to_yaml(objects: Sequence[Mapping[str, Any]]) -> str:
 
 
 def seed_default_policy() -> dict[str, Any]:
-    """The default Policy file, read straight out of the OpenShift scheduling document."""
+    """The default Policy file of the OpenShift scheduling document (section 16.2.4), as our
+    test data keeps it (seed_samples/scheduler-default-policy.json)."""
     import json
 
-    text = seed_scheduling_text()
-    start = text.index("Default scheduler configuration file")
-    body = text[text.index("{", start):text.index("16.2.4.1.", start)]
-    policy: dict[str, Any] = json.loads(body)
+    policy: dict[str, Any] = json.loads(
+        (SEED_SAMPLES / "scheduler-default-policy.json").read_text())
     return policy

@@ -23,9 +23,9 @@ from berthmaster.scheduler.plugins.registry import CONFIGURABLE_BY_NAME, PREDICA
 from berthmaster.scheduler.policy import load_policy
 from tests.integration.chart.chartkit import (
     CHART,
+    SEED_SAMPLES,
     helm,
     render,
-    seed_scheduling_text,
     template,
     without_symlink_notes,
 )
@@ -121,27 +121,10 @@ def test_schema_names_are_the_scheduler_registry() -> None:
 
 
 def seed_sample_policies() -> list[str]:
-    """The YAML policies of the scheduling document's "Sample Policy Configurations"."""
-    lines = [line.rstrip() for line in seed_scheduling_text().splitlines()]
-    # Section titles separate number and title with a no-break space.
-    start = next(i for i, line in enumerate(lines) if line.startswith("16.2.8.")
-                 and line.endswith("Sample Policy Configurations"))
-    end = next(i for i, line in enumerate(lines) if line.startswith("16.3.")
-               and line.endswith("Descheduling"))
-    blocks, current = [], None
-    for line in lines[start:end]:
-        if line == 'kind: "Policy"':
-            current = [line]
-            blocks.append(current)
-        elif current is not None:
-            if line and not line.startswith(" ") and not re.match(
-                    r"^(version|predicates|priorities):|^\.\.\.$", line):
-                current = None
-            else:
-                current.append(line)
-    # The first sample carries the document's callout numbers ("RegionZoneAffinity" 1); the
-    # next one repeats it without them.
-    return ["\n".join(block) for block in blocks[1:]]
+    """The YAML policies of the scheduling document's "Sample Policy Configurations" (section
+    16.2.8), as our test data keeps them."""
+    return [path.read_text() for path in
+            sorted(SEED_SAMPLES.glob("scheduler-sample-policy-*.yaml"))]
 
 
 def test_the_seed_has_the_sample_policies() -> None:
