@@ -34,6 +34,7 @@ import contextlib
 import dataclasses
 import os
 import re
+import shutil
 import signal
 import subprocess
 import time
@@ -269,11 +270,14 @@ def preflight() -> None:
     if os.geteuid() != 0:
         raise NodeError("a real kubelet runs pods on this host and needs root: run as root "
                         "(CI and our build machines do)")
+    if (Path("/sys/class/net") / BRIDGE).exists():
+        raise NodeError(f"bridge {BRIDGE} exists: another cluster with a real kubelet runs here "
+                        "(berthmaster dev down --name NAME), or a crashed one left it (ip link "
+                        f"delete {BRIDGE})")
     needs = {"containerd": "apt-get install containerd (comes with docker.io)",
              "ctr": "apt-get install containerd", "runc": "apt-get install runc",
              "iptables": "apt-get install iptables", "ip": "apt-get install iproute2"}
-    from shutil import which
-    missing = [f"{tool} ({hint})" for tool, hint in needs.items() if which(tool) is None]
+    missing = [f"{tool} ({hint})" for tool, hint in needs.items() if shutil.which(tool) is None]
     if not (CNI_BIN_DIR / "bridge").is_file():
         missing.append(f"CNI plugins in {CNI_BIN_DIR} (apt-get install "
                        "containernetworking-plugins)")
