@@ -4,4 +4,5 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source hack/venv.sh
+venv_install
 exec .venv/bin/berthmaster dev image "$@"

@@ -3,7 +3,8 @@
 # Usage: hack/test.sh [pytest arguments]   (the README's `make test` runs it without arguments)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-source hack/venv.sh test
+source hack/venv.sh
+venv_install test
 
 echo "==> building the local control plane (reused from the cache when present)"
 .venv/bin/berthmaster dev build

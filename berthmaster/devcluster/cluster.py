@@ -233,8 +233,10 @@ class ControlPlane:
             if not dead and complete and existing.options == self.options and _healthy(existing):
                 self.say(f"Cluster {self.name!r} is already running ({existing.server}).")
                 return existing
-            self.say(f"Cluster {self.name!r} is partly down ({', '.join(dead) or 'unhealthy'}); "
-                     "restarting it from scratch.")
+            why = (", ".join(dead) if dead else "shaped otherwise"
+                   if existing.options != self.options else "unhealthy")
+            self.say(f"Cluster {self.name!r} is partly down or differs ({why}); restarting it "
+                     "from scratch.")
             self.down(quiet=True)
         missing = build.missing_binaries(("etcd", "kube-apiserver", "kube-controller-manager",
                                           "kwok", "kubectl"))
@@ -281,7 +283,8 @@ class ControlPlane:
             path.write_text(yaml.safe_dump(kubeconfig(server, pki, client, self.name)))
             path.chmod(0o600)
             kubeconfigs[client] = path
-        cluster = RunningCluster(self.name, self.root, server, kubeconfigs["admin"], {})
+        cluster = RunningCluster(self.name, self.root, server, kubeconfigs["admin"], {},
+                                 options=self.options)
 
         etcd_port, etcd_peer = free_port(), free_port()
         etcd_url = f"http://127.0.0.1:{etcd_port}"
