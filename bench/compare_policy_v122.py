@@ -26,10 +26,11 @@ defaultPluginConfigArgs). With those three entries removed from the file, on 12 
 pods: both agree on fitting for 28; the one difference is v1.22's NodeResourcesFit rejecting a
 pod that requests no memory on nodes whose running pods overcommit memory (v1.22 fitsRequest
 has no ``request > 0`` guard; 1.35 and berthmaster have it). Bound pods went to the same node
-8 of 9 times; the top-scored nodes overlap every time, totals equal up to the 0..10 vs 0..100
-rounding. Failure texts differ by design: v1.22's Policy order runs GeneralPredicates
-(resources first) before PodToleratesNodeTaints (v1.22 legacy_registry.go, predicateOrdering),
-and its FitError has no PostFilter sentence; berthmaster follows 1.35.
+8 and 9 of 9 times in two runs (a tie broken differently); the top-scored nodes overlap every
+time, totals equal up to the 0..10 vs 0..100 rounding. Failure texts differ by design: v1.22's
+Policy order runs GeneralPredicates (resources first) before PodToleratesNodeTaints (v1.22
+legacy_registry.go, predicateOrdering), and its FitError has no PostFilter sentence;
+berthmaster follows 1.35.
 """
 
 from __future__ import annotations
