@@ -275,11 +275,21 @@ def scenario(seed: int, index: int) -> Scenario:
     nodes = [_node(rng, i) for i in range(rng.randint(2, MAX_NODES))]
     existing: list[JSON] = []
     room = {n.name: int(n.capacity["pods"]) for n in nodes}
+    ported: set[str] = set()
     for i in range(rng.randint(0, 8)):
         pod = _existing(rng, nodes, i)
-        if room[pod["spec"]["nodeName"]] > 1:  # leave every node room for one more
-            room[pod["spec"]["nodeName"]] -= 1
-            existing.append(pod)
+        node = pod["spec"]["nodeName"]
+        if room[node] <= 1:  # leave every node room for one more
+            continue
+        room[node] -= 1
+        if "ports" in pod["spec"]["containers"][0]:
+            # a kubelet admits one pod per host port (its admission runs NodePorts); two on
+            # one node would be a state no real cluster has, where upstream's port set
+            # (HostPortInfo) frees the port when either pod is removed
+            if node in ported:
+                del pod["spec"]["containers"][0]["ports"]
+            ported.add(node)
+        existing.append(pod)
     incoming = [_incoming(rng, nodes, f"new-{j}") for j in range(rng.randint(1, 3))]
     return Scenario(index, nodes, existing, incoming)
 
