@@ -264,10 +264,10 @@ class Harness:
         await self._delete(namespace, name)
         if outcome.kind == "nominated":
             assert outcome.node is not None
-            await self._restore(existing, outcome.node)
+            await self._restore(existing, outcome.node, scheduler)
         return outcome
 
-    async def _restore(self, existing: list[JSON], node: str) -> None:
+    async def _restore(self, existing: list[JSON], node: str, scheduler: str) -> None:
         """Recreate the preemption's victims: at least one running pod on the nominated
         ``node`` is being deleted (a nomination always has victims, deleted at once); once
         none is terminating any more, the missing ones are created again."""
@@ -288,7 +288,7 @@ class Harness:
             await _until(victims_deleted, f"preemption victims on {node}", VICTIM_WAIT)
         except AssertionError:
             # counted, not asserted: the next scenario starts from scratch in any case
-            self.outcomes["nominated without a victim deleted"] += 1
+            self.outcomes[f"{scheduler} nominated without deleting a victim"] += 1
         await _until(none_terminating, "victims gone", PREEMPTION_TIMEOUT)
         await asyncio.sleep(VICTIM_SETTLE)  # parallel victim deletions all land
         await _until(none_terminating, "victims gone", PREEMPTION_TIMEOUT)
