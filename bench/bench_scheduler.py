@@ -48,9 +48,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from berthmaster.devcluster.nodes import fake_node
+from berthmaster.devcluster.schedulers import (
+    Proc,
+    comparison_policy,
+    kube_scheduler_config,
+    start_kube_scheduler,
+)
 from berthmaster.kube import CORE, KubeClient, KubeError, resource_path
 
 JSON = dict[str, Any]
@@ -172,70 +176,31 @@ async def create_nodes(kube: KubeClient, count: int) -> list[str]:
 
 
 # ---- scheduler processes ---------------------------------------------------------------------
-@dataclass
-class Proc:
-    popen: subprocess.Popen[bytes]
-    log: Path
-
-    def cpu_seconds(self) -> float:
-        fields = Path(f"/proc/{self.popen.pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-    def peak_rss_mib(self) -> float:
-        for line in Path(f"/proc/{self.popen.pid}/status").read_text().splitlines():
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) / 1024
-        return 0.0
-
-    def stop(self) -> None:
-        self.popen.terminate()
-        try:
-            self.popen.wait(10)
-        except subprocess.TimeoutExpired:
-            self.popen.kill()
-            self.popen.wait()
-
-
 def start_scheduler(kind: str, kubeconfig: str, workdir: Path, binary: Path,
                     extra: Sequence[str] = ()) -> tuple[Proc, str]:
     log = workdir / f"{kind}.log"
-    if kind == "stub":
-        name = "bench-stub"
-        command = [sys.executable, __file__, "--run-stub", "--kubeconfig", kubeconfig,
-                   "--stub-name", name]
-    elif kind == "berthmaster":
-        name = "berthmaster-bench"
-        # The seed's default policy predates topology spread; kube-scheduler enforces it by
-        # default, so the comparison runs berthmaster with it added.
-        policy = json.loads((Path(__file__).resolve().parents[1] / "scheduler" / "data"
-                             / "default-policy.json").read_text())
-        policy["predicates"].append({"name": "PodTopologySpread"})
-        policy["priorities"].append({"name": "EvenPodsSpreadPriority", "weight": 1})
-        policy_file = workdir / "policy.json"
-        policy_file.write_text(json.dumps(policy))
-        command = [sys.executable, "-m", "berthmaster.cli", "scheduler", "--kubeconfig",
-                   kubeconfig, "--scheduler-name", name, "--no-leader-elect",
-                   "--policy", str(policy_file),
-                   "--metrics-bind-address", "", "--kube-api-qps", str(LIFTED_QPS),
-                   "--kube-api-burst", str(LIFTED_BURST), *extra]
-    else:
-        name = "kube-scheduler-bench"
-        lifted = kind.endswith("lifted")
-        config = {
-            "apiVersion": "kubescheduler.config.k8s.io/v1",
-            "kind": "KubeSchedulerConfiguration",
-            "clientConnection": {"kubeconfig": kubeconfig,
-                                 "qps": LIFTED_QPS if lifted else 50,
-                                 "burst": LIFTED_BURST if lifted else 100},
-            "leaderElection": {"leaderElect": False},
-            "profiles": [{"schedulerName": name}],
-        }
-        config_path = workdir / f"{kind}.yaml"
-        config_path.write_text(yaml.safe_dump(config))
-        command = [str(binary), f"--config={config_path}", "--secure-port=0", "-v=1"]
-    handle = log.open("wb")
-    popen = subprocess.Popen(command, stdout=handle, stderr=subprocess.STDOUT)
-    return Proc(popen, log), name
+    if kind in ("stub", "berthmaster"):
+        if kind == "stub":
+            name = "bench-stub"
+            command = [sys.executable, __file__, "--run-stub", "--kubeconfig", kubeconfig,
+                       "--stub-name", name]
+        else:
+            name = "berthmaster-bench"
+            policy_file = workdir / "policy.json"
+            policy_file.write_text(json.dumps(comparison_policy()))
+            command = [sys.executable, "-m", "berthmaster.cli", "scheduler", "--kubeconfig",
+                       kubeconfig, "--scheduler-name", name, "--no-leader-elect",
+                       "--policy", str(policy_file),
+                       "--metrics-bind-address", "", "--kube-api-qps", str(LIFTED_QPS),
+                       "--kube-api-burst", str(LIFTED_BURST), *extra]
+        handle = log.open("wb")
+        popen = subprocess.Popen(command, stdout=handle, stderr=subprocess.STDOUT)
+        return Proc(popen, log), name
+    name = "kube-scheduler-bench"
+    lifted = kind.endswith("lifted")
+    config = kube_scheduler_config(kubeconfig, name, qps=LIFTED_QPS if lifted else 50,
+                                   burst=LIFTED_BURST if lifted else 100)
+    return start_kube_scheduler(binary, config, workdir, kind), name
 
 
 def sync_seconds(log: Path) -> float | None:

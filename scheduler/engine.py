@@ -16,9 +16,11 @@
 A pod with ``status.nominatedNodeName`` (preemption made room for it) is first tried on that
 node alone and placed there when it fits, as kube-scheduler does.
 
-When nothing fits, ``Decision.message`` is kube-scheduler's FailedScheduling text ("0/3 nodes
-are available: 1 node(s) had untolerated taint {key2: value2}, 2 Insufficient cpu."); the
-preemption outcome is appended by the caller (see ``preemption.preemption_message``).
+When nothing fits, ``Decision.message`` is kube-scheduler's FitError text ("0/3 nodes are
+available: 1 node(s) had untolerated taint(s), 2 Insufficient cpu."): each rejected node counts
+the reasons of the first predicate that rejected it, predicates running in the default
+profile's filter order (``PREDICATE_ORDER``); the PostFilter sentence is appended by the caller
+(see ``preemption.failed_scheduling_message``).
 
 The engine keeps one piece of state, the rotating start index, like kube-scheduler; it is not
 thread-safe.
@@ -36,7 +38,7 @@ from itertools import chain, islice
 from typing import Any
 
 from berthmaster.scheduler.model import Obj, PodView
-from berthmaster.scheduler.plugins.base import Check, Predicate, Status
+from berthmaster.scheduler.plugins.base import Check, Predicate, Status, unresolvable
 from berthmaster.scheduler.policy import Policy, default_policy
 from berthmaster.scheduler.snapshot import NodeInfo, Snapshot
 
@@ -157,6 +159,18 @@ class Engine:
         if rejected is not None:
             return False
         return self._run_checks(checks, node) is None
+
+    def rejection(self, pod: Obj, node_name: str, snapshot: Snapshot) -> Status | None:
+        """The status rejecting ``pod`` on ``node_name`` as a scheduling cycle would give it
+        (the first failing predicate's, or the prefilter's), or None when it fits."""
+        node = snapshot.node(node_name)
+        if node is None:
+            return unresolvable(f"node {node_name!r} not found")
+        checks, rejected = self.prefilter(_unbound_view(pod), snapshot)
+        if rejected is not None:
+            return rejected[1]
+        outcome = self._run_checks(checks, node)
+        return None if outcome is None else outcome[0]
 
     def feasible_nodes(self, pod: Obj, snapshot: Snapshot,
                        candidates: Iterable[str] | None = None) -> list[str]:
@@ -372,10 +386,10 @@ class Engine:
                 if result is None:
                     row[predicate.name] = ""
                 elif isinstance(result, Status):
-                    row[predicate.name] = "; ".join(result.reasons)
+                    row[predicate.name] = result.explain()
                 else:
                     status = result(node)
-                    row[predicate.name] = "" if status is None else "; ".join(status.reasons)
+                    row[predicate.name] = "" if status is None else status.explain()
             out[node.name] = row
         return out
 

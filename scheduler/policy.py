@@ -10,8 +10,15 @@ it (as upstream); an empty list means none. ``version: v1`` (the seed's samples)
 for ``apiVersion: v1``. Lines holding only ``...`` (the seed's elision marks in its samples,
 which YAML would read as a document end) are ignored.
 
-``CheckNodeUnschedulable`` always runs, whatever the policy says (as upstream made it
-mandatory): a cordoned node takes no new pods.
+``CheckNodeUnschedulable`` and ``PodToleratesNodeTaints`` always run, whatever the policy lists
+(upstream's mandatory predicates from 1.14 until the Policy API was removed): a cordoned node
+takes no new pods and a ``NoSchedule``-tainted one (the control plane's) none that do not
+tolerate the taint (v1.22 pkg/scheduler/framework/plugins/legacy_registry.go,
+NewLegacyRegistry's mandatoryPredicates, joined to every Policy's by AppendPredicateConfigs).
+``hardPodAffinitySymmetricWeight`` (1..100; 0 or absent means the default, 1, as v1.22
+pkg/scheduler/factory.go, createFromPolicy, only overrides the default when it is not 0) is the
+weight ``InterPodAffinityPriority`` gives an existing pod's *required* affinity term that
+matches the incoming pod.
 """
 
 from __future__ import annotations
@@ -19,13 +26,14 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from importlib import resources
 from typing import Any
 
 import yaml
 
 from berthmaster.scheduler.plugins.base import Predicate, Priority
+from berthmaster.scheduler.plugins.inter_pod_affinity import InterPodAffinityPriority
 from berthmaster.scheduler.plugins.registry import (
     CONFIGURABLE_BY_NAME,
     CONFIGURABLE_PREDICATES,
@@ -252,6 +260,9 @@ def load_policy(text: str, source: str = "<policy>") -> Policy:
             built_predicates.append(mandatory())
     built_predicates.sort(key=lambda p: PREDICATE_ORDER.get(type(p), len(PREDICATE_ORDER)))
     built_priorities = [cls(name=name, **kw) for _, cls, name, kw in priorities]
+    built_priorities = [replace(p, hard_pod_affinity_weight=weight or 1)
+                        if isinstance(p, InterPodAffinityPriority) else p
+                        for p in built_priorities]
     return Policy(tuple(built_predicates), tuple(built_priorities), source, check_all, weight)
 
 

@@ -18,8 +18,19 @@ As upstream's default preemption:
 What-if removals happen on the snapshot itself and are undone before returning (the snapshot is
 single-threaded); the caller's snapshot is unchanged afterwards.
 
-``preemption_message`` builds the sentence kube-scheduler appends to FailedScheduling:
-``preemption: 0/3 nodes are available: 3 Preemption is not helpful for scheduling.``
+When no preemption is possible, ``PreemptionResult.message`` is the PostFilter sentence
+kube-scheduler 1.35 appends to FailedScheduling: its PostFilter plugins run in turn,
+DynamicResources first (``no new claims to deallocate`` for a pod without resource claims,
+dynamicresources.go, PostFilter), then DefaultPreemption, and their reasons are joined with
+", " (framework/runtime/framework.go, RunPostFilterPlugins): ``no new claims to deallocate,
+preemption: 0/3 nodes are available: 1 Insufficient cpu, 2 Preemption is not helpful for
+scheduling.`` Nodes are classified as upstream's preemption Evaluator does
+(framework/preemption/preemption.go, findCandidates / DryRunPreemption, and
+defaultpreemption/default_preemption.go, SelectVictimsOnNode): a node whose rejection was
+unresolvable is not tried (``Preemption is not helpful for scheduling``, also every node
+not tried); a tried node without lower-priority pods says ``No preemption victims found for
+incoming pod``; a tried node where the pod still does not fit with every lower-priority pod
+gone counts the reasons of the first predicate that still rejects it.
 """
 
 from __future__ import annotations
@@ -33,10 +44,11 @@ from berthmaster.scheduler.model import LabelSelector, Obj, PodView, label_selec
 from berthmaster.scheduler.plugins.base import Status, unresolvable
 from berthmaster.scheduler.snapshot import Snapshot
 
+NO_CLAIMS_TO_DEALLOCATE = "no new claims to deallocate"
 NOT_HELPFUL = "Preemption is not helpful for scheduling"
 NO_VICTIMS = "No preemption victims found for incoming pod"
 NEVER = "not eligible due to preemptionPolicy=Never."
-TERMINATING = "not eligible due to terminating pod on the nominated node."
+TERMINATING = "not eligible due to a terminating pod on the nominated node."
 MIN_CANDIDATE_NODES_PERCENTAGE = 10
 MIN_CANDIDATE_NODES_ABSOLUTE = 100
 _PRIORITY_OFFSET = 2**31  # upstream adds MaxInt32 + 1 so negative priorities sum sensibly
@@ -59,7 +71,22 @@ class PreemptionResult:
 
 
 def preemption_message(num_all_nodes: int, statuses: Mapping[str, Status]) -> str:
+    """DefaultPreemption's reason when no node has victims that make room."""
     return "preemption: " + fit_error_message(num_all_nodes, statuses)
+
+
+def post_filter_message(preemption_reason: str) -> str:
+    """The PostFilter plugins' joined reasons: DynamicResources' (the pod claims nothing to
+    deallocate), then DefaultPreemption's."""
+    return f"{NO_CLAIMS_TO_DEALLOCATE}, {preemption_reason}"
+
+
+def failed_scheduling_message(decision: Decision, result: PreemptionResult | None) -> str:
+    """kube-scheduler 1.35's FailedScheduling text (FitError.Error in framework/types.go): the
+    filter histogram, then, when preemption found nothing, the PostFilter sentence."""
+    if result is None or not result.message:
+        return decision.message
+    return f"{decision.message} {result.message}"
 
 
 def _pdb_selectors(snapshot: Snapshot) -> list[tuple[str, LabelSelector, int, frozenset[str]]]:
@@ -117,9 +144,9 @@ def _select_victims(pod: PodView, raw: Obj, node_name: str, snapshot: Snapshot, 
     for p in lower:
         snapshot._remove_view(p.uid)
     try:
-        reasons = engine.why_not(raw, node_name, snapshot)
-        if reasons:
-            return Status(tuple(reasons))
+        rejected = engine.rejection(raw, node_name, snapshot)
+        if rejected is not None:
+            return rejected
         # most important first: higher priority, then earlier start
         lower.sort(key=lambda p: (-snapshot.priority(p), p.start_time))
         violating, fine = split_by_pdb(lower, snapshot)
@@ -169,12 +196,12 @@ def evaluate_preemption(pod: Obj, snapshot: Snapshot, engine: Engine,
     """Choose a preemption for ``pod`` (which ``decision`` found fitting nowhere)."""
     view = PodView.from_dict(pod)
     if view.preemption_policy == "Never":
-        return PreemptionResult(None, "preemption: " + NEVER)
+        return PreemptionResult(None, post_filter_message("preemption: " + NEVER))
     priority = snapshot.priority(view)
     if view.nominated_node:
         for p in snapshot.pods_on(view.nominated_node):
             if p.deleting and snapshot.priority(p) < priority:
-                return PreemptionResult(None, "preemption: " + TERMINATING)
+                return PreemptionResult(None, post_filter_message("preemption: " + TERMINATING))
     total = len(snapshot)
     if decision is None:
         decision = _full_decision(engine, pod, snapshot)
@@ -203,7 +230,8 @@ def evaluate_preemption(pod: Obj, snapshot: Snapshot, engine: Engine,
             if len(candidates) >= wanted:
                 break
     if not candidates:
-        return PreemptionResult(None, preemption_message(total, statuses), statuses)
+        return PreemptionResult(None, post_filter_message(preemption_message(total, statuses)),
+                                statuses)
     chosen = _pick(candidates)
     return PreemptionResult(
         Preemption(chosen.node, [dict(v.raw) for v in chosen.victims], chosen.violations), "",

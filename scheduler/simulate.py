@@ -33,7 +33,7 @@ import yaml
 from berthmaster.scheduler.engine import Decision, Engine
 from berthmaster.scheduler.model import PodView, resolve_priority
 from berthmaster.scheduler.policy import Policy, PolicyError, default_policy, load_policy
-from berthmaster.scheduler.preemption import evaluate_preemption
+from berthmaster.scheduler.preemption import evaluate_preemption, failed_scheduling_message
 from berthmaster.scheduler.snapshot import KINDS, Snapshot
 
 SCHEDULER_NAME = "berthmaster"
@@ -170,8 +170,7 @@ def simulate(snapshot: Snapshot, pods: list[dict[str, Any]], engine: Engine,
             entry["message"] = f"Successfully assigned {decision.pod} to {decision.node}"
         elif decision.total_nodes:
             result = evaluate_preemption(pod, snapshot, engine, decision)
-            if result.message:
-                entry["message"] = f"{decision.message} {result.message}"
+            entry["message"] = failed_scheduling_message(decision, result)
             if result.preemption is not None:
                 chosen = result.preemption
                 for victim in chosen.victims:

@@ -24,7 +24,11 @@ from berthmaster.scheduler.daemon.metrics import SchedulerMetrics
 from berthmaster.scheduler.daemon.preempt import Preemptor
 from berthmaster.scheduler.daemon.queue import QueuedPod, SchedulingQueue
 from berthmaster.scheduler.engine import Decision, Engine
-from berthmaster.scheduler.preemption import evaluate_preemption
+from berthmaster.scheduler.preemption import (
+    PreemptionResult,
+    evaluate_preemption,
+    failed_scheduling_message,
+)
 from berthmaster.scheduler.snapshot import Snapshot, pod_key
 
 JSON = dict[str, Any]
@@ -83,11 +87,9 @@ class SchedulingLoop:
             self.snapshot.assume(pod, decision.node)
             self.binder.bind(info, decision.node, started)
             return
-        nominated, preemption_message = self._try_preemption(pod, decision)
+        nominated, result = self._try_preemption(pod, decision)
         self.metrics.attempt("unschedulable", time.perf_counter() - started)
-        message = decision.message
-        if preemption_message:
-            message = f"{message} {preemption_message}"
+        message = failed_scheduling_message(decision, result)
         log.info("unschedulable", extra={"pod": info.key, "reason": message})
         self.recorder.event(pod, "Warning", events.FAILED_SCHEDULING, message, "Scheduling")
         uid = pod_key(pod)
@@ -99,18 +101,19 @@ class SchedulingLoop:
                            hint_events=self.engine.unschedulable_events(decision) or None,
                            rejected_by=decision.rejected_by)
 
-    def _try_preemption(self, pod: JSON, decision: Decision) -> tuple[str | None, str]:
+    def _try_preemption(self, pod: JSON, decision: Decision
+                        ) -> tuple[str | None, PreemptionResult | None]:
         """Ask the engine for victims; start evicting them. Returns (nominated node, the
-        sentence kube-scheduler appends to FailedScheduling)."""
+        preemption outcome, None when it failed)."""
         self.metrics.preemption_attempts.inc()
         try:
             result = evaluate_preemption(pod, self.snapshot, self.engine, decision)
         except Exception:
             log.exception("preemption failed", extra={"pod": pod_key(pod)})
-            return None, ""
+            return None, None
         choice = result.preemption
         if choice is None:
-            return None, result.message
+            return None, result
         self.metrics.preemption_victims.observe(len(choice.victims))
         self.preemptor.preempt(pod, choice.node, choice.victims)
-        return choice.node, result.message
+        return choice.node, result

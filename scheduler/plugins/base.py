@@ -10,7 +10,9 @@ order), or a single int when every node scores the same (the engine then skips t
 a constant cannot change the winner).
 
 ``Status.unresolvable`` mirrors kube-scheduler's UnschedulableAndUnresolvable: preemption
-cannot help such a node.
+cannot help such a node. ``Status.reasons`` are kube-scheduler's words, counted in the
+FailedScheduling message; ``Status.detail``, when set, is the longer account ``simulate
+--explain`` shows instead (which taint, every failing part of a combined predicate).
 """
 
 from __future__ import annotations
@@ -29,6 +31,11 @@ MAX_PRIORITY = 10
 class Status:
     reasons: tuple[str, ...]
     unresolvable: bool = False
+    detail: str = ""
+
+    def explain(self) -> str:
+        """What ``simulate --explain`` shows for this rejection."""
+        return self.detail or "; ".join(self.reasons)
 
 
 def unschedulable(*reasons: str) -> Status:

@@ -1,17 +1,20 @@
-"""GeneralPredicates: PodFitsResources + HostName + PodFitsHostPorts + MatchNodeSelector.
+"""GeneralPredicates: HostName + MatchNodeSelector + PodFitsHostPorts + PodFitsResources.
 
-Runs the four checks on each node and reports every failing reason at once, as the legacy
-predicate did. A node failing any unresolvable part (selector, name) is unresolvable for
-preemption.
+The legacy predicate ran its four parts and reported every failing one at once. Since
+kube-scheduler split it into filter plugins (NodeName, NodeAffinity, NodePorts,
+NodeResourcesFit, in that order in the default profile of pkg/scheduler/apis/config/v1
+default_plugins.go), a node is rejected by the first failing plugin alone and the
+FailedScheduling message counts only that one's reasons; this predicate does the same, in the
+same order, so ``Insufficient cpu`` is never reported beside ``didn't match Pod's node
+affinity/selector`` for one node.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 
 from berthmaster.scheduler.model import PodView
-from berthmaster.scheduler.plugins.base import Predicate, PrefilterResult, Status
+from berthmaster.scheduler.plugins.base import Check, Predicate, PrefilterResult, Status
 from berthmaster.scheduler.plugins.node_affinity import NodeAffinity
 from berthmaster.scheduler.plugins.node_name import NodeName
 from berthmaster.scheduler.plugins.node_ports import NodePorts
@@ -19,7 +22,7 @@ from berthmaster.scheduler.plugins.node_resources_fit import NodeResourcesFit
 from berthmaster.scheduler.snapshot import NodeInfo, Snapshot
 
 NAME = "GeneralPredicates"
-PARTS = (NodeResourcesFit, NodeName, NodePorts, NodeAffinity)
+PARTS = (NodeName, NodeAffinity, NodePorts, NodeResourcesFit)
 
 
 @dataclass
@@ -28,7 +31,7 @@ class GeneralPredicates(Predicate):
     EVENTS = ("Pod/Delete", "Node/Add", "Node/UpdateNodeAllocatable", "Node/UpdateNodeLabel")
 
     def prefilter(self, pod: PodView, snapshot: Snapshot) -> PrefilterResult:
-        checks: list[Callable[[NodeInfo], Status | None]] = []
+        checks: list[Check] = []
         for part in PARTS:
             result = part().prefilter(pod, snapshot)
             if isinstance(result, Status):
@@ -39,26 +42,13 @@ class GeneralPredicates(Predicate):
             return None
         if len(checks) == 1:
             return checks[0]
-        combined: dict[tuple[Status, ...], Status] = {}
 
         def check(node: NodeInfo) -> Status | None:
-            first = None
-            more: list[Status] = []
             for c in checks:
-                s = c(node)
-                if s is not None:
-                    if first is None:
-                        first = s
-                    else:
-                        more.append(s)
-            if first is None or not more:
-                return first
-            failed = (first, *more)
-            status = combined.get(failed)
-            if status is None:
-                reasons = tuple(r for s in failed for r in s.reasons)
-                status = combined[failed] = Status(reasons, any(s.unresolvable for s in failed))
-            return status
+                status = c(node)
+                if status is not None:
+                    return status
+            return None
 
         for c in checks:
             narrowing = getattr(c, "allowed", None)

@@ -21,6 +21,10 @@ the terms that could select it), not O(every distinct term in the cluster).
 Score: for each node, the sum of the weights of the preferred terms (the pod's own, and
 existing pods' towards it; existing pods' required affinity counts 1) satisfied by the pods in
 the node's domains, anti-affinity subtracting; scaled to 0..10 between the lowest and highest.
+An existing pod's *required* affinity term that matches the incoming pod counts the Policy's
+``hardPodAffinitySymmetricWeight`` (default 1), as upstream's
+InterPodAffinity scoring (interpodaffinity/scoring.go, processExistingPod, with
+``HardPodAffinityWeight``).
 """
 
 from __future__ import annotations
@@ -169,7 +173,9 @@ class InterPodAffinity(Predicate):
         return check
 
 
-def topology_scores(pod: PodView, snapshot: Snapshot) -> dict[str, dict[str, int]]:
+def topology_scores(pod: PodView, snapshot: Snapshot,
+                    hard_pod_affinity_weight: int = HARD_POD_AFFINITY_WEIGHT
+                    ) -> dict[str, dict[str, int]]:
     """topology key -> value -> summed weight, from every term that concerns ``pod``."""
     out: dict[str, dict[str, int]] = {}
     nodes = snapshot.nodes
@@ -194,7 +200,7 @@ def topology_scores(pod: PodView, snapshot: Snapshot) -> dict[str, dict[str, int
             if not term_matches(term, pod, snapshot):
                 continue
             by_node = index[term]
-            weight = HARD_POD_AFFINITY_WEIGHT if kind == "affinity_required" else term.weight
+            weight = hard_pod_affinity_weight if kind == "affinity_required" else term.weight
             for name, count in by_node.items():
                 node = nodes.get(name)
                 if node is not None:
@@ -207,6 +213,7 @@ def topology_scores(pod: PodView, snapshot: Snapshot) -> dict[str, dict[str, int
 class InterPodAffinityPriority(Priority):
     NAME = PRIORITY_NAME
     ALIASES = PRIORITY_ALIASES
+    hard_pod_affinity_weight: int = HARD_POD_AFFINITY_WEIGHT
 
     def scores(self, pod: PodView, snapshot: Snapshot,
                nodes: Sequence[NodeInfo]) -> list[int] | int:
@@ -214,7 +221,7 @@ class InterPodAffinityPriority(Priority):
                 snapshot.term_index[k] for k in ("affinity_preferred", "anti_preferred",
                                                  "affinity_required")):
             return 0
-        by_key = topology_scores(pod, snapshot)
+        by_key = topology_scores(pod, snapshot, self.hard_pod_affinity_weight)
         if not by_key:
             return 0
         items = list(by_key.items())

@@ -3,7 +3,9 @@
 Requested, not used: the pod's requests (model.pod_requests) plus what the pods already counted
 on the node request must not exceed allocatable, for cpu, memory, ephemeral-storage and every
 extended resource the pod asks for; and the node's pod count must stay within ``pods``. Every
-shortfall is reported, one reason each (``Insufficient cpu``, ``Too many pods``...). Pods
+shortfall is reported, one reason each (``Insufficient cpu``, ``Too many pods``...). As
+kube-scheduler 1.35 (noderesources/fit.go, fitsRequest), a request larger than the node's whole
+allocatable makes the rejection unresolvable: no preemption on that node can make room. Pods
 nominated to a node by preemption (pending, ``status.nominatedNodeName``) reserve their requests
 there against pods of lower or equal priority.
 """
@@ -14,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from berthmaster.scheduler.model import CPU, EPHEMERAL_STORAGE, MEMORY, PODS, PodView
-from berthmaster.scheduler.plugins.base import Predicate, PrefilterResult, Status, unschedulable
+from berthmaster.scheduler.plugins.base import Predicate, PrefilterResult, Status
 from berthmaster.scheduler.snapshot import NodeInfo, Snapshot
 
 NAME = "PodFitsResources"
@@ -65,6 +67,22 @@ def reservations(pod: PodView, snapshot: Snapshot) -> dict[str, dict[str, int]]:
     return out
 
 
+def exceeds_allocatable(pod: PodView, node: NodeInfo) -> bool:
+    """Whether some request is larger than the node's whole allocatable (not even an empty
+    node would hold it): upstream's ``InsufficientResource.Unresolvable``."""
+    return any(amount > node.allocatable.get(name, 0)
+               for name, amount in pod.requests.items() if amount > 0 and name != PODS)
+
+
+def rejection(pod: PodView, node: NodeInfo, reserved: Mapping[str, int] | None = None
+              ) -> Status | None:
+    """The node's status for ``pod`` (None: it fits)."""
+    reasons = tuple(insufficient(pod, node, reserved))
+    if not reasons:
+        return None
+    return Status(reasons, exceeds_allocatable(pod, node))
+
+
 @dataclass
 class NodeResourcesFit(Predicate):
     NAME = NAME
@@ -78,28 +96,20 @@ class NodeResourcesFit(Predicate):
         eph = req.get(EPHEMERAL_STORAGE, 0)
         scalars = tuple((k, v) for k, v in req.items()
                         if v > 0 and k not in (CPU, MEMORY, EPHEMERAL_STORAGE, PODS))
-        statuses: dict[tuple[str, ...], Status] = {}
+        statuses: dict[Status, Status] = {}
         reserved = reservations(pod, snapshot)
 
         def check(node: NodeInfo) -> Status | None:
             if reserved and node.name in reserved:
-                reasons = tuple(insufficient(pod, node, reserved[node.name]))
-                if not reasons:
-                    return None
-                return statuses.get(reasons) or statuses.setdefault(reasons,
-                                                                    unschedulable(*reasons))
+                status = rejection(pod, node, reserved[node.name])
+                return None if status is None else statuses.setdefault(status, status)
             if (len(node.pods) < node.alloc_pods
                     and cpu <= node.alloc_cpu - node.req_cpu
                     and mem <= node.alloc_memory - node.req_memory
                     and eph <= node.alloc_ephemeral - node.req_ephemeral
                     and not scalars):
                 return None
-            reasons = tuple(insufficient(pod, node))
-            if not reasons:
-                return None
-            status = statuses.get(reasons)
-            if status is None:
-                status = statuses[reasons] = unschedulable(*reasons)
-            return status
+            status = rejection(pod, node)
+            return None if status is None else statuses.setdefault(status, status)
 
         return check

@@ -105,4 +105,7 @@ CONFIGURABLE_BY_NAME: dict[str, str] = {
 _ORDER = [*_PREDICATE_CLASSES[:10], node_label.LabelsPresence, service_affinity.ServiceAffinity,
           *_PREDICATE_CLASSES[10:]]
 PREDICATE_ORDER: dict[type[Predicate], int] = {cls: i for i, cls in enumerate(_ORDER)}
-MANDATORY_PREDICATES: tuple[type[Predicate], ...] = (node_unschedulable.NodeUnschedulable,)
+# run whatever a Policy lists, as upstream did from 1.14 until the Policy API went (v1.22
+# pkg/scheduler/framework/plugins/legacy_registry.go, NewLegacyRegistry, mandatoryPredicates)
+MANDATORY_PREDICATES: tuple[type[Predicate], ...] = (node_unschedulable.NodeUnschedulable,
+                                                     taint_toleration.TaintToleration)

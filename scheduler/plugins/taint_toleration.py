@@ -1,8 +1,9 @@
 """PodToleratesNodeTaints, PodToleratesNodeNoExecuteTaints and TaintTolerationPriority.
 
 Filter: the first NoSchedule/NoExecute taint (only NoExecute for the NoExecute variant) that no
-toleration matches rejects the node, reported as upstream does: ``node(s) had untolerated taint
-{key: value}``. Score: fewer untolerated PreferNoSchedule taints is better (0..10, reversed by
+toleration matches rejects the node, reported as kube-scheduler 1.35 does: ``node(s) had
+untolerated taint(s)`` (the taint itself, ``{key: value}``, is the status's explain detail).
+Score: fewer untolerated PreferNoSchedule taints is better (0..10, reversed by
 the worst node). Tolerations match per ``Toleration.tolerates`` in the model; eviction timing
 (tolerationSeconds) is ``model.noexecute_eviction_delay``.
 """
@@ -25,7 +26,6 @@ from berthmaster.scheduler.plugins.base import (
     Priority,
     Status,
     normalize,
-    unresolvable,
 )
 from berthmaster.scheduler.snapshot import NodeInfo, Snapshot
 
@@ -34,15 +34,17 @@ ALIASES = ("TaintToleration",)
 NOEXECUTE_NAME = "PodToleratesNodeNoExecuteTaints"
 PRIORITY_NAME = "TaintTolerationPriority"
 PRIORITY_ALIASES = ("TaintToleration",)
-REASON = "node(s) had untolerated taint {%s: %s}"
+REASON = "node(s) had untolerated taint(s)"
+DETAIL = "node(s) had untolerated taint {%s: %s}"
 
 __all__ = ["NAME", "REASON", "noexecute_eviction_delay", "untolerated_taint"]
 
 _FILTER_EFFECTS = ("NoSchedule", "NoExecute")
 
 
-def reason(taint: Taint) -> str:
-    return REASON % (taint.key, taint.value)
+def detail(taint: Taint) -> str:
+    """Which taint rejected the node (``simulate --explain``; the event says only REASON)."""
+    return DETAIL % (taint.key, taint.value)
 
 
 def untolerated_taint(tolerations: Sequence[Toleration], taints: Sequence[Taint],
@@ -73,7 +75,7 @@ def _make_check(pod: PodView, snapshot: Snapshot, effects: tuple[str, ...]) -> P
         if bad is not None:
             status = cache.get(bad)
             if status is None:
-                status = cache[bad] = unresolvable(reason(bad))
+                status = cache[bad] = Status((REASON,), True, detail(bad))
         verdicts[id(taints)] = (taints, status)
         return status
 

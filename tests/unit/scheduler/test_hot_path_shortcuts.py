@@ -11,8 +11,9 @@ import copy
 
 from berthmaster.scheduler.model import NodeView, PodView
 from berthmaster.scheduler.plugins.taint_toleration import (
+    REASON,
     TaintToleration,
-    reason,
+    detail,
     untolerated_taint,
 )
 from berthmaster.scheduler.snapshot import Snapshot
@@ -70,6 +71,7 @@ def test_the_taint_memo_gives_each_node_its_own_verdict() -> None:
             if bad is None:
                 assert status is None, info.name
             else:
-                assert status is not None and status.reasons == (reason(bad),), info.name
+                assert status is not None and status.reasons == (REASON,), info.name
+                assert status.detail == detail(bad), info.name
     rejected = [n.name for n in snapshot.node_list() if check(n) is not None]
     assert rejected == ["n2"]

@@ -4,8 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from berthmaster.scheduler.engine import Engine
-from berthmaster.scheduler.preemption import choose_preemption, evaluate_preemption
+from berthmaster.scheduler.preemption import (
+    choose_preemption,
+    evaluate_preemption,
+    failed_scheduling_message,
+)
 from berthmaster.scheduler.snapshot import Snapshot
 from tests.support.builders import make_node, make_pod, taint
 
@@ -47,17 +53,17 @@ def test_equal_or_higher_priority_never_preempted():
     pods = [make_pod("same", cpu="1", priority=50, node_name="n1")]
     decision, result = run(nodes, pods, make_pod("p", cpu="1", priority=50))
     assert result.preemption is None
-    assert f"{decision.message} {result.message}" == (
-        "0/1 nodes are available: 1 Insufficient cpu. preemption: 0/1 nodes are available: "
-        "1 No preemption victims found for incoming pod.")
+    assert failed_scheduling_message(decision, result) == (
+        "0/1 nodes are available: 1 Insufficient cpu. no new claims to deallocate, preemption: "
+        "0/1 nodes are available: 1 No preemption victims found for incoming pod.")
 
 
 def test_not_helpful_for_unresolvable_nodes():
     nodes = [make_node("n1", taints=[taint("k", "v")]), make_node("n2", unschedulable=True)]
     _, result = run(nodes, [], make_pod("p", priority=10))
     assert result.preemption is None
-    assert result.message == ("preemption: 0/2 nodes are available: 2 Preemption is not "
-                              "helpful for scheduling.")
+    assert result.message == ("no new claims to deallocate, preemption: 0/2 nodes are "
+                              "available: 2 Preemption is not helpful for scheduling.")
 
 
 def test_preemption_policy_never():
@@ -66,7 +72,8 @@ def test_preemption_policy_never():
     pod = make_pod("p", cpu="1", priority=10, preemption_policy="Never")
     _, result = run(nodes, pods, pod)
     assert result.preemption is None
-    assert result.message == "preemption: not eligible due to preemptionPolicy=Never."
+    assert result.message == ("no new claims to deallocate, preemption: not eligible due to "
+                              "preemptionPolicy=Never.")
 
 
 def test_pdb_violating_victims_avoided_then_fewest_violations():
@@ -122,3 +129,52 @@ def test_anti_affinity_resolved_by_preemption():
     pod = make_pod("p", priority=10, pod_anti_affinity=[pod_affinity_term({"app": "x"})])
     _, result = run(nodes, pods, pod)
     assert result.preemption.node == "n1" and _names(result.preemption.victims) == ["x"]
+
+
+@pytest.mark.parametrize(("nodes", "pods", "pod", "want"), [
+    # node a: its 1 CPU is taken by an equal-priority pod (no victims); b: an untolerated
+    # taint, unresolvable, so never tried (not helpful); c: a higher-priority pod holds the
+    # port, so once its low-priority pod is gone it still counts the first filter failing
+    # (ports), and only that one, before and after
+    ([make_node("a", cpu="1"), make_node("b", taints=[taint("k", "v")]),
+      make_node("c", cpu="1")],
+     [make_pod("same", cpu="1", priority=10, node_name="a"),
+      make_pod("port", host_ports=[80], priority=20, node_name="c", cpu="0"),
+      make_pod("low", cpu="1", priority=1, node_name="c")],
+     make_pod("p", cpu="1", priority=10, host_ports=[80]),
+     "0/3 nodes are available: 1 Insufficient cpu, 1 node(s) didn't have free ports for the "
+     "requested pod ports, 1 node(s) had untolerated taint(s). no new claims to deallocate, "
+     "preemption: 0/3 nodes are available: 1 No preemption victims found for incoming pod, "
+     "1 Preemption is not helpful for scheduling, 1 node(s) didn't have free ports for the "
+     "requested pod ports."),
+    ([make_node("a", cpu="1"), make_node("c", cpu="1")],
+     [make_pod("same", cpu="1", priority=10, node_name="a"),
+      make_pod("port", host_ports=[80], priority=20, node_name="c", cpu="0"),
+      make_pod("low", cpu="1", priority=1, node_name="c")],
+     make_pod("p", cpu="1", priority=10, host_ports=[80]),
+     "0/2 nodes are available: 1 Insufficient cpu, 1 node(s) didn't have free ports for the "
+     "requested pod ports. no new claims to deallocate, preemption: 0/2 nodes are available: "
+     "1 No preemption victims found for incoming pod, 1 node(s) didn't have free ports for "
+     "the requested pod ports."),
+    # 3 CPUs exceed a 2-CPU node's whole allocatable: unresolvable, so not tried
+    ([make_node("small", cpu="2"), make_node("big", cpu="4")],
+     [make_pod("low", cpu="2", priority=1, node_name="small"),
+      make_pod("same", cpu="2", priority=10, node_name="big")],
+     make_pod("p", cpu="3", priority=10),
+     "0/2 nodes are available: 2 Insufficient cpu. no new claims to deallocate, preemption: "
+     "0/2 nodes are available: 1 No preemption victims found for incoming pod, 1 Preemption "
+     "is not helpful for scheduling."),
+])
+def test_failed_scheduling_message_classifies_nodes_as_upstream(nodes, pods, pod, want):
+    """kube-scheduler 1.35's text: the FitError (framework/types.go, FitError.Error) counts each
+    node's first failing filter; the PostFilter sentence joins DynamicResources' reason
+    (dynamicresources.go, PostFilter) and DefaultPreemption's (framework/preemption/
+    preemption.go, Evaluator.Preempt / findCandidates: nodes rejected unresolvably are not
+    tried and, like the nodes not tried, are "not helpful"; defaultpreemption/
+    default_preemption.go, SelectVictimsOnNode: "No preemption victims found" without lower-
+    priority pods, else the status of the filters rerun without them; noderesources/fit.go,
+    fitsRequest: a request above the node's allocatable is unresolvable). Fails on the code
+    that counted every predicate's reasons per node and omitted the DynamicResources part."""
+    decision, result = run(nodes, pods, pod)
+    assert result.preemption is None
+    assert failed_scheduling_message(decision, result) == want

@@ -7,11 +7,13 @@ from typing import Any
 
 import pytest
 
+from berthmaster.scheduler.engine import Engine
 from berthmaster.scheduler.model import PodView
 from berthmaster.scheduler.plugins import registry
 from berthmaster.scheduler.plugins.base import Priority
 from berthmaster.scheduler.plugins.node_label import LabelPreference
 from berthmaster.scheduler.plugins.service_affinity import ServiceAntiAffinity
+from berthmaster.scheduler.policy import load_policy
 from berthmaster.scheduler.snapshot import Snapshot
 from tests.support.builders import (
     make_node,
@@ -179,3 +181,34 @@ def test_service_anti_affinity_spreads_over_label_values():
                  existing, services=[svc])
     # 3 service pods: r1 holds 2 -> 10*(3-2)/3 = 3; r2 holds 1 -> 6; unlabelled -> 0
     assert got == [3, 3, 6, 0]
+
+
+@pytest.mark.parametrize(("weight", "want_node", "want_scores"), [
+    (None, "b", {"a": 2, "b": 10}),  # default 1: the own preferred term (weight 5) wins
+    (1, "b", {"a": 2, "b": 10}),
+    (10, "a", {"a": 10, "b": 5}),    # the existing pod's required term now outweighs it
+    (0, "b", {"a": 2, "b": 10}),     # 0 is "not set": the default 1 (createFromPolicy)
+])
+def test_hard_pod_affinity_symmetric_weight_is_honoured(weight, want_node, want_scores):
+    """An existing pod's required affinity term that matches the incoming pod scores its
+    domain with the Policy's hardPodAffinitySymmetricWeight (v1.22
+    pkg/scheduler/framework/plugins/interpodaffinity/scoring.go, processExistingPod, with the
+    InterPodAffinityArgs.HardPodAffinityWeight that v1.22 pkg/scheduler/factory.go,
+    createFromPolicy, sets from the Policy when it is not 0). Fails on the code that validated
+    the field and then scored with a hard-coded 1."""
+    doc: dict[str, Any] = {"kind": "Policy", "apiVersion": "v1",
+                           "priorities": [{"name": "InterPodAffinityPriority", "weight": 1}]}
+    if weight is not None:
+        doc["hardPodAffinitySymmetricWeight"] = weight
+    policy = load_policy(json.dumps(doc))
+    nodes = [make_node("a"), make_node("b")]
+    pods = [make_pod("db", labels={"app": "db"}, node_name="a",
+                     pod_affinity=[pod_affinity_term({"app": "web"})]),
+            make_pod("cache", labels={"app": "cache"}, node_name="b")]
+    web = make_pod("web", labels={"app": "web"},
+                   preferred_pod_affinity=[(5, pod_affinity_term({"app": "cache"}))])
+    decision = Engine(policy, seed=0).schedule(web, Snapshot.build(nodes=nodes, pods=pods),
+                                               explain=True)
+    assert decision.node == want_node
+    assert {n: s["InterPodAffinityPriority"] for n, s in decision.priority_scores.items()} \
+        == want_scores

@@ -103,13 +103,13 @@ def test_simulate_json(tmp_path, capsys):
     big, web, s2 = placements
     assert big["node"] is None and big["nominatedNode"] == "node2"
     assert big["victims"] == ["default/low"]
-    assert big["message"] == ("0/3 nodes are available: 1 node(s) had untolerated taint "
-                              "{key1: value1}, 2 Insufficient cpu.")
+    assert big["message"] == ("0/3 nodes are available: 1 node(s) had untolerated taint(s), "
+                              "2 Insufficient cpu.")
     assert web["node"] == "node2" and web["victims"] == []
     assert s2["node"] is None and s2["message"] == (
-        "0/3 nodes are available: 1 node(s) had untolerated taint {key1: value1}, "
-        "2 Insufficient cpu. preemption: 0/3 nodes are available: 1 Preemption is not helpful "
-        "for scheduling, 2 No preemption victims found for incoming pod.")
+        "0/3 nodes are available: 1 node(s) had untolerated taint(s), 2 Insufficient cpu. "
+        "no new claims to deallocate, preemption: 0/3 nodes are available: 1 Preemption is not "
+        "helpful for scheduling, 2 No preemption victims found for incoming pod.")
 
 
 def test_simulate_yaml_explain(tmp_path, capsys):
@@ -140,8 +140,10 @@ def test_simulate_with_policy_file(tmp_path, capsys):
                       '[{"name": "MostRequestedPriority", "weight": 1}]}')
     assert main(["simulate", "--cluster", cluster, "--policy", str(policy), "-o", "json"]) == 0
     placements = json.loads(capsys.readouterr().out)["placements"]
-    # taints are ignored by this policy: the empty tainted node1 now takes the big pod
-    assert placements[0]["node"] == "node1"
+    # the policy lists no taint predicate, yet taints are mandatory: the empty tainted node1
+    # still refuses the big pod, which preempts on node2 as with the default policy
+    assert placements[0]["node"] is None and placements[0]["nominatedNode"] == "node2"
+    assert "1 node(s) had untolerated taint(s)" in placements[0]["message"]
 
 
 def test_simulate_bad_input(tmp_path, capsys):
