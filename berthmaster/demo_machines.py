@@ -179,10 +179,10 @@ async def health_check_story(kube: KubeClient, namespace: str,
         running = [m for m in listed if m.get("status", {}).get("phase") == "Running"]
         return listed if sick_name not in names and len(running) == 2 == len(listed) else None
 
-    members = await _until(replaced, f"Machine {sick_name} to be replaced", timeout=90)
+    before = {m["metadata"]["name"] for m in members}
+    now = await _until(replaced, f"Machine {sick_name} to be replaced", timeout=90)
     elapsed = time.monotonic() - started
-    new = sorted(m["metadata"]["name"] for m in members if m["metadata"]["name"] not in
-                 {member["metadata"]["name"] for member in [sick]})
+    new = sorted(m["metadata"]["name"] for m in now if m["metadata"]["name"] not in before)
     path = resource_path(MACHINE_API, "machinehealthchecks", namespace, "demo-workers")
 
     async def settled() -> dict[str, Any] | None:
