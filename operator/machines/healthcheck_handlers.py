@@ -19,27 +19,34 @@ kopf state on any object: the handlers only read.
 
 from __future__ import annotations
 
+import os
 from collections import defaultdict
 from typing import Any
 
 import kopf
 
-from berthmaster.operator.client import operator_client
+from berthmaster.kube import KubeClient
 from berthmaster.operator.machines import api
 from berthmaster.operator.machines.healthcheck import MACHINEHEALTHCHECKS
 from berthmaster.operator.machines.healthcheck_controller import HealthCheckController
-from berthmaster.operator.machines.workqueue import WorkQueue
+from berthmaster.operator.machines.workqueue import Reconcile, WorkQueue
 
 Key = tuple[str, str]
 MEMO_KEY = "machinehealthchecks_runtime"
 
 
 class HealthCheckRuntime:
-    def __init__(self, controller: HealthCheckController):
-        self.controller = controller
-        self.queue: WorkQueue[Key] = WorkQueue(MACHINEHEALTHCHECKS, controller.reconcile,
-                                               workers=2)
+    """The queue of checks to reconcile, and which checks each namespace has."""
+
+    def __init__(self, reconcile: Reconcile[Key], kube: KubeClient | None = None):
+        self.queue: WorkQueue[Key] = WorkQueue(MACHINEHEALTHCHECKS, reconcile, workers=2)
+        self.kube = kube  # closed by stop(), after the queue's workers
         self.checks: dict[str, set[str]] = defaultdict(set)
+
+    async def stop(self) -> None:
+        await self.queue.stop()
+        if self.kube is not None:
+            await self.kube.close()
 
     def check_changed(self, event_type: str, check: dict[str, Any]) -> None:
         namespace, name = api.key_of(check)
@@ -62,7 +69,9 @@ class HealthCheckRuntime:
 
 @kopf.on.startup()
 async def start_machinehealthchecks(memo: kopf.Memo, **_: Any) -> None:
-    runtime = HealthCheckRuntime(HealthCheckController(await operator_client()))
+    # Its own client (as the machines capability has), closed only after the queue stopped.
+    kube = await KubeClient.connect(os.environ.get("KUBECONFIG") or None)
+    runtime = HealthCheckRuntime(HealthCheckController(kube).reconcile, kube)
     runtime.queue.start()
     memo[MEMO_KEY] = runtime
 
@@ -71,7 +80,7 @@ async def start_machinehealthchecks(memo: kopf.Memo, **_: Any) -> None:
 async def stop_machinehealthchecks(memo: kopf.Memo, **_: Any) -> None:
     runtime = memo.get(MEMO_KEY)
     if isinstance(runtime, HealthCheckRuntime):
-        await runtime.queue.stop()
+        await runtime.stop()
 
 
 def _runtime(memo: kopf.Memo) -> HealthCheckRuntime:
