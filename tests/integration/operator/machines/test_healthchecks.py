@@ -242,6 +242,23 @@ async def test_hooked_machine_waits_for_its_hooks_and_a_restart_resumes(
     assert "DrainBlocked" in events
 
 
+async def test_machine_whose_node_vanished_is_replaced(
+        kube: KubeClient, namespace: str, health_operator: OperatorProcess) -> None:
+    """The Node deleted outside the Machine API: the machine controller marks the Machine
+    Failed (its instance is gone), and a Failed Machine is unhealthy."""
+    name = f"{namespace}-w"
+    await kube.create(api.machineset_path(namespace), workers(name, 2))
+    first, _ = await settle(kube, namespace, name, 2)
+    await kube.create(mhc_path(namespace), health_check("mhc", name, timeout="1h"))
+    await check_status(kube, namespace, "mhc", expectedMachines=2, currentHealthy=2)
+    await kube.delete(api.node_path(node_of(first)))
+    await gone(kube, namespace, first["metadata"]["name"])
+    await settle(kube, namespace, name, 2)
+    await check_status(kube, namespace, "mhc", expectedMachines=2, currentHealthy=2)
+    events = await machine_events(kube, namespace, first["metadata"]["name"])
+    assert "MachineDeleted" in events
+
+
 async def test_machine_without_a_node_is_remediated_after_node_startup_timeout(
         kube: KubeClient, namespace: str, checks_only: OperatorProcess) -> None:
     """No machine controller runs here: the test records what one that never got a Node would
