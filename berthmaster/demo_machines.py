@@ -1,10 +1,13 @@
-"""The demo's Machine story: a MachineSet grows kwok Machines, and a Machine waits on its hook.
+"""The demo's Machine story: a MachineSet grows kwok Machines, a Machine waits on its hook, and
+a MachineHealthCheck replaces the Machine of a NotReady Node.
 
 Runs against the operator that ``berthmaster demo`` starts beside the cluster. It applies the
 Machine CRDs and the hook admission policy from ``deploy/``, creates a two-replica MachineSet
 (kwok provider: each Machine's instance is a fake Node), then a Machine carrying a preDrain
 hook, deletes it and shows it held with ``Drainable=False`` (``HookPresent``) until the hook is
-removed. Everything printed is read back from the API server.
+removed. Last, a MachineHealthCheck watches the MachineSet's Machines; kwok's node-not-ready
+stage turns one Node Ready=False and the check deletes its Machine, which the MachineSet
+replaces. Everything printed is read back from the API server.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from berthmaster.devcluster.cluster import ClusterError, RunningCluster
-from berthmaster.kube import KubeClient, KubeError, group_path, resource_path
+from berthmaster.kube import CORE, KubeClient, KubeError, group_path, resource_path
 
 DEPLOY = Path(__file__).resolve().parents[1] / "deploy"
 MACHINE_API = group_path("machine.openshift.io", "v1beta1")
@@ -24,19 +27,22 @@ PROVIDER = {"apiVersion": "berthmaster.io/v1alpha1", "kind": "KwokMachineProvide
             "instanceType": "kwok.small", "capacity": {"cpu": "2", "memory": "8Gi"}}
 HOOK = {"name": "demo-drain-hook", "owner": "berthmaster-demo"}
 SET_LABEL = "machine.openshift.io/cluster-api-machineset"
+NODE_NOT_READY = "node-not-ready.stage.kwok.x-k8s.io"  # kwok's chaos stage (README)
 
 
 def install_machine_api(cluster: RunningCluster) -> None:
     """Apply the Machine CRDs and the admission policy, and wait until they serve."""
     for manifest in ("crds/machine.openshift.io_machines.yaml",
                      "crds/machine.openshift.io_machinesets.yaml",
+                     "crds/machine.openshift.io_machinehealthchecks.yaml",
                      "machine-lifecycle-hooks-policy.yaml"):
         result = cluster.kubectl("apply", "--server-side", "-f", str(DEPLOY / manifest))
         if result.returncode != 0:
             raise ClusterError(f"applying deploy/{manifest} failed: {result.stderr.strip()}")
     result = cluster.kubectl("wait", "--for=condition=Established", "--timeout=60s",
                              "crd/machines.machine.openshift.io",
-                             "crd/machinesets.machine.openshift.io")
+                             "crd/machinesets.machine.openshift.io",
+                             "crd/machinehealthchecks.machine.openshift.io")
     if result.returncode != 0:
         raise ClusterError(f"the Machine CRDs did not become Established: {result.stderr.strip()}")
 
@@ -139,4 +145,57 @@ async def machine_story(kube: KubeClient, namespace: str) -> list[str]:
     await _until(gone, "Machine demo-hooked to finish deleting after its hook was removed")
     lines.append(f"  hook removed -> drained, instance and Node deleted, Machine gone in "
                  f"{time.monotonic() - started:.1f}s")
+    lines += await health_check_story(kube, namespace, members)
     return lines
+
+
+def health_check(namespace: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "machine.openshift.io/v1beta1", "kind": "MachineHealthCheck",
+        "metadata": {"name": "demo-workers", "namespace": namespace},
+        "spec": {"selector": {"matchLabels": {SET_LABEL: "demo-workers"}},
+                 "maxUnhealthy": 1,
+                 "unhealthyConditions": [{"type": "Ready", "status": "False", "timeout": "5s"},
+                                         {"type": "Ready", "status": "Unknown",
+                                          "timeout": "5s"}]},
+    }
+
+
+async def health_check_story(kube: KubeClient, namespace: str,
+                             members: list[dict[str, Any]]) -> list[str]:
+    """A MachineHealthCheck replaces the Machine whose Node kwok turns NotReady."""
+    checks = resource_path(MACHINE_API, "machinehealthchecks", namespace)
+    machines = resource_path(MACHINE_API, "machines", namespace)
+    await kube.create(checks, health_check(namespace))
+    sick = sorted(members, key=lambda m: m["metadata"]["name"])[0]
+    sick_name, node = sick["metadata"]["name"], sick["status"]["nodeRef"]["name"]
+    await kube.patch(resource_path(CORE, "nodes", None, node),
+                     {"metadata": {"labels": {NODE_NOT_READY: "true"}}})
+    started = time.monotonic()
+
+    async def replaced() -> list[dict[str, Any]] | None:
+        listed = (await kube.get(machines, labelSelector=f"{SET_LABEL}=demo-workers"))["items"]
+        names = [m["metadata"]["name"] for m in listed]
+        running = [m for m in listed if m.get("status", {}).get("phase") == "Running"]
+        return listed if sick_name not in names and len(running) == 2 == len(listed) else None
+
+    before = {m["metadata"]["name"] for m in members}
+    now = await _until(replaced, f"Machine {sick_name} to be replaced", timeout=90)
+    elapsed = time.monotonic() - started
+    new = sorted(m["metadata"]["name"] for m in now if m["metadata"]["name"] not in before)
+    path = resource_path(MACHINE_API, "machinehealthchecks", namespace, "demo-workers")
+
+    async def settled() -> dict[str, Any] | None:
+        status = (await kube.get(path)).get("status", {})
+        return status if status.get("currentHealthy") == 2 else None
+
+    status = await _until(settled, "MachineHealthCheck demo-workers to count 2 healthy Machines")
+    events = (await kube.get(resource_path(CORE, "events", namespace),
+                             fieldSelector=f"involvedObject.name={sick_name}"))["items"]
+    deleted = [e["message"] for e in events if e.get("reason") == "MachineDeleted"]
+    return ["MachineHealthCheck demo-workers (Ready False or Unknown for 5s, maxUnhealthy 1):",
+            f"  kwok turned Node {node} NotReady -> Machine {sick_name} deleted, replaced by "
+            f"{', '.join(new)} in {elapsed:.1f}s",
+            f"  MachineDeleted: {deleted[0] if deleted else '-'}",
+            f"  expectedMachines {status.get('expectedMachines')}, currentHealthy "
+            f"{status.get('currentHealthy')}"]

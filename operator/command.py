@@ -17,6 +17,7 @@ from typing import Any
 
 CAPABILITIES = {
     "machines": "berthmaster.operator.machines.handlers",
+    "machinehealthchecks": "berthmaster.operator.machines.healthcheck_handlers",
     "deschedulers": "berthmaster.operator.deschedulers.handlers",
     "autoscaler": "berthmaster.operator.autoscaler.handlers",
 }

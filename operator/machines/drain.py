@@ -194,9 +194,10 @@ def node_drained_message(node_name: str) -> str:
     return f'Node "{node_name}" drained'
 
 
-# Drain timeout (berthmaster, beyond upstream): an annotation holding a Go-style duration.
-_DURATION = re.compile(r"(\d+(?:\.\d+)?)(h|ms|m|s)")
-_UNITS = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001}
+# Go-style durations (Go's time.ParseDuration units): the drain-timeout annotation (berthmaster,
+# beyond upstream) and the MachineHealthCheck's timeouts.
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)(h|ms|m|s|ns|us|µs)")
+_UNITS = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001, "us": 1e-6, "µs": 1e-6, "ns": 1e-9}
 
 
 def parse_duration(text: str) -> timedelta:

@@ -181,6 +181,9 @@ OPERATOR_MAY = [
     ("patch", "machines.machine.openshift.io", "-A"),
     ("update", "machines.machine.openshift.io", "--subresource=status", "-A"),
     ("patch", "machinesets.machine.openshift.io", "--subresource=scale", "-A"),
+    ("watch", "machinehealthchecks.machine.openshift.io", "-A"),
+    ("patch", "machinehealthchecks.machine.openshift.io", "--subresource=status", "-A"),
+    ("delete", "machines.machine.openshift.io", "-A"),
     ("create", "nodes"), ("delete", "nodes"), ("patch", "nodes"),
     ("list", "pods", "-A"), ("create", "pods", "--subresource=eviction", "-A"),
     ("create", "events", "-A"), ("create", "jobs.batch", "-A"), ("create", "cronjobs.batch", "-A"),
@@ -202,6 +205,8 @@ OPERATOR_MAY_NOT = [
     ("bind", "clusterroles.rbac.authorization.k8s.io"),
     ("create", "customresourcedefinitions.apiextensions.k8s.io"),
     ("impersonate", "serviceaccounts", "-A"),
+    ("delete", "machinehealthchecks.machine.openshift.io", "-A"),
+    ("create", "machinehealthchecks.machine.openshift.io", "-A"),
 ]
 
 

@@ -36,6 +36,8 @@ def test_demo_places_the_samples_and_runs_the_machine_story(cluster: RunningClus
         assert "2/2 Machines Running" in output
         assert "Drainable=False reason HookPresent" in output
         assert "Machine gone" in output
+        assert "has been remediated by requesting to delete Machine object" in output
+        assert "expectedMachines 2, currentHealthy 2" in output
     finally:
         down = subprocess.run([script, "dev", "--name", "demo", "down"], capture_output=True,
                               text=True, env=env, timeout=120)

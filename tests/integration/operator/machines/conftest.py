@@ -1,7 +1,7 @@
 """Fixtures for the machines integration tests: CRDs + admission policy, the operator process.
 
-``machine_api`` applies the Machine/MachineSet CRDs and the lifecycle-hook admission policy
-from ``deploy/`` once per session (what a user applies). ``operator`` runs
+``machine_api`` applies the Machine/MachineSet/MachineHealthCheck CRDs and the lifecycle-hook
+admission policy from ``deploy/`` once per session (what a user applies). ``operator`` runs
 ``berthmaster operator --only machines --standalone`` as a real subprocess for one test and can
 kill (SIGKILL) and restart it; its log is printed when a test fails.
 """
@@ -28,6 +28,7 @@ from tests.support.waiting import wait_for
 ROOT = Path(__file__).resolve().parents[4]
 MANIFESTS = [ROOT / "deploy/crds/machine.openshift.io_machines.yaml",
              ROOT / "deploy/crds/machine.openshift.io_machinesets.yaml",
+             ROOT / "deploy/crds/machine.openshift.io_machinehealthchecks.yaml",
              ROOT / "deploy/machine-lifecycle-hooks-policy.yaml"]
 
 
@@ -36,14 +37,15 @@ def machine_api(cluster: RunningCluster) -> RunningCluster:
     for manifest in MANIFESTS:
         result = cluster.kubectl("apply", "-f", str(manifest))
         assert result.returncode == 0, result.stderr
-    for crd in ("machines.machine.openshift.io", "machinesets.machine.openshift.io"):
+    for crd in ("machines.machine.openshift.io", "machinesets.machine.openshift.io",
+                "machinehealthchecks.machine.openshift.io"):
         result = cluster.kubectl("wait", "--for=condition=Established", f"crd/{crd}",
                                  "--timeout=60s")
         assert result.returncode == 0, result.stderr
     # Established is not the end: the new resources' storage answers 429 while it initialises.
     deadline = time.monotonic() + 60
     while True:
-        result = cluster.kubectl("get", "machines,machinesets", "-A")
+        result = cluster.kubectl("get", "machines,machinesets,machinehealthchecks", "-A")
         if result.returncode == 0:
             return cluster
         assert time.monotonic() < deadline, result.stderr
@@ -51,8 +53,10 @@ def machine_api(cluster: RunningCluster) -> RunningCluster:
 
 
 class OperatorProcess:
-    def __init__(self, kubeconfig: str, log: Path):
+    def __init__(self, kubeconfig: str, log: Path,
+                 capabilities: tuple[str, ...] = ("machines",)):
         self.kubeconfig = kubeconfig
+        self.capabilities = capabilities
         self.log_path = log
         self.process: subprocess.Popen[bytes] | None = None
         self.starts = 0
@@ -65,9 +69,10 @@ class OperatorProcess:
         log = self.log_path.open("ab")
         log.write(f"--- start #{self.starts}\n".encode())
         log.flush()
+        only = [arg for capability in self.capabilities for arg in ("--only", capability)]
         self.process = subprocess.Popen(
             [sys.executable, "-m", "berthmaster.cli", "operator", "--kubeconfig",
-             self.kubeconfig, "--only", "machines", "--standalone", "--liveness", ""],
+             self.kubeconfig, *only, "--standalone", "--liveness", ""],
             stdout=log, stderr=subprocess.STDOUT, env=env, cwd=str(ROOT))
 
     def kill(self) -> None:

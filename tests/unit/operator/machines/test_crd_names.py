@@ -40,3 +40,15 @@ def test_machine_api_kinds_have_no_short_names(kind: str) -> None:
 
 def test_machine_autoscaler_keeps_ma() -> None:
     assert names_of("MachineAutoscaler")["shortNames"] == ["ma"]
+
+
+def test_machine_health_check_short_names_and_columns_are_upstreams() -> None:
+    """openshift/api machine/v1beta1 types_machinehealthcheck.go: shortName=mhc;mhcs and the
+    MaxUnhealthy / ExpectedMachines / CurrentHealthy printer columns."""
+    assert names_of("MachineHealthCheck")["shortNames"] == ["mhc", "mhcs"]
+    document = yaml.safe_load((CRDS / "machine.openshift.io_machinehealthchecks.yaml").read_text())
+    columns = [(c["name"], c["type"], c["jsonPath"])
+               for c in document["spec"]["versions"][0]["additionalPrinterColumns"]]
+    assert columns == [("MaxUnhealthy", "string", ".spec.maxUnhealthy"),
+                       ("ExpectedMachines", "integer", ".status.expectedMachines"),
+                       ("CurrentHealthy", "integer", ".status.currentHealthy")]

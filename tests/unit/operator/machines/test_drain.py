@@ -66,7 +66,10 @@ def test_node_unreachable_is_ready_unknown() -> None:
 
 
 @pytest.mark.parametrize(("text", "seconds"), [("90s", 90), ("5m", 300), ("1h30m", 5400),
-                                               ("1.5m", 90), ("500ms", 0.5)])
+                                               ("1.5m", 90), ("500ms", 0.5),
+                                               # Go's other units (MachineHealthCheck timeouts)
+                                               ("2h45m", 9900), ("1500us", 0.0015),
+                                               ("1500µs", 0.0015), ("2000000ns", 0.002)])
 def test_parse_duration(text: str, seconds: float) -> None:
     assert parse_duration(text) == timedelta(seconds=seconds)
 

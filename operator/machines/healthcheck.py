@@ -1,0 +1,337 @@
+"""MachineHealthCheck decisions: which Machines are unhealthy, and whether to remediate them.
+
+Pure: every function here takes the recorded state (the MachineHealthCheck, the Machines its
+selector matches, their Nodes, the time) and returns a value; the controller does the I/O.
+The rules are machine-api-operator's (``pkg/controller/machinehealthcheck/
+machinehealthcheck_controller.go``):
+
+- a target is unhealthy (``needsRemediation``) when its Machine is ``Failed``; when it has no
+  Node and ``status.lastUpdated`` is older than ``nodeStartupTimeout`` (``0`` disables the
+  check); when its ``status.nodeRef`` names a Node that no longer exists; or when the Node has
+  had one of ``unhealthyConditions`` (type and status) for longer than its timeout. A Node
+  that matches a condition but not yet for long enough is neither healthy nor remediated, and
+  the check is repeated one second after the timeout would expire;
+- healthy (``healthCheckTargets``) means: none of the above, not being deleted, Node present;
+- remediation is allowed (``isAllowedRemediation``) while ``expected - healthy`` is at most
+  ``maxUnhealthy`` (an integer, or a percentage of the expected Machines rounded down);
+  otherwise nothing is remediated, ``RemediationAllowed`` is False with reason
+  ``TooManyUnhealthy`` and a ``RemediationRestricted`` warning is posted;
+- remediating (``internalRemediation``) a Machine deletes it, unless it has no controller owner
+  (``SkippedNoController``) or is already being deleted (nothing to do: what makes a restarted
+  operator repeat nothing).
+
+berthmaster does not hand Machines to external remediation: a ``spec.remediationTemplate`` (and a
+spec the CRD's schema could not refuse, such as an unknown selector operator) makes
+``RemediationAllowed`` False with a reason and a message naming the field, and nothing is
+remediated.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from berthmaster.kube import group_path, resource_path
+from berthmaster.operator.machines import api
+from berthmaster.operator.machines.conditions import (
+    Condition,
+    false_condition,
+    parse_time,
+    true_condition,
+)
+from berthmaster.operator.machines.drain import format_duration, parse_duration
+from berthmaster.operator.machines.machineset import InvalidMachineSet, selector_matches
+
+JSON = dict[str, Any]
+
+MACHINEHEALTHCHECKS = "machinehealthchecks"
+KIND = "MachineHealthCheck"
+COMPONENT = "machinehealthcheck-controller"  # upstream's controllerName
+
+# openshift/api machine/v1beta1 (types_machinehealthcheck.go, common types).
+PAUSED = "cluster.x-k8s.io/paused"
+REMEDIATION_ALLOWED = "RemediationAllowed"
+TOO_MANY_UNHEALTHY = "TooManyUnhealthy"
+DEFAULT_MAX_UNHEALTHY = "100%"
+DEFAULT_NODE_STARTUP_TIMEOUT = timedelta(minutes=10)
+# berthmaster: the reasons a spec is refused.
+EXTERNAL_REMEDIATION_NOT_SUPPORTED = "ExternalRemediationNotSupported"
+INVALID_CONFIGURATION = "InvalidConfiguration"
+
+# Event reasons (machinehealthcheck_controller.go).
+REMEDIATION_RESTRICTED = "RemediationRestricted"
+DETECTED_UNHEALTHY = "DetectedUnhealthy"
+SKIPPED_NO_CONTROLLER = "SkippedNoController"
+MACHINE_DELETION_FAILED = "MachineDeletionFailed"
+MACHINE_DELETED = "MachineDeleted"
+
+# Upstream requeues a restricted check at once (1 ms); Machine and Node events already bring
+# it back whenever something changes, so a slower safety net is enough here.
+RESTRICTED_RECHECK = timedelta(seconds=10)
+
+
+def mhc_path(namespace: str | None, name: str | None = None, sub: str = "") -> str:
+    return resource_path(group_path(api.GROUP, api.VERSION), MACHINEHEALTHCHECKS, namespace,
+                         name, sub)
+
+
+@dataclass(frozen=True)
+class UnhealthyCondition:
+    type: str
+    status: str
+    timeout: timedelta
+
+
+@dataclass(frozen=True)
+class HealthCheckSpec:
+    selector: JSON
+    unhealthy_conditions: tuple[UnhealthyCondition, ...]
+    max_unhealthy: int | str  # an integer or "<n>%"
+    node_startup_timeout: timedelta  # zero: startup check disabled
+
+
+class RefusedSpec(Exception):
+    """The spec cannot be acted on; ``reason`` is the RemediationAllowed condition's."""
+
+    def __init__(self, reason: str, problems: list[str]):
+        super().__init__("; ".join(problems))
+        self.reason = reason
+        self.problems = problems
+
+
+def _duration(value: Any, where: str, name: str, problems: list[str]) -> timedelta:
+    text = str(value).strip()
+    if text == "0":
+        return timedelta(0)
+    try:
+        return parse_duration(text)
+    except ValueError:
+        problems.append(f"MachineHealthCheck {name}: {where}: {value!r} is not a duration; use "
+                        "a number with a unit (ns, us, ms, s, m, h), such as 300s or 10m")
+        return timedelta(0)
+
+
+def parse_max_unhealthy(value: Any) -> int | str:
+    """An integer or a whole percentage up to 100%; ValueError otherwise."""
+    if isinstance(value, bool):
+        raise ValueError(value)
+    if isinstance(value, int):
+        if value < 0:
+            raise ValueError(value)
+        return value
+    text = str(value)
+    digits = text[:-1] if text.endswith("%") else text
+    if not digits.isdigit() or (text.endswith("%") and int(digits) > 100):
+        raise ValueError(value)
+    return text if text.endswith("%") else int(digits)
+
+
+def parse_spec(mhc: JSON) -> HealthCheckSpec:
+    """The spec with upstream's defaults; :class:`RefusedSpec` names every field to fix."""
+    name = (mhc.get("metadata") or {}).get("name")
+    spec = mhc.get("spec") or {}
+    if spec.get("remediationTemplate"):
+        raise RefusedSpec(EXTERNAL_REMEDIATION_NOT_SUPPORTED, [
+            f"MachineHealthCheck {name}: spec.remediationTemplate: external remediation is not "
+            "supported by berthmaster; remove spec.remediationTemplate to have unhealthy "
+            "Machines deleted and replaced by their MachineSet"])
+    problems: list[str] = []
+    conditions = []
+    for index, raw in enumerate(spec.get("unhealthyConditions") or []):
+        where = f"spec.unhealthyConditions[{index}].timeout"
+        timeout = _duration(raw.get("timeout", ""), where, str(name), problems)
+        conditions.append(UnhealthyCondition(str(raw.get("type")), str(raw.get("status")),
+                                             timeout))
+    if not conditions:
+        problems.append(f"MachineHealthCheck {name}: spec.unhealthyConditions: at least one "
+                        "condition is required, such as {type: Ready, status: 'False', "
+                        "timeout: 300s}")
+    raw_max = spec.get("maxUnhealthy", DEFAULT_MAX_UNHEALTHY)
+    try:
+        max_unhealthy = parse_max_unhealthy(raw_max)
+    except ValueError:
+        problems.append(f"MachineHealthCheck {name}: spec.maxUnhealthy: {raw_max!r} is neither "
+                        "a non-negative integer nor a percentage up to 100%, such as 2 or 40%")
+        max_unhealthy = 0
+    startup = _duration(spec.get("nodeStartupTimeout", "10m"), "spec.nodeStartupTimeout",
+                        str(name), problems)
+    selector = dict(spec.get("selector") or {})
+    try:
+        selector_matches(selector, {})
+    except InvalidMachineSet as error:
+        problems.append(f"MachineHealthCheck {name}: {error}")
+    if problems:
+        raise RefusedSpec(INVALID_CONFIGURATION, problems)
+    return HealthCheckSpec(selector, tuple(conditions), max_unhealthy, startup)
+
+
+def max_unhealthy_count(value: int | str, expected: int) -> int:
+    """Upstream's ``getMaxUnhealthy``: a percentage of ``expected``, rounded down."""
+    if isinstance(value, int):
+        return value
+    return int(value[:-1]) * expected // 100
+
+
+# -- one target ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Target:
+    """A Machine the check selects and what is known of its Node.
+
+    ``node`` is the Node object, or None when the Machine has no ``status.nodeRef`` or when the
+    Node it names was not found (``node_missing``)."""
+
+    machine: JSON
+    node: JSON | None = None
+    node_missing: bool = False
+
+    @property
+    def name(self) -> str:
+        return str(self.machine["metadata"]["name"])
+
+    @property
+    def node_name(self) -> str:
+        ref = (self.machine.get("status") or {}).get("nodeRef") or {}
+        return str(ref.get("name") or "")
+
+
+@dataclass(frozen=True)
+class Health:
+    """``unhealthy``: remediate now; else ``next_check`` (> 0) when it may soon become so."""
+
+    unhealthy: bool
+    next_check: timedelta | None = None
+    why: str = ""
+
+
+def node_condition(node: JSON, kind: str) -> JSON | None:
+    return next((c for c in (node.get("status") or {}).get("conditions") or []
+                 if c.get("type") == kind), None)
+
+
+def check_target(target: Target, spec: HealthCheckSpec, now: datetime) -> Health:
+    """Upstream's ``needsRemediation`` for one target."""
+    status = target.machine.get("status") or {}
+    if status.get("phase") == api.FAILED:
+        return Health(True, why="machine phase is Failed")
+    if target.node is None and not target.node_missing:
+        if spec.node_startup_timeout == timedelta(0):
+            return Health(False)
+        updated = parse_time(status.get("lastUpdated"))
+        if updated is None:
+            return Health(False, spec.node_startup_timeout)
+        if updated + spec.node_startup_timeout < now:
+            return Health(True, why="machine has no node after "
+                          f"{format_duration(spec.node_startup_timeout)}")
+        return Health(False, spec.node_startup_timeout - (now - updated) + timedelta(seconds=1))
+    if target.node is None:
+        return Health(True, why=f"node {target.node_name} not found")
+    soonest: timedelta | None = None
+    for wanted in spec.unhealthy_conditions:
+        found = node_condition(target.node, wanted.type)
+        if found is None or found.get("status") != wanted.status:
+            continue
+        since = parse_time(found.get("lastTransitionTime")) or now
+        if since + wanted.timeout < now:
+            return Health(True, why=f"condition {wanted.type} in state {wanted.status} longer "
+                                    f"than {format_duration(wanted.timeout)}")
+        wait = wanted.timeout - (now - since) + timedelta(seconds=1)
+        if wait > timedelta(0) and (soonest is None or wait < soonest):
+            soonest = wait
+    return Health(False, soonest)
+
+
+def is_healthy(target: Target, health: Health) -> bool:
+    """Counted in ``currentHealthy`` (upstream's ``healthCheckTargets``)."""
+    return (not health.unhealthy and not health.next_check and not api.deleting(target.machine)
+            and target.node is not None)
+
+
+def has_controller_owner(machine: JSON) -> bool:
+    return any(ref.get("controller") for ref in
+               (machine.get("metadata") or {}).get("ownerReferences") or [])
+
+
+# -- the whole check -----------------------------------------------------------------------------
+
+
+@dataclass
+class Decision:
+    """What one reconcile of a MachineHealthCheck does."""
+
+    expected: int = 0
+    healthy: int = 0
+    remediations_allowed: int = 0
+    condition: Condition = field(default_factory=dict)
+    delete: list[Target] = field(default_factory=list)  # remediate by deleting the Machine
+    no_controller: list[Target] = field(default_factory=list)  # SkippedNoController
+    detected: list[Target] = field(default_factory=list)  # DetectedUnhealthy (not yet due)
+    restricted_message: str = ""  # RemediationRestricted event, when set
+    next_check: timedelta | None = None
+
+    @property
+    def unhealthy(self) -> int:
+        return self.expected - self.healthy
+
+
+def selects(spec: HealthCheckSpec, machine: JSON) -> bool:
+    labels = (machine.get("metadata") or {}).get("labels") or {}
+    return selector_matches(spec.selector, labels)
+
+
+def decide_health_check(mhc: JSON, spec: HealthCheckSpec, targets: list[Target],
+                        now: datetime) -> Decision:
+    """Reconcile's decision over recorded state: status counts, condition, what to remediate."""
+    decision = Decision(expected=len(targets))
+    unhealthy: list[Target] = []
+    waits: list[timedelta] = []
+    for target in targets:
+        health = check_target(target, spec, now)
+        if health.unhealthy:
+            unhealthy.append(target)
+        elif health.next_check:
+            decision.detected.append(target)
+            waits.append(health.next_check)
+        elif is_healthy(target, health):
+            decision.healthy += 1
+    limit = max(0, max_unhealthy_count(spec.max_unhealthy, decision.expected))
+    decision.remediations_allowed = max(0, limit - decision.unhealthy)
+    if decision.unhealthy > limit:
+        raw = (mhc.get("spec") or {}).get("maxUnhealthy", DEFAULT_MAX_UNHEALTHY)
+        counts = (f"total: {decision.expected}, unhealthy: {decision.unhealthy}, "
+                  f"maxUnhealthy: {raw}")
+        decision.condition = false_condition(
+            REMEDIATION_ALLOWED, TOO_MANY_UNHEALTHY,
+            "Remediation is not allowed, the number of not started or unhealthy machines "
+            f"exceeds maxUnhealthy ({counts})")
+        decision.restricted_message = ("Remediation restricted due to exceeded number of "
+                                       f"unhealthy machines ({counts})")
+        decision.next_check = RESTRICTED_RECHECK
+        return decision
+    decision.condition = true_condition(REMEDIATION_ALLOWED)
+    for target in unhealthy:
+        if not has_controller_owner(target.machine):
+            decision.no_controller.append(target)
+        elif not api.deleting(target.machine):
+            decision.delete.append(target)
+    decision.next_check = min(waits) if waits else None
+    return decision
+
+
+def refused(spec_error: RefusedSpec) -> Decision:
+    """A check whose spec is refused: it monitors nothing and never remediates."""
+    return Decision(condition=false_condition(
+        REMEDIATION_ALLOWED, spec_error.reason, str(spec_error)))
+
+
+def target_text(mhc: JSON, target: Target) -> str:
+    """Upstream's ``target.string()``: ``<namespace>/<mhc>/<machine>/<node>``."""
+    meta = mhc.get("metadata") or {}
+    node = target.node_name if (target.node is not None or target.node_missing) else ""
+    return f"{meta.get('namespace')}/{meta.get('name')}/{target.name}/{node}"
+
+
+def paused(mhc: JSON) -> bool:
+    return PAUSED in ((mhc.get("metadata") or {}).get("annotations") or {})

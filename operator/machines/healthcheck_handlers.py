@@ -1,0 +1,107 @@
+"""kopf handlers of the ``machinehealthchecks`` capability: watches in, check keys onto a queue.
+
+The ``machinehealthchecks`` capability stands beside ``machines`` (``berthmaster operator
+--only machinehealthchecks``): a remediation is a Machine deletion, which the machine controller
+of the ``machines`` capability carries out wherever it runs.
+
+What triggers what (upstream's watches: the check itself, ``mhcRequestsFromMachine`` and
+``mhcRequestsFromNode``):
+- a MachineHealthCheck event -> that check; the runtime remembers which checks each namespace
+  has (a deleted check is forgotten);
+- a Machine event -> every check of the Machine's namespace (the reconcile applies selectors);
+- an event on a Node annotated ``machine.openshift.io/machine`` (a deletion too) -> every check
+  of the namespace the annotation names.
+
+Each reconcile of a check runs on a :class:`~.workqueue.WorkQueue` (one worker per key at a
+time, backoff on errors, a delayed re-check when a Node may become due). Nothing here stores
+kopf state on any object: the handlers only read.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import defaultdict
+from typing import Any
+
+import kopf
+
+from berthmaster.kube import KubeClient
+from berthmaster.operator.machines import api
+from berthmaster.operator.machines.healthcheck import MACHINEHEALTHCHECKS
+from berthmaster.operator.machines.healthcheck_controller import HealthCheckController
+from berthmaster.operator.machines.workqueue import Reconcile, WorkQueue
+
+Key = tuple[str, str]
+MEMO_KEY = "machinehealthchecks_runtime"
+
+
+class HealthCheckRuntime:
+    """The queue of checks to reconcile, and which checks each namespace has."""
+
+    def __init__(self, reconcile: Reconcile[Key], kube: KubeClient | None = None):
+        self.queue: WorkQueue[Key] = WorkQueue(MACHINEHEALTHCHECKS, reconcile, workers=2)
+        self.kube = kube  # closed by stop(), after the queue's workers
+        self.checks: dict[str, set[str]] = defaultdict(set)
+
+    async def stop(self) -> None:
+        await self.queue.stop()
+        if self.kube is not None:
+            await self.kube.close()
+
+    def check_changed(self, event_type: str, check: dict[str, Any]) -> None:
+        namespace, name = api.key_of(check)
+        if event_type == "DELETED":
+            self.checks[namespace].discard(name)
+            return
+        self.checks[namespace].add(name)
+        self.queue.add((namespace, name))
+
+    def namespace_changed(self, namespace: str) -> None:
+        for name in sorted(self.checks.get(namespace, ())):
+            self.queue.add((namespace, name))
+
+    def node_changed(self, node: dict[str, Any]) -> None:
+        link = ((node.get("metadata") or {}).get("annotations") or {}).get(api.NODE_MACHINE, "")
+        namespace, _, _ = str(link).partition("/")
+        if namespace:
+            self.namespace_changed(namespace)
+
+
+@kopf.on.startup()
+async def start_machinehealthchecks(memo: kopf.Memo, **_: Any) -> None:
+    # Its own client (as the machines capability has), closed only after the queue stopped.
+    kube = await KubeClient.connect(os.environ.get("KUBECONFIG") or None)
+    runtime = HealthCheckRuntime(HealthCheckController(kube).reconcile, kube)
+    runtime.queue.start()
+    memo[MEMO_KEY] = runtime
+
+
+@kopf.on.cleanup()
+async def stop_machinehealthchecks(memo: kopf.Memo, **_: Any) -> None:
+    runtime = memo.get(MEMO_KEY)
+    if isinstance(runtime, HealthCheckRuntime):
+        await runtime.stop()
+
+
+def _runtime(memo: kopf.Memo) -> HealthCheckRuntime:
+    runtime = memo.get(MEMO_KEY)
+    if not isinstance(runtime, HealthCheckRuntime):
+        raise kopf.TemporaryError("the machinehealthchecks capability is still starting",
+                                  delay=1)
+    return runtime
+
+
+@kopf.on.event(api.GROUP, api.VERSION, MACHINEHEALTHCHECKS)
+async def machinehealthcheck_event(type: str, body: kopf.Body, memo: kopf.Memo,
+                                   **_: Any) -> None:
+    _runtime(memo).check_changed(type, dict(body))
+
+
+@kopf.on.event(api.GROUP, api.VERSION, api.MACHINES)
+async def machinehealthcheck_machine_event(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
+    _runtime(memo).namespace_changed(api.key_of(dict(body))[0])
+
+
+@kopf.on.event("", "v1", "nodes", annotations={api.NODE_MACHINE: kopf.PRESENT})
+async def machinehealthcheck_node_event(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
+    _runtime(memo).node_changed(dict(body))
