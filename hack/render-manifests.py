@@ -9,7 +9,11 @@ default values, release ``berthmaster`` in namespace ``berthmaster``:
 
 - ``00-namespace.yaml``: the namespace, labelled for the restricted Pod Security Standard;
 - ``berthmaster.yaml``: every object of the chart's templates (the CRDs are not copied: they
-  live in deploy/crds/, which the chart links to).
+  live in deploy/crds/).
+
+It also copies deploy/crds/*.yaml into charts/berthmaster/crds/ (real files, not a symlink: Helm
+warns about symlinks and packaging tools mishandle them), so the chart carries the same bytes;
+``--check`` reports a copy that differs, is missing or is left over.
 
 Users apply them with ``kubectl apply --server-side -f deploy/crds/`` and then
 ``kubectl apply -f deploy/manifests/``. The tests run ``--check``, so a chart change without a
@@ -29,6 +33,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 CHART = ROOT / "charts" / "berthmaster"
 OUT = ROOT / "deploy" / "manifests"
+CRDS = ROOT / "deploy" / "crds"
+CHART_CRDS = CHART / "crds"
 RELEASE = "berthmaster"
 NAMESPACE = "berthmaster"
 # Rendered for this Kubernetes version and newer: the Machine hooks ValidatingAdmissionPolicy is
@@ -91,6 +97,24 @@ def render() -> dict[str, str]:
     }
 
 
+def crd_drift() -> tuple[list[str], list[str]]:
+    """(stale or missing, left over) names of the chart's CRD copies."""
+    wanted = {path.name: path.read_bytes() for path in CRDS.glob("*.yaml")}
+    present = {path.name for path in CHART_CRDS.glob("*.yaml")} if CHART_CRDS.is_dir() else set()
+    stale = sorted(name for name, data in wanted.items()
+                   if not (CHART_CRDS / name).is_file() or (CHART_CRDS / name).read_bytes() != data)
+    return stale, sorted(present - set(wanted))
+
+
+def sync_crds() -> None:
+    stale, extra = crd_drift()
+    CHART_CRDS.mkdir(exist_ok=True)
+    for name in extra:
+        (CHART_CRDS / name).unlink()
+    for name in stale:
+        (CHART_CRDS / name).write_bytes((CRDS / name).read_bytes())
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true",
@@ -106,7 +130,15 @@ def main() -> int:
             print(f"deploy/manifests/{name} is stale: run `python hack/render-manifests.py`")
         for name in extra:
             print(f"deploy/manifests/{name} is not rendered from the chart: remove it")
-        return 1 if stale or extra else 0
+        crds_stale, crds_extra = crd_drift()
+        for name in crds_stale:
+            print(f"charts/berthmaster/crds/{name} differs from deploy/crds/{name}: "
+                  "run `python hack/render-manifests.py`")
+        for name in crds_extra:
+            print(f"charts/berthmaster/crds/{name} is not in deploy/crds/: "
+                  "run `python hack/render-manifests.py`")
+        return 1 if stale or extra or crds_stale or crds_extra else 0
+    sync_crds()
     OUT.mkdir(parents=True, exist_ok=True)
     for name in extra:
         (OUT / name).unlink()

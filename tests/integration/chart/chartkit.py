@@ -73,7 +73,7 @@ def helm(*args: str, input: str | None = None) -> subprocess.CompletedProcess[st
 
 
 def without_symlink_notes(stderr: str) -> str:
-    """helm notes once per run that crds/ is a symlink; that line is expected, not an error."""
+    """helm notes once per run that files/ holds symlinks; that line is expected, not an error."""
     return "\n".join(line for line in stderr.splitlines()
                      if "found symbolic link in path" not in line).strip()
 
