@@ -66,8 +66,11 @@ app.kubernetes.io/component: {{ index . 1 }}
 {{- $sa := (index $root.Values (index . 1)).serviceAccount -}}
 {{- if $sa.create -}}
 {{- default (include "berthmaster.componentName" .) $sa.name -}}
+{{- else if $sa.name -}}
+{{- $sa.name -}}
 {{- else -}}
-{{- default "default" $sa.name -}}
+{{- /* Never fall back to the namespace's "default" account: the chart would bind its roles to it. */ -}}
+{{- fail (printf "%s.serviceAccount.create is false but %s.serviceAccount.name is empty: set it to the existing ServiceAccount the %s runs as." (index . 1) (index . 1) (index . 1)) -}}
 {{- end -}}
 {{- end -}}
 

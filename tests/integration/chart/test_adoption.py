@@ -144,6 +144,11 @@ def test_service_account_create_and_name(component: str) -> None:
     binding = one(existing, "ClusterRoleBinding", f"-{component}")
     assert binding["subjects"][0]["name"] == f"platform-{component}"
 
+    unnamed = template([f"{component}.serviceAccount.create=false"])
+    assert unnamed.returncode != 0
+    assert (f"{component}.serviceAccount.create is false but {component}.serviceAccount.name "
+            "is empty") in unnamed.stderr
+
 
 SPREAD = [{"maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone",
            "whenUnsatisfiable": "ScheduleAnyway",
