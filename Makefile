@@ -1,5 +1,5 @@
 # The README's two commands, and a few conveniences.
-.PHONY: demo test unit build down e2e image
+.PHONY: demo test unit build down e2e image release
 
 demo:           ## bring up the local control plane and show berthmaster at work
 	bash hack/demo.sh
@@ -21,3 +21,6 @@ e2e:            ## end-to-end: image, cluster (kind, or a real kubelet here), ch
 
 image:          ## build the image berthmaster:dev with Docker (works with no registry: see docs/deployment.md)
 	bash hack/image.sh
+
+release:        ## dist/: the packaged chart, the image as an OCI archive, the release notes (SKIP_IMAGE=1: no image)
+	PYTHONSAFEPATH=1 .venv/bin/python hack/release.py $(if $(SKIP_IMAGE),--skip-image,)

@@ -7,7 +7,11 @@ Names follow the seed (``descheduler-cluster-role``, ``descheduler-sa``,
 ``descheduler-policy-configmap``, ``descheduler-job``) prefixed with the resource's name; the
 ClusterRole is the seed's rules plus what a pass also reads (namespaces, PriorityClasses,
 PodDisruptionBudgets) and the events it writes. The Job's pod is critical twice over: the
-seed's annotation and ``priorityClassName: system-cluster-critical``. No I/O here.
+seed's annotation and ``priorityClassName: system-cluster-critical`` (``spec.priorityClassName``
+names another class, ``""`` none). Placement (``nodeSelector``, ``tolerations``, ``affinity``),
+``imagePullSecrets`` and the CronJob's ``suspend``, ``timeZone``, ``startingDeadlineSeconds``
+and history limits come from the resource's spec, as the descheduler chart's values do. No I/O
+here.
 """
 
 from __future__ import annotations
@@ -25,6 +29,12 @@ POLICY_KEY = "policy.yaml"
 POLICY_DIR = "/policy-dir"
 CRITICAL_POD_ANNOTATION = "scheduler.alpha.kubernetes.io/critical-pod"
 DEFAULT_IMAGE = "berthmaster:latest"
+DEFAULT_PRIORITY_CLASS = "system-cluster-critical"
+# History kept by the CronJob unless the spec says otherwise (berthmaster's defaults so far).
+DEFAULT_SUCCESSFUL_JOBS_HISTORY = 3
+DEFAULT_FAILED_JOBS_HISTORY = 3
+# Pod fields copied from the Descheduler's spec as they are (the API server validates them).
+POD_PASSTHROUGH = ("nodeSelector", "tolerations", "affinity", "imagePullSecrets")
 
 
 def image_default() -> str:
@@ -134,18 +144,24 @@ def _pod_template(descheduler: Mapping[str, Any]) -> Obj:
                                           "capabilities": {"drop": ["ALL"]}}}
     if spec.get("resources"):
         container["resources"] = spec["resources"]
+    pod_spec: Obj = {"containers": [container], "restartPolicy": "Never",
+                     "serviceAccountName": service_account_name(descheduler),
+                     "securityContext": {"runAsNonRoot": True, "runAsUser": 65532,
+                                         "seccompProfile": {"type": "RuntimeDefault"}},
+                     "volumes": [{"name": "policy-volume",
+                                  "configMap": {"name": config_map_name(descheduler)}},
+                                 {"name": "tmp", "emptyDir": {}}]}
+    priority = spec.get("priorityClassName", DEFAULT_PRIORITY_CLASS)
+    if priority:
+        pod_spec["priorityClassName"] = priority
+    for key in POD_PASSTHROUGH:
+        if spec.get(key):
+            pod_spec[key] = spec[key]
     return {
         "metadata": {"name": f"{name_of(descheduler)}-descheduler-pod",
                      "labels": {OWNER_LABEL: name_of(descheduler)},
                      "annotations": {CRITICAL_POD_ANNOTATION: "true"}},
-        "spec": {"containers": [container], "restartPolicy": "Never",
-                 "priorityClassName": "system-cluster-critical",
-                 "serviceAccountName": service_account_name(descheduler),
-                 "securityContext": {"runAsNonRoot": True, "runAsUser": 65532,
-                                     "seccompProfile": {"type": "RuntimeDefault"}},
-                 "volumes": [{"name": "policy-volume",
-                              "configMap": {"name": config_map_name(descheduler)}},
-                             {"name": "tmp", "emptyDir": {}}]},
+        "spec": pod_spec,
     }
 
 
@@ -161,13 +177,21 @@ def build_job(descheduler: Mapping[str, Any]) -> Obj:
 
 
 def build_cron_job(descheduler: Mapping[str, Any]) -> Obj:
-    schedule = (descheduler.get("spec") or {})["schedule"]
+    spec = descheduler.get("spec") or {}
+    # suspend is always written, so resuming (suspend removed) reaches an existing CronJob.
+    cron: Obj = {"schedule": spec["schedule"], "concurrencyPolicy": "Forbid",
+                 "suspend": bool(spec.get("suspend", False)),
+                 "successfulJobsHistoryLimit": spec.get("successfulJobsHistoryLimit",
+                                                        DEFAULT_SUCCESSFUL_JOBS_HISTORY),
+                 "failedJobsHistoryLimit": spec.get("failedJobsHistoryLimit",
+                                                    DEFAULT_FAILED_JOBS_HISTORY)}
+    for key in ("timeZone", "startingDeadlineSeconds"):
+        if key in spec:
+            cron[key] = spec[key]
+    cron["jobTemplate"] = {"metadata": {"labels": {OWNER_LABEL: name_of(descheduler)}},
+                           "spec": _job_spec(descheduler)}
     return {"apiVersion": "batch/v1", "kind": "CronJob",
-            "metadata": _metadata(descheduler, cron_job_name(descheduler)),
-            "spec": {"schedule": schedule, "concurrencyPolicy": "Forbid",
-                     "successfulJobsHistoryLimit": 3, "failedJobsHistoryLimit": 3,
-                     "jobTemplate": {"metadata": {"labels": {OWNER_LABEL: name_of(descheduler)}},
-                                     "spec": _job_spec(descheduler)}}}
+            "metadata": _metadata(descheduler, cron_job_name(descheduler)), "spec": cron}
 
 
 def build_children(descheduler: Mapping[str, Any], text: str) -> list[Obj]:

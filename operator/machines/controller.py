@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -40,7 +40,9 @@ from berthmaster.operator.machines.providers import (
     Instance,
     InvalidProviderSpec,
     Provider,
+    owned,
     provider_for,
+    provider_spec_kind,
     unknown_instance_state,
 )
 
@@ -152,6 +154,11 @@ class MachineController:
     async def reconcile(self, key: Key) -> float | None:
         machine = await self.get(key)
         if machine is None:
+            return None
+        if not owned(machine, self.providers):
+            # Another machine controller's Machine (same API, same finalizer name): hands off.
+            log.debug("machine %s/%s: provider %r is not berthmaster's, skipped", *key,
+                      provider_spec_kind(machine))
             return None
         if api.deleting(machine):
             return await self.reconcile_deletion(machine)
@@ -550,9 +557,11 @@ class MachineController:
 
 
 class MachineSetController:
-    def __init__(self, kube: KubeClient, *, clock: Callable[[], datetime] = utcnow,
+    def __init__(self, kube: KubeClient, provider_kinds: Collection[str], *,
+                 clock: Callable[[], datetime] = utcnow,
                  resync: float = 30.0, status_poll: float = 5.0):
         self.kube = kube
+        self.provider_kinds = frozenset(provider_kinds)
         self.clock = clock
         self.events = EventRecorder(kube, clock)
         self.resync = resync
@@ -565,7 +574,7 @@ class MachineSetController:
             if error.not_found:
                 return None
             raise
-        if api.deleting(ms):
+        if api.deleting(ms) or not owned(ms, self.provider_kinds):
             return None
         problems = machineset.validate(ms)
         if problems:

@@ -39,7 +39,7 @@ class MachinesRuntime:
         self.kube = kube
         providers: dict[str, Provider] = {KWOK_KIND: KwokProvider(kube)}
         self.machines = MachineController(kube, providers, drain_backoff=drain_backoff)
-        self.machinesets = MachineSetController(kube)
+        self.machinesets = MachineSetController(kube, providers)
         self.machine_queue: WorkQueue[Key] = WorkQueue("machines", self.machines.reconcile)
         self.machineset_queue: WorkQueue[Key] = WorkQueue("machinesets",
                                                           self.machinesets.reconcile, workers=2)

@@ -51,8 +51,72 @@ app.kubernetes.io/instance: {{ $root.Release.Name }}
 app.kubernetes.io/component: {{ index . 1 }}
 {{- end -}}
 
+{{/* repository@digest when image.digest is set (a digest pins exactly), else repository:tag. */}}
 {{- define "berthmaster.image" -}}
+{{- if .Values.image.digest -}}
+{{- printf "%s@%s" .Values.image.repository .Values.image.digest -}}
+{{- else -}}
 {{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The ServiceAccount a component runs as. Call with (list $ "scheduler"). */}}
+{{- define "berthmaster.serviceAccountName" -}}
+{{- $root := index . 0 -}}
+{{- $sa := (index $root.Values (index . 1)).serviceAccount -}}
+{{- if $sa.create -}}
+{{- default (include "berthmaster.componentName" .) $sa.name -}}
+{{- else if $sa.name -}}
+{{- $sa.name -}}
+{{- else -}}
+{{- /* Never fall back to the namespace's "default" account: the chart would bind its roles to it. */ -}}
+{{- fail (printf "%s.serviceAccount.create is false but %s.serviceAccount.name is empty: set it to the existing ServiceAccount the %s runs as." (index . 1) (index . 1) (index . 1)) -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+extraArgs as container arguments: a map renders --key=value (sorted by key; "" gives the bare
+--key), a list renders its items verbatim. Call with the component's values.
+*/}}
+{{- define "berthmaster.extraArgs" -}}
+{{- if kindIs "map" .extraArgs }}
+{{- range $key, $value := .extraArgs }}
+{{- if eq (toString $value) "" }}
+- {{ printf "--%s" $key | quote }}
+{{- else }}
+- {{ printf "--%s=%v" $key $value | quote }}
+{{- end }}
+{{- end }}
+{{- else }}
+{{- range .extraArgs }}
+- {{ . | quote }}
+{{- end }}
+{{- end }}
+{{- end -}}
+
+{{/*
+"true" when the operator runs this capability: operator.enabled, and operator.capabilities is
+empty (all) or names it. Call with (list $ "machines").
+*/}}
+{{- define "berthmaster.operator.runs" -}}
+{{- $o := (index . 0).Values.operator -}}
+{{- if and $o.enabled (or (empty $o.capabilities) (has (index . 1) $o.capabilities)) -}}
+true
+{{- end -}}
+{{- end -}}
+
+{{/*
+The admissionregistration.k8s.io version for the ValidatingAdmissionPolicy on this cluster, or
+"" when it has none: v1 from 1.30 (GA), v1beta1 on 1.28-1.29 only if the API server serves it
+(the beta API is off by default there), nothing before.
+*/}}
+{{- define "berthmaster.admissionPolicyVersion" -}}
+{{- $version := .Capabilities.KubeVersion.Version -}}
+{{- if semverCompare ">=1.30.0-0" $version -}}
+admissionregistration.k8s.io/v1
+{{- else if and (semverCompare ">=1.28.0-0" $version) (.Capabilities.APIVersions.Has "admissionregistration.k8s.io/v1beta1/ValidatingAdmissionPolicy") -}}
+admissionregistration.k8s.io/v1beta1
+{{- end -}}
 {{- end -}}
 
 {{/* The restricted-profile container fragment shared by every container. */}}
@@ -84,6 +148,10 @@ tolerations:
 {{- end }}
 {{- with $component.affinity }}
 affinity:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with $component.topologySpreadConstraints }}
+topologySpreadConstraints:
   {{- toYaml . | nindent 2 }}
 {{- end }}
 {{- end -}}

@@ -8,10 +8,17 @@ kinds when it meets another one.
 
 Built in: ``kwok`` (``KwokMachineProviderSpec``), whose instances are kwok-managed fake Nodes, so
 the whole Machine lifecycle runs on the local control plane and on kind with kwok installed.
+
+Ownership: another machine controller may share the cluster (and the ``machine.openshift.io``
+API, finalizer included). berthmaster reconciles only the Machines and MachineSets it owns
+(:func:`owned`): a provider kind it implements, or the explicit opt-in label
+``berthmaster.io/machine-controller: berthmaster``. Everything else is never written to: no
+finalizer, no status, no events, not even on deletion.
 """
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -45,9 +52,26 @@ class Provider(Protocol):
     async def instance_exists(self, machine: dict[str, Any]) -> Instance | None: ...
 
 
+# The opt-in for a Machine or MachineSet whose provider kind berthmaster does not implement (or
+# that names none): berthmaster then reconciles it, and reports the unsupported kind as Failed.
+CONTROLLER_LABEL = "berthmaster.io/machine-controller"
+CONTROLLER_NAME = "berthmaster"
+
+
 def provider_spec_kind(machine: dict[str, Any]) -> str:
     value = ((machine.get("spec") or {}).get("providerSpec") or {}).get("value") or {}
     return str(value.get("kind") or "")
+
+
+def owned(obj: dict[str, Any], kinds: Collection[str]) -> bool:
+    """Whether berthmaster reconciles this Machine, or this MachineSet (judged by its template):
+    its provider kind is one of ``kinds``, or it carries the opt-in label."""
+    labels = (obj.get("metadata") or {}).get("labels") or {}
+    if labels.get(CONTROLLER_LABEL) == CONTROLLER_NAME:
+        return True
+    if obj.get("kind") == "MachineSet":
+        obj = ((obj.get("spec") or {}).get("template")) or {}
+    return provider_spec_kind(obj) in kinds
 
 
 def provider_for(machine: dict[str, Any], providers: dict[str, Provider]) -> Provider:

@@ -14,6 +14,8 @@ from typing import Any
 
 import yaml
 
+from berthmaster.devcluster.build import KUBE_VERSION
+
 ROOT = Path(__file__).resolve().parents[3]
 CHART = ROOT / "charts" / "berthmaster"
 CRDS = ROOT / "deploy" / "crds"
@@ -43,12 +45,17 @@ def helm_binary() -> Path:
 
 
 def helm(*args: str, input: str | None = None) -> subprocess.CompletedProcess[str]:
+    """Run helm. ``helm template`` renders for the local control plane's Kubernetes version
+    unless the caller names one: a helm built with ``go install`` (as ours is) otherwise assumes
+    v1.20.0, which the chart's kubeVersion refuses."""
+    if args and args[0] == "template" and "--kube-version" not in args:
+        args = (*args, "--kube-version", KUBE_VERSION.removeprefix("v"))
     return subprocess.run([str(helm_binary()), *args], input=input, capture_output=True,
                           text=True, timeout=120, check=False)
 
 
 def without_symlink_notes(stderr: str) -> str:
-    """helm notes once per run that crds/ is a symlink; that line is expected, not an error."""
+    """helm notes once per run that files/ holds symlinks; that line is expected, not an error."""
     return "\n".join(line for line in stderr.splitlines()
                      if "found symbolic link in path" not in line).strip()
 
@@ -69,6 +76,19 @@ def render(sets: Sequence[str] = (), release: str = "berthmaster",
     """The chart's objects for these values; fails the test with helm's message if it fails."""
     result = template(sets, release, namespace)
     assert result.returncode == 0, f"helm template {' '.join(sets)} failed:\n{result.stderr}"
+    return [doc for doc in yaml.safe_load_all(result.stdout) if doc]
+
+
+def render_values(values: Mapping[str, Any], *extra: str) -> list[dict[str, Any]]:
+    """The chart's objects for a values document (lists of objects are clumsy with --set)."""
+    import tempfile
+
+    with tempfile.NamedTemporaryFile("w", suffix=".yaml") as file:
+        file.write(yaml.safe_dump(dict(values)))
+        file.flush()
+        result = helm("template", "berthmaster", str(CHART), "--namespace", "berthmaster",
+                      "-f", file.name, *extra)
+    assert result.returncode == 0, f"helm template failed:\n{result.stderr}"
     return [doc for doc in yaml.safe_load_all(result.stdout) if doc]
 
 

@@ -256,11 +256,15 @@ def test_operator_serves_its_metrics_behind_a_service() -> None:
                                          "targetPort": "metrics", "protocol": "TCP"}]
 
 
-def test_service_monitor_only_when_asked() -> None:
+@pytest.mark.parametrize("component", ["scheduler", "operator"])
+def test_service_monitor_only_when_asked(component: str) -> None:
+    """One ServiceMonitor per component: the operator's cluster_autoscaler_* metrics are
+    scraped too (issue 19), not only the scheduler's."""
     assert find(render(), "ServiceMonitor") == []
     objects = render(VALUE_SETS["servicemonitor-on"])
-    monitor = one(objects, "ServiceMonitor")
-    service = one(objects, "Service", "-scheduler-metrics")
+    assert len(find(objects, "ServiceMonitor")) == 2
+    monitor = one(objects, "ServiceMonitor", f"-{component}")
+    service = one(objects, "Service", f"-{component}-metrics")
     assert monitor["apiVersion"] == "monitoring.coreos.com/v1"
     assert monitor["metadata"]["labels"]["release"] == "prometheus"
     assert monitor["spec"]["selector"]["matchLabels"].items() <= (
@@ -268,3 +272,5 @@ def test_service_monitor_only_when_asked() -> None:
     assert monitor["spec"]["endpoints"] == [{"port": "metrics", "path": "/metrics",
                                              "interval": "30s", "scrapeTimeout": "10s"}]
     assert monitor["spec"]["namespaceSelector"] == {"matchNames": ["berthmaster"]}
+    alone = render([*VALUE_SETS["servicemonitor-on"], f"{component}.enabled=false"])
+    assert find(alone, "ServiceMonitor", f"-{component}") == []

@@ -1,6 +1,6 @@
 """The CRDs install for real, and the documentation's YAML is accepted or refused as it should be.
 
-- Each CRD file in deploy/crds/ (the chart's crds/ links there) is applied server-side on its
+- Each CRD file in deploy/crds/ (copied into the chart's crds/) is applied server-side on its
   own, so a broken one is named by file and does not hide the others; then each must become
   Established.
 - tests/integration/chart/seed_samples/ holds YAML copied from the seed documents. Its first
@@ -174,3 +174,23 @@ def test_every_other_deploy_sample_is_accepted(
 ) -> None:
     """Machines, MachineSets, autoscalers, Deschedulers: deploy/samples/ as users apply it."""
     dry_run_sample(cluster, path)
+
+
+@pytest.mark.parametrize(("schedule", "accepted"), [
+    ("*/10 * * * *", True), ("0-30/5 8-18 * * mon-fri", True), ("@hourly", True),
+    ("99 99 * * *", False), ("0 24 * * *", False), ("0 3 * 13 *", False), ("*/0 * * * *", False),
+])
+def test_the_api_server_refuses_an_impossible_descheduler_schedule(
+        cluster: RunningCluster, crds: dict[str, str], schedule: str, accepted: bool) -> None:
+    """The CRD's CEL rule, evaluated by the API server, refuses what CronJob would
+    (tests/unit/descheduler/test_desched_crd_schedule.py has the full table)."""
+    assert "berthmaster.io/Descheduler" in crds
+    descheduler = {"apiVersion": "berthmaster.io/v1alpha1", "kind": "Descheduler",
+                   "metadata": {"name": "schedule-check"},
+                   "spec": {"schedule": schedule, "policyConfigMap": {"name": "policy"}}}
+    result = cluster.kubectl("create", "--dry-run=server", "-f", "-",
+                             input=yaml.safe_dump(descheduler))
+    assert (result.returncode == 0) is accepted, result.stderr
+    if not accepted:
+        assert "spec.schedule: Invalid value" in result.stderr
+        assert "minute (0-59), hour (0-23)" in result.stderr

@@ -149,6 +149,9 @@ def test_helm_install_creates_the_objects_and_the_crds(
     assert "schedulerName: zonal" in notes
     assert f"Lease {namespace}/zonal" in notes
     assert "kubectl apply --server-side -f deploy/crds/" in notes
+    # `port-forward ... && curl` never reaches curl: port-forward runs until interrupted.
+    assert "&&" not in notes
+    assert f"port-forward svc/{prefix}-scheduler-metrics 10260 &\n" in notes
 
 
 def can_i(cluster: RunningCluster, account: str, namespace: str, *question: str) -> bool:

@@ -1,7 +1,7 @@
 """One source of truth, and an image consistent with the package, checked without Docker.
 
-- charts/berthmaster/crds is a symlink to deploy/crds; ``helm package`` follows it, so the
-  packaged chart carries byte-identical copies of every CRD file.
+- charts/berthmaster/crds holds real copies of deploy/crds (``hack/render-manifests.py``
+  writes them; ``--check`` fails on drift), byte-identical, and so does the packaged chart.
 - deploy/manifests/ is the chart's rendering (``hack/render-manifests.py --check``).
 - The Dockerfile builds a wheel with ``pip wheel . --no-deps`` and installs it: the same wheel,
   built here, holds berthmaster.scheduler and berthmaster.operator (never top-level
@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import tarfile
@@ -20,13 +21,40 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.integration.chart.chartkit import CHART, CRDS, ROOT, helm, render
+from tests.integration.chart.chartkit import CHART, CRDS, ROOT, helm, helm_binary, render
 
 
-def test_chart_crds_are_a_link_to_deploy_crds() -> None:
-    link = CHART / "crds"
-    assert link.is_symlink(), "charts/berthmaster/crds must be a symlink to deploy/crds"
-    assert link.resolve() == CRDS.resolve()
+def test_chart_crds_are_byte_identical_copies_of_deploy_crds() -> None:
+    """Real files (Helm warns about a symlinked crds/, packaging tools mishandle it), kept equal
+    to deploy/crds/ by hack/render-manifests.py: same names, same bytes."""
+    chart_crds = CHART / "crds"
+    assert not chart_crds.is_symlink(), "charts/berthmaster/crds must hold real files"
+    copies = {path.name: path.read_bytes() for path in chart_crds.iterdir()}
+    sources = {path.name: path.read_bytes() for path in CRDS.glob("*.yaml")}
+    assert sorted(copies) == sorted(sources), (
+        "charts/berthmaster/crds and deploy/crds hold different files: run "
+        "`python hack/render-manifests.py`")
+    for name, data in sources.items():
+        assert copies[name] == data, (
+            f"charts/berthmaster/crds/{name} differs from deploy/crds/{name}: run "
+            "`python hack/render-manifests.py`")
+
+
+def test_render_manifests_check_reports_crd_drift(tmp_path: Path) -> None:
+    """A CRD changed in deploy/crds without re-running the script fails --check, by name."""
+    import shutil
+
+    copy = tmp_path / "repo"
+    for part in ("charts", "deploy", "hack", "scheduler/data"):
+        shutil.copytree(ROOT / part, copy / part, symlinks=True)
+    first = sorted((copy / "deploy" / "crds").glob("*.yaml"))[0]
+    first.write_text(first.read_text() + "# changed\n")
+    result = subprocess.run([sys.executable, str(copy / "hack" / "render-manifests.py"),
+                             "--check"], capture_output=True, text=True, check=False,
+                            env={**os.environ, "HELM": str(helm_binary())})
+    assert result.returncode == 1
+    assert f"charts/berthmaster/crds/{first.name} differs from deploy/crds/{first.name}" in (
+        result.stdout)
 
 
 def test_packaged_chart_carries_every_crd_byte_for_byte(tmp_path: Path) -> None:

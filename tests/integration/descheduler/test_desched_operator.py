@@ -159,3 +159,54 @@ async def _true(kube: KubeClient, path: str, type_: str) -> dict[str, Any] | Non
 
 async def _gone(kube: KubeClient, path: str) -> bool:
     return await get(kube, path) is None
+
+
+async def test_cron_and_pod_options_reach_the_cron_job(
+    kube: KubeClient, namespace: str, operator: None
+) -> None:
+    """The descheduler chart's CronJob and pod options (kubernetes-sigs/descheduler
+    charts/descheduler/templates/cronjob.yaml), set on the Descheduler, are on the CronJob the
+    API server stores (it validates the time zone and the pod fields); suspend toggles."""
+    name = f"cron-{namespace}"
+    tolerations = [{"key": "dedicated", "operator": "Equal", "value": "ops",
+                    "effect": "NoSchedule"}]
+    await kube.create(DESCHEDULERS, {
+        "apiVersion": "berthmaster.io/v1alpha1", "kind": "Descheduler",
+        "metadata": {"name": name},
+        "spec": {"namespace": namespace, "policy": GOOD_POLICY, "schedule": "0 3 * * *",
+                 "suspend": True, "timeZone": "Europe/Paris", "startingDeadlineSeconds": 200,
+                 "successfulJobsHistoryLimit": 1, "failedJobsHistoryLimit": 2,
+                 "priorityClassName": "", "nodeSelector": {"kubernetes.io/os": "linux"},
+                 "tolerations": tolerations, "imagePullSecrets": [{"name": "registry"}]}})
+    path = resource_path(group_path("berthmaster.io", "v1alpha1"), "deschedulers", None, name)
+    cron_path = resource_path(BATCH, "cronjobs", namespace, f"{name}-descheduler-cronjob")
+    try:
+        cron = await wait_for(lambda: get(kube, cron_path), timeout=60, what="CronJob")
+        spec = cron["spec"]
+        assert (spec["suspend"], spec["timeZone"], spec["startingDeadlineSeconds"],
+                spec["successfulJobsHistoryLimit"], spec["failedJobsHistoryLimit"]) == (
+            True, "Europe/Paris", 200, 1, 2)
+        pod = spec["jobTemplate"]["spec"]["template"]["spec"]
+        assert "priorityClassName" not in pod
+        assert pod["nodeSelector"] == {"kubernetes.io/os": "linux"}
+        assert pod["tolerations"] == tolerations
+        assert pod["imagePullSecrets"] == [{"name": "registry"}]
+
+        await kube.patch(path, {"spec": {"suspend": False}})
+
+        async def resumed() -> bool:
+            return ((await get(kube, cron_path)) or {}).get("spec", {}).get("suspend") is False
+
+        await wait_for(resumed, timeout=60, what="CronJob resumed")
+    finally:
+        await kube.delete(path)
+
+
+async def test_crd_refuses_cron_settings_without_a_schedule(kube: KubeClient, crd: None) -> None:
+    with pytest.raises(KubeError) as caught:
+        await kube.create(DESCHEDULERS, {
+            "apiVersion": "berthmaster.io/v1alpha1", "kind": "Descheduler",
+            "metadata": {"name": "suspended-once"},
+            "spec": {"policy": GOOD_POLICY, "suspend": True}})
+    assert caught.value.status == 422
+    assert "are CronJob settings: set spec.schedule, or remove them" in caught.value.message

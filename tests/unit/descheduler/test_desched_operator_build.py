@@ -130,3 +130,45 @@ def test_crd_and_samples_are_valid_yaml_and_sample_policies_parse() -> None:
             if document and document.get("kind") == "ConfigMap":
                 for text in document["data"].values():
                     parse_policy_text(text, str(sample))
+
+
+PLACEMENT = {"nodeSelector": {"node-role.kubernetes.io/control-plane": ""},
+             "tolerations": [{"key": "node-role.kubernetes.io/control-plane",
+                              "operator": "Exists", "effect": "NoSchedule"}],
+             "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+                 "nodeSelectorTerms": [{"matchExpressions": [
+                     {"key": "kubernetes.io/os", "operator": "In", "values": ["linux"]}]}]}}},
+             "imagePullSecrets": [{"name": "registry"}]}
+
+
+def test_pod_options_come_from_the_spec() -> None:
+    """What the descheduler chart offers for its pod (kubernetes-sigs/descheduler
+    charts/descheduler/templates/cronjob.yaml: nodeSelector, tolerations, affinity,
+    imagePullSecrets, priorityClassName)."""
+    default = build_job(descheduler())["spec"]["template"]["spec"]
+    for key in PLACEMENT:
+        assert key not in default
+    assert default["priorityClassName"] == "system-cluster-critical"
+    spec = build_job(descheduler(priorityClassName="descheduling", **PLACEMENT))[
+        "spec"]["template"]["spec"]
+    assert {key: spec[key] for key in PLACEMENT} == PLACEMENT
+    assert spec["priorityClassName"] == "descheduling"
+    assert "priorityClassName" not in build_job(descheduler(priorityClassName=""))[
+        "spec"]["template"]["spec"]
+
+
+def test_cron_job_options_come_from_the_spec() -> None:
+    """charts/descheduler/templates/cronjob.yaml: suspend, timeZone, startingDeadlineSeconds,
+    successfulJobsHistoryLimit, failedJobsHistoryLimit."""
+    default = build_cron_job(descheduler(schedule="@hourly"))["spec"]
+    assert (default["suspend"], default["successfulJobsHistoryLimit"],
+            default["failedJobsHistoryLimit"]) == (False, 3, 3)
+    assert "timeZone" not in default and "startingDeadlineSeconds" not in default
+    cron = build_cron_job(descheduler(
+        schedule="0 3 * * *", suspend=True, timeZone="Europe/Paris", startingDeadlineSeconds=200,
+        successfulJobsHistoryLimit=0, failedJobsHistoryLimit=5, **PLACEMENT))["spec"]
+    assert (cron["suspend"], cron["timeZone"], cron["startingDeadlineSeconds"],
+            cron["successfulJobsHistoryLimit"], cron["failedJobsHistoryLimit"]) == (
+        True, "Europe/Paris", 200, 0, 5)
+    pod = cron["jobTemplate"]["spec"]["template"]["spec"]
+    assert pod["tolerations"] == PLACEMENT["tolerations"]

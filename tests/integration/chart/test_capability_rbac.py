@@ -1,0 +1,154 @@
+"""The operator's RBAC follows its capabilities (issue 19), asked of the real API server.
+
+For each capability alone (``operator.capabilities={<one>}``), the chart's operator
+ServiceAccount, ClusterRole and binding are applied to the local control plane and
+``kubectl auth can-i --as=<account>`` is asked what that account may do: what the capability
+needs, yes; what only the other capabilities need (Node create/delete, Machine writes,
+ClusterRole writes, Jobs), no. The deschedulers capability must still hold every permission
+it grants a descheduler Job (the API server refuses to let it write a role beyond its own), so
+it writes the Job's ClusterRole by impersonation. Last, the chart is installed for real as a
+subchart of an umbrella chart (Helm passes it ``global:``).
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+
+from berthmaster.devcluster.cluster import RunningCluster
+from tests.integration.chart.chartkit import CRDS, helm, render, to_yaml
+from tests.integration.chart.test_adoption import umbrella
+from tests.integration.chart.test_on_the_api_server import can_i, kubectl_ok
+
+CAPABILITIES = ("machines", "deschedulers", "autoscaler", "machinehealthchecks")
+RBAC_KINDS = ("ServiceAccount", "ClusterRole", "ClusterRoleBinding")
+
+# (verb, resource[, flags]) -> the capabilities that must be allowed it; every other one must
+# be refused. What all share (kopf's CRD watch, events) is allowed to all; reading and evicting
+# pods to the three that move pods.
+ALL = set(CAPABILITIES)
+MOVERS = {"machines", "deschedulers", "autoscaler"}
+QUESTIONS: list[tuple[tuple[str, ...], set[str]]] = [
+    (("watch", "customresourcedefinitions.apiextensions.k8s.io"), ALL),
+    (("create", "events", "-A"), ALL),
+    (("list", "pods", "-A"), MOVERS),
+    (("create", "pods", "--subresource=eviction", "-A"), MOVERS),
+    (("list", "poddisruptionbudgets.policy", "-A"), MOVERS),
+    (("create", "nodes"), {"machines"}),
+    (("delete", "nodes"), {"machines"}),
+    (("patch", "nodes"), {"machines", "autoscaler"}),
+    (("list", "nodes"), ALL),
+    (("create", "machines.machine.openshift.io", "-A"), {"machines"}),
+    (("delete", "machines.machine.openshift.io", "-A"), {"machines", "machinehealthchecks"}),
+    (("list", "machinehealthchecks.machine.openshift.io", "-A"), {"machinehealthchecks"}),
+    (("patch", "machinehealthchecks.machine.openshift.io", "--subresource=status", "-A"),
+     {"machinehealthchecks"}),
+    (("update", "machines.machine.openshift.io", "--subresource=status", "-A"), {"machines"}),
+    (("patch", "machines.machine.openshift.io", "-A"), {"machines", "autoscaler"}),
+    (("patch", "machinesets.machine.openshift.io", "-A"), {"machines", "autoscaler"}),
+    (("list", "machinesets.machine.openshift.io", "-A"), {"machines", "autoscaler"}),
+    (("patch", "clusterautoscalers.autoscaling.openshift.io"), {"autoscaler"}),
+    (("patch", "machineautoscalers.autoscaling.openshift.io", "-A"), {"autoscaler"}),
+    (("list", "configmaps", "-A"), {"deschedulers", "autoscaler"}),
+    (("create", "configmaps", "-A"), {"deschedulers"}),
+    (("list", "priorityclasses.scheduling.k8s.io"), {"deschedulers", "autoscaler"}),
+    (("patch", "deschedulers.berthmaster.io", "-A"), {"deschedulers"}),
+    (("create", "jobs.batch", "-A"), {"deschedulers"}),
+    (("create", "cronjobs.batch", "-A"), {"deschedulers"}),
+    (("create", "serviceaccounts", "-A"), {"deschedulers"}),
+    (("create", "clusterroles.rbac.authorization.k8s.io"), {"deschedulers"}),
+    (("create", "clusterrolebindings.rbac.authorization.k8s.io"), {"deschedulers"}),
+    (("delete", "pods", "-A"), {"deschedulers"}),
+    (("get", "secrets", "-A"), set()),
+    (("create", "pods", "-A"), set()),
+]
+
+
+@pytest.fixture(scope="module")
+def accounts(cluster: RunningCluster) -> Iterator[dict[str, tuple[str, str]]]:
+    """capability -> (namespace, ServiceAccount) of an operator running that capability alone."""
+    # can-i resolves resource names through discovery: the CRDs must be served.
+    kubectl_ok(cluster, "apply", "--server-side", "--force-conflicts", "-f", str(CRDS))
+    kubectl_ok(cluster, "wait", "--for=condition=Established", "crd", "--all", "--timeout=60s")
+    suffix = uuid.uuid4().hex[:5]
+    found: dict[str, tuple[str, str]] = {}
+    applied: list[str] = []
+    try:
+        for capability in CAPABILITIES:
+            release = f"cap{capability[:4]}{suffix}"
+            namespace = f"{release}-system"
+            kubectl_ok(cluster, "create", "namespace", namespace)
+            objects = [obj for obj in render(["scheduler.enabled=false",
+                                              f"operator.capabilities={{{capability}}}"],
+                                             release=release, namespace=namespace)
+                       if obj["kind"] in RBAC_KINDS]
+            assert [obj["kind"] for obj in objects] == list(RBAC_KINDS)
+            manifest = to_yaml(objects)
+            kubectl_ok(cluster, "apply", "-f", "-", input=manifest)
+            applied.append(manifest)
+            found[capability] = (namespace, f"{release}-berthmaster-operator")
+        yield found
+    finally:
+        for manifest in applied:
+            cluster.kubectl("delete", "--ignore-not-found", "--wait=false", "-f", "-",
+                            input=manifest)
+        for namespace, _ in found.values():
+            cluster.kubectl("delete", "namespace", namespace, "--wait=false")
+
+
+@pytest.mark.parametrize("capability", CAPABILITIES)
+@pytest.mark.parametrize(("question", "allowed"), QUESTIONS,
+                         ids=[" ".join(q) for q, _ in QUESTIONS])
+def test_each_capability_alone_gets_exactly_its_rights(
+        cluster: RunningCluster, accounts: dict[str, tuple[str, str]], capability: str,
+        question: tuple[str, ...], allowed: set[str]) -> None:
+    namespace, account = accounts[capability]
+    assert can_i(cluster, account, namespace, *question) is (capability in allowed)
+
+
+def test_deschedulers_alone_can_grant_its_jobs_their_role(
+        cluster: RunningCluster, accounts: dict[str, tuple[str, str]]) -> None:
+    """The API server lets a role writer grant only what it holds (RBAC escalation check), so
+    this proves the deschedulers-only role holds the whole descheduler ClusterRole."""
+    from berthmaster.operator.deschedulers.build import build_cluster_role
+
+    namespace, account = accounts["deschedulers"]
+    role = build_cluster_role({"metadata": {"name": f"{account}-probe", "uid": "0"},
+                               "spec": {"namespace": "kube-system"}})
+    del role["metadata"]["ownerReferences"]
+    name = role["metadata"]["name"]
+    try:
+        created = cluster.kubectl("create", f"--as=system:serviceaccount:{namespace}:{account}",
+                                  "-f", "-", input=json.dumps(role))
+        assert created.returncode == 0, created.stderr
+    finally:
+        cluster.kubectl("delete", "clusterrole", name, "--ignore-not-found")
+
+
+def test_installs_as_a_subchart_of_an_umbrella_chart(cluster: RunningCluster,
+                                                    tmp_path: Path) -> None:
+    release = f"umb{uuid.uuid4().hex[:5]}"
+    namespace = f"{release}-system"
+    chart = umbrella(tmp_path, {"global": {"imageRegistry": "registry.example.com"},
+                                "berthmaster": {"scheduler": {"name": f"{release}-sched"}}})
+    kubeconfig = str(cluster.kubeconfig)
+    result = helm("install", release, str(chart), "--namespace", namespace,
+                  "--create-namespace", "--kubeconfig", kubeconfig)
+    try:
+        assert result.returncode == 0, result.stderr
+        status = yaml.safe_load(helm("status", release, "--namespace", namespace,
+                                     "--kubeconfig", kubeconfig, "-o", "yaml").stdout)
+        assert status["info"]["status"] == "deployed"
+        deployments = kubectl_ok(cluster, "get", "deployments", "-n", namespace, "-o", "name")
+        assert sorted(deployments.split()) == [
+            f"deployment.apps/{release}-berthmaster-operator",
+            f"deployment.apps/{release}-berthmaster-scheduler"]
+    finally:
+        helm("uninstall", release, "--namespace", namespace, "--kubeconfig", kubeconfig,
+             "--wait=false")
+        cluster.kubectl("delete", "namespace", namespace, "--wait=false")
