@@ -22,6 +22,8 @@ CRDS = ROOT / "deploy" / "crds"
 SAMPLES = ROOT / "deploy" / "samples"
 MANIFESTS = ROOT / "deploy" / "manifests"
 SEED_SAMPLES = Path(__file__).resolve().parent / "seed_samples"
+# The scheduling document's Policy files (JSON, and YAML with the document's `...` placeholders).
+SEED_POLICIES = Path(__file__).resolve().parent / "seed_policies"
 
 
 # name -> --set arguments. "defaults" is what `helm install berthmaster charts/berthmaster` does.
@@ -121,9 +123,9 @@ def to_yaml(objects: Sequence[Mapping[str, Any]]) -> str:
 
 def seed_default_policy() -> dict[str, Any]:
     """The default Policy file of the OpenShift scheduling document (section 16.2.4), as our
-    test data keeps it (seed_samples/scheduler-default-policy.json)."""
+    test data keeps it (seed_policies/scheduler-default-policy.json)."""
     import json
 
     policy: dict[str, Any] = json.loads(
-        (SEED_SAMPLES / "scheduler-default-policy.json").read_text())
+        (SEED_POLICIES / "scheduler-default-policy.json").read_text())
     return policy

@@ -80,7 +80,7 @@ def accounts(cluster: RunningCluster) -> Iterator[dict[str, tuple[str, str]]]:
     applied: list[str] = []
     try:
         for capability in CAPABILITIES:
-            release = f"cap{capability[:4]}{suffix}"
+            release = f"cap{CAPABILITIES.index(capability)}{suffix}"
             namespace = f"{release}-system"
             kubectl_ok(cluster, "create", "namespace", namespace)
             objects = [obj for obj in render(["scheduler.enabled=false",

@@ -23,7 +23,7 @@ from berthmaster.scheduler.plugins.registry import CONFIGURABLE_BY_NAME, PREDICA
 from berthmaster.scheduler.policy import load_policy
 from tests.integration.chart.chartkit import (
     CHART,
-    SEED_SAMPLES,
+    SEED_POLICIES,
     helm,
     render,
     template,
@@ -124,7 +124,7 @@ def seed_sample_policies() -> list[str]:
     """The YAML policies of the scheduling document's "Sample Policy Configurations" (section
     16.2.8), as our test data keeps them."""
     return [path.read_text() for path in
-            sorted(SEED_SAMPLES.glob("scheduler-sample-policy-*.yaml"))]
+            sorted(SEED_POLICIES.glob("scheduler-sample-policy-*.yaml"))]
 
 
 def test_the_seed_has_the_sample_policies() -> None:

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from berthmaster.kube import CORE, KubeClient, group_path, resource_path
+from berthmaster.scheduler.descheduler.context import parse_time
 from tests.integration.descheduler.kit import (
     events_for,
     make_owner,
@@ -131,6 +133,16 @@ async def test_a_pdb_stops_evictions_at_its_limit_and_dry_run_changes_nothing(
         return (pdb.get("status") or {}).get("expectedPods") == 3
 
     await wait_for(budget_known, timeout=60, what="PDB status computed")
+
+    async def older_than_a_second() -> bool:
+        # maxPodLifeTimeSeconds 0 selects pods whose age in whole seconds is above 0, as
+        # upstream's PodLifeTime compares: a pod created less than a second ago is not yet.
+        pods, _ = await kube.list_all(resource_path(CORE, "pods", namespace))
+        now = datetime.now(UTC)
+        created = [parse_time(p["metadata"]["creationTimestamp"]) for p in pods]
+        return all(c is not None and now - c >= timedelta(seconds=1.5) for c in created)
+
+    await wait_for(older_than_a_second, timeout=30, what="the pods older than a second")
     policy = v1alpha2("PodLifeTime", {"maxPodLifeTimeSeconds": 0,
                                       "namespaces": {"include": [namespace]}})
 
