@@ -25,11 +25,11 @@ import argparse
 import json
 import sys
 from collections.abc import Iterator, Mapping
-from pathlib import Path
 from typing import Any, TextIO
 
 import yaml
 
+from berthmaster.documents import load_documents, read_text
 from berthmaster.scheduler.engine import Decision, Engine
 from berthmaster.scheduler.model import PodView, resolve_priority
 from berthmaster.scheduler.policy import Policy, PolicyError, default_policy, load_policy
@@ -60,12 +60,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-o", "--output", choices=("table", "json", "yaml"), default="table")
 
 
-def iter_objects(text: str, source: str) -> Iterator[dict[str, Any]]:
-    """Every object in ``text``, unpacking List documents."""
-    try:
-        docs = list(yaml.safe_load_all(text))
-    except yaml.YAMLError as exc:
-        raise InputError(f"{source}: not valid YAML: {exc}") from None
+def iter_objects(docs: list[Any], source: str) -> Iterator[dict[str, Any]]:
+    """Every object in the documents of ``source``, unpacking List documents."""
     for i, doc in enumerate(docs):
         if doc is None:
             continue
@@ -83,13 +79,6 @@ def iter_objects(text: str, source: str) -> Iterator[dict[str, Any]]:
                     yield obj
         else:
             yield dict(doc)
-
-
-def _read(path: str) -> str:
-    try:
-        return Path(path).read_text(encoding="utf-8")
-    except OSError as exc:
-        raise InputError(f"cannot read {path}: {exc.strerror or exc}") from None
 
 
 def _name_pod(pod: dict[str, Any], index: int) -> dict[str, Any]:
@@ -111,7 +100,7 @@ def load_inputs(cluster: str, pods_file: str | None) -> tuple[Snapshot, list[dic
     order = 0
     sources = [(cluster, False)] + ([(pods_file, True)] if pods_file else [])
     for path, place_all in sources:
-        for obj in iter_objects(_read(path), path):
+        for obj in iter_objects(load_documents(path), path):
             kind = str(obj.get("kind") or "")
             if place_all and kind != "Pod":
                 raise InputError(f"{path}: holds a {kind or 'kindless object'}; --pods takes "
@@ -211,7 +200,7 @@ def render_table(placements: list[dict[str, Any]], out: TextIO) -> None:
 
 def run(args: argparse.Namespace) -> int:
     try:
-        policy: Policy = load_policy(_read(args.policy), args.policy) if args.policy \
+        policy: Policy = load_policy(read_text(args.policy), args.policy) if args.policy \
             else default_policy()
         snapshot, pods = load_inputs(args.cluster, args.pods)
         engine = Engine(policy, seed=args.seed,

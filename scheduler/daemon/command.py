@@ -48,22 +48,21 @@ def run(args: argparse.Namespace) -> int:
 
 
 def load_configured_policy(path: str | None) -> Any:
+    from berthmaster.documents import DocumentError, read_text
     from berthmaster.scheduler.policy import PolicyError, default_policy, load_policy
 
     if not path:
         return default_policy()
     try:
-        with open(path, encoding="utf-8") as handle:
-            return load_policy(handle.read(), source=path)
+        return load_policy(read_text(path), source=path)
     except PolicyError as error:
         problems = "\n  ".join(error.problems) or str(error)
         print(f"berthmaster scheduler: the policy file {path} is not valid:\n  {problems}",
               file=sys.stderr)
         raise SystemExit(2) from error
-    except OSError as error:
-        print(f"berthmaster scheduler: cannot read --policy {path}: {error.strerror}",
-              file=sys.stderr)
-        raise SystemExit(2) from error
+    except DocumentError as error:
+        print(f"berthmaster scheduler: --policy: {error}", file=sys.stderr)
+        raise SystemExit(2) from None
 
 
 async def main(args: argparse.Namespace) -> int:

@@ -11,6 +11,7 @@ import argparse
 import asyncio
 import sys
 
+from berthmaster.documents import DocumentError
 from berthmaster.kube import KubeClient, KubeError
 from berthmaster.scheduler.descheduler.cycle import list_cluster, prepare, run_pass
 from berthmaster.scheduler.descheduler.fields import PolicyError
@@ -37,6 +38,9 @@ async def deschedule(policy_file: str, dry_run: bool, kubeconfig: str | None) ->
         policy = load_policy_file(policy_file)
     except PolicyError as error:
         print(error, file=sys.stderr)
+        return EXIT_INVALID_POLICY
+    except DocumentError as error:
+        print(f"berthmaster deschedule: --policy-config-file: {error}", file=sys.stderr)
         return EXIT_INVALID_POLICY
     try:
         kube = await KubeClient.connect(kubeconfig)

@@ -22,6 +22,7 @@ from typing import Any
 
 import yaml
 
+from berthmaster.documents import read_text, safe_load
 from berthmaster.durations import parse_go_duration
 from berthmaster.scheduler.descheduler.fields import (
     PolicyError,
@@ -96,17 +97,14 @@ class DeschedulerPolicy:
 
 
 def load_policy_file(path: str | Path) -> DeschedulerPolicy:
-    """Read and validate a policy file (YAML or JSON); raises PolicyError naming the file."""
-    try:
-        text = Path(path).read_text()
-    except OSError as error:
-        raise PolicyError([f"cannot read the policy file: {error.strerror}"], str(path)) from error
-    return parse_policy_text(text, str(path))
+    """Read and validate a policy file (YAML or JSON); raises PolicyError naming the file, or
+    DocumentError (one line) when the file cannot be read or is not text."""
+    return parse_policy_text(read_text(path), str(path))
 
 
 def parse_policy_text(text: str, source: str = "descheduler policy") -> DeschedulerPolicy:
     try:
-        document = yaml.safe_load(text)
+        document = safe_load(text)
     except yaml.YAMLError as error:
         raise PolicyError([f"not valid YAML or JSON: {error}"], source) from error
     return parse_policy(document, source)
