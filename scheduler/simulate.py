@@ -34,6 +34,7 @@ from berthmaster.scheduler.engine import Decision, Engine
 from berthmaster.scheduler.model import PodView, resolve_priority
 from berthmaster.scheduler.policy import Policy, PolicyError, default_policy, load_policy
 from berthmaster.scheduler.preemption import evaluate_preemption, failed_scheduling_message
+from berthmaster.scheduler.shape import shape_problem
 from berthmaster.scheduler.snapshot import KINDS, Snapshot
 
 SCHEDULER_NAME = "berthmaster"
@@ -81,6 +82,15 @@ def iter_objects(docs: list[Any], source: str) -> Iterator[dict[str, Any]]:
             yield dict(doc)
 
 
+def _describe(kind: str, obj: Mapping[str, Any]) -> str:
+    """``Pod default/web`` (or the object's position when it has no usable name)."""
+    meta = obj.get("metadata")
+    meta = meta if isinstance(meta, Mapping) else {}
+    name = str(meta.get("name") or meta.get("generateName") or "<unnamed>")
+    namespace = meta.get("namespace")
+    return f"{kind} {namespace}/{name}" if namespace else f"{kind} {name}"
+
+
 def _name_pod(pod: dict[str, Any], index: int) -> dict[str, Any]:
     meta = dict(pod.get("metadata") or {})
     if not meta.get("name"):
@@ -107,6 +117,10 @@ def load_inputs(cluster: str, pods_file: str | None) -> tuple[Snapshot, list[dic
                                  "only Pods (put other objects in --cluster)")
             if kind not in KINDS:
                 continue
+            problem = shape_problem(kind, obj)
+            if problem is not None:
+                raise InputError(f"{path}: {_describe(kind, obj)}: {problem}; fix or remove "
+                                 "the object")
             if kind == "Pod":
                 obj = _name_pod(obj, order)
                 order += 1
