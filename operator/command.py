@@ -16,7 +16,7 @@ import logging
 import os
 from typing import Any
 
-from berthmaster.scheduler.daemon.flags import DEBUG_LEVEL, VERBOSE_LEVEL, level
+from berthmaster.verbosity import add_verbosity, debug_logging
 
 CAPABILITIES = {
     "machines": "berthmaster.operator.machines.handlers",
@@ -43,11 +43,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "(default: off)")
     parser.add_argument("--standalone", action="store_true",
                         help="do not use kopf's peering (a single operator replica)")
-    parser.add_argument("-v", "--v", "--verbose", dest="verbosity", type=level, nargs="?",
-                        const=VERBOSE_LEVEL, default=0, metavar="N",
-                        help=f"log verbosity (a bare -v is {VERBOSE_LEVEL}); {DEBUG_LEVEL} and "
-                             "above log debug lines; any level prints a traceback with a fatal "
-                             "error")
+    add_verbosity(parser)
 
 
 def load_capabilities(only: list[str] | None) -> list[str]:
@@ -75,7 +71,7 @@ def run(args: argparse.Namespace) -> int:
     if args.kubeconfig:
         # Before kopf and kubernetes_asyncio are imported: both read $KUBECONFIG at import time.
         os.environ["KUBECONFIG"] = args.kubeconfig
-    logging.basicConfig(level=logging.DEBUG if args.verbosity >= DEBUG_LEVEL else logging.INFO,
+    logging.basicConfig(level=logging.DEBUG if debug_logging(args) else logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     asyncio.run(preflight(args.kubeconfig))
     import kopf

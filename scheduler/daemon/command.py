@@ -35,9 +35,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from berthmaster.scheduler.daemon import flags, logs
+    from berthmaster.scheduler.daemon import logs
+    from berthmaster.verbosity import debug_logging
 
-    logs.configure(args.log_format, flags.debug_logging(args))
+    logs.configure(args.log_format, debug_logging(args))
     for flag in args.ignored_flags:
         log.warning("%s is kube-scheduler's and has no effect on berthmaster; ignored", flag,
                     extra={"flag": flag})

@@ -17,11 +17,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from berthmaster.durations import parse_go_duration
-
-# Default verbosity of a bare ``-v``/``--verbose`` (berthmaster's older boolean flag): debug.
-VERBOSE_LEVEL = 4
-# From this klog level on, berthmaster logs at DEBUG (klog's "debug-level verbosity").
-DEBUG_LEVEL = 4
+from berthmaster.verbosity import add_verbosity
 
 # kube-scheduler flags accepted and ignored: berthmaster serves plain HTTP metrics and health
 # and has no delegated authentication/authorization (cmd/kube-scheduler/app/options).
@@ -49,17 +45,6 @@ def boolean(text: str) -> bool:
     if text in ("0", "f", "F", "false", "FALSE", "False"):
         return False
     raise argparse.ArgumentTypeError(f"{text!r} is not true or false")
-
-
-def level(text: str) -> int:
-    """A klog verbosity level (``-v 4``, ``--v=4``): a non-negative integer."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a log level; use 0-10") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a log level; use 0-10")
-    return value
 
 
 class _Ignored(argparse.Action):
@@ -118,17 +103,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "upstream)")
     parser.add_argument("--log-format", "--logging-format", dest="log_format",
                         choices=["json", "text"], default="json")
-    parser.add_argument("-v", "--v", "--verbose", dest="verbosity", type=level, nargs="?",
-                        const=VERBOSE_LEVEL, default=0, metavar="N",
-                        help=f"log verbosity, as kube-scheduler's -v (a bare -v is "
-                             f"{VERBOSE_LEVEL}); {DEBUG_LEVEL} and above log debug lines; any "
-                             "level prints a traceback with a fatal error")
+    add_verbosity(parser)
     for flag in IGNORED_WITH_VALUE:
         parser.add_argument(flag, action=_Ignored, metavar="FILE",
                             help="kube-scheduler's; accepted and ignored (berthmaster serves "
                                  "plain HTTP and delegates no authentication)")
     parser.set_defaults(ignored_flags=[])
-
-
-def debug_logging(args: argparse.Namespace) -> bool:
-    return int(args.verbosity) >= DEBUG_LEVEL

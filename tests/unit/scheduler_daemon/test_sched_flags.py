@@ -14,7 +14,7 @@ import pytest
 
 from berthmaster.cli import build_parser
 from berthmaster.durations import parse_go_duration
-from berthmaster.scheduler.daemon.flags import debug_logging
+from berthmaster.verbosity import debug_logging
 
 
 def parse(*argv: str) -> argparse.Namespace:
@@ -115,3 +115,10 @@ def test_delegated_auth_kubeconfigs_are_accepted_and_listed_for_a_warning() -> N
                  "--authorization-kubeconfig", "/etc/kubernetes/scheduler.conf")
     assert args.ignored_flags == ["--authentication-kubeconfig", "--authorization-kubeconfig"]
     assert parse().ignored_flags == []
+
+
+@pytest.mark.parametrize(("argv", "verbosity"), [((), 0), (("--verbose",), 4), (("--v=2",), 2),
+                                                  (("-v", "6"), 6)])
+def test_the_operator_takes_the_same_levels(argv: tuple[str, ...], verbosity: int) -> None:
+    args = build_parser("operator").parse_args(["operator", *argv])
+    assert args.verbosity == verbosity
