@@ -4,6 +4,10 @@ Each subcommand lives in its own module, which exposes ``add_arguments(parser)``
 ``run(args) -> int``. The registry below maps names to module paths and is imported lazily, so
 ``berthmaster version`` does not pay for kopf or the Kubernetes client, and a component's
 import error cannot break the others.
+
+A :class:`~berthmaster.errors.CommandError` raised by any command ends it with one line
+(``berthmaster COMMAND: what is wrong; what to do``) and its exit status (2 configuration,
+3 connectivity); ``-v``/``--verbose`` adds the traceback.
 """
 
 from __future__ import annotations
@@ -11,8 +15,11 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
+import traceback
 from collections.abc import Sequence
 from typing import Protocol, cast
+
+from berthmaster.errors import CommandError
 
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "version": ("berthmaster.version_command", "print berthmaster's version and the pinned tools"),
@@ -63,6 +70,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _load(args.command).run(args)
     except KeyboardInterrupt:
         return 130
+    except CommandError as error:
+        # One line naming the problem and the fix; the traceback only when -v asks for it.
+        if getattr(args, "verbosity", 0) or getattr(args, "verbose", False):
+            traceback.print_exc()
+        print(f"berthmaster {args.command}: {error}", file=sys.stderr)
+        return error.exit_code
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -21,6 +21,7 @@ benchmarked at kube-scheduler's default client limits or with them lifted.
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import time
 from collections.abc import AsyncIterator, Mapping
@@ -33,6 +34,13 @@ import yarl
 from aiohttp.helpers import get_env_proxy_for_url
 from kubernetes_asyncio import client as k8s_client
 from kubernetes_asyncio import config as k8s_config
+
+from berthmaster.errors import ConfigurationError, ConnectivityError
+
+_log = logging.getLogger("berthmaster.kube")
+
+# GETs of /version before an unreachable API server is reported: 0.5+1+2 s of waiting.
+CONNECT_ATTEMPTS = 4
 
 JSON = dict[str, Any]
 
@@ -130,31 +138,112 @@ class KubeClient:
         cls, path: str | None = None, context: str | None = None, qps: float = 0.0, burst: int = 0,
         pool_size: int = 64,
     ) -> KubeClient:
+        """A client from a kubeconfig (``path``, else $KUBECONFIG, else ~/.kube/config).
+
+        Raises :class:`ConfigurationError` (one line naming the file and the fix) when it does
+        not exist, cannot be read, or is not a usable kubeconfig."""
+        source = path or os.environ.get("KUBECONFIG") or "~/.kube/config"
+        files = [os.path.expanduser(p) for p in source.split(os.pathsep) if p]
+        existing = [f for f in files if os.path.exists(f)]
+        if not existing:
+            raise ConfigurationError(
+                f"the kubeconfig {source} does not exist; pass --kubeconfig with an existing "
+                "file (or run in a Pod, without --kubeconfig, for the in-cluster config)")
+        for file in existing:
+            if not os.access(file, os.R_OK) or os.path.isdir(file):
+                raise ConfigurationError(
+                    f"cannot read the kubeconfig {file} (permission denied or not a file); "
+                    "make it readable by this user")
         configuration = k8s_client.Configuration()
-        await k8s_config.load_kube_config(
-            config_file=path, context=context, client_configuration=configuration,
-            persist_config=False,
-        )
+        try:
+            await k8s_config.load_kube_config(
+                config_file=path, context=context, client_configuration=configuration,
+                persist_config=False,
+            )
+        except Exception as error:  # YAML, ConfigException, and shape errors deep in the loader
+            raise ConfigurationError(
+                f"the kubeconfig {source} is not valid ({_one_line(error)}); fix it or pass "
+                "--kubeconfig with a working one (kubectl --kubeconfig FILE version checks one)"
+            ) from error
         configuration.connection_pool_maxsize = pool_size
         return cls(k8s_client.ApiClient(configuration), qps, burst)
 
     @classmethod
     def in_cluster(cls, qps: float = 0.0, burst: int = 0, pool_size: int = 64) -> KubeClient:
+        """A client from the Pod's service account; ConfigurationError outside a Pod."""
+        if not os.environ.get("KUBERNETES_SERVICE_HOST"):
+            raise ConfigurationError(
+                "no kubeconfig and not running in a Pod (KUBERNETES_SERVICE_HOST is not set); "
+                "pass --kubeconfig FILE or set KUBECONFIG")
         configuration = k8s_client.Configuration()
-        k8s_config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
+        try:
+            k8s_config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
+        except Exception as error:
+            raise ConfigurationError(
+                f"the in-cluster config is not usable ({_one_line(error)}); check the Pod's "
+                "service account token mount (automountServiceAccountToken)") from error
         configuration.connection_pool_maxsize = pool_size
         return cls(k8s_client.ApiClient(configuration), qps, burst)
 
     @classmethod
     async def connect(
-        cls, kubeconfig: str | None = None, qps: float = 0.0, burst: int = 0, pool_size: int = 64
+        cls, kubeconfig: str | None = None, qps: float = 0.0, burst: int = 0, pool_size: int = 64,
+        attempts: int = CONNECT_ATTEMPTS,
     ) -> KubeClient:
-        """A kubeconfig when given (or $KUBECONFIG / ~/.kube/config exists), else in-cluster."""
+        """A kubeconfig when given (or $KUBECONFIG / ~/.kube/config exists), else in-cluster;
+        then check that the API server answers (see :meth:`check_reachable`).
+
+        Raises :class:`ConfigurationError` or :class:`ConnectivityError`, each one line."""
         if kubeconfig or os.environ.get("KUBECONFIG") or os.path.exists(
             os.path.expanduser("~/.kube/config")
         ):
-            return await cls.from_kubeconfig(kubeconfig, qps=qps, burst=burst, pool_size=pool_size)
-        return cls.in_cluster(qps=qps, burst=burst, pool_size=pool_size)
+            client = await cls.from_kubeconfig(kubeconfig, qps=qps, burst=burst,
+                                               pool_size=pool_size)
+        else:
+            client = cls.in_cluster(qps=qps, burst=burst, pool_size=pool_size)
+        try:
+            await client.check_reachable(attempts)
+        except BaseException:
+            await client.close()
+            raise
+        return client
+
+    async def check_reachable(self, attempts: int = CONNECT_ATTEMPTS) -> None:
+        """GET /version until the API server answers, at most ``attempts`` times.
+
+        Only what may be transient is retried (no connection, a timeout, 429 or 5xx), each retry
+        logged; a TLS failure or refused credentials are configuration and end at once."""
+        delay = 0.5
+        for attempt in range(1, attempts + 1):
+            try:
+                await self.request("GET", "/version", timeout=10.0)
+                return
+            except KubeError as error:
+                cause = error.__cause__
+                if isinstance(cause, aiohttp.ClientSSLError):
+                    raise ConfigurationError(
+                        f"TLS with the API server at {self.host} failed ({_one_line(cause)}); "
+                        "check the kubeconfig's certificate-authority and server address"
+                    ) from error
+                if error.status == 401:
+                    raise ConfigurationError(
+                        f"the API server at {self.host} refused the credentials (401 "
+                        f"{error.reason}); renew the kubeconfig's token or certificate"
+                    ) from error
+                transient = error.status == 0 or error.status == 429 or error.status >= 500
+                reason = _one_line(cause) if cause is not None else f"{error.status} " \
+                    f"{error.reason}"
+                if not transient:
+                    return  # it answered: reachable (a 404 /version is no reason to stop)
+                if attempt == attempts:
+                    raise ConnectivityError(
+                        f"cannot reach the API server at {self.host} after {attempts} attempts "
+                        f"({reason}); check that it is running and that the kubeconfig's server "
+                        "address is right") from error
+                _log.warning("the API server at %s is not answering (%s); attempt %d of %d, "
+                             "retrying in %.1f s", self.host, reason, attempt, attempts, delay)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 4.0)
 
     async def close(self) -> None:
         await self._session.close()
@@ -300,6 +389,12 @@ def _proxy_for(host: str, configured: str | None) -> tuple[str | None, aiohttp.B
     except LookupError:
         return None, None
     return str(proxy), auth
+
+
+def _one_line(error: BaseException) -> str:
+    """An exception as a short single line (aiohttp's and the loaders' messages can wrap)."""
+    text = " ".join(str(error).split()) or type(error).__name__
+    return text if len(text) <= 200 else text[:197] + "..."
 
 
 def _param(value: Any) -> str:

@@ -10,10 +10,13 @@ Handlers are idempotent, so a restart mid-way repeats nothing harmful.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import importlib
 import logging
 import os
 from typing import Any
+
+from berthmaster.verbosity import add_verbosity, debug_logging
 
 CAPABILITIES = {
     "machines": "berthmaster.operator.machines.handlers",
@@ -40,7 +43,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "(default: off)")
     parser.add_argument("--standalone", action="store_true",
                         help="do not use kopf's peering (a single operator replica)")
-    parser.add_argument("--verbose", action="store_true")
+    add_verbosity(parser)
 
 
 def load_capabilities(only: list[str] | None) -> list[str]:
@@ -54,10 +57,23 @@ def load_capabilities(only: list[str] | None) -> list[str]:
     return loaded
 
 
+async def preflight(kubeconfig: str | None) -> None:
+    """Load the kubeconfig (or in-cluster config) and reach the API server once, as every
+    command does, before kopf starts: kopf itself retries a missing or broken configuration
+    forever. Raises :class:`~berthmaster.errors.CommandError` (one line, exit 2 or 3)."""
+    from berthmaster.kube import KubeClient
+
+    client = await KubeClient.connect(kubeconfig)
+    await client.close()
+
+
 def run(args: argparse.Namespace) -> int:
     if args.kubeconfig:
         # Before kopf and kubernetes_asyncio are imported: both read $KUBECONFIG at import time.
         os.environ["KUBECONFIG"] = args.kubeconfig
+    logging.basicConfig(level=logging.DEBUG if debug_logging(args) else logging.INFO,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    asyncio.run(preflight(args.kubeconfig))
     import kopf
 
     if args.metrics_bind_address:
@@ -65,8 +81,6 @@ def run(args: argparse.Namespace) -> int:
 
         host, _, port = args.metrics_bind_address.rpartition(":")
         start_http_server(int(port), addr=host or "0.0.0.0")
-    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     loaded = load_capabilities(args.only)
     logging.getLogger("berthmaster.operator").info("capabilities: %s", ", ".join(loaded))
 

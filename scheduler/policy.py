@@ -32,6 +32,7 @@ from typing import Any
 
 import yaml
 
+from berthmaster.documents import safe_load
 from berthmaster.scheduler.plugins.base import Predicate, Priority
 from berthmaster.scheduler.plugins.inter_pod_affinity import InterPodAffinityPriority
 from berthmaster.scheduler.plugins.registry import (
@@ -221,7 +222,7 @@ def load_policy(text: str, source: str = "<policy>") -> Policy:
         doc = json.loads(text)
     except ValueError:
         try:
-            doc = yaml.safe_load(_ELISION.sub("", text))
+            doc = safe_load(_ELISION.sub("", text))
         except yaml.YAMLError as exc:
             raise PolicyError(source, [f"not JSON or YAML: {exc}"]) from None
     if not isinstance(doc, Mapping):

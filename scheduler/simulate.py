@@ -25,15 +25,16 @@ import argparse
 import json
 import sys
 from collections.abc import Iterator, Mapping
-from pathlib import Path
 from typing import Any, TextIO
 
 import yaml
 
+from berthmaster.documents import load_documents, read_text
 from berthmaster.scheduler.engine import Decision, Engine
 from berthmaster.scheduler.model import PodView, resolve_priority
 from berthmaster.scheduler.policy import Policy, PolicyError, default_policy, load_policy
 from berthmaster.scheduler.preemption import evaluate_preemption, failed_scheduling_message
+from berthmaster.scheduler.shape import shape_problem
 from berthmaster.scheduler.snapshot import KINDS, Snapshot
 
 SCHEDULER_NAME = "berthmaster"
@@ -60,12 +61,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-o", "--output", choices=("table", "json", "yaml"), default="table")
 
 
-def iter_objects(text: str, source: str) -> Iterator[dict[str, Any]]:
-    """Every object in ``text``, unpacking List documents."""
-    try:
-        docs = list(yaml.safe_load_all(text))
-    except yaml.YAMLError as exc:
-        raise InputError(f"{source}: not valid YAML: {exc}") from None
+def iter_objects(docs: list[Any], source: str) -> Iterator[dict[str, Any]]:
+    """Every object in the documents of ``source``, unpacking List documents."""
     for i, doc in enumerate(docs):
         if doc is None:
             continue
@@ -85,11 +82,13 @@ def iter_objects(text: str, source: str) -> Iterator[dict[str, Any]]:
             yield dict(doc)
 
 
-def _read(path: str) -> str:
-    try:
-        return Path(path).read_text(encoding="utf-8")
-    except OSError as exc:
-        raise InputError(f"cannot read {path}: {exc.strerror or exc}") from None
+def _describe(kind: str, obj: Mapping[str, Any]) -> str:
+    """``Pod default/web`` (or the object's position when it has no usable name)."""
+    meta = obj.get("metadata")
+    meta = meta if isinstance(meta, Mapping) else {}
+    name = str(meta.get("name") or meta.get("generateName") or "<unnamed>")
+    namespace = meta.get("namespace")
+    return f"{kind} {namespace}/{name}" if namespace else f"{kind} {name}"
 
 
 def _name_pod(pod: dict[str, Any], index: int) -> dict[str, Any]:
@@ -111,13 +110,17 @@ def load_inputs(cluster: str, pods_file: str | None) -> tuple[Snapshot, list[dic
     order = 0
     sources = [(cluster, False)] + ([(pods_file, True)] if pods_file else [])
     for path, place_all in sources:
-        for obj in iter_objects(_read(path), path):
+        for obj in iter_objects(load_documents(path), path):
             kind = str(obj.get("kind") or "")
             if place_all and kind != "Pod":
                 raise InputError(f"{path}: holds a {kind or 'kindless object'}; --pods takes "
                                  "only Pods (put other objects in --cluster)")
             if kind not in KINDS:
                 continue
+            problem = shape_problem(kind, obj)
+            if problem is not None:
+                raise InputError(f"{path}: {_describe(kind, obj)}: {problem}; fix or remove "
+                                 "the object")
             if kind == "Pod":
                 obj = _name_pod(obj, order)
                 order += 1
@@ -211,7 +214,7 @@ def render_table(placements: list[dict[str, Any]], out: TextIO) -> None:
 
 def run(args: argparse.Namespace) -> int:
     try:
-        policy: Policy = load_policy(_read(args.policy), args.policy) if args.policy \
+        policy: Policy = load_policy(read_text(args.policy), args.policy) if args.policy \
             else default_policy()
         snapshot, pods = load_inputs(args.cluster, args.pods)
         engine = Engine(policy, seed=args.seed,

@@ -9,10 +9,11 @@ and raises one :class:`ConfigError` whose lines name the field and the fix. Dura
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
+
+from berthmaster.durations import parse_go_duration
 
 # Upstream cluster-autoscaler flag defaults (cluster-autoscaler/main.go / FAQ).
 DEFAULT_POD_PRIORITY_THRESHOLD = -10  # --expendable-pods-priority-cutoff
@@ -40,9 +41,8 @@ DEFAULT_EXPANDERS = ("LeastWaste",)
 MODES = {"Enabled": True, "Disabled": False}
 ONLY_NAME = "default"
 
-_DURATION_PART = re.compile(r"([0-9]+(?:\.[0-9]*)?|\.[0-9]+)(ns|us|µs|μs|ms|s|m|h)")
-_UNIT_SECONDS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "μs": 1e-6, "ms": 1e-3, "s": 1.0,
-                 "m": 60.0, "h": 3600.0}
+# The one Go-duration parser, re-exported here for the autoscaler's callers.
+parse_duration = parse_go_duration
 
 
 class ConfigError(ValueError):
@@ -51,25 +51,6 @@ class ConfigError(ValueError):
     def __init__(self, name: str, problems: list[str]):
         self.problems = problems
         super().__init__(f"ClusterAutoscaler {name!r} is invalid:\n  - " + "\n  - ".join(problems))
-
-
-def parse_duration(text: str) -> float:
-    """Go duration syntax -> seconds. Raises ValueError on anything else (``"0"`` is allowed)."""
-    value = text.strip()
-    if value == "0":
-        return 0.0
-    sign = -1.0 if value.startswith("-") else 1.0
-    value = value.lstrip("+-")
-    position, total = 0, 0.0
-    while position < len(value):
-        match = _DURATION_PART.match(value, position)
-        if match is None:
-            raise ValueError(f"{text!r} is not a duration such as 10s, 5m or 1h30m")
-        total += float(match.group(1)) * _UNIT_SECONDS[match.group(2)]
-        position = match.end()
-    if not value:
-        raise ValueError(f"{text!r} is not a duration such as 10s, 5m or 1h30m")
-    return sign * total
 
 
 @dataclass(frozen=True)

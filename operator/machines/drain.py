@@ -25,11 +25,11 @@ in the words of the kubectl drain library and the machine-api-operator.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
+from berthmaster.durations import parse_go_duration
 from berthmaster.operator.machines.conditions import parse_time
 
 Pod = dict[str, Any]
@@ -194,19 +194,15 @@ def node_drained_message(node_name: str) -> str:
     return f'Node "{node_name}" drained'
 
 
-# Go-style durations (Go's time.ParseDuration units): the drain-timeout annotation (berthmaster,
-# beyond upstream) and the MachineHealthCheck's timeouts.
-_DURATION = re.compile(r"(\d+(?:\.\d+)?)(h|ms|m|s|ns|us|µs)")
-_UNITS = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001, "us": 1e-6, "µs": 1e-6, "ns": 1e-9}
-
-
 def parse_duration(text: str) -> timedelta:
-    """``"90s"``, ``"5m"``, ``"1h30m"`` -> timedelta; ValueError says what is accepted."""
-    stripped = text.strip()
-    if not stripped or _DURATION.sub("", stripped):
+    """``"90s"``, ``"5m"``, ``"1h30m"`` -> timedelta (the drain-timeout annotation, berthmaster
+    beyond upstream, and the MachineHealthCheck's timeouts): Go's syntax through the project's
+    one parser, refusing negative durations; ValueError says what is accepted."""
+    seconds = parse_go_duration(text)
+    if seconds < 0 or text.strip() == "0":
         raise ValueError(f"{text!r} is not a duration; use a number with a unit, "
                          "such as 90s, 5m or 1h30m")
-    return timedelta(seconds=sum(float(n) * _UNITS[u] for n, u in _DURATION.findall(stripped)))
+    return timedelta(seconds=seconds)
 
 
 def format_duration(delta: timedelta) -> str:

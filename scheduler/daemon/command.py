@@ -29,41 +29,19 @@ log = logging.getLogger("berthmaster.scheduler")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--policy", metavar="FILE",
-                        help="scheduler Policy file (kind: Policy, JSON or YAML); default: "
-                             "the default predicates and priorities")
-    parser.add_argument("--scheduler-name", default="berthmaster",
-                        help="schedule pods whose spec.schedulerName is this "
-                             "(default: %(default)s)")
-    parser.add_argument("--kubeconfig", help="kubeconfig file (default: in-cluster config)")
-    parser.add_argument("--leader-elect", default=True, action=argparse.BooleanOptionalAction,
-                        help="elect a leader among replicas with a Lease (default: on)")
-    parser.add_argument("--leader-elect-lease-namespace", default="kube-system")
-    parser.add_argument("--leader-elect-lease-name", default="berthmaster")
-    parser.add_argument("--leader-elect-lease-duration", type=float, default=15.0)
-    parser.add_argument("--leader-elect-renew-deadline", type=float, default=10.0)
-    parser.add_argument("--leader-elect-retry-period", type=float, default=2.0)
-    parser.add_argument("--leader-elect-identity", default=None,
-                        help="this replica's identity in the Lease (default: hostname_uuid)")
-    parser.add_argument("--metrics-bind-address", default="0.0.0.0:10260",
-                        help="serve /metrics, /healthz and /readyz here (plain HTTP; "
-                             "empty to disable; default: %(default)s)")
-    parser.add_argument("--kube-api-qps", type=float, default=50.0,
-                        help="client requests per second (default: %(default)s, as kube-scheduler)")
-    parser.add_argument("--kube-api-burst", type=int, default=100)
-    parser.add_argument("--bind-concurrency", type=int, default=64,
-                        help="bindings in flight at once (default: %(default)s)")
-    parser.add_argument("--percentage-of-nodes-to-score", type=int, default=0,
-                        help="stop filtering after this share of nodes fit (0: adaptive, as "
-                             "upstream)")
-    parser.add_argument("--log-format", choices=["json", "text"], default="json")
-    parser.add_argument("-v", "--verbose", action="store_true")
+    from berthmaster.scheduler.daemon import flags
+
+    flags.add_arguments(parser)
 
 
 def run(args: argparse.Namespace) -> int:
     from berthmaster.scheduler.daemon import logs
+    from berthmaster.verbosity import debug_logging
 
-    logs.configure(args.log_format, args.verbose)
+    logs.configure(args.log_format, debug_logging(args))
+    for flag in args.ignored_flags:
+        log.warning("%s is kube-scheduler's and has no effect on berthmaster; ignored", flag,
+                    extra={"flag": flag})
     try:
         return asyncio.run(main(args))
     except KeyboardInterrupt:
@@ -71,22 +49,21 @@ def run(args: argparse.Namespace) -> int:
 
 
 def load_configured_policy(path: str | None) -> Any:
+    from berthmaster.documents import DocumentError, read_text
     from berthmaster.scheduler.policy import PolicyError, default_policy, load_policy
 
     if not path:
         return default_policy()
     try:
-        with open(path, encoding="utf-8") as handle:
-            return load_policy(handle.read(), source=path)
+        return load_policy(read_text(path), source=path)
     except PolicyError as error:
         problems = "\n  ".join(error.problems) or str(error)
         print(f"berthmaster scheduler: the policy file {path} is not valid:\n  {problems}",
               file=sys.stderr)
         raise SystemExit(2) from error
-    except OSError as error:
-        print(f"berthmaster scheduler: cannot read --policy {path}: {error.strerror}",
-              file=sys.stderr)
-        raise SystemExit(2) from error
+    except DocumentError as error:
+        print(f"berthmaster scheduler: --policy: {error}", file=sys.stderr)
+        raise SystemExit(2) from None
 
 
 async def main(args: argparse.Namespace) -> int:

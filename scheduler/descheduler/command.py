@@ -1,7 +1,8 @@
 """``berthmaster deschedule``: one descheduler pass over the cluster, then a summary.
 
 Exit codes: 0 the pass ran (whether or not anything was evicted), 1 a strategy failed, 2 the
-policy file is invalid (every problem is printed), 3 the API server could not be read.
+policy file is invalid (every problem is printed) or the kubeconfig is unusable, 3 the API server
+could not be reached or read.
 ``--dry-run`` evicts nothing and prints each pod it would have evicted and why.
 """
 
@@ -11,6 +12,7 @@ import argparse
 import asyncio
 import sys
 
+from berthmaster.documents import DocumentError
 from berthmaster.kube import KubeClient, KubeError
 from berthmaster.scheduler.descheduler.cycle import list_cluster, prepare, run_pass
 from berthmaster.scheduler.descheduler.fields import PolicyError
@@ -38,11 +40,12 @@ async def deschedule(policy_file: str, dry_run: bool, kubeconfig: str | None) ->
     except PolicyError as error:
         print(error, file=sys.stderr)
         return EXIT_INVALID_POLICY
-    try:
-        kube = await KubeClient.connect(kubeconfig)
-    except Exception as error:  # kubeconfig and in-cluster loading raise many types
-        print(f"cannot connect to the API server: {error}", file=sys.stderr)
-        return EXIT_API_ERROR
+    except DocumentError as error:
+        print(f"berthmaster deschedule: --policy-config-file: {error}", file=sys.stderr)
+        return EXIT_INVALID_POLICY
+    # a kubeconfig or in-cluster problem (exit 2) or an unreachable API server (exit 3) ends the
+    # command with one line: berthmaster.cli prints the CommandError
+    kube = await KubeClient.connect(kubeconfig)
     async with kube:
         try:
             objects = await list_cluster(kube)

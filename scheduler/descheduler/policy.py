@@ -15,7 +15,6 @@ them with their paths.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,6 +22,8 @@ from typing import Any
 
 import yaml
 
+from berthmaster.documents import read_text, safe_load
+from berthmaster.durations import parse_go_duration
 from berthmaster.scheduler.descheduler.fields import (
     PolicyError,
     Problems,
@@ -96,17 +97,14 @@ class DeschedulerPolicy:
 
 
 def load_policy_file(path: str | Path) -> DeschedulerPolicy:
-    """Read and validate a policy file (YAML or JSON); raises PolicyError naming the file."""
-    try:
-        text = Path(path).read_text()
-    except OSError as error:
-        raise PolicyError([f"cannot read the policy file: {error.strerror}"], str(path)) from error
-    return parse_policy_text(text, str(path))
+    """Read and validate a policy file (YAML or JSON); raises PolicyError naming the file, or
+    DocumentError (one line) when the file cannot be read or is not text."""
+    return parse_policy_text(read_text(path), str(path))
 
 
 def parse_policy_text(text: str, source: str = "descheduler policy") -> DeschedulerPolicy:
     try:
-        document = yaml.safe_load(text)
+        document = safe_load(text)
     except yaml.YAMLError as error:
         raise PolicyError([f"not valid YAML or JSON: {error}"], source) from error
     return parse_policy(document, source)
@@ -218,20 +216,15 @@ def _v1alpha1(document: Mapping[str, Any], problems: Problems) -> DeschedulerPol
 
 # ------------------------------------------------------------------------------ v1alpha2
 
-_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ns|us|µs|ms|s|m|h)")
-_UNIT_SECONDS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1, "m": 60, "h": 3600}
-
-
 def duration_seconds(value: Any, where: str, problems: Problems) -> float | None:
-    """A Go duration string (``90s``, ``1h30m``)."""
+    """A Go duration string (``90s``, ``1h30m``; upstream's ``metav1.Duration``)."""
     if value is None:
         return None
-    text = str(value)
-    parts = _DURATION.findall(text)
-    if not parts or "".join(n + u for n, u in parts) != text:
+    try:
+        return parse_go_duration(str(value))
+    except ValueError:
         problems.add(where, f"must be a duration such as '30s', '5m' or '1h30m', got {value!r}")
         return None
-    return sum(float(n) * _UNIT_SECONDS[u] for n, u in parts)
 
 
 def _protection_list(value: Any, where: str, allowed: tuple[str, ...], label: str,

@@ -37,6 +37,10 @@ VALUE_SETS: dict[str, list[str]] = {
               "operator.capabilities={machines,deschedulers}",
               "operator.podDisruptionBudget.enabled=true",
               "scheduler.extraArgs={--log-format=text}"],
+    # extraArgs copied from a kube-scheduler Deployment (its flag spellings)
+    "kube-scheduler-flags": ["scheduler.leaderElection.leaseDurationSeconds=30",
+                             "scheduler.extraArgs={--v=4,--kube-api-qps=100,"
+                             "--authentication-kubeconfig=/etc/kubernetes/scheduler.conf}"],
 }
 
 

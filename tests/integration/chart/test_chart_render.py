@@ -73,6 +73,9 @@ def test_scheduler_defaults_two_replicas_with_leader_election_on_its_own_lease()
     assert args.leader_elect_lease_namespace == "berthmaster"
     assert args.policy == "/etc/berthmaster/policy.json"
     assert args.metrics_bind_address == "0.0.0.0:10260"
+    # the chart passes the periods in plain seconds; kube-scheduler's Go durations parse too
+    assert (args.leader_elect_lease_duration, args.leader_elect_renew_deadline,
+            args.leader_elect_retry_period) == (15.0, 10.0, 2.0)
     # The Role lets it touch exactly that Lease (create cannot be narrowed by name).
     role = one(objects, "Role", "-scheduler-leader-election")
     assert role["metadata"]["namespace"] == "berthmaster"
@@ -95,6 +98,15 @@ def test_scheduler_name_is_configurable_and_follows_into_the_lease() -> None:
     role = one(objects, "Role", "-scheduler-leader-election")
     assert ["zonal"] in [rule.get("resourceNames") for rule in role["rules"]]
     assert args.log_format == "text"
+
+
+def test_kube_scheduler_extra_args_parse_into_the_same_settings() -> None:
+    """extraArgs in kube-scheduler's spellings (cmd/kube-scheduler/app/options) start the pod."""
+    args = parsed_args(list(container(render(VALUE_SETS["kube-scheduler-flags"]),
+                                      "scheduler")["args"]))
+    assert args.leader_elect_lease_duration == 30.0
+    assert (args.verbosity, args.kube_api_qps) == (4, 100.0)
+    assert args.ignored_flags == ["--authentication-kubeconfig"]
 
 
 def test_ha_off_runs_one_scheduler_without_election_or_budget() -> None:

@@ -1,0 +1,111 @@
+"""``berthmaster scheduler``'s command line, accepting kube-scheduler's spellings too.
+
+Design: a Deployment's ``extraArgs`` are often copied from a kube-scheduler manifest, so where
+berthmaster has the same setting it takes kube-scheduler's flag as well (see docs/scheduler.md
+for the table): ``-v N``/``--v=N`` levels, Go durations on the leader-election flags (plain
+numbers stay seconds, as the chart passes them), ``--leader-elect-resource-name``/``-namespace``
+/``-lock``, ``--kube-api-qps``/``--kube-api-burst``. kube-scheduler flags for settings berthmaster
+does not have (delegated authentication/authorization) are accepted and ignored: they are
+collected in ``args.ignored_flags`` and the command logs one warning for each. Everything here
+is pure argument parsing; nothing is read or connected.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+from typing import Any
+
+from berthmaster.durations import parse_go_duration
+from berthmaster.verbosity import add_verbosity
+
+# kube-scheduler flags accepted and ignored: berthmaster serves plain HTTP metrics and health
+# and has no delegated authentication/authorization (cmd/kube-scheduler/app/options).
+IGNORED_WITH_VALUE = ("--authentication-kubeconfig", "--authorization-kubeconfig")
+
+
+def seconds(text: str) -> float:
+    """A leader-election period: plain seconds (``15``, ``2.5``) or a Go duration (``15s``)."""
+    try:
+        value = float(text)
+    except ValueError:
+        try:
+            value = parse_go_duration(text)
+        except ValueError as error:
+            raise argparse.ArgumentTypeError(str(error)) from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be positive")
+    return value
+
+
+def boolean(text: str) -> bool:
+    """Go's ``strconv.ParseBool`` spellings, as kube-scheduler's ``--leader-elect=false``."""
+    if text in ("1", "t", "T", "true", "TRUE", "True"):
+        return True
+    if text in ("0", "f", "F", "false", "FALSE", "False"):
+        return False
+    raise argparse.ArgumentTypeError(f"{text!r} is not true or false")
+
+
+class _Ignored(argparse.Action):
+    """Take the flag's value and remember the flag, so the command can warn about it."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: str | Sequence[Any] | None, option_string: str | None = None) -> None:
+        ignored = list(getattr(namespace, "ignored_flags", None) or [])
+        ignored.append(str(option_string))
+        namespace.ignored_flags = ignored
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--policy", metavar="FILE",
+                        help="scheduler Policy file (kind: Policy, JSON or YAML); default: "
+                             "the default predicates and priorities")
+    parser.add_argument("--scheduler-name", default="berthmaster",
+                        help="schedule pods whose spec.schedulerName is this "
+                             "(default: %(default)s)")
+    parser.add_argument("--kubeconfig", help="kubeconfig file (default: in-cluster config)")
+    parser.add_argument("--leader-elect", nargs="?", const=True, default=True, type=boolean,
+                        metavar="true|false",
+                        help="elect a leader among replicas with a Lease (default: on)")
+    parser.add_argument("--no-leader-elect", dest="leader_elect", action="store_false",
+                        help="run without leader election (a single replica)")
+    parser.add_argument("--leader-elect-lease-namespace", "--leader-elect-resource-namespace",
+                        dest="leader_elect_lease_namespace", default="kube-system",
+                        help="namespace of the Lease (default: %(default)s)")
+    parser.add_argument("--leader-elect-lease-name", "--leader-elect-resource-name",
+                        dest="leader_elect_lease_name", default="berthmaster",
+                        help="name of the Lease (default: %(default)s)")
+    parser.add_argument("--leader-elect-resource-lock", choices=["leases"], default="leases",
+                        help="kube-scheduler's lock kind; only leases, as kube-scheduler 1.35")
+    parser.add_argument("--leader-elect-lease-duration", type=seconds, default=15.0,
+                        metavar="DURATION",
+                        help="Go duration (15s) or seconds (default: 15s)")
+    parser.add_argument("--leader-elect-renew-deadline", type=seconds, default=10.0,
+                        metavar="DURATION",
+                        help="Go duration (10s) or seconds (default: 10s)")
+    parser.add_argument("--leader-elect-retry-period", type=seconds, default=2.0,
+                        metavar="DURATION",
+                        help="Go duration (2s) or seconds (default: 2s)")
+    parser.add_argument("--leader-elect-identity", default=None,
+                        help="this replica's identity in the Lease (default: hostname_uuid)")
+    parser.add_argument("--metrics-bind-address", default="0.0.0.0:10260",
+                        help="serve /metrics, /healthz and /readyz here (plain HTTP; "
+                             "empty to disable; default: %(default)s)")
+    parser.add_argument("--kube-api-qps", type=float, default=50.0,
+                        help="client requests per second (default: %(default)s, as kube-scheduler)")
+    parser.add_argument("--kube-api-burst", type=int, default=100,
+                        help="client burst (default: %(default)s, as kube-scheduler)")
+    parser.add_argument("--bind-concurrency", type=int, default=64,
+                        help="bindings in flight at once (default: %(default)s)")
+    parser.add_argument("--percentage-of-nodes-to-score", type=int, default=0,
+                        help="stop filtering after this share of nodes fit (0: adaptive, as "
+                             "upstream)")
+    parser.add_argument("--log-format", "--logging-format", dest="log_format",
+                        choices=["json", "text"], default="json")
+    add_verbosity(parser)
+    for flag in IGNORED_WITH_VALUE:
+        parser.add_argument(flag, action=_Ignored, metavar="FILE",
+                            help="kube-scheduler's; accepted and ignored (berthmaster serves "
+                                 "plain HTTP and delegates no authentication)")
+    parser.set_defaults(ignored_flags=[])
