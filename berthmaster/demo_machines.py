@@ -187,7 +187,9 @@ async def health_check_story(kube: KubeClient, namespace: str,
 
     async def settled() -> dict[str, Any] | None:
         status = (await kube.get(path)).get("status", {})
-        return status if status.get("currentHealthy") == 2 else None
+        # Both counts: the status written while the old Machine was still going counted it.
+        counts = (status.get("expectedMachines"), status.get("currentHealthy"))
+        return status if counts == (2, 2) else None
 
     status = await _until(settled, "MachineHealthCheck demo-workers to count 2 healthy Machines")
     events = (await kube.get(resource_path(CORE, "events", namespace),
