@@ -28,6 +28,7 @@ remediated.
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -42,6 +43,7 @@ from berthmaster.operator.machines.conditions import (
 )
 from berthmaster.operator.machines.drain import format_duration, parse_duration
 from berthmaster.operator.machines.machineset import InvalidMachineSet, selector_matches
+from berthmaster.operator.machines.providers import owned
 
 JSON = dict[str, Any]
 
@@ -276,9 +278,13 @@ class Decision:
         return self.expected - self.healthy
 
 
-def selects(spec: HealthCheckSpec, machine: JSON) -> bool:
+def selects(spec: HealthCheckSpec, machine: JSON, provider_kinds: Collection[str]) -> bool:
+    """The check's selector matches the Machine and the Machine is berthmaster's to remediate:
+    its provider is one of ``provider_kinds`` or it opted in (``providers.owned``, the Machine
+    controller's own rule). Beside another machine controller, that controller's Machines are
+    not ours to delete (docs/machines.md)."""
     labels = (machine.get("metadata") or {}).get("labels") or {}
-    return selector_matches(spec.selector, labels)
+    return selector_matches(spec.selector, labels) and owned(machine, provider_kinds)
 
 
 def decide_health_check(mhc: JSON, spec: HealthCheckSpec, targets: list[Target],

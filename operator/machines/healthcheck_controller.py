@@ -26,7 +26,6 @@ from berthmaster.operator.machines import healthcheck as mhc_rules
 from berthmaster.operator.machines.conditions import set_condition
 from berthmaster.operator.machines.controller import EventRecorder, error_text, utcnow
 from berthmaster.operator.machines.healthcheck import Decision, RefusedSpec, Target
-from berthmaster.operator.machines.providers import owned
 from berthmaster.operator.machines.providers.kwok import KIND as KWOK_KIND
 
 Key = tuple[str, str]
@@ -86,9 +85,7 @@ class HealthCheckController:
         machines, _ = await self.kube.list_all(api.machine_path(namespace))
         targets = []
         for machine in sorted(machines, key=lambda m: str(m["metadata"]["name"])):
-            # Beside another machine controller, its Machines are not ours to remediate
-            # (docs/machines.md): the same ownership rule as the Machine controller's.
-            if not mhc_rules.selects(spec, machine) or not owned(machine, (KWOK_KIND,)):
+            if not mhc_rules.selects(spec, machine, (KWOK_KIND,)):
                 continue
             node_name = ((machine.get("status") or {}).get("nodeRef") or {}).get("name")
             if not node_name:

@@ -212,3 +212,20 @@ def test_target_text_is_upstreams() -> None:
     body = check()
     assert mhc.target_text(body, sick_target("b")) == "ns/mhc/b/n"
     assert mhc.target_text(body, Target(machine("c"))) == "ns/mhc/c/"
+
+
+@pytest.mark.parametrize(("kind", "labels", "selected"), [
+    ("KwokMachineProviderSpec", {"pool": "a"}, True),
+    ("AWSMachineProviderConfig", {"pool": "a"}, False),  # another controller's Machine
+    ("AWSMachineProviderConfig", {"pool": "a", "berthmaster.io/machine-controller":
+                                  "berthmaster"}, True),  # opted in
+    ("KwokMachineProviderSpec", {"pool": "b"}, False),  # outside the selector
+])
+def test_a_check_remediates_only_the_machines_berthmaster_owns(kind: str, labels: dict[str, str],
+                                                                selected: bool) -> None:
+    """The Machine controller's ownership rule (operator/machines/providers.owned) holds for
+    remediation too: beside another machine controller, its Machines are never deleted here."""
+    spec = parse_spec(check(selector={"matchLabels": {"pool": "a"}}))
+    target = machine(labels=labels)
+    target["spec"]["providerSpec"] = {"value": {"kind": kind}}
+    assert mhc.selects(spec, target, ("KwokMachineProviderSpec",)) is selected
