@@ -46,8 +46,25 @@ def read_text(path: str | Path) -> str:
 
 
 def safe_load(text: str) -> Any:
-    """``yaml.safe_load`` on libyaml when present (JSON is YAML: it parses too)."""
-    return yaml.load(text, Loader=SAFE_LOADER)
+    """``yaml.safe_load`` on libyaml when present (JSON is YAML: it parses too). The safe
+    loader is driven directly, so no call here can name an unsafe one."""
+    loader = SAFE_LOADER(text)
+    try:
+        return loader.get_single_data()
+    finally:
+        loader.dispose()
+
+
+def _safe_load_all(text: str) -> list[Any]:
+    """``yaml.safe_load_all`` on libyaml when present."""
+    loader = SAFE_LOADER(text)
+    try:
+        documents = []
+        while loader.check_data():
+            documents.append(loader.get_data())
+        return documents
+    finally:
+        loader.dispose()
 
 
 def parse_documents(text: str, source: str) -> list[Any]:
@@ -59,7 +76,7 @@ def parse_documents(text: str, source: str) -> list[Any]:
         except ValueError:
             pass  # YAML flow style, or several documents: the YAML loader decides
     try:
-        return list(yaml.load_all(text, Loader=SAFE_LOADER))
+        return _safe_load_all(text)
     except yaml.YAMLError as error:
         raise DocumentError(f"{source}: not valid YAML or JSON: "
                             f"{' '.join(str(error).split())}") from None

@@ -53,6 +53,7 @@ from tests.support.scenarios import (
     describe_pod,
     pinned,
 )
+from tests.support.waiting import wait_for
 
 JSON = dict[str, Any]
 POLL = 0.01
@@ -85,14 +86,7 @@ class Disagreement:
 
 
 async def _until(check: Callable[[], Awaitable[Any]], what: str, timeout: float = 60.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = await check()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(POLL)
+    return await wait_for(check, timeout=timeout, what=what, interval=POLL)
 
 
 class Harness:
