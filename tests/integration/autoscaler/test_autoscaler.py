@@ -261,8 +261,13 @@ async def test_machineautoscaler_marks_its_target_and_cleans_up(
         return (status.get("lastTargetRef") or {}).get("name")
 
     await wait_for(lambda: _eq(last_target(), "first"), timeout=30, what="lastTargetRef first")
-    # upstream's finalizer (machineautoscaler_controller.go MachineTargetFinalizer), not kopf's
-    assert (await kube.get(ma_path))["metadata"]["finalizers"] == [FINALIZER]
+    # upstream's finalizer (machineautoscaler_controller.go MachineTargetFinalizer), not kopf's;
+    # kopf writes it in a request of its own after the status, so it is waited for
+    async def finalizers() -> list[str]:
+        return list((await kube.get(ma_path))["metadata"].get("finalizers") or [])
+
+    await wait_for(finalizers, timeout=30, what="the MachineAutoscaler's finalizer")
+    assert await finalizers() == [FINALIZER]
     assert (await machine_set_annotations(kube, namespace, "first"))[OWNER_KEY] == f"{namespace}/ma"
 
     # A second MachineAutoscaler of the same MachineSet is refused and the target left alone
