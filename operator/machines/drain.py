@@ -30,7 +30,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from berthmaster.durations import parse_go_duration
-from berthmaster.operator.machines.conditions import parse_time
+from berthmaster.times import parse_rfc3339
 
 Pod = dict[str, Any]
 
@@ -87,7 +87,7 @@ def node_is_unreachable(node: dict[str, Any]) -> bool:
 
 
 def terminating_long_enough(pod: Pod, now: datetime, seconds: int) -> bool:
-    deleted_at = parse_time((pod.get("metadata") or {}).get("deletionTimestamp"))
+    deleted_at = parse_rfc3339((pod.get("metadata") or {}).get("deletionTimestamp"))
     return deleted_at is not None and now - deleted_at > timedelta(seconds=seconds)
 
 

@@ -25,7 +25,7 @@ from datetime import datetime
 from typing import Any
 
 from berthmaster.operator.machines import api
-from berthmaster.operator.machines.conditions import parse_time
+from berthmaster.times import parse_rfc3339
 
 Machine = dict[str, Any]
 
@@ -154,7 +154,7 @@ def _unhealthy(machine: Machine) -> bool:
 def oldest_priority(machine: Machine, now: datetime) -> float:
     if api.deleting(machine) or _marked_for_deletion(machine) or _unhealthy(machine):
         return MUST_DELETE
-    created = parse_time((machine.get("metadata") or {}).get("creationTimestamp"))
+    created = parse_rfc3339((machine.get("metadata") or {}).get("creationTimestamp"))
     if created is None:
         return MUST_NOT_DELETE
     age = (now - created).total_seconds()
@@ -203,7 +203,7 @@ def machines_to_delete(machines: Sequence[Machine], count: int, policy: str, now
 def node_ready_since(node: dict[str, Any] | None) -> datetime | None:
     for condition in ((node or {}).get("status") or {}).get("conditions") or []:
         if condition.get("type") == "Ready" and condition.get("status") == "True":
-            return parse_time(condition.get("lastTransitionTime")) or datetime.min
+            return parse_rfc3339(condition.get("lastTransitionTime")) or datetime.min
     return None
 
 
