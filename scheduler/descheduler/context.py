@@ -26,6 +26,7 @@ from berthmaster.scheduler.descheduler.protection import EvictorSettings, protec
 from berthmaster.scheduler.label_string import parse_label_selector
 from berthmaster.scheduler.model import LabelSelector, NodeView, PodView
 from berthmaster.scheduler.model import label_selector as compile_selector
+from berthmaster.scheduler.pods import pod_ref
 from berthmaster.times import parse_rfc3339
 
 Pod = dict[str, Any]
@@ -44,8 +45,7 @@ class Candidate:
 
     @property
     def key(self) -> str:
-        meta = self.pod.get("metadata") or {}
-        return f"{meta.get('namespace')}/{meta.get('name')}"
+        return pod_ref(self.pod)
 
     @property
     def node_name(self) -> str:
