@@ -14,6 +14,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from berthmaster.scheduler.model import SELECTOR_OPERATORS
+
 
 class PolicyError(ValueError):
     """A descheduler policy that cannot be used; ``problems`` lists every reason."""
@@ -161,7 +163,6 @@ def namespaces(
     return Namespaces(frozenset(include), frozenset(exclude))
 
 
-SELECTOR_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist")
 
 
 def label_selector(value: Any, where: str, problems: Problems) -> dict[str, Any] | None:

@@ -188,6 +188,11 @@ def test_next_check_is_the_soonest_due_target() -> None:
     ({"maxUnhealthy": "150%"}, "InvalidConfiguration", "spec.maxUnhealthy"),
     ({"selector": {"matchExpressions": [{"key": "a", "operator": "Maybe"}]}},
      "InvalidConfiguration", "spec.selector.matchExpressions"),
+    # refused whatever comes before it (the selector is compiled, as LabelSelectorAsSelector
+    # does, not matched against no labels: an In that fails first hid the operator)
+    ({"selector": {"matchExpressions": [{"key": "a", "operator": "In", "values": ["x"]},
+                                        {"key": "b", "operator": "Maybe"}]}},
+     "InvalidConfiguration", "spec.selector.matchExpressions"),
 ])
 def test_refused_specs_name_the_field(spec: dict[str, Any], reason: str, field: str) -> None:
     with pytest.raises(RefusedSpec) as raised:
