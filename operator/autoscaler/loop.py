@@ -69,6 +69,7 @@ from berthmaster.operator.autoscaler.scaleup import (
 )
 from berthmaster.operator.autoscaler.simulation import Placement, Simulation
 from berthmaster.operator.machines import drain
+from berthmaster.times import format_rfc3339
 
 JSON = dict[str, Any]
 MACHINE_API = group_path("machine.openshift.io", "v1beta1")
@@ -147,7 +148,7 @@ def _ready(node: Mapping[str, Any]) -> bool:
 
 
 def _stamp(when: float) -> str:
-    return datetime.fromtimestamp(when, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return format_rfc3339(datetime.fromtimestamp(when, UTC))
 
 
 class Actuator:

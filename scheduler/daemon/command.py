@@ -50,7 +50,8 @@ def run(args: argparse.Namespace) -> int:
 
 def load_configured_policy(path: str | None) -> Any:
     from berthmaster.documents import DocumentError, read_text
-    from berthmaster.scheduler.policy import PolicyError, default_policy, load_policy
+    from berthmaster.errors import PolicyError
+    from berthmaster.scheduler.policy import default_policy, load_policy
 
     if not path:
         return default_policy()

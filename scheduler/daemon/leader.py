@@ -33,6 +33,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from berthmaster.kube import KubeClient, KubeError, group_path, resource_path
+from berthmaster.times import format_rfc3339_micro
 
 JSON = dict[str, Any]
 log = logging.getLogger("berthmaster.scheduler.leader")
@@ -84,10 +85,6 @@ class Decision:
     observation: Observation
 
 
-def micro_time(moment: datetime) -> str:
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
 def decide(
     identity: str,
     current: LeaseRecord | None,
@@ -97,7 +94,7 @@ def decide(
     lease_duration: int,
 ) -> Decision:
     """What to do with the Lease as read (``None``: it does not exist)."""
-    stamp = micro_time(wall)
+    stamp = format_rfc3339_micro(wall)
     if current is None:
         record = LeaseRecord(identity, lease_duration, stamp, stamp, 0)
         return Decision("create", record, Observation(record, now))
@@ -231,7 +228,7 @@ class LeaderElector:
             lease = await self.kube.get(lease_path)
             if (lease.get("spec") or {}).get("holderIdentity") != self.identity:
                 return
-            stamp = micro_time(datetime.now(UTC))
+            stamp = format_rfc3339_micro(datetime.now(UTC))
             lease["spec"].update({"holderIdentity": "", "leaseDurationSeconds": 1,
                                   "renewTime": stamp, "acquireTime": stamp})
             await self.kube.replace(lease_path, lease)
