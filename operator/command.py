@@ -16,7 +16,8 @@ import logging
 import os
 from typing import Any
 
-from berthmaster.verbosity import add_verbosity, debug_logging
+from berthmaster import logs
+from berthmaster.verbosity import add_verbosity
 
 CAPABILITIES = {
     "machines": "berthmaster.operator.machines.handlers",
@@ -43,6 +44,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "(default: off)")
     parser.add_argument("--standalone", action="store_true",
                         help="do not use kopf's peering (a single operator replica)")
+    logs.add_log_format(parser)
     add_verbosity(parser)
 
 
@@ -71,8 +73,9 @@ def run(args: argparse.Namespace) -> int:
     if args.kubeconfig:
         # Before kopf and kubernetes_asyncio are imported: both read $KUBECONFIG at import time.
         os.environ["KUBECONFIG"] = args.kubeconfig
-    logging.basicConfig(level=logging.DEBUG if debug_logging(args) else logging.INFO,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    # One handler on the root logger: kopf's own loggers (kopf.objects, kopf.activities, ...)
+    # write the same lines as ours (kopf.configure is not called; kopf.run configures nothing).
+    logs.configure("operator", args.log_format, args.verbosity)
     asyncio.run(preflight(args.kubeconfig))
     import kopf
 

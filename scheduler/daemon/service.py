@@ -22,11 +22,12 @@ from berthmaster.scheduler.daemon.cache import ClusterCache
 from berthmaster.scheduler.daemon.events import EventRecorder
 from berthmaster.scheduler.daemon.leader import LeaderElector, default_identity
 from berthmaster.scheduler.daemon.loop import SchedulingLoop
-from berthmaster.scheduler.daemon.metrics import SchedulerMetrics, serve
+from berthmaster.scheduler.daemon.metrics import SchedulerMetrics
 from berthmaster.scheduler.daemon.preempt import Preemptor
 from berthmaster.scheduler.daemon.queue import SchedulingQueue
 from berthmaster.scheduler.engine import Engine
 from berthmaster.scheduler.snapshot import Snapshot
+from berthmaster.serving import serve
 
 log = logging.getLogger("berthmaster.scheduler")
 
@@ -70,7 +71,9 @@ class SchedulerService:
                 election_kube, args.leader_elect_lease_namespace, args.leader_elect_lease_name,
                 identity=self.identity, lease_duration=args.leader_elect_lease_duration,
                 renew_deadline=args.leader_elect_renew_deadline,
-                retry_period=args.leader_elect_retry_period)
+                retry_period=args.leader_elect_retry_period,
+                on_leading=lambda leading: self.metrics.leading(
+                    args.leader_elect_lease_name, leading))
         self.binder = Binder(kube, self.snapshot, self.queue, self.recorder, self.metrics,
                              concurrency=args.bind_concurrency, may_act=self.may_act)
         self.preemptor = Preemptor(kube, self.recorder, self.name)
@@ -108,7 +111,7 @@ class SchedulerService:
     async def run(self, stop: asyncio.Event) -> int:
         try:
             if self.args.metrics_bind_address:
-                self._http = await serve(self.metrics, self.args.metrics_bind_address,
+                self._http = await serve(self.metrics.exposition, self.args.metrics_bind_address,
                                          self.healthy, self.ready)
             self.recorder.start()
             await self.cache.start()
@@ -160,6 +163,7 @@ class SchedulerService:
             described = self.snapshot.describe()
             self.metrics.cache_size.labels("nodes").set(described["nodes"])
             self.metrics.cache_size.labels("pods").set(described["assigned"])
+            self.metrics.cache_size.labels("assumed_pods").set(described["assumed"])
             self.metrics.pending(self.queue.counts())
             await asyncio.sleep(every)
 
