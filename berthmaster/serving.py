@@ -14,8 +14,17 @@ import logging
 from collections.abc import Awaitable, Callable
 
 from aiohttp import web
-from prometheus_client import GC_COLLECTOR, PLATFORM_COLLECTOR, PROCESS_COLLECTOR, CollectorRegistry
+from prometheus_client import (
+    GC_COLLECTOR,
+    PLATFORM_COLLECTOR,
+    PROCESS_COLLECTOR,
+    CollectorRegistry,
+    disable_created_metrics,
+)
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+# Go components export no *_created series; neither do ours (process-wide, before any metric).
+disable_created_metrics()  # type: ignore[no-untyped-call]
 
 log = logging.getLogger("berthmaster.serving")
 

@@ -40,7 +40,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--liveness", default="http://0.0.0.0:8080/healthz",
                         help="kopf liveness endpoint URL (empty to disable)")
     parser.add_argument("--metrics-bind-address", default="",
-                        help="serve Prometheus metrics (e.g. cluster_autoscaler_*) on HOST:PORT "
+                        help="serve /metrics (cluster_autoscaler_*, mapi_*, descheduler_*, "
+                             "process and Python metrics), /healthz and /readyz on HOST:PORT "
                              "(default: off)")
     parser.add_argument("--standalone", action="store_true",
                         help="do not use kopf's peering (a single operator replica)")
@@ -79,11 +80,13 @@ def run(args: argparse.Namespace) -> int:
     asyncio.run(preflight(args.kubeconfig))
     import kopf
 
-    if args.metrics_bind_address:
-        from prometheus_client import start_http_server
+    from berthmaster.operator.health import HealthServer, Readiness
 
-        host, _, port = args.metrics_bind_address.rpartition(":")
-        start_http_server(int(port), addr=host or "0.0.0.0")
+    readiness = Readiness()
+    if args.metrics_bind_address:
+        server = HealthServer(args.metrics_bind_address, readiness)
+        kopf.on.startup()(server.start)
+        kopf.on.cleanup()(server.stop)
     loaded = load_capabilities(args.only)
     logging.getLogger("berthmaster.operator").info("capabilities: %s", ", ".join(loaded))
 
@@ -101,5 +104,6 @@ def run(args: argparse.Namespace) -> int:
         namespaces=args.namespace or (),
         standalone=args.standalone,
         liveness_endpoint=args.liveness or None,
+        ready_flag=readiness.started,
     )
     return 0

@@ -23,14 +23,10 @@ from prometheus_client import (
     Counter,
     Gauge,
     Histogram,
-    disable_created_metrics,
     generate_latest,
 )
 
 from berthmaster.serving import register_runtime_collectors
-
-disable_created_metrics()  # type: ignore[no-untyped-call]  # kube-scheduler has no *_created
-
 
 
 def exponential_buckets(start: float, factor: float, count: int) -> list[float]:
