@@ -60,14 +60,21 @@ def load_capabilities(only: list[str] | None) -> list[str]:
     return loaded
 
 
-async def preflight(kubeconfig: str | None) -> None:
+async def preflight(kubeconfig: str | None, capabilities: list[str] | None = None,
+                    explicit: bool = False, namespaces: list[str] | None = None) -> None:
     """Load the kubeconfig (or in-cluster config) and reach the API server once, as every
     command does, before kopf starts: kopf itself retries a missing or broken configuration
-    forever. Raises :class:`~berthmaster.errors.CommandError` (one line, exit 2 or 3)."""
+    forever; then check that the capabilities' custom resources are served and their verbs
+    allowed (operator/preflight.py). Raises :class:`~berthmaster.errors.CommandError` (one
+    line, exit 2 or 3)."""
     from berthmaster.kube import KubeClient
+    from berthmaster.operator.preflight import preflight_capabilities
 
     client = await KubeClient.connect(kubeconfig)
-    await client.close()
+    try:
+        await preflight_capabilities(client, capabilities or [], explicit, namespaces or ())
+    finally:
+        await client.close()
 
 
 def run(args: argparse.Namespace) -> int:
@@ -77,7 +84,9 @@ def run(args: argparse.Namespace) -> int:
     # One handler on the root logger: kopf's own loggers (kopf.objects, kopf.activities, ...)
     # write the same lines as ours (kopf.configure is not called; kopf.run configures nothing).
     logs.configure("operator", args.log_format, args.verbosity)
-    asyncio.run(preflight(args.kubeconfig))
+    asyncio.run(preflight(args.kubeconfig, [c for c in CAPABILITIES
+                                            if not args.only or c in args.only],
+                          explicit=bool(args.only), namespaces=args.namespace))
     import kopf
 
     from berthmaster.operator.health import HealthServer, Readiness

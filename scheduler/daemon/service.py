@@ -16,6 +16,7 @@ from typing import Any
 
 from aiohttp import web
 
+from berthmaster.access import Access, Needs, check
 from berthmaster.kube import KubeClient
 from berthmaster.scheduler.daemon.binder import Binder
 from berthmaster.scheduler.daemon.cache import ClusterCache
@@ -32,6 +33,26 @@ from berthmaster.serving import serve
 log = logging.getLogger("berthmaster.scheduler")
 
 EXIT_OK, EXIT_LOST_LEASE, EXIT_CRASH = 0, 1, 1
+
+RBAC_FIX = ("grant the scheduler's ClusterRole and lease Role (the Helm chart's templates/"
+            "scheduler-rbac.yaml or deploy/manifests/) to this account, or bind it to "
+            "system:kube-scheduler")
+
+
+def scheduler_needs(args: argparse.Namespace) -> list[Needs]:
+    """The verbs the scheduler cannot work without (kube-scheduler's own: watch pods and
+    nodes, bind, record events; its Lease when it elects), checked before it starts."""
+    needs = [Needs("scheduling", (), (
+        Access("list", "pods"), Access("watch", "pods"),
+        Access("list", "nodes"), Access("watch", "nodes"),
+        Access("create", "pods/binding"), Access("patch", "pods/status"),
+        Access("create", "events")))]
+    if args.leader_elect:
+        lease = args.leader_elect_lease_namespace, args.leader_elect_lease_name
+        needs.append(Needs("leader election", (), (
+            Access("get", "leases", "coordination.k8s.io", *lease),
+            Access("update", "leases", "coordination.k8s.io", *lease))))
+    return needs
 
 
 def options(**overrides: Any) -> argparse.Namespace:
@@ -88,6 +109,11 @@ class SchedulerService:
         qps, burst = args.kube_api_qps, args.kube_api_burst
         pool = max(64, args.bind_concurrency * 2)
         kube = await KubeClient.connect(args.kubeconfig, qps=qps, burst=burst, pool_size=pool)
+        try:
+            await check(kube, scheduler_needs(args), crd_fix="", rbac_fix=RBAC_FIX)
+        except BaseException:
+            await kube.close()
+            raise
         event_kube = await KubeClient.connect(args.kubeconfig, qps=qps, burst=burst)
         election_kube = None
         if args.leader_elect:
