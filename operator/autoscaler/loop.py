@@ -15,9 +15,8 @@ MachineSets, Machines), builds a fresh placement snapshot, and in this order
    through its lifecycle hooks and the drain;
 4. with ``enforceNodeGroupMinSize``, raises MachineSets below their min size up to it;
 5. returns the ClusterAutoscaler status and records the metrics.
-Before any of it, a cluster with no ready node or too many unready ones (``clusterstate``) is
-not autoscaled in that loop, as upstream; ``cluster_autoscaler_cluster_safe_to_autoscale`` says
-so.
+Before any of it, a cluster with too many unready nodes (``clusterstate``) is not autoscaled
+in that loop, as upstream; ``cluster_autoscaler_cluster_safe_to_autoscale`` says so.
 ``logVerbosity`` sets the level of the ``berthmaster.operator.autoscaler`` logger each loop.
 The in-memory :class:`AutoscalerState` (unneeded-since times, cooldown stamps, provisioning
 requests, backoffs) is what upstream keeps in memory too; a restart starts the clocks afresh,
@@ -404,7 +403,7 @@ async def run_once(kube: KubeClient, autoscaler: Mapping[str, Any], state: Autos
     ready_nodes = sum(1 for n in cluster.nodes if _ready(n))
     unready_nodes = sum(1 for n in cluster.nodes
                         if not _ready(n) and n["metadata"]["name"] not in starting)
-    unsafe = unsafe_to_autoscale(len(cluster.nodes), ready_nodes, unready_nodes)
+    unsafe = unsafe_to_autoscale(len(cluster.nodes), unready_nodes)
     if unsafe is not None:
         # upstream skips the whole loop (and forgets the unneeded nodes) until it recovers
         log.warning("Cluster is not ready for autoscaling: %s (%d of %d nodes unready)",

@@ -2,8 +2,9 @@
 
 Upstream: cluster-autoscaler clusterstate/clusterstate.go ``IsClusterHealthy`` (more unready
 nodes than ``OkTotalUnreadyCount`` 3 and than ``MaxTotalUnreadyPercentage`` 45 % of all nodes),
-processors/actionablecluster ``OnEmptyCluster`` (no ready node: "Cluster has no ready nodes.")
-and core/static_autoscaler.go ``RunOnce``. Before this change the gauge was always 1.
+and core/static_autoscaler.go ``RunOnce``; ``actOnEmptyCluster`` (no node, or no ready node)
+acts only when ``--scale-up-from-zero`` is off, and it defaults to true. Before this change the
+gauge was always 1.
 """
 
 from __future__ import annotations
@@ -12,16 +13,16 @@ import pytest
 
 from berthmaster.operator.autoscaler import metrics
 from berthmaster.operator.autoscaler.clusterstate import (
-    NO_READY_NODES,
     UNHEALTHY,
     unsafe_to_autoscale,
 )
 
 
-@pytest.mark.parametrize(("total", "ready", "unready", "expected"), [
-    (0, 0, 0, NO_READY_NODES),          # an empty cluster
-    (2, 0, 2, NO_READY_NODES),          # nodes, none ready
-    (3, 0, 0, NO_READY_NODES),          # all still starting: none ready yet
+@pytest.mark.parametrize(("total", "ready", "unready", "expected"), [  # ready: for the reader
+    (0, 0, 0, None),                    # an empty cluster scales up from zero
+    (2, 0, 2, None),                    # 2 unready: within the count allowed
+    (3, 0, 0, None),                    # all still starting: none counted unready
+    (4, 0, 4, UNHEALTHY),               # none ready and 4 > 3 unready
     (10, 7, 3, None),                   # 3 unready: within the count allowed whatever the share
     (5, 1, 4, UNHEALTHY),               # 4 > 3 and 4 > 45 % of 5
     (10, 6, 4, None),                   # 4 > 3 but 4 <= 4.5 (45 % of 10)
@@ -31,7 +32,7 @@ from berthmaster.operator.autoscaler.clusterstate import (
     (1, 1, 0, None),
 ])
 def test_unsafe_to_autoscale(total: int, ready: int, unready: int, expected: str | None) -> None:
-    assert unsafe_to_autoscale(total, ready, unready) == expected
+    assert unsafe_to_autoscale(total, unready) == expected
 
 
 @pytest.mark.parametrize(("safe", "value"), [(True, 1.0), (False, 0.0)])
