@@ -18,7 +18,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from berthmaster.scheduler.descheduler.context import Candidate, Decision, StrategyContext, uid
+from berthmaster.scheduler.descheduler.context import (
+    Candidate,
+    CandidateStream,
+    StrategyContext,
+    uid,
+)
 from berthmaster.scheduler.descheduler.fields import EVERY_POD, PodFilter, Problems, check_known
 from berthmaster.scheduler.descheduler.protection import eviction_order
 from berthmaster.scheduler.descheduler.strategies.common import common_v1alpha1, pod_filter
@@ -78,7 +83,7 @@ def conflicts(
     return edges
 
 
-def decide(params: Params, ctx: StrategyContext) -> Decision:
+def decide(params: Params, ctx: StrategyContext) -> CandidateStream:
     nodes = {n["metadata"]["name"]: ctx.state.node_view(n) for n in ctx.nodes}
     raw = [p for name in nodes for p in ctx.consider(ctx.pods_on(name))]
     by_uid = {uid(p): p for p in raw}

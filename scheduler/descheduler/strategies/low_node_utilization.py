@@ -29,7 +29,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from berthmaster.scheduler.descheduler.context import Decision, StrategyContext
+from berthmaster.scheduler.descheduler.context import CandidateStream, StrategyContext
 from berthmaster.scheduler.descheduler.fields import (
     EVERY_POD,
     PodFilter,
@@ -135,7 +135,7 @@ def bounds(params: Params, usages: list[NodeUsage]) -> tuple[dict[str, float], d
     return lower, upper
 
 
-def decide(params: Params, ctx: StrategyContext) -> Decision:
+def decide(params: Params, ctx: StrategyContext) -> CandidateStream:
     resources = list(filled(params)[0])
     every = tracked(resources)
     usages = [node_usage(n, ctx.consider(ctx.pods_on(n["metadata"]["name"])), every, ctx)
