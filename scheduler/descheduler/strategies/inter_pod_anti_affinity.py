@@ -2,10 +2,10 @@
 
 Two running pods conflict when one's required anti-affinity term selects the other (namespaces,
 labelSelector and namespaceSelector as the placement model reads them) and both nodes share the
-term's ``topologyKey`` value. The seed's example fixes the order: when podB and podC both rule
-out podA, podA goes, so both can stay. Conflicts are therefore resolved greedily: the pod in the
-most conflicts goes first (ties: lower priority, then BestEffort before Burstable before
-Guaranteed), and evicting it clears its conflicts; pods that cannot be evicted stay and their
+term's ``topologyKey`` value. The documented example fixes the order (upstream's README): when podB
+and podC both rule out podA, podA goes, so both can stay. Conflicts are therefore resolved greedily:
+the pod in the most conflicts goes first (ties: lower priority, then BestEffort before Burstable
+before Guaranteed), and evicting it clears its conflicts; pods that cannot be evicted stay and their
 partners are considered instead.
 
 Args (v1alpha2 and v1alpha1 ``params``): ``namespaces``, ``labelSelector`` (which pods may be

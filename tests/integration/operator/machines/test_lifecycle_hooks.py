@@ -1,4 +1,4 @@
-"""The lifecycle-hook document's example on a real control plane: one preDrain hook and three
+"""docs/machines.md's lifecycle-hook example on a real control plane: one preDrain hook and three
 preTerminate hooks hold a Machine's deletion at each stage until their owners remove them."""
 
 from __future__ import annotations
