@@ -28,7 +28,12 @@ from datetime import UTC, datetime
 from typing import Any
 
 from berthmaster.kube import CORE, KubeClient, KubeError, group_path, resource_path
-from berthmaster.scheduler.descheduler.context import Candidate, Decision, StrategyContext, uid
+from berthmaster.scheduler.descheduler.context import (
+    Candidate,
+    CandidateStream,
+    StrategyContext,
+    uid,
+)
 from berthmaster.times import format_rfc3339_micro
 
 ACTION = "Descheduled"
@@ -202,7 +207,7 @@ class Evictor:
 
 
 async def drive(
-    decision: Decision, attempt: Callable[[Candidate], Awaitable[bool]]
+    decision: CandidateStream, attempt: Callable[[Candidate], Awaitable[bool]]
 ) -> None:
     """Run a strategy's decision, answering each candidate with the outcome of ``attempt``."""
     try:
@@ -213,7 +218,7 @@ async def drive(
         return
 
 
-def drive_planned(decision: Decision, attempt: Callable[[Candidate], bool]) -> None:
+def drive_planned(decision: CandidateStream, attempt: Callable[[Candidate], bool]) -> None:
     """The synchronous twin of :func:`drive`, for plans that need no I/O."""
     try:
         candidate = next(decision)

@@ -27,7 +27,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from berthmaster.scheduler.descheduler.context import Candidate, Decision, StrategyContext
+from berthmaster.scheduler.descheduler.context import Candidate, CandidateStream, StrategyContext
 from berthmaster.scheduler.descheduler.fields import (
     EVERY_POD,
     PodFilter,
@@ -98,7 +98,7 @@ def _eligibility(pod: PodView, constraint: SpreadConstraint) -> tuple[object, ..
             pod.tolerations if constraint.node_taints_policy == "Honor" else ())
 
 
-def decide(params: Params, ctx: StrategyContext) -> Decision:
+def decide(params: Params, ctx: StrategyContext) -> CandidateStream:
     nodes = {n["metadata"]["name"]: ctx.state.node_view(n) for n in ctx.nodes}
     pods = [ctx.state.view(p) for name in nodes for p in ctx.consider(ctx.pods_on(name))]
     by_namespace: dict[str, list[PodView]] = {}
@@ -120,7 +120,7 @@ def decide(params: Params, ctx: StrategyContext) -> Decision:
 def balance(
     params: Params, ctx: StrategyContext, constraint: SpreadConstraint,
     namespace_pods: list[PodView], domain_of: Mapping[str, str],
-) -> Decision:
+) -> CandidateStream:
     key = constraint.topology_key
     domain_nodes: dict[str, list[str]] = {}
     for name, value in domain_of.items():

@@ -194,7 +194,8 @@ async def test_one_list_per_resource_type(kube: KubeClient, cluster: Any) -> Non
 async def test_anti_affinity_evicts_the_pod_others_rule_out(
     kube: KubeClient, namespace: str, nodes: Any, cluster: Any
 ) -> None:
-    """The seed's example: podB and podC rule out podA on one node; podA goes."""
+    """Upstream's README example (RemovePodsViolatingInterPodAntiAffinity): podB and podC rule out
+    podA on one node; podA goes."""
     node = (await nodes.create())["metadata"]["name"]
     await nodes.create()
     owner = await make_owner(kube, namespace, "owner")
