@@ -12,7 +12,8 @@ Design: what runs, in order
   the Descheduler lets the garbage collector clean up.
 - Job events (Jobs labelled ``berthmaster.io/descheduler``): the newest run's start time and
   outcome (Pending/Running/Succeeded/Failed) go into the owner's status with a
-  ``LastRunSucceeded`` condition.
+  ``LastRunSucceeded`` condition; a finished run's evictions are added to
+  ``descheduler_pods_evicted_total`` (``evictions``).
 The API client is the operator's shared one (operator/client.py).
 """
 
@@ -37,6 +38,7 @@ from berthmaster.operator.deschedulers.build import (
     namespace_of,
     policy_text,
 )
+from berthmaster.operator.deschedulers.evictions import count_finished_run
 from berthmaster.operator.deschedulers.status import (
     LAST_RUN_SUCCEEDED,
     POLICY_VALID,
@@ -170,6 +172,7 @@ async def descheduler_job_event(body: kopf.Body, type: str | None, **_: Any) -> 
         return
     owner = body["metadata"]["labels"][OWNER_LABEL]
     client = await kube()
+    await count_finished_run(client, body)
     path = resource_path(group_path(GROUP, VERSION), PLURAL, None, owner)
     try:
         descheduler = await client.get(path)
