@@ -11,7 +11,9 @@ the loop from scaling and sets ``cluster_autoscaler_cluster_safe_to_autoscale``.
 
 A node still starting (registered, carrying a startup taint) is not counted as unready, as
 upstream's NotStarted nodes are not; OpenShift's ClusterAutoscaler has no field for either
-threshold, so upstream's defaults apply.
+threshold, so upstream's defaults apply. One difference: a cluster with no node at all is safe
+here (upstream's cluster always has its control-plane nodes; ours may consist of MachineSets
+scaled from zero, and refusing would leave it empty for ever).
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ def unsafe_to_autoscale(total: int, ready: int, unready: int) -> str | None:
     """Why the cluster may not be autoscaled now (upstream's message), or None when it may.
 
     ``total`` counts every registered node, ``unready`` those neither Ready nor starting."""
-    if ready == 0:
+    if total > 0 and ready == 0:
         return NO_READY_NODES
     if unready > OK_TOTAL_UNREADY_COUNT and \
             unready > MAX_TOTAL_UNREADY_PERCENTAGE / 100.0 * total:

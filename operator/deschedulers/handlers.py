@@ -47,6 +47,7 @@ from berthmaster.operator.deschedulers.status import (
     merge_conditions,
     run_outcome,
 )
+from berthmaster.operator.retrying import transient_only
 from berthmaster.scheduler.descheduler.fields import PolicyError
 from berthmaster.scheduler.descheduler.policy import parse_policy_text
 
@@ -112,6 +113,7 @@ async def apply(client: KubeClient, obj: dict[str, Any]) -> None:
 @kopf.on.create(GROUP, VERSION, PLURAL)
 @kopf.on.update(GROUP, VERSION, PLURAL, field="spec")
 @kopf.on.resume(GROUP, VERSION, PLURAL)
+@transient_only
 async def descheduler_reconcile(body: kopf.Body, status: kopf.Status, patch: kopf.Patch,
                                 **_: Any) -> None:
     client = await kube()

@@ -3,7 +3,8 @@
 Upstream: cluster-autoscaler clusterstate/clusterstate.go ``IsClusterHealthy`` (more unready
 nodes than ``OkTotalUnreadyCount`` 3 and than ``MaxTotalUnreadyPercentage`` 45 % of all nodes),
 processors/actionablecluster ``OnEmptyCluster`` (no ready node: "Cluster has no ready nodes.")
-and core/static_autoscaler.go ``RunOnce``. Before this change the gauge was always 1.
+and core/static_autoscaler.go ``RunOnce``; unlike upstream, a cluster with no node at all may
+scale from zero (see the module). Before this change the gauge was always 1.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from berthmaster.operator.autoscaler.clusterstate import (
 
 
 @pytest.mark.parametrize(("total", "ready", "unready", "expected"), [
-    (0, 0, 0, NO_READY_NODES),          # an empty cluster
+    (0, 0, 0, None),                    # no node at all: MachineSets may scale from zero
     (2, 0, 2, NO_READY_NODES),          # nodes, none ready
     (3, 0, 0, NO_READY_NODES),          # all still starting: none ready yet
     (10, 7, 3, None),                   # 3 unready: within the count allowed whatever the share
