@@ -96,6 +96,14 @@ class KubeError(Exception):
     def too_many_requests(self) -> bool:
         return self.status == 429
 
+    @property
+    def transient(self) -> bool:
+        """Whether trying again may succeed with nothing changed: no answer (status 0), a
+        timeout, a conflict (re-read and retry), too many requests, or a server error —
+        client-go's ``retry.OnError``/``IsRetryableError`` cases. 400, 401, 403, 404, 422 and
+        the like need something to change first."""
+        return self.status in (0, 408, 409, 429) or self.status >= 500
+
 
 class TokenBucket:
     """client-go's flowcontrol token bucket: ``qps`` tokens a second, at most ``burst`` saved."""
@@ -233,7 +241,7 @@ class KubeClient:
                         f"the API server at {self.host} refused the credentials (401 "
                         f"{error.reason}); renew the kubeconfig's token or certificate"
                     ) from error
-                transient = error.status == 0 or error.status == 429 or error.status >= 500
+                transient = error.transient and not error.conflict
                 reason = _one_line(cause) if cause is not None else f"{error.status} " \
                     f"{error.reason}"
                 if not transient:

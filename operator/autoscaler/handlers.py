@@ -50,6 +50,7 @@ from berthmaster.operator.autoscaler.loop import (
 )
 from berthmaster.operator.autoscaler.simulation import Placement
 from berthmaster.operator.client import operator_client as kube
+from berthmaster.operator.retrying import transient_only
 
 GROUP = "autoscaling.openshift.io"
 GROUP_API_BETA = group_path(GROUP, "v1beta1")
@@ -222,6 +223,7 @@ async def machineset_autoscaling_drift(type: str, body: kopf.Body, name: str,
 @kopf.on.create(GROUP, "v1beta1", "machineautoscalers")
 @kopf.on.update(GROUP, "v1beta1", "machineautoscalers")
 @kopf.on.resume(GROUP, "v1beta1", "machineautoscalers")
+@transient_only
 async def machineautoscaler_reconcile(body: kopf.Body, spec: kopf.Spec, status: kopf.Status,
                                       name: str, namespace: str | None, patch: kopf.Patch,
                                       **_: Any) -> None:

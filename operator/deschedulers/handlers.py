@@ -12,7 +12,8 @@ Design: what runs, in order
   the Descheduler lets the garbage collector clean up.
 - Job events (Jobs labelled ``berthmaster.io/descheduler``): the newest run's start time and
   outcome (Pending/Running/Succeeded/Failed) go into the owner's status with a
-  ``LastRunSucceeded`` condition.
+  ``LastRunSucceeded`` condition; a finished run's evictions are added to
+  ``descheduler_pods_evicted_total`` (``evictions``).
 The API client is the operator's shared one (operator/client.py).
 """
 
@@ -38,6 +39,7 @@ from berthmaster.operator.deschedulers.build import (
     namespace_of,
     policy_text,
 )
+from berthmaster.operator.deschedulers.evictions import count_finished_run
 from berthmaster.operator.deschedulers.status import (
     LAST_RUN_SUCCEEDED,
     POLICY_VALID,
@@ -46,6 +48,7 @@ from berthmaster.operator.deschedulers.status import (
     merge_conditions,
     run_outcome,
 )
+from berthmaster.operator.retrying import transient_only
 from berthmaster.scheduler.descheduler.policy import parse_policy_text
 
 log = logging.getLogger("berthmaster.operator.deschedulers")
@@ -110,6 +113,7 @@ async def apply(client: KubeClient, obj: dict[str, Any]) -> None:
 @kopf.on.create(GROUP, VERSION, PLURAL)
 @kopf.on.update(GROUP, VERSION, PLURAL, field="spec")
 @kopf.on.resume(GROUP, VERSION, PLURAL)
+@transient_only
 async def descheduler_reconcile(body: kopf.Body, status: kopf.Status, patch: kopf.Patch,
                                 **_: Any) -> None:
     client = await kube()
@@ -170,6 +174,7 @@ async def descheduler_job_event(body: kopf.Body, type: str | None, **_: Any) -> 
         return
     owner = body["metadata"]["labels"][OWNER_LABEL]
     client = await kube()
+    await count_finished_run(client, body)
     path = resource_path(group_path(GROUP, VERSION), PLURAL, None, owner)
     try:
         descheduler = await client.get(path)

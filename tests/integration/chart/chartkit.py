@@ -32,6 +32,9 @@ VALUE_SETS: dict[str, list[str]] = {
     "ha-off": ["scheduler.replicas=1", "scheduler.leaderElection.enabled=false"],
     "servicemonitor-on": ["metrics.serviceMonitor.enabled=true",
                           "metrics.serviceMonitor.labels.release=prometheus"],
+    # the Grafana dashboard ConfigMap and the PrometheusRule (both off by default)
+    "observability-on": ["dashboards.enabled=true", "prometheusRule.enabled=true",
+                         "prometheusRule.labels.release=prometheus"],
     "tuned": ["scheduler.name=zonal", "priorityClassName=",
               "operator.watchNamespaces={openshift-machine-api,kube-system}",
               "operator.capabilities={machines,deschedulers}",
