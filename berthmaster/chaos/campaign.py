@@ -21,6 +21,7 @@ import functools
 import logging
 import os
 import random
+import shutil
 import socket
 import statistics
 import sys
@@ -276,6 +277,9 @@ class Campaign:
         try:
             return await self._run(cluster)
         finally:
+            # every component's log is kept in the work folder, for a breach's reader
+            with contextlib.suppress(OSError):
+                shutil.copytree(self.plane.root / "logs", self.workdir / "logs")
             await asyncio.to_thread(self.plane.down, True)
 
     async def _run(self, cluster: RunningCluster) -> int:
@@ -385,6 +389,7 @@ class Campaign:
         rss = ", ".join(f"{name} {start // 1024}->{end // 1024} MiB ({lives} lives)"
                         for name, (start, end, lives) in sorted(self.rss.per_component().items()))
         print(f"RSS start->end: {rss}")
+        print(f"logs (kept after the run): {self.workdir}")
         worst = max(latencies, default=0.0)
         median = statistics.median(latencies) if latencies else 0.0
         counts = " ".join(f"{k}={v}" for k, v in sorted(stage.counts.items()))

@@ -130,6 +130,7 @@ class Checker:
         self.gone: list[tuple[float, PodView]] = []
         self.takeovers: list[rules.Takeover] = []
         self.holder = ""
+        self.scheduled: dict[str, dict[str, int]] = {}  # pod uid -> event uid -> count
         self.failed_scheduling: dict[str, float] = {}  # pod uid -> last FailedScheduling seen
         self.machine_events: dict[str, dict[str, tuple[str, int, str]]] = {}
         self.max_nodes_total: int | None = None
@@ -285,6 +286,12 @@ class Checker:
             if old is None and reporter:
                 self.figures.binds_by_reporter[reporter] = \
                     self.figures.binds_by_reporter.get(reporter, 0) + 1
+            counts = self.scheduled.setdefault(str(involved.get("uid")), {})
+            counts[str((event.get("metadata") or {}).get("uid"))] = int(event.get("count") or 1)
+            twice = rules.scheduled_twice(f"{involved.get('namespace')}/{involved.get('name')}",
+                                          counts.values())
+            if twice:
+                self.breach(twice)
             stamped = stamp_seconds(when)
             observed = self.bound_at.get(str(involved.get("uid")))
             at = min(x for x in (stamped, observed, time.time()) if x is not None)

@@ -222,7 +222,8 @@ async def operator_kill(stage: Stage) -> None:
     """kill -9 of the operator in the middle of a drain (a Machine deleted for it), a scale-up
     (pending pods made for it) or whatever is under way (a scale-down when there is one), and
     a restart a moment later."""
-    mode = stage.rng.choice(("drain", "scale-up", "under way"))
+    modes = ("scale-up", "drain", "under way")
+    mode = modes[stage.counts.get("operator-kill", 0) % len(modes)]
     if mode == "drain" and stage.churn is not None:
         await stage.churn.delete_a_machine()
     elif mode == "scale-up" and stage.churn is not None:

@@ -44,6 +44,15 @@ def rebinding(first_node: str | None, node_name: str) -> str | None:
     return None
 
 
+def scheduled_twice(pod: str, counts: Iterable[int]) -> str | None:
+    """More than one ``Scheduled`` event (summing aggregated counts) for one pod: it was
+    bound twice, or a failed second binding was reported as a success."""
+    total = sum(counts)
+    if total > 1:
+        return f"{pod}: {total} Scheduled events"
+    return None
+
+
 def overcommit(node: NodeView, pods: Iterable[PodView]) -> list[str]:
     """Requests (cpu, memory, pods, extended resources) beyond allocatable, and host ports
     taken twice, among the pods occupying ``node``."""

@@ -27,6 +27,11 @@ def test_rebinding(first: str | None, now: str, breach: bool) -> None:
     assert (rules.rebinding(first, now) is not None) == breach
 
 
+@pytest.mark.parametrize(("counts", "breach"), [([1], False), ([2], True), ([1, 1], True)])
+def test_scheduled_twice(counts: list[int], breach: bool) -> None:
+    assert (rules.scheduled_twice("ns/p", counts) is not None) == breach
+
+
 @pytest.mark.parametrize(("pods", "expected"), [
     ([make_pod("a", cpu="2", node_name="n"), make_pod("b", cpu="2", node_name="n")], []),
     ([make_pod("a", cpu="3", node_name="n"), make_pod("b", cpu="2", node_name="n")],
