@@ -298,6 +298,13 @@ class Checker:
             problem = rules.bind_after_lost_lease(reporter, at, self.takeovers, LEASE_GRACE)
             if problem:
                 self.breach(f"{involved.get('namespace')}/{involved.get('name')}: {problem}")
+        elif involved.get("kind") == "Pod" and reason == "Preempted" and old is None:
+            reporter = str(event.get("reportingInstance") or "")
+            at = stamp_seconds(when) or time.time()
+            problem = rules.bind_after_lost_lease(reporter, at, self.takeovers, LEASE_GRACE,
+                                                  "preempted a pod")
+            if problem:
+                self.breach(f"{involved.get('namespace')}/{involved.get('name')}: {problem}")
         elif involved.get("kind") == "Pod" and reason == "FailedScheduling":
             self.failed_scheduling[str(involved.get("uid"))] = time.time()
         elif involved.get("kind") == "Machine" and reason in rules.DELETION_EVENTS:

@@ -24,9 +24,9 @@ from berthmaster.scheduler.model import NodeView, PodView
 Obj = dict[str, Any]
 MIN_SIZE_KEY = "machine.openshift.io/cluster-api-autoscaler-node-group-min-size"
 MAX_SIZE_KEY = "machine.openshift.io/cluster-api-autoscaler-node-group-max-size"
-# The kwok Machine provider's deletion events, in the order a deletion makes them
-# (operator/machines/lifecycle.py's steps).
-DELETION_EVENTS = ("DrainProceeds", "DrainSucceeded", "Deleted")
+# A Machine deletion's events, in the order the drain step posts them (operator/machines/
+# events.py: upstream's "Deleted" ('Node "<name>" drained') comes before DrainSucceeded).
+DELETION_EVENTS = ("DrainProceeds", "Deleted", "DrainSucceeded")
 
 
 def occupies(pod: PodView) -> bool:
@@ -191,9 +191,10 @@ class Takeover:
 
 
 def bind_after_lost_lease(reporter: str, bound_at: float, takeovers: Sequence[Takeover],
-                          grace: float) -> str | None:
-    """A binding by ``reporter`` seen more than ``grace`` seconds after another replica took
-    the Lease from it (and before it took it back): it bound without being the leader."""
+                          grace: float, action: str = "bound a pod") -> str | None:
+    """A binding (or another act of a leader: ``action``) by ``reporter`` more than ``grace``
+    seconds after another replica took the Lease from it (and before it took it back): it
+    acted without being the leader."""
     lost: float | None = None
     for takeover in sorted(takeovers, key=lambda t: t.at):
         if takeover.at > bound_at:
@@ -203,7 +204,7 @@ def bind_after_lost_lease(reporter: str, bound_at: float, takeovers: Sequence[Ta
         elif takeover.new == reporter:
             lost = None
     if lost is not None and bound_at - lost > grace:
-        return (f"{reporter} bound a pod {bound_at - lost:.1f}s after it lost the Lease "
+        return (f"{reporter} {action} {bound_at - lost:.1f}s after it lost the Lease "
                 "to another replica")
     return None
 

@@ -223,12 +223,14 @@ def test_instance_gone_early(obj: dict[str, Any], exists: bool, breach: bool) ->
 
 
 @pytest.mark.parametrize(("events", "expected"), [
-    ([("DrainProceeds", 1, "t1"), ("DrainSucceeded", 1, "t2"), ("Deleted", 1, "t3")], []),
+    ([("DrainProceeds", 1, "t1"), ("Deleted", 1, "t2"), ("DrainSucceeded", 1, "t2")], []),
     ([("DrainProceeds", 2, "t1")], ["Machine m: DrainProceeds happened 2 times"]),
     ([("DrainProceeds", 1, "t1"), ("DrainProceeds", 1, "t2")],
      ["Machine m: DrainProceeds happened 2 times"]),
-    ([("Deleted", 1, "t1"), ("DrainSucceeded", 1, "t2")],
-     ["Machine m: Deleted (t1) before DrainSucceeded (t2)"]),
+    ([("DrainSucceeded", 1, "t1"), ("Deleted", 1, "t2")],
+     ["Machine m: DrainSucceeded (t1) before Deleted (t2)"]),
+    ([("Deleted", 1, "t1"), ("DrainProceeds", 1, "t2")],
+     ["Machine m: Deleted (t1) before DrainProceeds (t2)"]),
     ([("Created", 3, "t0")], []),
 ])
 def test_deletion_event_breaches(events: list[tuple[str, int, str]],
