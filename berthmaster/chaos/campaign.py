@@ -264,8 +264,10 @@ class Campaign:
             for kind in kinds:
                 if self.breached.is_set():
                     return
-                # the first round always completes: every kind fires at least once
-                if time.time() >= until and set(stage.fault_kinds_tried) >= set(kinds):
+                # past the end, go on until every kind has fired once (a short run), but
+                # not for ever (a kind that keeps failing is reported as such)
+                fired = set(stage.counts) >= set(kinds)
+                if time.time() >= until and (fired or time.time() >= until + 300):
                     return
                 log.info("fault: %s", kind)
                 await faults.inject(stage, kind)

@@ -32,7 +32,9 @@ AUTOSCALING = group_path("autoscaling.openshift.io", "v1")
 COORDINATION = group_path("coordination.k8s.io", "v1")
 POLICY = group_path("policy", "v1")
 RECENT = 10.0  # seconds a departed pod still counts for rules judged on a lagging view
-LEASE_GRACE = 2.0  # a bind in flight when the Lease ran out; event stamps have 1 s resolution
+# A bind in flight when the Lease ran out (event stamps have 1 s resolution); the leader-stop
+# fault resumes a frozen leader only after a longer while (faults.RESUME_AFTER_TAKEOVER).
+LEASE_GRACE = 3.0
 log = logging.getLogger("berthmaster.chaos")
 
 
@@ -86,15 +88,16 @@ class Mirror:
         items, version = await self.kube.list_all(self.path, **self.params)
         self.relists += 1
         fresh = {key_of(i): i for i in items}
-        for key, gone in list(self.items.items()):
+        before, self.items = self.items, dict(fresh)
+        # The copy is whole before the missed events are told: a rule counting over the copy
+        # (a budget's healthy pods) sees the cluster as listed, not half-updated.
+        for key, gone in before.items():
             if key not in fresh:
-                del self.items[key]
                 self.handler("DELETED", gone, gone)
         for key, obj in fresh.items():
-            old = self.items.get(key)
+            old = before.get(key)
             if old is None or (old.get("metadata") or {}).get("resourceVersion") != \
                     (obj.get("metadata") or {}).get("resourceVersion"):
-                self.items[key] = obj
                 self.handler("ADDED" if old is None else "MODIFIED", obj, old)
         self.synced.set()
         return version
@@ -135,6 +138,7 @@ class Checker:
         self.machine_events: dict[str, dict[str, tuple[str, int, str]]] = {}
         self.max_nodes_total: int | None = None
         self.static_nodes: set[str] = set()
+        self.taint_since: dict[str, dict[tuple[Any, Any], float]] = {}
         self.tasks: list[asyncio.Task[None]] = []
         self.pods = Mirror(kube, resource_path(CORE, "pods"), self._pod)
         self.nodes = Mirror(kube, resource_path(CORE, "nodes"), self._node)
@@ -182,8 +186,22 @@ class Checker:
     def _ours(self, pod: Obj) -> bool:
         return (pod.get("spec") or {}).get("schedulerName") == self.scheduler_name
 
-    def node_views(self) -> dict[str, NodeView]:
-        return {name.lstrip("/"): NodeView.from_dict(n) for name, n in self.nodes.items.items()}
+    def node_views(self, now: float) -> dict[str, NodeView]:
+        """Nodes as a scheduler may rightly have seen them: taints younger than ``RECENT``
+        seconds left out (the node-lifecycle controller's not-ready taint lands while pods
+        are being bound; a scheduler's cache learns of it a moment later)."""
+        views = {}
+        for node in self.nodes.items.values():
+            name = str((node.get("metadata") or {}).get("name"))
+            since = self.taint_since.get(name, {})
+            taints = (node.get("spec") or {}).get("taints") or []
+            settled = [t for t in taints
+                       if now - since.get((t.get("key"), t.get("effect")), 0.0) >= RECENT]
+            if len(settled) != len(taints):
+                node = {**node, "spec": {**(node.get("spec") or {}), "taints": settled},
+                        "metadata": {**(node.get("metadata") or {}), "uid": None}}
+            views[name] = NodeView.from_dict(node)
+        return views
 
     def _pod(self, kind: str, pod: Obj, old: Obj | None) -> None:
         now = time.time()
@@ -213,7 +231,7 @@ class Checker:
             return
         self.bound_at[uid] = now
         self.figures.pods_bound += 1
-        nodes = self.node_views()
+        nodes = self.node_views(now)
         view = PodView.from_dict(pod)
         others = [PodView.from_dict(p) for p in self.pods.items.values()]
         recent = [p for t, p in self.gone if now - t < RECENT]
@@ -258,9 +276,18 @@ class Checker:
 
     # ---------------------------------------------------------------- nodes
     def _node(self, kind: str, node: Obj, old: Obj | None) -> None:
+        name = str((node.get("metadata") or {}).get("name"))
         if kind != "DELETED":
+            since = self.taint_since.setdefault(name, {})
+            now = time.time()
+            current = {(t.get("key"), t.get("effect"))
+                       for t in (node.get("spec") or {}).get("taints") or []}
+            for taint in current - set(since):
+                since[taint] = now if old is not None else 0.0
+            for taint in set(since) - current:
+                del since[taint]
             return
-        name = (node.get("metadata") or {}).get("name")
+        self.taint_since.pop(name, None)
         for machine in list(self.machines.items.values()):
             if ((machine.get("status") or {}).get("nodeRef") or {}).get("name") == name:
                 self.later(3.0, functools.partial(self._instance_check, key_of(machine)))
