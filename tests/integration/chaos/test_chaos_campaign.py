@@ -16,9 +16,17 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from berthmaster.chaos.faults import FAULTS
 
 ROOT = Path(__file__).resolve().parents[3]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def leave_nodes_as_found() -> None:
+    """Overrides the integration folder's fixture of that name, which needs the session's
+    shared control plane: the campaign brings its own, and must not start a second."""
 
 
 def test_a_short_campaign_breaches_nothing_and_fires_every_fault(tmp_path: Path) -> None:
