@@ -4,8 +4,9 @@ Design: what runs
 - a kopf timer on the ClusterAutoscaler named ``default`` every 10 s (upstream's scan interval;
   ``BERTHMASTER_AUTOSCALER_SCAN_INTERVAL`` shortens it for tests) calls ``loop.run_once`` and
   writes the status it returns; kopf never overlaps two runs of one timer, so one decision
-  finishes before the next starts. An invalid ClusterAutoscaler gets a ``Healthy=False``
-  condition naming every problem, and no scaling.
+  finishes before the next starts. The loop reads the cluster from watch caches
+  (:mod:`.watches`), started by its first run and stopped at kopf's cleanup. An invalid
+  ClusterAutoscaler gets a ``Healthy=False`` condition naming every problem, and no scaling.
 - MachineAutoscaler create/update/resume write the min/max annotations, and the owner
   annotation ``autoscaling.openshift.io/machineautoscaler: <namespace>/<name>``, onto the target
   MachineSet, record it as ``status.lastTargetRef`` and add upstream's finalizer
@@ -49,6 +50,7 @@ from berthmaster.operator.autoscaler.loop import (
     run_once,
 )
 from berthmaster.operator.autoscaler.simulation import Placement
+from berthmaster.operator.autoscaler.watches import WatchedCluster
 from berthmaster.operator.client import operator_client as kube
 
 GROUP = "autoscaling.openshift.io"
@@ -67,6 +69,7 @@ log = logging.getLogger("berthmaster.operator.autoscaler")
 class _Shared:
     state = AutoscalerState()
     placement: Placement | None = None
+    cluster: WatchedCluster | None = None
 
 
 # ---------------------------------------------------------------- ClusterAutoscaler
@@ -97,14 +100,24 @@ async def clusterautoscaler_loop(body: kopf.Body, patch: kopf.Patch, **_: Any) -
     if _Shared.placement is None:
         _Shared.placement = default_placement()
     client = await kube()
+    if _Shared.cluster is None:
+        _Shared.cluster = WatchedCluster(client)
     try:
-        status = await run_once(client, body, _Shared.state, _Shared.placement)
+        status = await run_once(client, body, _Shared.state, _Shared.placement,
+                                read=_Shared.cluster.read)
     except KubeError as error:
         metrics.errors_total.labels("apiCallError").inc()
         log.warning("autoscaler loop failed: %s", error)
         return
     status["observedGeneration"] = body.get("metadata", {}).get("generation")
     patch.status.update(status)
+
+
+@kopf.on.cleanup()
+async def stop_autoscaler_watches(**_: Any) -> None:
+    if _Shared.cluster is not None:
+        await _Shared.cluster.stop()
+    _Shared.cluster = None
 
 
 # ---------------------------------------------------------------- MachineAutoscaler
