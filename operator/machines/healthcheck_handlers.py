@@ -68,7 +68,9 @@ class HealthCheckRuntime:
 
 
 @kopf.on.startup()
-async def start_machinehealthchecks(memo: kopf.Memo, **_: Any) -> None:
+async def start_machinehealthchecks(memo: kopf.Memo, settings: kopf.OperatorSettings,
+                                    **_: Any) -> None:
+    settings.watching.label_selectors[api.NODES_WATCH] = api.NODES_WATCH_SELECTOR
     # Its own client (as the machines capability has), closed only after the queue stopped.
     kube = await KubeClient.connect(os.environ.get("KUBECONFIG") or None)
     runtime = HealthCheckRuntime(HealthCheckController(kube).reconcile, kube)
