@@ -91,46 +91,88 @@ def eligible(pod: PodView, constraint: SpreadConstraint, node: NodeView) -> bool
 
 def _eligibility(pod: PodView, constraint: SpreadConstraint) -> tuple[object, ...]:
     """What decides which nodes are eligible: pods alike here share the domains."""
-    return (constraint,
+    return (constraint.topology_key,
+            constraint.node_affinity_policy != "Ignore",
             tuple(sorted(pod.node_selector.items()))
             if constraint.node_affinity_policy != "Ignore" else (),
             pod.required_node_affinity if constraint.node_affinity_policy != "Ignore" else None,
+            constraint.node_taints_policy == "Honor",
             pod.tolerations if constraint.node_taints_policy == "Honor" else ())
+
+
+def _label_key(pod: PodView) -> tuple[tuple[str, str], ...]:
+    return tuple(sorted(pod.labels.items()))
 
 
 def decide(params: Params, ctx: StrategyContext) -> Decision:
     nodes = {n["metadata"]["name"]: ctx.state.node_view(n) for n in ctx.nodes}
     pods = [ctx.state.view(p) for name in nodes for p in ctx.consider(ctx.pods_on(name))]
-    by_namespace: dict[str, list[PodView]] = {}
+    by_namespace: dict[str, NamespacePods] = {}
     for pod in pods:
-        by_namespace.setdefault(pod.namespace, []).append(pod)
-    seen: set[tuple[str, tuple[object, ...]]] = set()
+        by_namespace.setdefault(pod.namespace, NamespacePods()).add(pod)
+    seen: set[tuple[str, SpreadConstraint, tuple[object, ...]]] = set()
+    # Which nodes take part, and in which domain, depends on the pod and the constraint only
+    # through _eligibility: worked out once per distinct answer, not once per constraint (each
+    # owner's constraint has its own selector; all of them usually share one node set).
+    domains_by_eligibility: dict[tuple[object, ...], Domains] = {}
     for pod in pods:
         for constraint in pod.spread_constraints:
-            key = (pod.namespace, _eligibility(pod, constraint))
+            eligibility = _eligibility(pod, constraint)
+            key = (pod.namespace, constraint, eligibility)
             if constraint.when_unsatisfiable not in params.constraints or key in seen:
                 continue
             seen.add(key)
-            # eligible node -> its domain (the value of the topology key)
-            domain_of = {name: view.labels[constraint.topology_key]
-                         for name, view in nodes.items() if eligible(pod, constraint, view)}
-            yield from balance(params, ctx, constraint, by_namespace[pod.namespace], domain_of)
+            domains = domains_by_eligibility.get(eligibility)
+            if domains is None:
+                domains = domains_by_eligibility[eligibility] = Domains({
+                    name: view.labels[constraint.topology_key]
+                    for name, view in nodes.items() if eligible(pod, constraint, view)})
+            yield from balance(params, ctx, constraint, by_namespace[pod.namespace], domains)
+
+
+class Domains:
+    """The eligible nodes grouped by their value of the topology key."""
+
+    def __init__(self, domain_of: dict[str, str]):
+        self.domain_of = domain_of  # eligible node -> its domain
+        self.nodes: dict[str, list[str]] = {}  # domain -> its nodes
+        for name, value in domain_of.items():
+            self.nodes.setdefault(value, []).append(name)
+
+
+class NamespacePods:
+    """One namespace's pods, in listing order, with their labels read once: a constraint's
+    selector is matched once per distinct label set, not once per pod."""
+
+    def __init__(self) -> None:
+        self.pods: list[tuple[tuple[tuple[str, str], ...], PodView]] = []
+        self.label_sets: dict[tuple[tuple[str, str], ...], dict[str, str]] = {}
+
+    def add(self, pod: PodView) -> None:
+        key = _label_key(pod)
+        self.pods.append((key, pod))
+        self.label_sets.setdefault(key, pod.labels)
+
+    def selected(self, constraint: SpreadConstraint) -> list[PodView]:
+        """The pods the constraint's selector picks, in listing order."""
+        matches = constraint.selector.matches
+        chosen = {key for key, labels in self.label_sets.items() if matches(labels)}
+        return [pod for key, pod in self.pods if key in chosen]
 
 
 def balance(
     params: Params, ctx: StrategyContext, constraint: SpreadConstraint,
-    namespace_pods: list[PodView], domain_of: Mapping[str, str],
+    namespace_pods: NamespacePods, eligible_domains: Domains,
 ) -> Decision:
     key = constraint.topology_key
-    domain_nodes: dict[str, list[str]] = {}
-    for name, value in domain_of.items():
-        domain_nodes.setdefault(value, []).append(name)
-    domains: dict[str, list[PodView]] = {value: [] for value in domain_nodes}
-    if len(domains) < 2:
+    domain_nodes = eligible_domains.nodes
+    if len(domain_nodes) < 2:
         return
-    for pod in namespace_pods:
+    domains: dict[str, list[PodView]] = {value: [] for value in domain_nodes}
+    domain_of = eligible_domains.domain_of
+    for pod in namespace_pods.selected(constraint):
         domain = domain_of.get(pod.node_name)
-        if domain is not None and constraint.selector.matches(pod.labels):
+        if domain is not None:
             domains[domain].append(pod)
     ordered = sorted(domains.items(), key=lambda item: len(item[1]))
     counts = [len(members) for _, members in ordered]
