@@ -23,7 +23,7 @@ Args (v1alpha2): ``constraints`` (default ``[DoNotSchedule]``), ``topologyBalanc
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -39,7 +39,7 @@ from berthmaster.scheduler.descheduler.fields import (
 )
 from berthmaster.scheduler.descheduler.protection import eviction_order
 from berthmaster.scheduler.descheduler.strategies.common import common_v1alpha1, pod_filter
-from berthmaster.scheduler.model import NodeView, PodView, SpreadConstraint
+from berthmaster.scheduler.model import LabelSelector, NodeView, PodView, SpreadConstraint
 from berthmaster.scheduler.plugins import node_affinity
 from berthmaster.scheduler.plugins.taint_toleration import untolerated_taint
 
@@ -141,23 +141,43 @@ class Domains:
 
 
 class NamespacePods:
-    """One namespace's pods, in listing order, with their labels read once: a constraint's
-    selector is matched once per distinct label set, not once per pod."""
+    """One namespace's pods grouped by their labels: a constraint's selector is matched once
+    per distinct label set — only the sets holding a label its first ``In`` requirement (a
+    ``matchLabels`` entry) asks for — and only the pods it picks are walked."""
 
     def __init__(self) -> None:
-        self.pods: list[tuple[tuple[tuple[str, str], ...], PodView]] = []
+        self.count = 0
+        # label set -> its labels, and its pods with their place in the listing
         self.label_sets: dict[tuple[tuple[str, str], ...], dict[str, str]] = {}
+        self.members: dict[tuple[tuple[str, str], ...], list[tuple[int, PodView]]] = {}
+        self.with_label: dict[tuple[str, str], list[tuple[tuple[str, str], ...]]] = {}
 
     def add(self, pod: PodView) -> None:
         key = _label_key(pod)
-        self.pods.append((key, pod))
-        self.label_sets.setdefault(key, pod.labels)
+        if key not in self.label_sets:
+            self.label_sets[key] = pod.labels
+            self.members[key] = []
+            for pair in key:
+                self.with_label.setdefault(pair, []).append(key)
+        self.members[key].append((self.count, pod))
+        self.count += 1
+
+    def _candidates(self, selector: LabelSelector) -> Iterable[tuple[tuple[str, str], ...]]:
+        for requirement in selector.requirements:
+            if requirement.operator == "In":
+                return [key for value in requirement.values
+                        for key in self.with_label.get((requirement.key, value), ())]
+        return self.label_sets
 
     def selected(self, constraint: SpreadConstraint) -> list[PodView]:
         """The pods the constraint's selector picks, in listing order."""
-        matches = constraint.selector.matches
-        chosen = {key for key, labels in self.label_sets.items() if matches(labels)}
-        return [pod for key, pod in self.pods if key in chosen]
+        selector = constraint.selector
+        chosen = [self.members[key] for key in self._candidates(selector)
+                  if selector.matches(self.label_sets[key])]
+        if len(chosen) == 1:
+            return [pod for _, pod in chosen[0]]
+        return [pod for _, pod in sorted((member for group in chosen for member in group),
+                                         key=lambda member: member[0])]
 
 
 def balance(
