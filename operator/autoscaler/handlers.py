@@ -4,8 +4,9 @@ Design: what runs
 - a kopf timer on the ClusterAutoscaler named ``default`` every 10 s (upstream's scan interval;
   ``BERTHMASTER_AUTOSCALER_SCAN_INTERVAL`` shortens it for tests) calls ``loop.run_once`` and
   writes the status it returns; kopf never overlaps two runs of one timer, so one decision
-  finishes before the next starts. The loop reads the cluster from watch caches
-  (:mod:`.watches`), started by its first run and stopped at kopf's cleanup. An invalid
+  finishes before the next starts; the status is written only where it changed. The loop
+  reads the cluster from watch caches (:mod:`.watches`), started by its first run and stopped
+  at kopf's cleanup. An invalid
   ClusterAutoscaler gets a ``Healthy=False`` condition naming every problem, and no scaling.
 - MachineAutoscaler create/update/resume write the min/max annotations, and the owner
   annotation ``autoscaling.openshift.io/machineautoscaler: <namespace>/<name>``, onto the target
@@ -110,7 +111,13 @@ async def clusterautoscaler_loop(body: kopf.Body, patch: kopf.Patch, **_: Any) -
         log.warning("autoscaler loop failed: %s", error)
         return
     status["observedGeneration"] = body.get("metadata", {}).get("generation")
-    patch.status.update(status)
+    patch.status.update(status_changes(body.get("status") or {}, status))
+
+
+def status_changes(current: Mapping[str, Any], wanted: Mapping[str, Any]) -> dict[str, Any]:
+    """The fields of ``wanted`` that differ from ``current``: a loop that changed nothing
+    writes nothing (no PATCH, and no watch event of our own to read back every 10 s)."""
+    return {key: value for key, value in wanted.items() if current.get(key) != value}
 
 
 @kopf.on.cleanup()
