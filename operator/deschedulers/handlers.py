@@ -10,7 +10,8 @@ Design: what runs, in order
   immutable and kept: its name carries the spec generation, so a changed spec gets a new Job).
   A schedule removed deletes the CronJob. All children carry an owner reference, so deleting
   the Descheduler lets the garbage collector clean up.
-- Job events (Jobs labelled ``berthmaster.io/descheduler``): the newest run's start time and
+- Job events (Jobs labelled ``berthmaster.io/descheduler``, selected on the server: other Jobs
+  never reach the operator): the newest run's start time and
   outcome (Pending/Running/Succeeded/Failed) go into the owner's status with a
   ``LastRunSucceeded`` condition; a finished run's evictions are added to
   ``descheduler_pods_evicted_total`` (``evictions``).
@@ -166,6 +167,13 @@ async def descheduler_reconcile(body: kopf.Body, status: kopf.Status, patch: kop
         if status.get("lastJobName") != job_name(body):
             patch.status["lastRunOutcome"] = "Pending"
     kopf.info(body, reason="Reconciled", message=ready_message)
+
+
+@kopf.on.startup()
+def watch_only_descheduler_jobs(settings: kopf.OperatorSettings, **_: Any) -> None:
+    """Only the Jobs a Descheduler made (they and the CronJob's template carry OWNER_LABEL, see
+    build.py) are asked of the API server: other Jobs never reach the operator."""
+    settings.watching.label_selectors["batch", "v1", "jobs"] = OWNER_LABEL
 
 
 @kopf.on.event("batch", "v1", "jobs", labels={OWNER_LABEL: kopf.PRESENT})
