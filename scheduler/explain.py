@@ -146,7 +146,7 @@ async def read_live(args: argparse.Namespace, namespace: str, name: str,
                 raise ConfigurationError(
                     f"pod {namespace}/{name} not found; check the namespace and name "
                     f"(kubectl get pods -n {namespace})") from error
-            raise live.listing_error(f"pods (Pod {namespace}/{name})", error) from error
+            raise live.api_error("get", "pods", error, namespace, name) from error
         if policy is not None:
             return pod, await live.list_cluster(kube), policy
         objects, configured = await asyncio.gather(

@@ -56,16 +56,21 @@ def as_snapshot_object(resource: Resource, item: JSON) -> JSON:
             "metadata": meta}
 
 
-def listing_error(what: str, error: KubeError) -> ConfigurationError | ConnectivityError:
-    """One line for a request the API server refused or could not answer."""
+def api_error(verb: str, plural: str, error: KubeError, namespace: str | None = None,
+              name: str | None = None) -> ConfigurationError | ConnectivityError:
+    """One line for a request the API server refused (exit 2: RBAC or credentials are
+    configuration) or could not answer (exit 3)."""
+    target = f"{plural} {namespace}/{name}" if name else plural
     if error.status in (401, 403):
+        scope = f"-n {namespace}" if namespace else "--all-namespaces"
         return ConfigurationError(
-            f"the API server refused to read {what} ({error.status} {error.reason}); use a "
-            f"kubeconfig whose user may get and list it (kubectl auth can-i list {what})")
+            f"the API server refused to {verb} {target} ({error.status} {error.reason}: "
+            f"{error.message}); use a kubeconfig whose user may (kubectl auth can-i {verb} "
+            f"{plural} {scope})")
     if error.status == 0:
-        return ConnectivityError(f"lost the API server while reading {what} ({error.message}); "
-                                 "check that it is running and retry")
-    return ConnectivityError(f"the API server could not read {what} ({error.status} "
+        return ConnectivityError(f"lost the API server while reading {target} "
+                                 f"({error.message}); check that it is running and retry")
+    return ConnectivityError(f"the API server could not {verb} {target} ({error.status} "
                              f"{error.reason}: {error.message}); retry, or check its health")
 
 
@@ -81,8 +86,7 @@ async def list_cluster(kube: KubeClient, resources: Iterable[Resource] = RESOURC
         except KubeError as error:
             if error.not_found:
                 return []  # an API group this server does not serve holds nothing to read
-            plural = resource.path.rsplit("/", 1)[-1]
-            raise listing_error(plural, error) from error
+            raise api_error("list", resource.path.rsplit("/", 1)[-1], error) from error
         return [as_snapshot_object(resource, item) for item in items]
 
     lists = await asyncio.gather(*(one(r) for r in resources))
@@ -139,7 +143,7 @@ async def _get_configmap(kube: KubeClient, namespace: str, name: str) -> JSON | 
     except KubeError as error:
         if error.not_found:
             return None
-        raise listing_error(f"configmaps (ConfigMap {namespace}/{name})", error) from error
+        raise api_error("get", "configmaps", error, namespace, name) from error
 
 
 def policy_file(path: str) -> ConfiguredPolicy:
@@ -177,14 +181,17 @@ async def _chart_policy(kube: KubeClient) -> ConfiguredPolicy:
         if well_known is not None:
             candidates = [well_known]
         else:
-            listed, _ = await kube.list_all(resource_path(CORE, "configmaps"),
-                                            labelSelector=CHART_POLICY_LABELS)
+            try:
+                listed, _ = await kube.list_all(resource_path(CORE, "configmaps"),
+                                                labelSelector=CHART_POLICY_LABELS)
+            except KubeError as error:
+                raise api_error("list", "configmaps", error) from error
             candidates = [c for c in listed if str((c.get("metadata") or {}).get("name", ""))
                           .endswith(CHART_POLICY_SUFFIX)]
-    except (ConfigurationError, KubeError) as error:
+    except ConfigurationError as error:  # RBAC: explain with the default policy, and say so
         return ConfiguredPolicy(default_policy(), "the default policy", note=(
-            f"could not read the scheduler's policy ConfigMap ({error}); explained with the "
-            "default policy: pass --policy FILE or --policy-configmap NAME to use another"))
+            f"explained with the default policy: {error}; or pass --policy FILE (in the "
+            "scheduler's Pod: --policy /etc/berthmaster/policy.json)"))
     found = [p for p in map(_policy_from_configmap, candidates) if p is not None]
     if len(found) > 1:
         names = ", ".join(p.source for p in found)
