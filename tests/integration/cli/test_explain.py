@@ -26,8 +26,9 @@ from typing import Any
 
 import pytest
 
-from berthmaster.kube import CORE, KubeClient, resource_path
+from berthmaster.kube import CORE, KubeClient, group_path, resource_path
 from tests.integration.cli.test_cli_failures import closed_port, kubeconfig, one_line
+from tests.support.accounts import service_account_kubeconfig
 from tests.support.waiting import wait_for
 
 VENV_BIN = Path(sys.executable).parent
@@ -232,3 +233,80 @@ async def test_the_scheduler_policy_configmap(kube: KubeClient, cluster: Any,
         # deleted now, not with the namespace: a later test must not find it
         for name in ("release-berthmaster-scheduler-policy", "legacy"):
             await kube.delete(resource_path(CORE, "configmaps", namespace, name))
+
+
+RBAC = group_path("rbac.authorization.k8s.io", "v1")
+# What the chart's scheduler ClusterRole lets it read (charts/berthmaster/templates/
+# scheduler-rbac.yaml): every kind placement reads, and no ConfigMaps.
+SCHEDULER_READS = [
+    {"apiGroups": [""], "resources": ["nodes", "pods", "namespaces", "services",
+                                      "replicationcontrollers", "persistentvolumes",
+                                      "persistentvolumeclaims"], "verbs": ["get", "list"]},
+    {"apiGroups": ["apps"], "resources": ["replicasets", "statefulsets"], "verbs": ["get", "list"]},
+    {"apiGroups": ["policy"], "resources": ["poddisruptionbudgets"], "verbs": ["get", "list"]},
+    {"apiGroups": ["scheduling.k8s.io"], "resources": ["priorityclasses"],
+     "verbs": ["get", "list"]},
+    {"apiGroups": ["storage.k8s.io"], "resources": ["storageclasses", "csinodes"],
+     "verbs": ["get", "list"]},
+]
+
+
+async def test_rbac(kube: KubeClient, cluster: Any, scene: dict[str, str],
+                    tmp_path: Path) -> None:
+    """With the scheduler's read rules (no ConfigMaps) the pod is explained with the default
+    policy and a note naming the refusal; with no rules, one line naming the refused request
+    and the kubectl auth can-i check, exit 2."""
+    namespace = scene["namespace"]
+    accounts = resource_path(CORE, "serviceaccounts", namespace)
+    for account in ("reader", "nobody"):
+        await kube.create(accounts, {"apiVersion": "v1", "kind": "ServiceAccount",
+                                     "metadata": {"name": account}})
+    role = f"{namespace}-explain-reader"
+    await kube.create(resource_path(RBAC, "clusterroles"), {
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+        "metadata": {"name": role}, "rules": SCHEDULER_READS})
+    await kube.create(resource_path(RBAC, "clusterrolebindings"), {
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+        "metadata": {"name": role},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                    "name": role},
+        "subjects": [{"kind": "ServiceAccount", "name": "reader", "namespace": namespace}]})
+    try:
+        async def granted() -> bool:
+            review = await kube.create(
+                resource_path(group_path("authorization.k8s.io", "v1"), "subjectaccessreviews"),
+                {"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview",
+                 "spec": {"user": f"system:serviceaccount:{namespace}:reader",
+                          "groups": ["system:serviceaccounts"],
+                          "resourceAttributes": {"verb": "list", "group": "storage.k8s.io",
+                                                 "resource": "csinodes"}}})
+            return bool(review.get("status", {}).get("allowed"))
+
+        await wait_for(granted, timeout=60, what="the reader's ClusterRoleBinding in effect")
+        reader = await service_account_kubeconfig(kube, cluster, namespace, "reader", tmp_path)
+        result = await berthmaster("explain", "pod", f"{namespace}/b-somewhere", "-o", "json",
+                                   "--kubeconfig", str(reader))
+        assert result.returncode == 0, result.stderr
+        document = json.loads(result.stdout)
+        assert document["policy"] == "the default policy"
+        (note,) = document["notes"]
+        assert note.startswith(
+            "explained with the default policy: the API server refused to get configmaps "
+            "berthmaster/berthmaster-scheduler-policy (403 Forbidden: ")
+        assert note.endswith("(kubectl auth can-i get configmaps -n berthmaster); or pass "
+                             "--policy FILE (in the scheduler's Pod: --policy "
+                             "/etc/berthmaster/policy.json)")
+        assert document["placements"][0]["node"] == scene["big"]
+
+        nobody = await service_account_kubeconfig(kube, cluster, namespace, "nobody", tmp_path)
+        refused = await berthmaster("explain", "pod", f"{namespace}/b-somewhere",
+                                    "--kubeconfig", str(nobody))
+        assert refused.returncode == 2
+        line = one_line(refused)
+        assert line.startswith(f"berthmaster explain: the API server refused to get pods "
+                               f"{namespace}/b-somewhere (403 Forbidden: ")
+        assert line.endswith(f"use a kubeconfig whose user may (kubectl auth can-i get pods "
+                             f"-n {namespace})")
+    finally:
+        await kube.delete(resource_path(RBAC, "clusterrolebindings", name=role))
+        await kube.delete(resource_path(RBAC, "clusterroles", name=role))
