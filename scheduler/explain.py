@@ -55,6 +55,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--kubeconfig", metavar="FILE",
                         help="kubeconfig file (default: $KUBECONFIG, ~/.kube/config, then "
                              "in-cluster)")
+    parser.add_argument("--context", metavar="NAME", help="the kubeconfig context to use")
     parser.add_argument("--policy", "--policy-config-file", dest="policy", metavar="FILE",
                         help="scheduler Policy file (default: the running scheduler's policy "
                              "ConfigMap, else the default policy)")
@@ -138,7 +139,7 @@ async def read_live(args: argparse.Namespace, namespace: str, name: str,
     from berthmaster.kube import CORE, KubeClient, KubeError, resource_path
     from berthmaster.scheduler import live
 
-    async with await KubeClient.connect(args.kubeconfig) as kube:
+    async with await KubeClient.connect(args.kubeconfig, context=args.context) as kube:
         try:
             pod = await kube.get(resource_path(CORE, "pods", namespace, name))
         except KubeError as error:

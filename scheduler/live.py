@@ -93,11 +93,11 @@ async def list_cluster(kube: KubeClient, resources: Iterable[Resource] = RESOURC
     return [obj for items in lists for obj in items]
 
 
-def read_cluster(kubeconfig: str | None) -> list[JSON]:
+def read_cluster(kubeconfig: str | None, context: str | None = None) -> list[JSON]:
     """:func:`list_cluster` over a fresh connection (``KubeClient.connect``'s rules)."""
 
     async def read() -> list[JSON]:
-        async with await KubeClient.connect(kubeconfig) as kube:
+        async with await KubeClient.connect(kubeconfig, context=context) as kube:
             return await list_cluster(kube)
 
     return asyncio.run(read())

@@ -58,6 +58,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "~/.kube/config, then in-cluster)")
     parser.add_argument("--kubeconfig", metavar="FILE",
                         help="with --from-cluster: the kubeconfig to read the cluster with")
+    parser.add_argument("--context", metavar="NAME",
+                        help="with --from-cluster: the kubeconfig context to use")
     parser.add_argument("--save", metavar="FILE",
                         help="with --from-cluster: also write the snapshot to FILE, in the "
                              "format --cluster reads (JSON when FILE ends in .json, else YAML)")
@@ -268,16 +270,16 @@ def _live_objects(args: argparse.Namespace) -> list[dict[str, Any]]:
     # --from-cluster, reaches it through berthmaster.scheduler.live.
     from berthmaster.scheduler import live
 
-    objects = live.read_cluster(args.kubeconfig)
+    objects = live.read_cluster(args.kubeconfig, args.context)
     if args.save:
         live.save_snapshot(objects, args.save)
     return objects
 
 
 def run(args: argparse.Namespace) -> int:
-    if (args.save or args.kubeconfig) and not args.from_cluster:
-        print("berthmaster simulate: --save and --kubeconfig go with --from-cluster; add it "
-              "(or drop them to simulate the --cluster file)", file=sys.stderr)
+    if (args.save or args.kubeconfig or args.context) and not args.from_cluster:
+        print("berthmaster simulate: --save, --kubeconfig and --context go with --from-cluster; "
+              "add it (or drop them to simulate the --cluster file)", file=sys.stderr)
         return 2
     try:
         policy: Policy = load_policy(read_text(args.policy), args.policy) if args.policy \

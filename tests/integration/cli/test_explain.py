@@ -310,3 +310,36 @@ async def test_rbac(kube: KubeClient, cluster: Any, scene: dict[str, str],
     finally:
         await kube.delete(resource_path(RBAC, "clusterrolebindings", name=role))
         await kube.delete(resource_path(RBAC, "clusterroles", name=role))
+
+
+async def test_contexts_and_yaml(cluster: Any, scene: dict[str, str]) -> None:
+    """--context picks the kubeconfig's context (kubectl passes a plugin its flags as they
+    are); -o yaml is the JSON answer in YAML."""
+    import yaml
+
+    namespace = scene["namespace"]
+    admin = yaml.safe_load(Path(cluster.kubeconfig).read_text())
+    reference = f"{namespace}/b-somewhere"
+    as_json = await explain_json(cluster, reference, "--context", admin["current-context"])
+    as_yaml = await berthmaster("explain", "pod", reference, "-o", "yaml",
+                                "--kubeconfig", str(cluster.kubeconfig))
+    assert as_yaml.returncode == 0, as_yaml.stderr
+    assert yaml.safe_load(as_yaml.stdout) == as_json
+
+    unknown = await berthmaster("explain", "pod", reference, "--context", "nowhere",
+                                "--kubeconfig", str(cluster.kubeconfig))
+    assert unknown.returncode == 2
+    assert one_line(unknown) == (
+        f"berthmaster explain: the kubeconfig {cluster.kubeconfig} has no context nowhere; pass "
+        "--context with one of its contexts (kubectl config get-contexts)")
+
+
+async def test_no_kubeconfig_outside_a_pod(tmp_path: Path) -> None:
+    env = {"HOME": str(tmp_path), "KUBECONFIG": "", "KUBERNETES_SERVICE_HOST": "",
+           "KUBERNETES_SERVICE_PORT": ""}
+    for argv in (["explain", "pod", "default/web"], ["simulate", "--from-cluster"]):
+        result = await berthmaster(*argv, env=env)
+        assert result.returncode == 2
+        assert one_line(result) == (
+            f"berthmaster {argv[0]}: no kubeconfig and not running in a Pod "
+            "(KUBERNETES_SERVICE_HOST is not set); pass --kubeconfig FILE or set KUBECONFIG")

@@ -122,8 +122,8 @@ def test_save_needs_from_cluster(tmp_path: Path, capsys: pytest.CaptureFixture[s
     snapshot.write_text("")
     assert main(["simulate", "--cluster", str(snapshot), "--save", "x.yaml"]) == 2
     assert capsys.readouterr().err == (
-        "berthmaster simulate: --save and --kubeconfig go with --from-cluster; add it (or drop "
-        "them to simulate the --cluster file)\n")
+        "berthmaster simulate: --save, --kubeconfig and --context go with --from-cluster; add "
+        "it (or drop them to simulate the --cluster file)\n")
 
 
 def test_kubectl_plugin_entry_point() -> None:
