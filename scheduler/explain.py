@@ -28,9 +28,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from berthmaster.errors import ConfigurationError
+from berthmaster.kube import CORE, KubeClient, KubeError, resource_path
+from berthmaster.scheduler import live
 from berthmaster.scheduler.engine import Engine
 from berthmaster.scheduler.live import ConfiguredPolicy
-from berthmaster.scheduler.policy import PolicyError
 from berthmaster.scheduler.simulate import (
     SCHEDULER_NAME,
     Source,
@@ -117,6 +118,8 @@ def explain(objects: list[JSON], pod: JSON, engine: Engine) -> Explanation:
     """Place ``pod`` on the cluster of ``objects`` (which may hold the pod itself: its own
     placement is left out) and explain every node's verdict. Pure."""
     target = pod_key(pod)
+    mine = [o for o in objects if o.get("kind") == "Pod" and pod_key(o) == target]
+    pod = mine[0] if mine else pod  # as read with the rest (it may have been bound since)
     others = [o for o in objects if not (o.get("kind") == "Pod" and pod_key(o) == target)]
     pending, notes = as_pending(pod)
     snapshot, queue = build_inputs([Source("the live cluster", others),
@@ -136,9 +139,6 @@ async def read_live(args: argparse.Namespace, namespace: str, name: str,
                     policy: ConfiguredPolicy | None
                     ) -> tuple[JSON, list[JSON], ConfiguredPolicy]:
     """(the pod, every object placement reads, the Policy) from one connection."""
-    from berthmaster.kube import CORE, KubeClient, KubeError, resource_path
-    from berthmaster.scheduler import live
-
     async with await KubeClient.connect(args.kubeconfig, context=args.context) as kube:
         try:
             pod = await kube.get(resource_path(CORE, "pods", namespace, name))
@@ -157,8 +157,6 @@ async def read_live(args: argparse.Namespace, namespace: str, name: str,
 
 
 def run(args: argparse.Namespace) -> int:
-    from berthmaster.scheduler import live
-
     namespace, name = pod_reference(args.pod, args.namespace)
     if args.policy and args.policy_configmap:
         raise ConfigurationError("--policy and --policy-configmap both name a Policy; give one")
@@ -168,7 +166,7 @@ def run(args: argparse.Namespace) -> int:
         engine = Engine(policy.policy, seed=args.seed,
                         percentage_of_nodes_to_score=args.percentage_of_nodes_to_score)
         explanation = explain(objects, pod, engine)
-    except (PolicyError, ValueError) as error:  # a bad Policy, unreadable file or object
+    except ValueError as error:  # PolicyError, an unreadable file, a malformed object
         print(f"berthmaster explain: {error}", file=sys.stderr)
         return 2
     document = result_document(explanation, policy)

@@ -127,7 +127,8 @@ class ConfiguredPolicy:
     note: str = ""
 
 
-def _policy_from_configmap(configmap: JSON) -> ConfiguredPolicy | None:
+def policy_from_configmap(configmap: JSON) -> ConfiguredPolicy | None:
+    """The Policy under the first of ``POLICY_KEYS`` the ConfigMap has (None: none of them)."""
     meta = configmap.get("metadata") or {}
     data = configmap.get("data") or {}
     for key in POLICY_KEYS:
@@ -164,7 +165,7 @@ async def configured_policy(kube: KubeClient, configmap: str | None = None,
             raise ConfigurationError(
                 f"ConfigMap {namespace}/{configmap} not found; check --policy-configmap and "
                 f"--policy-configmap-namespace (kubectl get configmaps -n {namespace})")
-        chosen = _policy_from_configmap(found)
+        chosen = policy_from_configmap(found)
         if chosen is None:
             raise ConfigurationError(
                 f"ConfigMap {namespace}/{configmap} has no {' or '.join(POLICY_KEYS)} key; "
@@ -192,7 +193,7 @@ async def _chart_policy(kube: KubeClient) -> ConfiguredPolicy:
         return ConfiguredPolicy(default_policy(), "the default policy", note=(
             f"explained with the default policy: {error}; or pass --policy FILE (in the "
             "scheduler's Pod: --policy /etc/berthmaster/policy.json)"))
-    found = [p for p in map(_policy_from_configmap, candidates) if p is not None]
+    found = [p for p in map(policy_from_configmap, candidates) if p is not None]
     if len(found) > 1:
         names = ", ".join(p.source for p in found)
         raise ConfigurationError(f"more than one berthmaster scheduler policy ConfigMap ({names}); "

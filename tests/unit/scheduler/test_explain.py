@@ -20,11 +20,13 @@ from berthmaster.errors import ConfigurationError
 from berthmaster.scheduler.daemon.cache import RESOURCES
 from berthmaster.scheduler.engine import Engine
 from berthmaster.scheduler.explain import as_pending, explain, pod_reference
-from berthmaster.scheduler.live import as_snapshot_object, save_snapshot
+from berthmaster.scheduler.live import as_snapshot_object, policy_from_configmap, save_snapshot
 from berthmaster.scheduler.simulate import Source, build_inputs, load_inputs, simulate
 from tests.support.builders import make_node, make_pod
 
 GROUP = {"zone": "a"}
+POLICY = ('{"kind": "Policy", "apiVersion": "v1", "predicates": [{"name": "PodFitsResources"}],'
+          ' "priorities": [{"name": "LeastRequestedPriority", "weight": 1}]}')
 
 
 def cluster(*pods: dict[str, Any]) -> list[dict[str, Any]]:
@@ -139,3 +141,36 @@ def test_kubectl_plugin_usage_names_kubectl(capsys: pytest.CaptureFixture[str]) 
     with pytest.raises(SystemExit):
         main(["explain", "--help"], prog="kubectl berthmaster")
     assert capsys.readouterr().out.startswith("usage: kubectl berthmaster explain ")
+
+
+def test_the_pod_as_listed_with_the_cluster_wins() -> None:
+    """The pod is read first, then the cluster: if it was bound in between, the listed copy
+    (consistent with the rest) is what is explained."""
+    read_first = make_pod("web", cpu="1500m", node_selector=GROUP, uid="web-uid",
+                          scheduler_name="berthmaster")
+    listed = make_pod("web", cpu="1500m", node_selector=GROUP, uid="web-uid", node_name="big",
+                      scheduler_name="berthmaster")
+    answer = explain(cluster(listed), read_first, Engine(seed=0))
+    assert answer.notes[0].startswith("pod default/web is bound to node big")
+    assert answer.placement["nodes"]["big"]["fits"] is True
+
+
+def test_a_binary_policy_file_fails_before_connecting(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    binary = tmp_path / "policy.png"
+    binary.write_bytes(b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR")
+    assert main(["explain", "pod", "default/web", "--policy", str(binary),
+                 "--kubeconfig", "/nonexistent"]) == 2
+    assert capsys.readouterr().err == (
+        f"berthmaster explain: {binary} is a binary file, not YAML or JSON; give the text "
+        "file\n")
+
+
+@pytest.mark.parametrize(("data", "source"), [
+    ({"policy.json": POLICY, "policy.cfg": "{}"}, "ConfigMap ns/p key policy.json"),
+    ({"policy.cfg": POLICY}, "ConfigMap ns/p key policy.cfg"),
+    ({"other": POLICY}, None),
+])
+def test_the_policy_keys_of_a_configmap(data: dict[str, str], source: str | None) -> None:
+    chosen = policy_from_configmap({"metadata": {"namespace": "ns", "name": "p"}, "data": data})
+    assert (chosen.source if chosen else None) == source
