@@ -26,6 +26,7 @@ from berthmaster.kube import KubeClient
 from berthmaster.operator.client import operator_client, stop_before_close
 from berthmaster.operator.machines import api
 from berthmaster.operator.machines.controller import MachineController, MachineSetController
+from berthmaster.operator.machines.metrics import machine_metrics
 from berthmaster.operator.machines.providers import Provider
 from berthmaster.operator.machines.providers.kwok import KIND as KWOK_KIND
 from berthmaster.operator.machines.providers.kwok import KwokProvider
@@ -88,12 +89,15 @@ def _runtime(memo: kopf.Memo) -> MachinesRuntime:
 
 
 @kopf.on.event(api.GROUP, api.VERSION, api.MACHINES)
-async def machine_event(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
+async def machine_event(type: str | None, body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
+    machine_metrics.machine_seen(body, deleted=type == "DELETED")
     _runtime(memo).machine_changed(dict(body))
 
 
 @kopf.on.event(api.GROUP, api.VERSION, api.MACHINESETS)
-async def machineset_event(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
+async def machineset_event(type: str | None, body: kopf.Body, memo: kopf.Memo,
+                           **_: Any) -> None:
+    machine_metrics.machineset_seen(body, deleted=type == "DELETED")
     _runtime(memo).machineset_changed(dict(body))
 
 
