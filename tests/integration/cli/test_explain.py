@@ -28,7 +28,7 @@ import pytest
 
 from berthmaster.kube import CORE, KubeClient, group_path, resource_path
 from tests.integration.cli.test_cli_failures import closed_port, kubeconfig, one_line
-from tests.support.accounts import service_account_kubeconfig
+from tests.support.accounts import account_kubeconfig, granted
 from tests.support.waiting import wait_for
 
 VENV_BIN = Path(sys.executable).parent
@@ -235,7 +235,6 @@ async def test_the_scheduler_policy_configmap(kube: KubeClient, cluster: Any,
             await kube.delete(resource_path(CORE, "configmaps", namespace, name))
 
 
-RBAC = group_path("rbac.authorization.k8s.io", "v1")
 # What the chart's scheduler ClusterRole lets it read (charts/berthmaster/templates/
 # scheduler-rbac.yaml): every kind placement reads, and no ConfigMaps.
 SCHEDULER_READS = [
@@ -257,22 +256,10 @@ async def test_rbac(kube: KubeClient, cluster: Any, scene: dict[str, str],
     policy and a note naming the refusal; with no rules, one line naming the refused request
     and the kubectl auth can-i check, exit 2."""
     namespace = scene["namespace"]
-    accounts = resource_path(CORE, "serviceaccounts", namespace)
-    for account in ("reader", "nobody"):
-        await kube.create(accounts, {"apiVersion": "v1", "kind": "ServiceAccount",
-                                     "metadata": {"name": account}})
-    role = f"{namespace}-explain-reader"
-    await kube.create(resource_path(RBAC, "clusterroles"), {
-        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
-        "metadata": {"name": role}, "rules": SCHEDULER_READS})
-    await kube.create(resource_path(RBAC, "clusterrolebindings"), {
-        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
-        "metadata": {"name": role},
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
-                    "name": role},
-        "subjects": [{"kind": "ServiceAccount", "name": "reader", "namespace": namespace}]})
-    try:
-        async def granted() -> bool:
+    reader = await account_kubeconfig(kube, cluster, namespace, tmp_path, name="reader")
+    nobody = await account_kubeconfig(kube, cluster, namespace, tmp_path, name="nobody")
+    async with granted(kube, namespace, "reader", SCHEDULER_READS):
+        async def in_effect() -> bool:
             review = await kube.create(
                 resource_path(group_path("authorization.k8s.io", "v1"), "subjectaccessreviews"),
                 {"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview",
@@ -282,8 +269,7 @@ async def test_rbac(kube: KubeClient, cluster: Any, scene: dict[str, str],
                                                  "resource": "csinodes"}}})
             return bool(review.get("status", {}).get("allowed"))
 
-        await wait_for(granted, timeout=60, what="the reader's ClusterRoleBinding in effect")
-        reader = await service_account_kubeconfig(kube, cluster, namespace, "reader", tmp_path)
+        await wait_for(in_effect, timeout=60, what="the reader's ClusterRoleBinding in effect")
         result = await berthmaster("explain", "pod", f"{namespace}/b-somewhere", "-o", "json",
                                    "--kubeconfig", str(reader))
         assert result.returncode == 0, result.stderr
@@ -298,18 +284,14 @@ async def test_rbac(kube: KubeClient, cluster: Any, scene: dict[str, str],
                              "/etc/berthmaster/policy.json)")
         assert document["placements"][0]["node"] == scene["big"]
 
-        nobody = await service_account_kubeconfig(kube, cluster, namespace, "nobody", tmp_path)
-        refused = await berthmaster("explain", "pod", f"{namespace}/b-somewhere",
-                                    "--kubeconfig", str(nobody))
-        assert refused.returncode == 2
-        line = one_line(refused)
-        assert line.startswith(f"berthmaster explain: the API server refused to get pods "
-                               f"{namespace}/b-somewhere (403 Forbidden: ")
-        assert line.endswith(f"use a kubeconfig whose user may (kubectl auth can-i get pods "
-                             f"-n {namespace})")
-    finally:
-        await kube.delete(resource_path(RBAC, "clusterrolebindings", name=role))
-        await kube.delete(resource_path(RBAC, "clusterroles", name=role))
+    refused = await berthmaster("explain", "pod", f"{namespace}/b-somewhere",
+                                "--kubeconfig", str(nobody))
+    assert refused.returncode == 2
+    line = one_line(refused)
+    assert line.startswith(f"berthmaster explain: the API server refused to get pods "
+                           f"{namespace}/b-somewhere (403 Forbidden: ")
+    assert line.endswith(f"use a kubeconfig whose user may (kubectl auth can-i get pods "
+                         f"-n {namespace})")
 
 
 async def test_contexts_and_yaml(cluster: Any, scene: dict[str, str]) -> None:
