@@ -66,6 +66,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--policy-configmap-namespace", metavar="NAMESPACE",
                         help="namespace of --policy-configmap (default: kube-system, as "
                              "kube-scheduler's flag)")
+    parser.add_argument("--scheduler-name", default=SCHEDULER_NAME, metavar="NAME",
+                        help="the running scheduler's --scheduler-name (default berthmaster): "
+                             "a pod naming another scheduler is explained with a note")
     parser.add_argument("--seed", type=int, default=0,
                         help="random seed for breaking score ties (default 0)")
     parser.add_argument("--percentage-of-nodes-to-score", type=int, default=100, metavar="N",
@@ -95,7 +98,7 @@ class Explanation:
     notes: list[str] = field(default_factory=list)
 
 
-def as_pending(pod: JSON) -> tuple[JSON, list[str]]:
+def as_pending(pod: JSON, scheduler_name: str = SCHEDULER_NAME) -> tuple[JSON, list[str]]:
     """A copy of ``pod`` the engine places afresh, and notes on what was set aside."""
     meta = pod.get("metadata") or {}
     key = f"{meta.get('namespace')}/{meta.get('name')}"
@@ -108,20 +111,21 @@ def as_pending(pod: JSON) -> tuple[JSON, list[str]]:
                      "(its own placement is not counted)")
         del pending["spec"]["nodeName"]
     scheduler = spec.get("schedulerName") or "default-scheduler"
-    if scheduler != SCHEDULER_NAME:
-        notes.append(f"pod {key} has schedulerName {scheduler}, so berthmaster does not "
+    if scheduler != scheduler_name:
+        notes.append(f"pod {key} has schedulerName {scheduler}, so {scheduler_name} does not "
                      "schedule it; explained as if it did")
     return pending, notes
 
 
-def explain(objects: list[JSON], pod: JSON, engine: Engine) -> Explanation:
+def explain(objects: list[JSON], pod: JSON, engine: Engine,
+            scheduler_name: str = SCHEDULER_NAME) -> Explanation:
     """Place ``pod`` on the cluster of ``objects`` (which may hold the pod itself: its own
     placement is left out) and explain every node's verdict. Pure."""
     target = pod_key(pod)
     mine = [o for o in objects if o.get("kind") == "Pod" and pod_key(o) == target]
     pod = mine[0] if mine else pod  # as read with the rest (it may have been bound since)
     others = [o for o in objects if not (o.get("kind") == "Pod" and pod_key(o) == target)]
-    pending, notes = as_pending(pod)
+    pending, notes = as_pending(pod, scheduler_name)
     snapshot, queue = build_inputs([Source("the live cluster", others),
                                     Source("the explained pod", [pending], place_all=True)])
     (evaluated,) = [p for p in queue if pod_key(p) == target]
@@ -165,7 +169,7 @@ def run(args: argparse.Namespace) -> int:
         pod, objects, policy = asyncio.run(read_live(args, namespace, name, policy))
         engine = Engine(policy.policy, seed=args.seed,
                         percentage_of_nodes_to_score=args.percentage_of_nodes_to_score)
-        explanation = explain(objects, pod, engine)
+        explanation = explain(objects, pod, engine, args.scheduler_name)
     except ValueError as error:  # PolicyError, an unreadable file, a malformed object
         print(f"berthmaster explain: {error}", file=sys.stderr)
         return 2

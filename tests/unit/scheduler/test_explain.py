@@ -89,10 +89,18 @@ def test_explain_agrees_with_simulate_explain() -> None:
     assert explain(objects, pending, Engine(seed=0)).placement == simulated
 
 
-def test_another_schedulers_pod_is_explained_as_ours() -> None:
-    _, notes = as_pending(make_pod("web", scheduler_name="default-scheduler"))
-    assert notes == ["pod default/web has schedulerName default-scheduler, so berthmaster "
-                     "does not schedule it; explained as if it did"]
+@pytest.mark.parametrize(("pod_scheduler", "ours", "notes"), [
+    ("default-scheduler", "berthmaster", ["pod default/web has schedulerName default-scheduler, "
+                                          "so berthmaster does not schedule it; explained as if "
+                                          "it did"]),
+    (None, "berthmaster", ["pod default/web has schedulerName default-scheduler, so berthmaster "
+                           "does not schedule it; explained as if it did"]),
+    ("berthmaster", "berthmaster", []),
+    ("placer", "placer", []),
+])
+def test_another_schedulers_pod_is_explained_as_ours(pod_scheduler: str | None, ours: str,
+                                                     notes: list[str]) -> None:
+    assert as_pending(make_pod("web", scheduler_name=pod_scheduler), ours)[1] == notes
 
 
 @pytest.mark.parametrize(("kind", "api_version"), [
