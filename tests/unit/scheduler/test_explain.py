@@ -182,3 +182,17 @@ def test_a_binary_policy_file_fails_before_connecting(
 def test_the_policy_keys_of_a_configmap(data: dict[str, str], source: str | None) -> None:
     chosen = policy_from_configmap({"metadata": {"namespace": "ns", "name": "p"}, "data": data})
     assert (chosen.source if chosen else None) == source
+
+
+def test_the_preemption_it_would_try() -> None:
+    """Nothing fits: the answer names the node preemption would nominate and its victims, as
+    simulate's entry does (upstream: pkg/scheduler/framework/preemption/preemption.go
+    ``Evaluator.Preempt``); nothing is deleted."""
+    low = make_pod("low", cpu="1500m", priority=0, node_name="big")
+    low_small = make_pod("low-small", cpu="900m", priority=100, node_name="small")
+    urgent = make_pod("urgent", cpu="1", priority=1000, node_selector=GROUP,
+                      scheduler_name="berthmaster")
+    placement = explain(cluster(low, low_small, urgent), urgent, Engine(seed=0)).placement
+    assert placement["node"] is None
+    assert placement["nominatedNode"] == "big" and placement["victims"] == ["default/low"]
+    assert placement["nodes"]["big"]["predicates"]["GeneralPredicates"] == "Insufficient cpu"
