@@ -8,7 +8,7 @@ what a ``simulate --cluster`` file holds: :func:`save_snapshot` writes them as o
 ``kind: List`` and a saved snapshot replays offline to the same answer.
 
 The Policy is the one the running scheduler was given: the chart's ConfigMap
-(``<release>-scheduler-policy``, key ``policy.json``, labelled
+(``<release fullname>-scheduler-policy``, key ``policy.json``, labelled
 ``app.kubernetes.io/part-of=berthmaster,app.kubernetes.io/component=scheduler``), or
 kube-scheduler's ``--policy-configmap`` convention (key ``policy.cfg``) when named. When none
 is found the default policy is used and :class:`ConfiguredPolicy` says so in ``note``.
