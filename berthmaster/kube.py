@@ -172,6 +172,10 @@ class KubeClient:
                 persist_config=False,
             )
         except Exception as error:  # YAML, ConfigException, and shape errors deep in the loader
+            if context and f"Expected object with name {context} " in str(error):
+                raise ConfigurationError(
+                    f"the kubeconfig {source} has no context {context}; pass --context with one "
+                    "of its contexts (kubectl config get-contexts)") from error
             raise ConfigurationError(
                 f"the kubeconfig {source} is not valid ({_one_line(error)}); fix it or pass "
                 "--kubeconfig with a working one (kubectl --kubeconfig FILE version checks one)"
@@ -199,16 +203,17 @@ class KubeClient:
     @classmethod
     async def connect(
         cls, kubeconfig: str | None = None, qps: float = 0.0, burst: int = 0, pool_size: int = 64,
-        attempts: int = CONNECT_ATTEMPTS,
+        attempts: int = CONNECT_ATTEMPTS, context: str | None = None,
     ) -> KubeClient:
-        """A kubeconfig when given (or $KUBECONFIG / ~/.kube/config exists), else in-cluster;
-        then check that the API server answers (see :meth:`check_reachable`).
+        """A kubeconfig when given (or $KUBECONFIG / ~/.kube/config exists, or a ``context``
+        of one is named), else in-cluster; then check that the API server answers (see
+        :meth:`check_reachable`).
 
         Raises :class:`ConfigurationError` or :class:`ConnectivityError`, each one line."""
-        if kubeconfig or os.environ.get("KUBECONFIG") or os.path.exists(
+        if kubeconfig or context or os.environ.get("KUBECONFIG") or os.path.exists(
             os.path.expanduser("~/.kube/config")
         ):
-            client = await cls.from_kubeconfig(kubeconfig, qps=qps, burst=burst,
+            client = await cls.from_kubeconfig(kubeconfig, context=context, qps=qps, burst=burst,
                                                pool_size=pool_size)
         else:
             client = cls.in_cluster(qps=qps, burst=burst, pool_size=pool_size)
