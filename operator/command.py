@@ -16,6 +16,7 @@ import logging
 import os
 from typing import Any
 
+from berthmaster.operator.admission import options as admission_options
 from berthmaster.verbosity import add_verbosity, debug_logging
 
 CAPABILITIES = {
@@ -23,6 +24,7 @@ CAPABILITIES = {
     "machinehealthchecks": "berthmaster.operator.machines.healthcheck_handlers",
     "deschedulers": "berthmaster.operator.deschedulers.handlers",
     "autoscaler": "berthmaster.operator.autoscaler.handlers",
+    "admission": "berthmaster.operator.admission.handlers",
 }
 
 
@@ -43,6 +45,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "(default: off)")
     parser.add_argument("--standalone", action="store_true",
                         help="do not use kopf's peering (a single operator replica)")
+    admission_options.add_arguments(parser)
     add_verbosity(parser)
 
 
@@ -73,7 +76,15 @@ def run(args: argparse.Namespace) -> int:
         os.environ["KUBECONFIG"] = args.kubeconfig
     logging.basicConfig(level=logging.DEBUG if debug_logging(args) else logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    admission = admission_options.settings_from_args(args)
     asyncio.run(preflight(args.kubeconfig))
+    if admission is not None:
+        # --admission-listen runs the admission capability whatever --only says.
+        args.only = [*args.only, "admission"] if args.only else None
+        from berthmaster.operator.admission import handlers as admission_handlers
+
+        asyncio.run(admission_handlers.preflight(admission, args.kubeconfig))
+        admission_handlers.configure(admission)
     import kopf
 
     if args.metrics_bind_address:
