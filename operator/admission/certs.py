@@ -9,8 +9,9 @@ A serving certificate is reissued when a third of its lifetime is left, when it 
 every host, or when the CA that signed it is no longer the current one; new connections get the
 new one while the CA stays, so the API server never sees a certificate it does not trust. The
 CA is replaced in two steps for the same reason: when a third of its lifetime is left a next CA
-is made and ``ca.crt`` becomes both (old first); only at a later reconcile, once that bundle has
-been published, is the next CA promoted and a serving certificate issued from it. ``ca.crt``
+is made and ``ca.crt`` becomes both (old first); only at a reconcile at least
+:func:`promotion_delay` later, once that bundle has been published, is the next CA promoted and
+a serving certificate issued from it. ``ca.crt``
 then keeps the old CA beside the new one until the next rotation.
 """
 
@@ -29,6 +30,7 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 CA_CERT, CA_KEY = "ca.crt", "ca.key"
 NEXT_CA_CERT, NEXT_CA_KEY = "ca-next.crt", "ca-next.key"
+NEXT_CA_SINCE = "ca-next.since"  # when the bundle with the next CA was made (ISO 8601)
 TLS_CERT, TLS_KEY = "tls.crt", "tls.key"
 CURRENT_CA = "ca-current.crt"
 RENEW_FRACTION = 3  # renew when 1/3 of the lifetime is left
@@ -38,6 +40,13 @@ RENEW_FRACTION = 3  # renew when 1/3 of the lifetime is left
 class Lifetimes:
     ca: datetime.timedelta = datetime.timedelta(days=3650)
     serving: datetime.timedelta = datetime.timedelta(days=90)
+
+
+def _backdate(lifetime: datetime.timedelta) -> datetime.timedelta:
+    """How far before now a certificate starts (clock skew between us and the API server):
+    five minutes, or a tenth of a short lifetime, so renewal at a third left still means a
+    third of the lifetime asked for."""
+    return min(datetime.timedelta(minutes=5), lifetime / 10)
 
 
 def _pem(cert: x509.Certificate) -> str:
@@ -56,7 +65,7 @@ def new_ca(now: datetime.datetime, lifetime: datetime.timedelta) -> tuple[str, s
                                          f"berthmaster-admission-ca@{int(now.timestamp())}")])
     cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name)
             .public_key(key.public_key()).serial_number(x509.random_serial_number())
-            .not_valid_before(now - datetime.timedelta(minutes=5))
+            .not_valid_before(now - _backdate(lifetime))
             .not_valid_after(now + lifetime)
             .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
             .add_extension(x509.KeyUsage(
@@ -85,7 +94,7 @@ def issue_serving(ca_cert_pem: str, ca_key_pem: str, hosts: Sequence[str],
             .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, hosts[0])]))
             .issuer_name(ca_cert.subject).public_key(key.public_key())
             .serial_number(x509.random_serial_number())
-            .not_valid_before(now - datetime.timedelta(minutes=5)).not_valid_after(not_after)
+            .not_valid_before(now - _backdate(lifetime)).not_valid_after(not_after)
             .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
             .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]),
                            critical=False)
@@ -124,6 +133,19 @@ def _signed_by(cert: x509.Certificate, ca: x509.Certificate) -> bool:
     return True
 
 
+def promotion_delay(lifetimes: Lifetimes) -> datetime.timedelta:
+    """How long a next CA is only trusted before it signs: a minute (the API server reloads
+    webhook configurations within seconds), or a twentieth of a short CA lifetime."""
+    return min(datetime.timedelta(minutes=1), lifetimes.ca / 20)
+
+
+def _since(data: Mapping[str, str]) -> datetime.datetime:
+    try:
+        return datetime.datetime.fromisoformat(data.get(NEXT_CA_SINCE, ""))
+    except ValueError:
+        return datetime.datetime.min.replace(tzinfo=datetime.UTC)
+
+
 def reconcile(data: Mapping[str, str] | None, hosts: Sequence[str], now: datetime.datetime,
               lifetimes: Lifetimes = Lifetimes()) -> dict[str, str]:
     """What the Secret should hold now (PEM strings by key); equal to ``data`` when nothing
@@ -136,16 +158,19 @@ def reconcile(data: Mapping[str, str] | None, hosts: Sequence[str], now: datetim
         current = _load(ca_pem)
         assert current is not None
     elif data.get(NEXT_CA_CERT) and data.get(NEXT_CA_KEY):
-        # The bundle with the next CA was published at an earlier reconcile: promote it.
-        next_pem = data.pop(NEXT_CA_CERT)
-        data[CA_KEY] = data.pop(NEXT_CA_KEY)
-        data[CA_CERT] = next_pem + data[CURRENT_CA]
-        data[CURRENT_CA] = next_pem
-        current = _load(next_pem)
-        assert current is not None
+        # Staged at an earlier reconcile; promoted once the API server surely has the bundle.
+        if now >= _since(data) + promotion_delay(lifetimes):
+            data.pop(NEXT_CA_SINCE, None)
+            next_pem = data.pop(NEXT_CA_CERT)
+            data[CA_KEY] = data.pop(NEXT_CA_KEY)
+            data[CA_CERT] = next_pem + data[CURRENT_CA]
+            data[CURRENT_CA] = next_pem
+            current = _load(next_pem)
+            assert current is not None
     elif _due(current, now):
         next_pem, next_key = new_ca(now, lifetimes.ca)
         data[NEXT_CA_CERT], data[NEXT_CA_KEY] = next_pem, next_key
+        data[NEXT_CA_SINCE] = now.isoformat()
         data[CA_CERT] = data[CURRENT_CA] + next_pem
     serving = _load(data.get(TLS_CERT, ""))
     if (serving is None or not data.get(TLS_KEY) or _due(serving, now)

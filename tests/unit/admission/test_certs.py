@@ -43,6 +43,18 @@ def test_nothing_changes_while_valid() -> None:
     assert certs.reconcile(data, HOSTS, T0 + datetime.timedelta(days=1), LIFE) == data
 
 
+def test_short_lifetimes_last_two_thirds() -> None:
+    """The start is backdated for clock skew by at most a tenth of the lifetime, so a
+    certificate of seconds is not due the moment it is made."""
+    short = certs.Lifetimes(ca=datetime.timedelta(seconds=30),
+                            serving=datetime.timedelta(seconds=9))
+    data = certs.reconcile(None, HOSTS, T0, short)
+    assert certs.reconcile(data, HOSTS, T0 + datetime.timedelta(seconds=5), short) == data
+    later = certs.reconcile(data, HOSTS, T0 + datetime.timedelta(seconds=7), short)
+    assert later[certs.TLS_CERT] != data[certs.TLS_CERT]
+    assert later[certs.CA_CERT] == data[certs.CA_CERT]
+
+
 def test_serving_certificate_renewed_with_a_third_left_same_ca() -> None:
     data = certs.reconcile(None, HOSTS, T0, LIFE)
     later = certs.reconcile(data, HOSTS, T0 + datetime.timedelta(days=2, hours=1), LIFE)
@@ -66,10 +78,12 @@ def test_ca_rotation_publishes_the_next_ca_before_serving_from_it() -> None:
     bundle = load(staged[certs.CA_CERT])
     assert len(bundle) == 2 and staged[certs.CURRENT_CA] == old_ca
     assert signed_by(staged[certs.TLS_CERT], old_ca)
-    # Step 2, at the next reconcile: promoted, a certificate from the new CA, both trusted.
+    # Not before the promotion delay (the API server may not have the bundle yet).
+    assert certs.reconcile(staged, HOSTS, due + datetime.timedelta(seconds=59), LIFE) == staged
+    # Step 2, a reconcile later: promoted, a certificate from the new CA, both trusted.
     promoted = certs.reconcile(staged, HOSTS, due + datetime.timedelta(minutes=1), LIFE)
     assert promoted[certs.CURRENT_CA] == staged[certs.NEXT_CA_CERT]
-    assert certs.NEXT_CA_CERT not in promoted
+    assert certs.NEXT_CA_CERT not in promoted and certs.NEXT_CA_SINCE not in promoted
     assert signed_by(promoted[certs.TLS_CERT], promoted[certs.CURRENT_CA])
     assert {c.serial_number for c in load(promoted[certs.CA_CERT])} == {
         load(old_ca)[0].serial_number, load(promoted[certs.CURRENT_CA])[0].serial_number}
