@@ -2,7 +2,8 @@
 
 Design: ``berthmaster operator --admission-listen HOST:PORT`` calls :func:`configure` before
 kopf starts; kopf's startup handler then, in the operator's event loop and in this order,
-reads the configuration ConfigMap, brings the certificate Secret up to date (creating it the
+makes its namespace if it writes the configurations itself and the namespace is missing, reads
+the configuration ConfigMap, brings the certificate Secret up to date (creating it the
 first time), starts the HTTPS server, and publishes the CA (into the chart's configurations
 with ``--admission-service``, else by writing both configurations, pointing at the listen
 address). One background task then repeats, every ``BERTHMASTER_ADMISSION_CHECK_SECONDS``
@@ -102,6 +103,8 @@ class Runtime:
         self.task: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
+        if not self.settings.service:
+            await self.ensure_namespace()
         config = await read_config(self.client, self.settings)
         await self.reconcile_certificate()
         self.webhook = PlacementWebhook(self.client, config, BindingAccess(self.client))
@@ -113,6 +116,16 @@ class Runtime:
         _log.info("placement admission webhook serving on %s (configurations %s)",
                   self.settings.url, self.settings.name)
         self.task = asyncio.create_task(self.maintain())
+
+    async def ensure_namespace(self) -> None:
+        """Outside a cluster the Secret's namespace may not exist yet: make it."""
+        try:
+            await self.client.create(resource_path(CORE, "namespaces"), {
+                "apiVersion": "v1", "kind": "Namespace",
+                "metadata": {"name": self.settings.namespace}})
+        except KubeError as error:
+            if not error.conflict:
+                raise
 
     async def stop(self) -> None:
         if self.task is not None:
