@@ -24,6 +24,7 @@ import base64
 import contextlib
 import datetime
 import logging
+import os
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -43,7 +44,6 @@ from berthmaster.operator.admission.config import (
 from berthmaster.operator.admission.options import AdmissionSettings
 from berthmaster.operator.admission.server import WebhookServer, load_chain, tls_context
 from berthmaster.operator.admission.webhook import PlacementWebhook
-from berthmaster.operator.client import operator_client
 
 _log = logging.getLogger("berthmaster.operator.admission")
 
@@ -134,6 +134,7 @@ class Runtime:
                 await self.task
         if self.server is not None:
             await self.server.stop()
+        await self.client.close()
 
     async def maintain(self) -> None:
         while True:
@@ -211,8 +212,15 @@ async def start_admission_webhook(**_: Any) -> None:
     if _State.settings is None:
         _log.info("placement admission webhook off (no --admission-listen)")
         return
-    _State.runtime = Runtime(await operator_client(), _State.settings)
-    await _State.runtime.start()
+    # Its own client, closed after the server stops: kopf's cleanup handlers run in no set
+    # order, and requests keep arriving until the listener is gone.
+    client = await KubeClient.connect(os.environ.get("KUBECONFIG") or None)
+    _State.runtime = Runtime(client, _State.settings)
+    try:
+        await _State.runtime.start()
+    except BaseException:
+        await _State.runtime.stop()
+        raise
 
 
 @kopf.on.cleanup()
