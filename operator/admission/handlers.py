@@ -9,8 +9,9 @@ with ``--admission-service``, else by writing both configurations, pointing at t
 address). One background task then repeats, every ``BERTHMASTER_ADMISSION_CHECK_SECONDS``
 (60 s): reload the configuration (an invalid one is logged with every problem and the last
 good one kept), reconcile the certificate (certs.reconcile: a rotation is stored first, then
-the server's TLS context is reloaded, then the CA bundle published), re-inject the CA (a
-``helm upgrade`` may have reset it). kopf's cleanup handler cancels the task and stops the
+the server's TLS context is reloaded, then the CA bundle published), and publish again (a
+``helm upgrade`` may have reset the chart's caBundle; the configurations the operator writes
+itself are re-applied whole). kopf's cleanup handler cancels the task and stops the
 server; the configurations stay registered, as the administrator's policy (docs/admission.md
 says how to remove them).
 
@@ -97,7 +98,6 @@ class Runtime:
         self.settings = settings
         self.scratch = Path(tempfile.mkdtemp(prefix="berthmaster-admission-"))
         self.data: dict[str, str] = {}
-        self.published = ""
         self.webhook: PlacementWebhook | None = None
         self.server: WebhookServer | None = None
         self.task: asyncio.Task[None] | None = None
@@ -198,13 +198,12 @@ class Runtime:
             if missing:
                 _log.warning("placement admission: %s not found; install the chart with "
                              "admission.enabled=true", ", ".join(missing))
-        elif bundle != self.published:
+        else:  # the whole configurations, every time: an edit or deletion is undone
             target = registration.Target(url=self.settings.url)
             await registration.apply_configurations(
                 self.client, registration.build_configurations(
                     self.settings.name, target, bundle, self.settings.namespace,
                     self.settings.failure_policy, self.settings.timeout_seconds))
-        self.published = bundle
 
 
 @kopf.on.startup()

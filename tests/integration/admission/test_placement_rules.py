@@ -18,11 +18,14 @@ import pytest
 
 from berthmaster.kube import CORE, KubeClient, KubeError, group_path, resource_path
 from tests.integration.admission.conftest import (
+    REGISTRATION,
     AdmissionOperator,
     create_pod,
+    delete_configurations,
     impersonate,
     pod_body,
     refusal,
+    wait_webhook_active,
     write_config,
 )
 from tests.support.builders import toleration
@@ -291,3 +294,21 @@ async def test_system_and_own_namespaces_are_left_alone(
     finally:
         await kube.patch(resource_path(CORE, "namespaces", name=admission.namespace),
                          {"metadata": {"annotations": {annotation: None}}})
+
+
+async def test_deleted_configurations_come_back(admission: AdmissionOperator,
+                                                kube: KubeClient) -> None:
+    """The operator re-applies the configurations it writes at every check (every second
+    here), so a deleted or edited one is restored."""
+    await delete_configurations(kube, admission.name)
+
+    async def restored() -> bool:
+        try:
+            for plural in ("mutatingwebhookconfigurations", "validatingwebhookconfigurations"):
+                await kube.get(resource_path(REGISTRATION, plural, name=admission.name))
+        except KubeError:
+            return False
+        return True
+
+    await wait_for(restored, timeout=60, what="both configurations re-applied")
+    await wait_webhook_active(kube)
