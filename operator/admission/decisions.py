@@ -71,6 +71,8 @@ def needs_binding_check(request: Request, config: AdmissionConfig) -> bool:
     spec = pnc.pod_spec(request.object, request.group, request.resource) or {}
     if not pnc.needs_access_check(spec, constraints.blacklist):
         return False
+    if pnc.is_controller(request.user.username):
+        return False
     return not pnc.is_node_self_target_with_mirror_pod(
         request.object, request.is_pod, str(spec.get("nodeName") or ""),
         request.user.username, request.user.groups)

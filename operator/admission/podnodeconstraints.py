@@ -7,7 +7,8 @@ refused unless the requesting user may create ``pods/binding`` in the namespace 
 that pod's name). It covers pods (create only) and the pod templates of the workload kinds
 (create and update): PodTemplates, ReplicationControllers, Deployments, ReplicaSets,
 StatefulSets, Jobs, CronJobs and DeploymentConfigs; DaemonSets are ignored on purpose (their
-pods are placed per node). A node creating a mirror pod bound to itself is always allowed.
+pods are placed per node). A node creating a mirror pod bound to itself is always allowed, and
+so are kube-controller-manager's controllers creating pods from templates (:func:`is_controller`).
 
 The access check needs the API server (a SubjectAccessReview, access.py); this module says
 which labels matter and words the refusal, so the check is asked only when it can matter.
@@ -29,6 +30,9 @@ BOTH_REFUSAL = ("node selection by nodeName and label(s) {labels} is prohibited 
                 "your role")
 NODE_USER_PREFIX = "system:node:"
 NODES_GROUP = "system:nodes"
+# kube-controller-manager's identities: they create the pods of templates checked above.
+CONTROLLER_USER_PREFIX = "system:serviceaccount:kube-system:"
+CONTROLLER_MANAGER_USER = "system:kube-controller-manager"
 
 # (group, resource) -> the path of the pod spec inside the object.
 POD_SPEC_PATHS: dict[tuple[str, str], tuple[str, ...]] = {
@@ -92,6 +96,15 @@ def is_node_self_target_with_mirror_pod(obj: Mapping[str, Any], is_pod: bool, no
         return False
     return (NODES_GROUP in groups and username.startswith(NODE_USER_PREFIX)
             and username[len(NODE_USER_PREFIX):] == node_name)
+
+
+def is_controller(username: str) -> bool:
+    """kube-controller-manager (its own identity or, with --use-service-account-credentials,
+    a kube-system service account per controller). OpenShift's controllers ran as a privileged
+    identity that could bind pods, so the pods a ReplicaSet or Job controller makes from a
+    template (checked when the user wrote it) were never refused; upstream's controller roles
+    lack pods/binding, so they are exempted by name instead."""
+    return username == CONTROLLER_MANAGER_USER or username.startswith(CONTROLLER_USER_PREFIX)
 
 
 def refusal(spec: Mapping[str, Any], blacklist: Sequence[str]) -> str | None:

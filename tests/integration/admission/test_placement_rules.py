@@ -279,6 +279,17 @@ pluginConfig:
         'deployments.apps "web" is forbidden: node selection by label(s) [region] is '
         "prohibited by policy for your role")
     await kube.request("POST", path, body=deployment, params={"dryRun": "All"}, headers=bob)
+    # bob's Deployment for real: the ReplicaSet controller (kube-system service account, no
+    # pods/binding) still makes its pods from the template bob was allowed to write.
+    await kube.request("POST", path, body={**deployment, "spec": {
+        **deployment["spec"], "replicas": 1}}, headers=bob)
+
+    async def pod_made() -> bool:
+        listed = await kube.get(resource_path(CORE, "pods", namespace),
+                                labelSelector="app=web")
+        return bool(listed.get("items"))
+
+    await wait_for(pod_made, timeout=60, what="the Deployment's pod")
     await write_config(kube, admission, "")
 
 

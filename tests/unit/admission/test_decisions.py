@@ -114,6 +114,14 @@ def test_constraints_ask_nothing_when_nothing_is_asked_for() -> None:
     unconfigured = AdmissionConfig()
     assert not decisions.needs_binding_check(request(make_pod("p", node_name="n1")),
                                              unconfigured)
+    # The ReplicaSet controller making the pods of a checked template.
+    assert not decisions.needs_binding_check(request(
+        make_pod("p", node_name="n1"),
+        user="system:serviceaccount:kube-system:replicaset-controller"), CONSTRAINED)
+    assert not decisions.needs_binding_check(request(
+        make_pod("p", node_name="n1"), user="system:kube-controller-manager"), CONSTRAINED)
+    assert decisions.needs_binding_check(request(
+        make_pod("p", node_name="n1"), user="system:serviceaccount:team:default"), CONSTRAINED)
     mirror = make_pod("p", node_name="n1")
     mirror["metadata"]["annotations"] = {"kubernetes.io/config.mirror": "x"}
     assert not decisions.needs_binding_check(
