@@ -33,6 +33,7 @@ from typing import Any
 import yaml
 
 from berthmaster.documents import safe_load
+from berthmaster.errors import PolicyError
 from berthmaster.scheduler.plugins.base import Predicate, Priority
 from berthmaster.scheduler.plugins.inter_pod_affinity import InterPodAffinityPriority
 from berthmaster.scheduler.plugins.registry import (
@@ -56,14 +57,8 @@ _ARG_FIELDS = {
 }
 
 
-class PolicyError(ValueError):
-    """Every problem found in a policy, each with its location."""
-
-    def __init__(self, source: str, problems: list[str]) -> None:
-        self.source = source
-        self.problems = problems
-        lines = "\n".join(f"  - {p}" for p in problems)
-        super().__init__(f"invalid scheduler policy {source}: {len(problems)} problem(s):\n{lines}")
+def _invalid(source: str, problems: list[str]) -> PolicyError:
+    return PolicyError(source, problems, document="scheduler policy")
 
 
 @dataclass(frozen=True)
@@ -224,9 +219,9 @@ def load_policy(text: str, source: str = "<policy>") -> Policy:
         try:
             doc = safe_load(_ELISION.sub("", text))
         except yaml.YAMLError as exc:
-            raise PolicyError(source, [f"not JSON or YAML: {exc}"]) from None
+            raise _invalid(source, [f"not JSON or YAML: {exc}"]) from None
     if not isinstance(doc, Mapping):
-        raise PolicyError(source, ["the policy must be an object with kind: Policy"])
+        raise _invalid(source, ["the policy must be an object with kind: Policy"])
     if doc.get("kind") != "Policy":
         problems.append(f"kind: must be 'Policy' (got {doc.get('kind')!r})")
     version = doc.get("apiVersion", doc.get("version"))
@@ -254,7 +249,7 @@ def load_policy(text: str, source: str = "<policy>") -> Policy:
     priorities = _entries("priority", [] if raw_priorities is None else raw_priorities,
                           problems)
     if problems:
-        raise PolicyError(source, problems)
+        raise _invalid(source, problems)
     built_predicates: list[Predicate] = [cls(name=name, **kw) for _, cls, name, kw in predicates]
     for mandatory in MANDATORY_PREDICATES:
         if not any(type(p) is mandatory for p in built_predicates):

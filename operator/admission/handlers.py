@@ -32,6 +32,7 @@ from typing import Any
 
 import kopf
 
+from berthmaster.access import Access, Needs, check
 from berthmaster.errors import ConfigurationError
 from berthmaster.kube import CORE, KubeClient, KubeError, resource_path
 from berthmaster.operator.admission import certs, registration
@@ -72,10 +73,34 @@ async def read_config(client: KubeClient, settings: AdmissionSettings) -> Admiss
     return parse_text((config_map.get("data") or {}).get(CONFIG_KEY) or "", source)
 
 
+RBAC_FIX = ("grant the operator the admission rules (the Helm chart with admission.enabled, "
+            "templates/admission.yaml and operator-rbac.yaml; docs/admission.md)")
+
+
+def needs(settings: AdmissionSettings) -> Needs:
+    """What the webhook cannot work without, for these flags."""
+    ns, group = settings.namespace, "admissionregistration.k8s.io"
+    access = [Access("create", "subjectaccessreviews", "authorization.k8s.io"),
+              Access("get", "namespaces"), Access("get", "nodes"),
+              Access("get", "configmaps", "", ns, settings.config_map),
+              Access("create", "secrets", "", ns),
+              Access("get", "secrets", "", ns, settings.secret),
+              Access("update", "secrets", "", ns, settings.secret)]
+    for plural in (registration.MUTATING, registration.VALIDATING):
+        if settings.service:
+            access += [Access("get", plural, group, name=settings.name),
+                       Access("update", plural, group, name=settings.name)]
+        else:
+            access.append(Access("patch", plural, group, name=settings.name))
+    return Needs("admission", (), tuple(access))
+
+
 async def preflight(settings: AdmissionSettings, kubeconfig: str | None) -> None:
-    """Refuse to start with an invalid configuration (exit 2, every problem listed)."""
+    """Refuse to start without the access it needs or with an invalid configuration (exit 2,
+    one line naming what is refused, or every problem of the configuration)."""
     client = await KubeClient.connect(kubeconfig)
     try:
+        await check(client, [needs(settings)], "", RBAC_FIX)
         await read_config(client, settings)
     except AdmissionConfigError as error:
         raise ConfigurationError(f"{error}\nfix the ConfigMap (docs/admission.md)") from error
@@ -119,6 +144,13 @@ class Runtime:
 
     async def ensure_namespace(self) -> None:
         """Outside a cluster the Secret's namespace may not exist yet: make it."""
+        try:
+            await self.client.get(resource_path(CORE, "namespaces",
+                                                name=self.settings.namespace))
+            return
+        except KubeError as error:
+            if not error.not_found:
+                raise
         try:
             await self.client.create(resource_path(CORE, "namespaces"), {
                 "apiVersion": "v1", "kind": "Namespace",

@@ -20,7 +20,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from berthmaster.scheduler.descheduler.protection import MIRROR_ANNOTATION
+from berthmaster.scheduler.pods import is_mirror_pod
 
 NAME = "PodNodeConstraints"
 DEFAULT_BLACKLIST = ("kubernetes.io/hostname",)
@@ -92,7 +92,7 @@ def is_node_self_target_with_mirror_pod(obj: Mapping[str, Any], is_pod: bool, no
     """A node (``system:node:<name>`` in ``system:nodes``) creating a mirror pod on itself."""
     if not node_name or not is_pod:
         return False
-    if MIRROR_ANNOTATION not in ((obj.get("metadata") or {}).get("annotations") or {}):
+    if not is_mirror_pod(obj):
         return False
     return (NODES_GROUP in groups and username.startswith(NODE_USER_PREFIX)
             and username[len(NODE_USER_PREFIX):] == node_name)

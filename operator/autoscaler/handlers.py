@@ -159,6 +159,21 @@ def add_finalizer(body: kopf.RawBody) -> None:
         finalizers.append(FINALIZER)
 
 
+async def _persist_finalizer(client: KubeClient, namespace: str, name: str,
+                             finalizers: list[str], resource_version: str | None) -> None:
+    """Write upstream's finalizer onto a MachineAutoscaler now (not through kopf's patch, which
+    lands only after the handler returns); a conflict means a newer version to reconcile."""
+    try:
+        await client.patch(resource_path(GROUP_API_BETA, "machineautoscalers", namespace, name),
+                           {"metadata": {"finalizers": [*finalizers, FINALIZER],
+                                         "resourceVersion": resource_version}})
+    except KubeError as error:
+        if error.conflict:
+            raise kopf.TemporaryError(f"MachineAutoscaler {namespace}/{name} changed while its "
+                                      "finalizer was added; retrying", delay=1) from error
+        raise
+
+
 def wanted_annotations(spec: Any, owner: str) -> dict[str, str]:
     """What a MachineAutoscaler writes onto its MachineSet."""
     return {MIN_SIZE_KEY: str(spec.get("minReplicas", 0)),
@@ -238,8 +253,13 @@ async def machineautoscaler_reconcile(body: kopf.Body, spec: kopf.Spec, status: 
         raise kopf.TemporaryError(f"MachineSet {namespace}/{target[1]} is {ALREADY_OWNED} "
                                   f"({other}); point one of them at another MachineSet",
                                   delay=OWNER_RETRY_DELAY)
-    if FINALIZER not in (body.metadata.get("finalizers") or []):
-        patch.fns.append(add_finalizer)
+    finalizers = list(body.metadata.get("finalizers") or [])
+    if FINALIZER not in finalizers:
+        # Persisted before the MachineSet is touched (upstream's Reconcile adds the finalizer
+        # and updates first): an operator killed right after annotating must leave a
+        # finalizer behind, or nothing would ever remove the annotations.
+        await _persist_finalizer(client, namespace, name, finalizers,
+                                 body.metadata.get("resourceVersion"))
     if not await _annotate(client, namespace, target[1], wanted_annotations(spec, owner)):
         raise kopf.TemporaryError(f"MachineSet {namespace}/{target[1]} not found", delay=30)
     wanted = {"apiVersion": spec["scaleTargetRef"].get("apiVersion",

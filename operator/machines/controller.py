@@ -28,9 +28,7 @@ from berthmaster.operator.machines import api, drain, events, lifecycle, machine
 from berthmaster.operator.machines.conditions import (
     false_condition,
     get_condition,
-    parse_time,
     set_condition,
-    timestamp,
     true_condition,
     unknown_condition,
 )
@@ -45,6 +43,7 @@ from berthmaster.operator.machines.providers import (
     provider_spec_kind,
     unknown_instance_state,
 )
+from berthmaster.times import format_rfc3339, parse_rfc3339
 
 Key = tuple[str, str]
 JSON = dict[str, Any]
@@ -136,7 +135,7 @@ class MachineController:
                 new.pop(field, None)
         if new == old:
             return machine
-        new["lastUpdated"] = timestamp(now)
+        new["lastUpdated"] = format_rfc3339(now)
         patch: JSON = {"metadata": {"resourceVersion": machine["metadata"]["resourceVersion"]},
                        "status": new}
         for field in ("errorReason", "errorMessage"):
@@ -305,7 +304,7 @@ class MachineController:
     async def reconcile_deletion(self, machine: JSON) -> float | None:
         step = lifecycle.decide_deletion_step(machine)
         log.info("machine %s/%s: deletion step %s", *api.key_of(machine), step.value)
-        now = timestamp(self.clock())
+        now = format_rfc3339(self.clock())
         if step is Step.NOTHING:
             return None
         if step is Step.MARK_DELETING:
@@ -372,8 +371,9 @@ class MachineController:
         now = self.clock()
         conditions = set_condition((machine.get("status") or {}).get("conditions"),
                                    condition, now)
-        done = {"drainableAt": lifecycle.progress(machine).get("drainableAt") or timestamp(now),
-                "drainedAt": timestamp(now), **(progress or {})}
+        stamp = format_rfc3339(now)
+        done = {"drainableAt": lifecycle.progress(machine).get("drainableAt") or stamp,
+                "drainedAt": stamp, **(progress or {})}
         await self.write_status(machine, {"conditions": conditions}, done)
 
     def drain_delay(self, attempts: int) -> float:
@@ -381,10 +381,10 @@ class MachineController:
 
     def drain_due(self, done: JSON, attempts: int) -> datetime | None:
         """When the next drain attempt may start: as recorded, else backoff from the last."""
-        recorded = parse_time(done.get("nextDrainAttemptAt"))
+        recorded = parse_rfc3339(done.get("nextDrainAttemptAt"))
         if recorded is not None:
             return recorded
-        last = parse_time(done.get("lastDrainAttemptAt"))
+        last = parse_rfc3339(done.get("lastDrainAttemptAt"))
         return None if last is None else last + timedelta(seconds=self.drain_delay(attempts))
 
     async def drain_step(self, machine: JSON) -> float | None:
@@ -401,14 +401,14 @@ class MachineController:
                                    event_type="Warning")
             timeout = None
         attempt = attempts + 1
-        started = done.get("drainStartedAt") or timestamp(now)
-        drainable_at = done.get("drainableAt") or timestamp(now)
+        started = done.get("drainStartedAt") or format_rfc3339(now)
+        drainable_at = done.get("drainableAt") or format_rfc3339(now)
         await self.events.post(machine, *events.DRAIN_PROCEEDS, count=attempt,
                                component=events.DRAIN_COMPONENT)
         failure = await self.drain_node(machine)
         finished = self.clock()
         record = {"drainStartedAt": started, "drainableAt": drainable_at,
-                  "drainAttempts": attempt, "lastDrainAttemptAt": timestamp(finished)}
+                  "drainAttempts": attempt, "lastDrainAttemptAt": format_rfc3339(finished)}
         if failure is None:
             await self.events.post(machine, *events.DRAIN_SUCCEEDED,
                                    component=events.DRAIN_COMPONENT)
@@ -417,7 +417,7 @@ class MachineController:
             return AGAIN
         delay = (failure.requeue_after.total_seconds() if failure.requeue_after is not None
                  else self.drain_delay(attempt))
-        record["nextDrainAttemptAt"] = timestamp(finished + timedelta(seconds=delay))
+        record["nextDrainAttemptAt"] = format_rfc3339(finished + timedelta(seconds=delay))
         await self.events.post(machine, events.DRAIN_REQUEUED,
                                f"Node drain requeued: {failure.message}",
                                count=attempt, component=events.DRAIN_COMPONENT)

@@ -38,12 +38,12 @@ from berthmaster.operator.machines import api
 from berthmaster.operator.machines.conditions import (
     Condition,
     false_condition,
-    parse_time,
     true_condition,
 )
 from berthmaster.operator.machines.drain import format_duration, parse_duration
 from berthmaster.operator.machines.machineset import InvalidMachineSet, selector_matches
 from berthmaster.operator.machines.providers import owned
+from berthmaster.times import parse_rfc3339
 
 JSON = dict[str, Any]
 
@@ -221,7 +221,7 @@ def check_target(target: Target, spec: HealthCheckSpec, now: datetime) -> Health
     if target.node is None and not target.node_missing:
         if spec.node_startup_timeout == timedelta(0):
             return Health(False)
-        updated = parse_time(status.get("lastUpdated"))
+        updated = parse_rfc3339(status.get("lastUpdated"))
         if updated is None:
             return Health(False, spec.node_startup_timeout)
         if updated + spec.node_startup_timeout < now:
@@ -235,7 +235,7 @@ def check_target(target: Target, spec: HealthCheckSpec, now: datetime) -> Health
         found = node_condition(target.node, wanted.type)
         if found is None or found.get("status") != wanted.status:
             continue
-        since = parse_time(found.get("lastTransitionTime")) or now
+        since = parse_rfc3339(found.get("lastTransitionTime")) or now
         if since + wanted.timeout < now:
             return Health(True, why=f"condition {wanted.type} in state {wanted.status} longer "
                                     f"than {format_duration(wanted.timeout)}")

@@ -30,9 +30,10 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from berthmaster.operator.machines import api
-from berthmaster.operator.machines.conditions import is_true, parse_time
+from berthmaster.operator.machines.conditions import is_true
 from berthmaster.operator.machines.drain import format_duration, parse_duration
 from berthmaster.operator.machines.hooks import PRE_DRAIN, PRE_TERMINATE, hooks_of
+from berthmaster.times import parse_rfc3339
 
 Machine = dict[str, Any]
 
@@ -120,5 +121,5 @@ def drain_timeout(machine: Machine) -> DrainTimeout | None:
 
 
 def drain_timed_out(machine: Machine, timeout: DrainTimeout, now: datetime) -> bool:
-    started = parse_time(progress(machine).get("drainStartedAt"))
+    started = parse_rfc3339(progress(machine).get("drainStartedAt"))
     return started is not None and now - started >= timeout.limit

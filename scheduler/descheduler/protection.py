@@ -16,13 +16,18 @@ from fractions import Fraction
 from typing import Any
 
 from berthmaster.scheduler.model import QuantityError, parse_quantity
+from berthmaster.scheduler.pods import (
+    annotations_of,
+    has_daemonset_owner,
+    is_mirror_pod,
+    owner_references,
+)
 
 # The seed's critical-pod annotation, and upstream's opt-in/opt-out annotations.
 CRITICAL_POD_ANNOTATION = "scheduler.alpha.kubernetes.io/critical-pod"
 EVICT_ANNOTATION = "descheduler.alpha.kubernetes.io/evict"
 NO_EVICTION_ANNOTATION = "descheduler.alpha.kubernetes.io/prefer-no-eviction"
 MANDATORY, PREFERRED = "Mandatory", "Preferred"  # DefaultEvictor noEvictionPolicy values
-MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
 CONFIG_SOURCE_ANNOTATION = "kubernetes.io/config.source"
 SYSTEM_CRITICAL_PRIORITY = 2_000_000_000  # system-cluster-critical; system-node-critical is higher
 
@@ -59,21 +64,9 @@ class EvictorSettings:
     node_selector: str | None = None
 
 
-def annotations_of(pod: Mapping[str, Any]) -> Mapping[str, str]:
-    return (pod.get("metadata") or {}).get("annotations") or {}
-
-
-def owner_references(pod: Mapping[str, Any]) -> list[Mapping[str, Any]]:
-    return list((pod.get("metadata") or {}).get("ownerReferences") or [])
-
-
 def pod_priority(pod: Mapping[str, Any]) -> int | None:
     value = (pod.get("spec") or {}).get("priority")
     return int(value) if value is not None else None
-
-
-def is_mirror_pod(pod: Mapping[str, Any]) -> bool:
-    return MIRROR_ANNOTATION in annotations_of(pod)
 
 
 def is_static_pod(pod: Mapping[str, Any]) -> bool:
@@ -83,10 +76,6 @@ def is_static_pod(pod: Mapping[str, Any]) -> bool:
 
 def is_terminating(pod: Mapping[str, Any]) -> bool:
     return bool((pod.get("metadata") or {}).get("deletionTimestamp"))
-
-
-def is_daemonset_pod(pod: Mapping[str, Any]) -> bool:
-    return any(ref.get("kind") == "DaemonSet" for ref in owner_references(pod))
 
 
 def is_critical(pod: Mapping[str, Any]) -> bool:
@@ -158,7 +147,7 @@ def protection_reasons(
             reasons.append("pod does not have any ownerRefs and is not in failed phase")
     if not settings.evict_local_storage_pods and has_local_storage(pod):
         reasons.append("pod has local storage and is protected against eviction")
-    if not settings.evict_daemonset_pods and is_daemonset_pod(pod):
+    if not settings.evict_daemonset_pods and has_daemonset_owner(pod):
         reasons.append("daemonset pods are protected against eviction")
     if settings.ignore_pvc_pods and has_pvc(pod):
         reasons.append("pod with PVC is protected against eviction")

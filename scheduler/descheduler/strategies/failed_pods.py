@@ -19,7 +19,6 @@ from berthmaster.scheduler.descheduler.context import (
     Candidate,
     Decision,
     StrategyContext,
-    parse_time,
 )
 from berthmaster.scheduler.descheduler.fields import (
     EVERY_POD,
@@ -37,6 +36,7 @@ from berthmaster.scheduler.descheduler.strategies.common import (
     container_statuses,
     pod_filter,
 )
+from berthmaster.times import parse_rfc3339
 
 NAME = "RemoveFailedPods"
 EXTENSION_POINT = "deschedule"
@@ -113,7 +113,7 @@ def decide(params: Params, ctx: StrategyContext) -> Decision:
             if owners & set(params.exclude_owner_kinds):
                 continue
             if params.min_pod_lifetime_seconds is not None:
-                created = parse_time((pod.get("metadata") or {}).get("creationTimestamp"))
+                created = parse_rfc3339((pod.get("metadata") or {}).get("creationTimestamp"))
                 age = int((ctx.now - created).total_seconds()) if created else None
                 if age is not None and age < params.min_pod_lifetime_seconds:
                     continue

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from berthmaster.scheduler.policy import PolicyError, default_policy, load_policy
+from berthmaster.errors import PolicyError
+from berthmaster.scheduler.policy import default_policy, load_policy
 
 SEED_MODIFIED = """
 kind: "Policy"
