@@ -295,12 +295,15 @@ class KubeClient:
         body: Any = None,
         content_type: str = "application/json",
         timeout: float | None = 60.0,
+        headers: Mapping[str, str] | None = None,
     ) -> JSON:
-        """One request; returns the decoded JSON answer or raises :class:`KubeError`."""
+        """One request; returns the decoded JSON answer or raises :class:`KubeError`.
+        ``headers`` are added to the request's (``Impersonate-User`` and the like)."""
         if self._limiter is not None:
             await self._limiter.acquire()
         data = None if body is None else orjson.dumps(body)
-        headers = await self._headers(content_type if data is not None else None)
+        headers = {**await self._headers(content_type if data is not None else None),
+                   **(headers or {})}
         try:
             async with self._session.request(
                 method, self._url(path, params), data=data, headers=headers,

@@ -40,6 +40,10 @@ VALUE_SETS: dict[str, list[str]] = {
               "operator.capabilities={machines,deschedulers}",
               "operator.podDisruptionBudget.enabled=true",
               "scheduler.extraArgs={--log-format=text}"],
+    # the placement admission webhook (off by default), with a configuration
+    "admission-on": ["admission.enabled=true", "admission.failurePolicy=Ignore",
+                     "admission.config.pluginConfig.PodNodeConstraints.configuration"
+                     ".kind=PodNodeConstraintsConfig"],
     # extraArgs copied from a kube-scheduler Deployment (its flag spellings)
     "kube-scheduler-flags": ["scheduler.leaderElection.leaseDurationSeconds=30",
                              "scheduler.extraArgs={--v=4,--kube-api-qps=100,"
