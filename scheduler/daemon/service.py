@@ -97,7 +97,7 @@ class SchedulerService:
                     args.leader_elect_lease_name, leading))
         self.binder = Binder(kube, self.snapshot, self.queue, self.recorder, self.metrics,
                              concurrency=args.bind_concurrency, may_act=self.may_act)
-        self.preemptor = Preemptor(kube, self.recorder, self.name)
+        self.preemptor = Preemptor(kube, self.recorder, self.name, may_act=self.may_act)
         self.engine = Engine(policy, percentage_of_nodes_to_score=args.percentage_of_nodes_to_score)
         self.loop = SchedulingLoop(self.engine, self.snapshot, self.queue, self.binder,
                                    self.preemptor, self.recorder, self.metrics, self.may_act)

@@ -4,8 +4,10 @@ Design: :class:`EvictorSettings` is the DefaultEvictor's arguments (v1alpha2 ``p
 ``DefaultEvictor`` args, or v1alpha1's top-level ``evictLocalStoragePods`` ... plus per-strategy
 ``thresholdPriority``/``nodeFit``). :func:`protection_reasons` returns every reason a pod is
 protected — the sentences are upstream's, so a summary reads like upstream's logs — and an empty
-list when it may go. :func:`eviction_order` is the seed's order: lower priority first, and at
-equal priority BestEffort before Burstable before Guaranteed. All pure, over raw pod dicts.
+list when it may go. :func:`eviction_order` is upstream's
+``podutil.SortPodsBasedOnPriorityLowToHigh`` (kubernetes-sigs/descheduler
+pkg/descheduler/pod/pods.go): lower priority first, and at equal priority BestEffort before
+Burstable before Guaranteed. All pure, over raw pod dicts.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from berthmaster.scheduler.pods import (
     owner_references,
 )
 
-# The seed's critical-pod annotation, and upstream's opt-in/opt-out annotations.
+# The legacy critical-pod annotation (docs/descheduler.md), and upstream's opt-in/opt-out ones.
 CRITICAL_POD_ANNOTATION = "scheduler.alpha.kubernetes.io/critical-pod"
 EVICT_ANNOTATION = "descheduler.alpha.kubernetes.io/evict"
 NO_EVICTION_ANNOTATION = "descheduler.alpha.kubernetes.io/prefer-no-eviction"
@@ -79,7 +81,7 @@ def is_terminating(pod: Mapping[str, Any]) -> bool:
 
 
 def is_critical(pod: Mapping[str, Any]) -> bool:
-    """The seed's annotation, or a priority at or above system-cluster-critical."""
+    """The critical-pod annotation, or a priority at or above system-cluster-critical."""
     if CRITICAL_POD_ANNOTATION in annotations_of(pod):
         return True
     priority = pod_priority(pod)

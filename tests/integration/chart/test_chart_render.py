@@ -1,7 +1,7 @@
 """The chart renders what the issue promises, for every value set; helm lint passes.
 
 No cluster here: helm's own lint and template over the value sets users reach for, then checks
-on the rendered objects (replicas, leader election wired to the RBAC Lease name, the seed's
+on the rendered objects (replicas, leader election wired to the RBAC Lease name, the documented
 default Policy, restricted security contexts, labels, PDBs, ServiceMonitor). The container
 arguments are parsed by berthmaster's real CLI parser, so a flag the program does not know fails
 here rather than in a CrashLoopBackOff.
@@ -329,7 +329,51 @@ def test_service_monitor_only_when_asked(component: str) -> None:
     assert monitor["spec"]["selector"]["matchLabels"].items() <= (
         service["metadata"]["labels"].items())
     assert monitor["spec"]["endpoints"] == [{"port": "metrics", "path": "/metrics",
+                                             "honorLabels": True,
                                              "interval": "30s", "scrapeTimeout": "10s"}]
     assert monitor["spec"]["namespaceSelector"] == {"matchNames": ["berthmaster"]}
     alone = render([*VALUE_SETS["servicemonitor-on"], f"{component}.enabled=false"])
     assert find(alone, "ServiceMonitor", f"-{component}") == []
+
+
+def test_dashboard_and_alerts_only_when_asked() -> None:
+    """The Grafana dashboard ConfigMap (sidecar label, configurable) and the PrometheusRule are
+    off by default and rendered with both values on (issue 18, item 5)."""
+    import json
+
+    defaults = render()
+    assert find(defaults, "PrometheusRule") == []
+    assert find(defaults, "ConfigMap", "-dashboards") == []
+    objects = render(VALUE_SETS["observability-on"])
+    dashboards = one(objects, "ConfigMap", "-dashboards")
+    assert dashboards["metadata"]["labels"]["grafana_dashboard"] == "1"
+    dashboard = json.loads(dashboards["data"]["berthmaster.json"])
+    assert dashboard["uid"] == "berthmaster"
+    assert all(target["expr"] for panel in dashboard["panels"]
+               for target in panel.get("targets", []))
+    rule = one(objects, "PrometheusRule")
+    assert rule["metadata"]["labels"]["release"] == "prometheus"
+    alerts = {r["alert"]: r for group in rule["spec"]["groups"] for r in group["rules"]}
+    assert set(alerts) == {"BerthmasterSchedulerNotLeading", "BerthmasterSchedulerAbsent",
+                           "BerthmasterPendingPodsRising", "BerthmasterMachineDrainStuck",
+                           "BerthmasterAutoscalerUnsafe"}
+    assert alerts["BerthmasterSchedulerNotLeading"]["expr"] == (
+        'sum(leader_election_master_status{name="berthmaster"}) == 0')
+    relabelled = render([*VALUE_SETS["observability-on"], "dashboards.label=dashboards",
+                         "dashboards.labelValue=berthmaster", "dashboards.namespace=monitoring",
+                         "scheduler.name=zonal", "operator.enabled=false"])
+    moved = one(relabelled, "ConfigMap", "-dashboards")
+    assert moved["metadata"]["labels"]["dashboards"] == "berthmaster"
+    assert moved["metadata"]["namespace"] == "monitoring"
+    alerts = {r["alert"]: r for group in one(relabelled, "PrometheusRule")["spec"]["groups"]
+              for r in group["rules"]}
+    assert alerts["BerthmasterSchedulerNotLeading"]["expr"] == (
+        'sum(leader_election_master_status{name="zonal"}) == 0')
+    assert "BerthmasterMachineDrainStuck" not in alerts  # no operator, no operator alerts
+
+
+def test_operator_readiness_probe() -> None:
+    """The operator's /readyz (connected, startup handlers done) is its readinessProbe."""
+    container = one(render(), "Deployment", "-operator")["spec"]["template"]["spec"][
+        "containers"][0]
+    assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "metrics"}
