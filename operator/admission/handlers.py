@@ -26,6 +26,7 @@ import contextlib
 import datetime
 import logging
 import os
+import shutil
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -167,6 +168,7 @@ class Runtime:
         if self.server is not None:
             await self.server.stop()
         await self.client.close()
+        shutil.rmtree(self.scratch, ignore_errors=True)
 
     async def maintain(self) -> None:
         while True:

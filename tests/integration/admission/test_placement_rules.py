@@ -17,6 +17,8 @@ from typing import Any
 import pytest
 
 from berthmaster.kube import CORE, KubeClient, KubeError, group_path, resource_path
+from berthmaster.scheduler.engine import Engine
+from berthmaster.scheduler.simulate import Source, build_inputs, simulate
 from tests.integration.admission.conftest import (
     REGISTRATION,
     AdmissionOperator,
@@ -112,16 +114,31 @@ async def test_default_tolerations_and_the_dedicated_node_recipe(
         admission: AdmissionOperator, kube: KubeClient, project: Project, nodes: Any) -> None:
     """The taints document's dedicated nodes: ``dedicated=groupName:NoSchedule`` on the node,
     the group's namespace annotated with the toleration and the node selector; the group's
-    pods get both, everyone else's pods stay off the node."""
-    node = await nodes.create(labels={"dedicated": "groupName"},
-                              taints=[{"key": "dedicated", "value": "groupName",
-                                       "effect": "NoSchedule"}], wait_ready=False)
+    pods get both, and the placement engine (the one the berthmaster scheduler runs) puts the
+    stored pod on the dedicated node, and another namespace's pod anywhere but there."""
+    dedicated = await nodes.create(labels={"dedicated": "groupName"},
+                                   taints=[{"key": "dedicated", "value": "groupName",
+                                            "effect": "NoSchedule"}], wait_ready=False)
+    plain = await nodes.create(wait_ready=False)
     namespace = await project({DEFAULTS: json.dumps([DEDICATED]),
                                NODE_SELECTOR: "dedicated=groupName"})
-    pod = await create_pod(kube, namespace, pod_body("team-job"), dry_run=False)
-    assert pod["spec"]["nodeSelector"] == {"dedicated": "groupName"}
-    assert DEDICATED in pod["spec"]["tolerations"]
-    assert node["metadata"]["name"]
+    other = await project()
+    team = await create_pod(kube, namespace, pod_body("team-job", schedulerName="berthmaster"),
+                            dry_run=False)
+    assert team["spec"]["nodeSelector"] == {"dedicated": "groupName"}
+    assert DEDICATED in team["spec"]["tolerations"]
+    outsider = await create_pod(kube, other, pod_body("outsider", schedulerName="berthmaster"))
+    names = {dedicated["metadata"]["name"], plain["metadata"]["name"]}
+    fresh = [await kube.get(resource_path(CORE, "nodes", name=n)) for n in sorted(names)]
+    for node in fresh:  # as Ready, whatever kwok has reported yet
+        node["status"]["conditions"] = [{"type": "Ready", "status": "True"}]
+        node["spec"]["taints"] = [t for t in node["spec"].get("taints") or []
+                                  if t["key"] == "dedicated"]
+    snapshot, queue = build_inputs([Source("cluster", [*fresh, team, outsider])])
+    placed = {p["pod"].split("/")[-1]: p["node"]
+              for p in simulate(snapshot, queue, Engine(seed=0))}
+    assert placed == {"team-job": dedicated["metadata"]["name"],
+                      "outsider": plain["metadata"]["name"]}
 
 
 async def test_memory_pressure_toleration_for_pods_that_are_not_best_effort(

@@ -1,4 +1,5 @@
-"""The webhook down, with each failurePolicy, and a configuration refused at start.
+"""The webhook down, with each failurePolicy, and a configuration or an account refused at
+start.
 
 ``Fail`` (the default): while the operator is stopped, pods in covered namespaces are refused
 with the API server's ``failed calling webhook`` and its own namespace is unaffected (the
@@ -10,11 +11,12 @@ from __future__ import annotations
 
 import asyncio
 import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from berthmaster.kube import CORE, KubeClient, KubeError, resource_path
+from berthmaster.kube import CORE, KubeClient, KubeError, group_path, resource_path
 from tests.integration.admission.conftest import (
     REGISTRATION,
     ROOT,
@@ -24,8 +26,10 @@ from tests.integration.admission.conftest import (
     wait_webhook_active,
     write_config,
 )
+from tests.integration.chart.test_components_under_chart_rbac import service_account_kubeconfig
 from tests.support.waiting import wait_for
 
+RBAC = group_path("rbac.authorization.k8s.io", "v1")
 ANNOTATION = {"scheduler.alpha.kubernetes.io/node-selector": "env=test"}
 
 
@@ -88,3 +92,48 @@ async def test_an_invalid_configuration_stops_the_start(admission: AdmissionOper
     assert ("pluginConfig.PodNodeSelector.configuration.podNodeSelectorPluginConfig."
             "clusterDefaultNodeSelector: invalid selector: 'k3' is not key=value") in stderr
     assert "pluginConfig.PodNodeConstrains: unknown plugin" in stderr
+
+
+async def test_missing_rbac_stops_the_start(admission: AdmissionOperator, kube: KubeClient,
+                                            tmp_path: Path) -> None:
+    """An account with kopf's rules but not the admission ones: one line naming what it may
+    not do, exit 2."""
+    await kube.create(resource_path(CORE, "serviceaccounts", admission.namespace), {
+        "apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "no-rights"}})
+    role = f"{admission.name}-kopf-only"
+    await kube.create(resource_path(RBAC, "clusterroles"), {
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+        "metadata": {"name": role},
+        "rules": [{"apiGroups": ["apiextensions.k8s.io"],
+                   "resources": ["customresourcedefinitions"], "verbs": ["list", "watch"]},
+                  {"apiGroups": [""], "resources": ["events"], "verbs": ["create"]}]})
+    await kube.create(resource_path(RBAC, "clusterrolebindings"), {
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+        "metadata": {"name": role},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                    "name": role},
+        "subjects": [{"kind": "ServiceAccount", "name": "no-rights",
+                      "namespace": admission.namespace}]})
+    try:
+        await start_without_rights(admission, kube, tmp_path)
+    finally:
+        for plural in ("clusterrolebindings", "clusterroles"):
+            await kube.delete(resource_path(RBAC, plural, name=role))
+
+
+async def start_without_rights(admission: AdmissionOperator, kube: KubeClient,
+                               tmp_path: Path) -> None:
+    kubeconfig = await service_account_kubeconfig(kube, admission.cluster, admission.namespace,
+                                                  "no-rights", tmp_path)
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "berthmaster.cli", "operator", "--kubeconfig", str(kubeconfig),
+        "--only", "admission", "--standalone", "--liveness", "",
+        "--admission-listen", "127.0.0.1:1", "--admission-namespace", admission.namespace,
+        "--admission-name", admission.name, stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE, cwd=str(ROOT))
+    _, raw = await asyncio.wait_for(process.communicate(), timeout=120)
+    stderr = raw.decode()
+    assert process.returncode == 2, stderr
+    assert (f"system:serviceaccount:{admission.namespace}:no-rights may not create "
+            "subjectaccessreviews.authorization.k8s.io (admission)") in stderr
+    assert "grant the operator the admission rules" in stderr
