@@ -15,6 +15,18 @@ SERVICES = {
     "berthmaster-scheduler-metrics": "# TYPE scheduler_schedule_attempts_total counter",
     "berthmaster-operator-metrics": "cluster_autoscaler_",
 }
+# Families either replica exports (docs/observability.md): kube-scheduler 1.35's cache gauge,
+# client-go's leader-election gauge, the process collector; the operator's Machine API,
+# descheduler and autoscaler-health families.
+FAMILIES = {
+    "berthmaster-scheduler-metrics": ("# TYPE scheduler_cache_size gauge",
+                                      "# TYPE leader_election_master_status gauge",
+                                      "# TYPE process_cpu_seconds_total counter"),
+    "berthmaster-operator-metrics": ("# TYPE mapi_machine_items gauge",
+                                     "# TYPE descheduler_pods_evicted_total counter",
+                                     "# TYPE cluster_autoscaler_cluster_safe_to_autoscale gauge",
+                                     "# TYPE process_cpu_seconds_total counter"),
+}
 
 
 @pytest.mark.parametrize("service", sorted(SERVICES))
@@ -23,6 +35,9 @@ def test_metrics_through_the_service_proxy(kind: Kind, service: str) -> None:
     text = wait_for(lambda: kind.raw(path), f"{service} /metrics")
     assert SERVICES[service] in text
     assert "# TYPE " in text
+    for family in FAMILIES[service]:
+        assert family in text, family
+    assert "scheduler_scheduler_cache_size" not in text  # the name 1.34 retired
 
 
 @pytest.mark.parametrize("service", sorted(SERVICES))

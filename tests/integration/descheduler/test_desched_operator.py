@@ -210,3 +210,31 @@ async def test_crd_refuses_cron_settings_without_a_schedule(kube: KubeClient, cr
             "spec": {"policy": GOOD_POLICY, "suspend": True}})
     assert caught.value.status == 422
     assert "are CronJob settings: set spec.schedule, or remove them" in caught.value.message
+
+
+async def test_an_api_error_that_is_not_transient_is_not_retried(
+    kube: KubeClient, namespace: str, operator: None, tmp_path: Path
+) -> None:
+    """A Job the API server refuses as invalid (422: its name, and so its pods' job-name label,
+    is longer than 63 characters) fails the handler permanently, logged as such, instead of
+    kopf's retry every minute for ever (issue 18: the operator retries only what is transient).
+    kopf/_core/actions/execution.py ``execute_handler_once``: PermanentError "failed
+    permanently", TemporaryError "failed temporarily", any other exception "failed with an
+    exception and will try again in 60 seconds" (what this test saw before the change)."""
+    name = f"long-{namespace}-" + "x" * 34  # its Job: 66 characters
+    await kube.create(DESCHEDULERS, {
+        "apiVersion": "berthmaster.io/v1alpha1", "kind": "Descheduler",
+        "metadata": {"name": name},
+        "spec": {"namespace": namespace, "policy": GOOD_POLICY, "dryRun": True}})
+    path = resource_path(group_path("berthmaster.io", "v1alpha1"), "deschedulers", None, name)
+    log = tmp_path / "operator.log"
+    try:
+        line = await wait_for(lambda: next(
+            (x for x in log.read_text().splitlines()
+             if "descheduler_reconcile" in x and "failed" in x and name in x), None),
+            timeout=60, what="the handler's failure logged")
+        assert "failed permanently" in line, line
+        assert "422" in line and "(not transient: not retried until the object changes)" in line
+        assert "will try again" not in log.read_text()
+    finally:
+        await kube.delete(path)
