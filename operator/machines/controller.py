@@ -27,7 +27,6 @@ from berthmaster.kube import CORE, KubeClient, KubeError, resource_path
 from berthmaster.operator.machines import api, drain, events, lifecycle, machineset, nodes
 from berthmaster.operator.machines.conditions import (
     false_condition,
-    get_condition,
     set_condition,
     true_condition,
     unknown_condition,
@@ -649,8 +648,3 @@ async def patch_status(kube: KubeClient, path: str, obj: JSON, old: JSON, new: J
     return await kube.patch(path, {
         "metadata": {"resourceVersion": obj["metadata"]["resourceVersion"]},
         "status": status_patch(old, new)})
-
-
-def get_condition_status(machine: JSON, kind: str) -> str | None:
-    found = get_condition((machine.get("status") or {}).get("conditions"), kind)
-    return None if found is None else str(found.get("status"))

@@ -53,8 +53,6 @@ class Namespaces:
         return namespace not in self.exclude
 
 
-ALL_NAMESPACES = Namespaces()
-
 
 @dataclass(frozen=True)
 class PodFilter:
