@@ -112,12 +112,7 @@ class MachineController:
     # -- reading and writing the Machine ------------------------------------------------------
 
     async def get(self, key: Key) -> JSON | None:
-        try:
-            return await self.kube.get(api.machine_path(*key))
-        except KubeError as error:
-            if error.not_found:
-                return None
-            raise
+        return await self.kube.get_if_exists(api.machine_path(*key))
 
     async def write_status(self, machine: JSON, updates: JSON,
                            progress: JSON | None = None) -> JSON:
@@ -284,12 +279,7 @@ class MachineController:
     async def get_node(self, name: str | None) -> JSON | None:
         if not name:
             return None
-        try:
-            return await self.kube.get(api.node_path(name))
-        except KubeError as error:
-            if error.not_found:
-                return None
-            raise
+        return await self.kube.get_if_exists(api.node_path(name))
 
     # -- deletion --------------------------------------------------------------------------------
 
@@ -560,12 +550,9 @@ class MachineSetController:
         self.status_poll = status_poll
 
     async def reconcile(self, key: Key) -> float | None:
-        try:
-            ms = await self.kube.get(api.machineset_path(*key))
-        except KubeError as error:
-            if error.not_found:
-                return None
-            raise
+        ms = await self.kube.get_if_exists(api.machineset_path(*key))
+        if ms is None:
+            return None
         if api.deleting(ms) or not owned(ms, self.provider_kinds):
             return None
         problems = machineset.validate(ms)
