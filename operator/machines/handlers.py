@@ -12,7 +12,8 @@ What triggers what:
 - a Machine event -> that Machine, and the MachineSet that controls it;
 - a MachineSet event -> that MachineSet;
 - an event on a Node annotated ``machine.openshift.io/machine`` -> that Machine (a removed
-  taint is put back, a deleted Node is noticed).
+  taint is put back, a deleted Node is noticed). The API server sends only Nodes labelled
+  ``machine.openshift.io/machine`` (the node link sets both; ``api.NODES_WATCH_SELECTOR``).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from berthmaster.kube import KubeClient
 from berthmaster.operator.client import operator_client, stop_before_close
 from berthmaster.operator.machines import api
 from berthmaster.operator.machines.controller import MachineController, MachineSetController
+from berthmaster.operator.machines.metrics import machine_metrics
 from berthmaster.operator.machines.providers import Provider
 from berthmaster.operator.machines.providers.kwok import KIND as KWOK_KIND
 from berthmaster.operator.machines.providers.kwok import KwokProvider
@@ -72,7 +74,8 @@ class MachinesRuntime:
 
 
 @kopf.on.startup()
-async def start_machines(memo: kopf.Memo, **_: Any) -> None:
+async def start_machines(memo: kopf.Memo, settings: kopf.OperatorSettings, **_: Any) -> None:
+    settings.watching.label_selectors[api.NODES_WATCH] = api.NODES_WATCH_SELECTOR
     backoff = float(os.environ.get("BERTHMASTER_DRAIN_BACKOFF_SECONDS", "5"))
     runtime = MachinesRuntime(await operator_client(), drain_backoff=backoff)
     runtime.start()
@@ -88,12 +91,15 @@ def _runtime(memo: kopf.Memo) -> MachinesRuntime:
 
 
 @kopf.on.event(api.GROUP, api.VERSION, api.MACHINES)
-async def machine_event(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
+async def machine_event(type: str | None, body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
+    machine_metrics.machine_seen(body, deleted=type == "DELETED")
     _runtime(memo).machine_changed(dict(body))
 
 
 @kopf.on.event(api.GROUP, api.VERSION, api.MACHINESETS)
-async def machineset_event(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
+async def machineset_event(type: str | None, body: kopf.Body, memo: kopf.Memo,
+                           **_: Any) -> None:
+    machine_metrics.machineset_seen(body, deleted=type == "DELETED")
     _runtime(memo).machineset_changed(dict(body))
 
 

@@ -32,6 +32,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from berthmaster.kube import KubeClient, KubeError, group_path, resource_path
+from berthmaster.logs import ObjectRef
 from berthmaster.times import format_rfc3339_micro
 
 JSON = dict[str, Any]
@@ -124,6 +125,7 @@ class LeaderElector:
         renew_deadline: float = 10.0,
         retry_period: float = 2.0,
         clock: Callable[[], float] = time.monotonic,
+        on_leading: Callable[[bool], None] | None = None,
     ):
         if not lease_duration > renew_deadline > retry_period > 0:
             raise ValueError(
@@ -133,11 +135,16 @@ class LeaderElector:
         self.kube = kube
         self.path = resource_path(LEASES, "leases", namespace)
         self.name = name
+        self.lease = ObjectRef(name, namespace)
         self.identity = identity or default_identity()
         self.lease_duration = lease_duration
         self.renew_deadline = renew_deadline
         self.retry_period = retry_period
         self.clock = clock
+        # told True on acquiring and False on losing or releasing the Lease (and False at
+        # once: a candidate starts as a backup, as client-go's leaderelection metric)
+        self.on_leading = on_leading or (lambda leading: None)
+        self.on_leading(False)
         self._observed = Observation()
         self._last_renew: float | None = None  # when we last wrote the Lease as its holder
 
@@ -182,7 +189,7 @@ class LeaderElector:
                 body["metadata"]["resourceVersion"] = lease["metadata"]["resourceVersion"]
                 written = await self.kube.replace(lease_path, body)
         except KubeError as error:
-            log.info("lease write lost", extra={"error": str(error), "lease": self.name})
+            log.info("lease write lost", extra={"error": str(error), "lease": self.lease})
             return False
         self._observed = Observation(LeaseRecord.from_lease(written), self.clock())
         self._last_renew = self.clock()
@@ -192,11 +199,12 @@ class LeaderElector:
     async def acquire(self) -> None:
         """Return once this candidate holds the Lease."""
         log.info("attempting to acquire leader lease",
-                 extra={"lease": self.name, "identity": self.identity})
+                 extra={"lease": self.lease, "identity": self.identity})
         while not await self.try_acquire_or_renew():  # noqa: ASYNC110 - polling the API
             await asyncio.sleep(self.retry_period * (1 + 0.2 * random.random()))
-        log.info("successfully acquired lease", extra={"lease": self.name,
+        log.info("successfully acquired lease", extra={"lease": self.lease,
                                                        "identity": self.identity})
+        self.on_leading(True)
 
     async def hold(self) -> None:
         """Renew until leadership is lost, then return (the caller stops acting)."""
@@ -214,13 +222,15 @@ class LeaderElector:
             if not self.is_leader():
                 break  # no renewal within the renew deadline
         self._last_renew = None
-        log.error("leaderelection lost", extra={"lease": self.name, "identity": self.identity})
+        self.on_leading(False)
+        log.error("leaderelection lost", extra={"lease": self.lease, "identity": self.identity})
 
     async def release(self) -> None:
         """Give the Lease up (graceful shutdown), if we still hold it."""
         if self._last_renew is None:
             return
         self._last_renew = None
+        self.on_leading(False)
         lease_path = f"{self.path}/{self.name}"
         try:
             lease = await self.kube.get(lease_path)

@@ -32,11 +32,18 @@ VALUE_SETS: dict[str, list[str]] = {
     "ha-off": ["scheduler.replicas=1", "scheduler.leaderElection.enabled=false"],
     "servicemonitor-on": ["metrics.serviceMonitor.enabled=true",
                           "metrics.serviceMonitor.labels.release=prometheus"],
+    # the Grafana dashboard ConfigMap and the PrometheusRule (both off by default)
+    "observability-on": ["dashboards.enabled=true", "prometheusRule.enabled=true",
+                         "prometheusRule.labels.release=prometheus"],
     "tuned": ["scheduler.name=zonal", "priorityClassName=",
               "operator.watchNamespaces={openshift-machine-api,kube-system}",
               "operator.capabilities={machines,deschedulers}",
               "operator.podDisruptionBudget.enabled=true",
               "scheduler.extraArgs={--log-format=text}"],
+    # the placement admission webhook (off by default), with a configuration
+    "admission-on": ["admission.enabled=true", "admission.failurePolicy=Ignore",
+                     "admission.config.pluginConfig.PodNodeConstraints.configuration"
+                     ".kind=PodNodeConstraintsConfig"],
     # extraArgs copied from a kube-scheduler Deployment (its flag spellings)
     "kube-scheduler-flags": ["scheduler.leaderElection.leaseDurationSeconds=30",
                              "scheduler.extraArgs={--v=4,--kube-api-qps=100,"

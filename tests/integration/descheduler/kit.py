@@ -9,6 +9,7 @@ exist) that no controller manages (a ReplicaSet's controller would release or de
 from __future__ import annotations
 
 import asyncio
+import os
 import sys
 import tempfile
 from dataclasses import dataclass
@@ -71,8 +72,8 @@ class PassResult:
     output: str
 
 
-async def run_pass(kubeconfig: str, policy: dict[str, Any] | str, dry_run: bool = False
-                   ) -> PassResult:
+async def run_pass(kubeconfig: str, policy: dict[str, Any] | str, dry_run: bool = False,
+                   termination_log: str | None = None) -> PassResult:
     """``berthmaster deschedule`` as a separate process, as the Job runs it."""
     text = policy if isinstance(policy, str) else yaml.safe_dump(policy)
     with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as handle:
@@ -81,8 +82,10 @@ async def run_pass(kubeconfig: str, policy: dict[str, Any] | str, dry_run: bool 
             handle.name, "--kubeconfig", kubeconfig]
     if dry_run:
         args.append("--dry-run")
+    env = {**os.environ, "BERTHMASTER_TERMINATION_LOG": termination_log} if termination_log \
+        else None
     process = await asyncio.create_subprocess_exec(
-        *args, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
+        *args, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT, env=env)
     out, _ = await asyncio.wait_for(process.communicate(), timeout=120)
     return PassResult(process.returncode or 0, out.decode())
 
