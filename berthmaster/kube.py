@@ -331,6 +331,15 @@ class KubeClient:
     async def get(self, path: str, **params: Any) -> JSON:
         return await self.request("GET", path, params=params)
 
+    async def get_if_exists(self, path: str, **params: Any) -> JSON | None:
+        """The object, or ``None`` when the API server answers 404 (any other error raises)."""
+        try:
+            return await self.get(path, **params)
+        except KubeError as error:
+            if error.not_found:
+                return None
+            raise
+
     async def create(self, path: str, body: JSON, **params: Any) -> JSON:
         return await self.request("POST", path, body=body, params=params)
 

@@ -124,16 +124,6 @@ def resource_list(raw: Obj | None, where: str = "resources") -> dict[str, int]:
     return out
 
 
-def format_quantity(resource: str, amount: int) -> str:
-    """Human form of an engine amount (the inverse of quantity_value, for messages and tables)."""
-    if resource == CPU:
-        return f"{amount // 1000}" if amount % 1000 == 0 else f"{amount}m"
-    for suffix in ("Ei", "Pi", "Ti", "Gi", "Mi", "Ki"):
-        if amount and amount % _BINARY[suffix] == 0:
-            return f"{amount // _BINARY[suffix]}{suffix}"
-    return str(amount)
-
-
 # --------------------------------------------------------------------------------------------
 # Label selectors, node selectors, tolerations
 # --------------------------------------------------------------------------------------------

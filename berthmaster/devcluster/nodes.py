@@ -83,15 +83,3 @@ def kind_workers(config: Mapping[str, Any], prefix: str = "e2e-worker") -> list[
                                taints=taints))
     return nodes
 
-
-def parse_taint(text: str) -> dict[str, str]:
-    """``key=value:Effect`` or ``key:Effect`` (kubectl taint's syntax) -> a taint object."""
-    head, sep, effect = text.rpartition(":")
-    if not sep or effect not in ("NoSchedule", "PreferNoSchedule", "NoExecute"):
-        raise ValueError(
-            f"taint {text!r}: expected key[=value]:NoSchedule|PreferNoSchedule|NoExecute")
-    key, _, value = head.partition("=")
-    taint = {"key": key, "effect": effect}
-    if value:
-        taint["value"] = value
-    return taint

@@ -11,8 +11,9 @@ address). One background task then repeats, every ``BERTHMASTER_ADMISSION_CHECK_
 good one kept), reconcile the certificate (certs.reconcile: a rotation is stored first, then
 the server's TLS context is reloaded, then the CA bundle published), and publish again (a
 ``helm upgrade`` may have reset the chart's caBundle; the configurations the operator writes
-itself are re-applied whole). kopf's cleanup handler cancels the task and stops the
-server; the configurations stay registered, as the administrator's policy (docs/admission.md
+itself are re-applied whole). The cleanup of the operator's shared client
+(:mod:`berthmaster.operator.client`) cancels the task and stops the server before it closes the
+client; the configurations stay registered, as the administrator's policy (docs/admission.md
 says how to remove them).
 
 Without ``--admission-listen`` the capability is loaded but idle.
@@ -25,7 +26,6 @@ import base64
 import contextlib
 import datetime
 import logging
-import os
 import shutil
 import tempfile
 from pathlib import Path
@@ -47,6 +47,7 @@ from berthmaster.operator.admission.config import (
 from berthmaster.operator.admission.options import AdmissionSettings
 from berthmaster.operator.admission.server import WebhookServer, load_chain, tls_context
 from berthmaster.operator.admission.webhook import PlacementWebhook
+from berthmaster.operator.client import operator_client, stop_before_close
 
 _log = logging.getLogger("berthmaster.operator.admission")
 
@@ -167,7 +168,6 @@ class Runtime:
                 await self.task
         if self.server is not None:
             await self.server.stop()
-        await self.client.close()
         shutil.rmtree(self.scratch, ignore_errors=True)
 
     async def maintain(self) -> None:
@@ -245,19 +245,13 @@ async def start_admission_webhook(**_: Any) -> None:
     if _State.settings is None:
         _log.info("placement admission webhook off (no --admission-listen)")
         return
-    # Its own client, closed after the server stops: kopf's cleanup handlers run in no set
-    # order, and requests keep arriving until the listener is gone.
-    client = await KubeClient.connect(os.environ.get("KUBECONFIG") or None)
-    _State.runtime = Runtime(client, _State.settings)
+    # The operator's shared client; its cleanup stops the server and the upkeep task before it
+    # closes the client (requests keep arriving until the listener is gone).
+    runtime = Runtime(await operator_client(), _State.settings)
+    _State.runtime = runtime
     try:
-        await _State.runtime.start()
+        await runtime.start()
     except BaseException:
-        await _State.runtime.stop()
+        await runtime.stop()
         raise
-
-
-@kopf.on.cleanup()
-async def stop_admission_webhook(**_: Any) -> None:
-    if _State.runtime is not None:
-        await _State.runtime.stop()
-    _State.runtime = None
+    stop_before_close(runtime.stop)

@@ -105,21 +105,6 @@ def headroom(totals: Totals, template: Mapping[str, Any], limits: ResourceLimits
     return Headroom(allowed, binding)
 
 
-def within_maximums(totals: Totals, limits: ResourceLimits) -> list[str]:
-    """The maximums ``totals`` passes (empty when all are respected)."""
-    passed = []
-    if limits.max_nodes_total is not None and totals.nodes > limits.max_nodes_total:
-        passed.append("nodes")
-    if limits.cores is not None and totals.cores > limits.cores.max:
-        passed.append("cpu")
-    if limits.memory_gib is not None and totals.memory > limits.memory_gib.max * GIB:
-        passed.append("memory")
-    for gpu in limits.gpus:
-        if totals.gpus.get(gpu.type, 0.0) > gpu.max:
-            passed.append(gpu.type)
-    return passed
-
-
 def removal_blocked_by(totals: Totals, node: Mapping[str, Any],
                        limits: ResourceLimits) -> list[str]:
     """The minimums removing ``node`` would go below (upstream: MinimalResourceLimitExceeded)."""

@@ -53,7 +53,6 @@ MIN_SIZE_REACHED = "NodeGroupMinSizeReached"
 MIN_RESOURCE_LIMIT = "MinimalResourceLimitExceeded"
 BLOCKED_BY_POD = "BlockedByPod"
 NO_PLACE_TO_MOVE_PODS = "NoPlaceToMovePods"
-NOT_UNNEEDED_LONG_ENOUGH = "NotUnneededLongEnough"
 
 
 @dataclass(frozen=True)

@@ -63,8 +63,6 @@ SEVERITY_WARNING = "Warning"
 
 # Status error reasons (MachineStatusError).
 INVALID_CONFIGURATION = "InvalidConfiguration"
-CREATE_ERROR = "CreateError"
-DELETE_ERROR = "DeleteError"
 
 # errorMessage of a Machine whose instance vanished outside the Machine API.
 INSTANCE_NOT_FOUND_MESSAGE = "can't find created instance"

@@ -27,7 +27,6 @@ from berthmaster.kube import CORE, KubeClient, KubeError, resource_path
 from berthmaster.operator.machines import api, drain, events, lifecycle, machineset, nodes
 from berthmaster.operator.machines.conditions import (
     false_condition,
-    get_condition,
     set_condition,
     true_condition,
     unknown_condition,
@@ -113,12 +112,7 @@ class MachineController:
     # -- reading and writing the Machine ------------------------------------------------------
 
     async def get(self, key: Key) -> JSON | None:
-        try:
-            return await self.kube.get(api.machine_path(*key))
-        except KubeError as error:
-            if error.not_found:
-                return None
-            raise
+        return await self.kube.get_if_exists(api.machine_path(*key))
 
     async def write_status(self, machine: JSON, updates: JSON,
                            progress: JSON | None = None) -> JSON:
@@ -285,12 +279,7 @@ class MachineController:
     async def get_node(self, name: str | None) -> JSON | None:
         if not name:
             return None
-        try:
-            return await self.kube.get(api.node_path(name))
-        except KubeError as error:
-            if error.not_found:
-                return None
-            raise
+        return await self.kube.get_if_exists(api.node_path(name))
 
     # -- deletion --------------------------------------------------------------------------------
 
@@ -561,12 +550,9 @@ class MachineSetController:
         self.status_poll = status_poll
 
     async def reconcile(self, key: Key) -> float | None:
-        try:
-            ms = await self.kube.get(api.machineset_path(*key))
-        except KubeError as error:
-            if error.not_found:
-                return None
-            raise
+        ms = await self.kube.get_if_exists(api.machineset_path(*key))
+        if ms is None:
+            return None
         if api.deleting(ms) or not owned(ms, self.provider_kinds):
             return None
         problems = machineset.validate(ms)
@@ -649,8 +635,3 @@ async def patch_status(kube: KubeClient, path: str, obj: JSON, old: JSON, new: J
     return await kube.patch(path, {
         "metadata": {"resourceVersion": obj["metadata"]["resourceVersion"]},
         "status": status_patch(old, new)})
-
-
-def get_condition_status(machine: JSON, kind: str) -> str | None:
-    found = get_condition((machine.get("status") or {}).get("conditions"), kind)
-    return None if found is None else str(found.get("status"))

@@ -56,7 +56,7 @@ PAUSED = "cluster.x-k8s.io/paused"
 REMEDIATION_ALLOWED = "RemediationAllowed"
 TOO_MANY_UNHEALTHY = "TooManyUnhealthy"
 DEFAULT_MAX_UNHEALTHY = "100%"
-DEFAULT_NODE_STARTUP_TIMEOUT = timedelta(minutes=10)
+DEFAULT_NODE_STARTUP_TIMEOUT = "10m"
 # berthmaster: the reasons a spec is refused.
 EXTERNAL_REMEDIATION_NOT_SUPPORTED = "ExternalRemediationNotSupported"
 INVALID_CONFIGURATION = "InvalidConfiguration"
@@ -156,8 +156,8 @@ def parse_spec(mhc: JSON) -> HealthCheckSpec:
         problems.append(f"MachineHealthCheck {name}: spec.maxUnhealthy: {raw_max!r} is neither "
                         "a non-negative integer nor a percentage up to 100%, such as 2 or 40%")
         max_unhealthy = 0
-    startup = _duration(spec.get("nodeStartupTimeout", "10m"), "spec.nodeStartupTimeout",
-                        str(name), problems)
+    startup = _duration(spec.get("nodeStartupTimeout", DEFAULT_NODE_STARTUP_TIMEOUT),
+                        "spec.nodeStartupTimeout", str(name), problems)
     selector = dict(spec.get("selector") or {})
     try:
         selector_matches(selector, {})

@@ -40,12 +40,9 @@ class HealthCheckController:
         self.events = EventRecorder(kube, clock)
 
     async def reconcile(self, key: Key) -> float | None:
-        try:
-            mhc = await self.kube.get(mhc_rules.mhc_path(*key))
-        except KubeError as error:
-            if error.not_found:
-                return None
-            raise
+        mhc = await self.kube.get_if_exists(mhc_rules.mhc_path(*key))
+        if mhc is None:
+            return None
         if mhc_rules.paused(mhc) or api.deleting(mhc):
             return None
         now = self.clock()
@@ -96,12 +93,7 @@ class HealthCheckController:
         return targets
 
     async def node(self, name: str) -> JSON | None:
-        try:
-            return await self.kube.get(api.node_path(name))
-        except KubeError as error:
-            if error.not_found:
-                return None
-            raise
+        return await self.kube.get_if_exists(api.node_path(name))
 
     async def write_status(self, mhc: JSON, decision: HealthCheckDecision, now: datetime) -> None:
         old = dict(mhc.get("status") or {})

@@ -38,19 +38,20 @@ def go_format(hooks: list[Hook]) -> str:
 
 
 def drainable_condition(machine: dict[str, Any]) -> Condition:
-    blocking = hooks_of(machine, PRE_DRAIN)
-    if blocking:
-        return false_condition(DRAINABLE, HOOK_PRESENT,
-                               f"Drain operation currently blocked by: {go_format(blocking)}")
-    return true_condition(DRAINABLE)
+    return _hook_condition(machine, PRE_DRAIN, DRAINABLE, "Drain")
 
 
 def terminable_condition(machine: dict[str, Any]) -> Condition:
-    blocking = hooks_of(machine, PRE_TERMINATE)
+    return _hook_condition(machine, PRE_TERMINATE, TERMINABLE, "Terminate")
+
+
+def _hook_condition(machine: dict[str, Any], stage: str, kind: str, operation: str) -> Condition:
+    """``kind`` False/HookPresent while any hook of ``stage`` remains, in upstream's words."""
+    blocking = hooks_of(machine, stage)
     if blocking:
-        return false_condition(TERMINABLE, HOOK_PRESENT,
-                               f"Terminate operation currently blocked by: {go_format(blocking)}")
-    return true_condition(TERMINABLE)
+        return false_condition(kind, HOOK_PRESENT,
+                               f"{operation} operation currently blocked by: {go_format(blocking)}")
+    return true_condition(kind)
 
 
 def with_hook_conditions(conditions: list[Condition] | None, machine: dict[str, Any],

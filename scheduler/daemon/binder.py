@@ -70,10 +70,6 @@ class Binder:
         self.bound = 0
         self.conflicts = 0
 
-    @property
-    def in_flight(self) -> int:
-        return len(self._tasks)
-
     def bind(self, info: QueuedPod, node: str, started: float) -> None:
         task = asyncio.create_task(self._bind(info, node, started))
         self._tasks.add(task)

@@ -207,7 +207,6 @@ class ClusterCache:
         self.informers = [Informer(kube, resource, self.apply) for resource in resources]
         self._tasks: list[asyncio.Task[None]] = []
         self.sync_seconds = 0.0
-        self.on_size: Callable[[dict[str, int]], None] | None = None
 
     @property
     def synced(self) -> bool:

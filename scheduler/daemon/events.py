@@ -25,7 +25,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from berthmaster.kube import CORE, KubeClient, KubeError, resource_path
-from berthmaster.times import format_rfc3339, format_rfc3339_micro
+from berthmaster.times import format_rfc3339
 
 JSON = dict[str, Any]
 log = logging.getLogger("berthmaster.scheduler.events")
@@ -34,16 +34,11 @@ SCHEDULED = "Scheduled"
 FAILED_SCHEDULING = "FailedScheduling"
 PREEMPTED = "Preempted"
 UNSCHEDULABLE = "Unschedulable"
-SCHEDULER_ERROR = "SchedulerError"
 _CORRELATION_WINDOW = 600.0
 
 
 def now_rfc3339() -> str:
     return format_rfc3339(datetime.now(UTC))
-
-
-def now_micro() -> str:
-    return format_rfc3339_micro(datetime.now(UTC))
 
 
 def scheduled_message(pod: JSON, node: str) -> str:

@@ -38,7 +38,6 @@ class ClusterEvent:
 
     kind: str
     changes: frozenset[str] = frozenset()
-    node_labels: tuple[tuple[str, str], ...] = ()
 
 
 def node_change(old: JSON, new: JSON) -> frozenset[str]:

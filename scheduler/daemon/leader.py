@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import random
 import socket
 import time
@@ -147,7 +146,6 @@ class LeaderElector:
         self.on_leading = on_leading or (lambda leading: None)
         self.on_leading(False)
         self._observed = Observation()
-        self._resource_version: str | None = None
         self._last_renew: float | None = None  # when we last wrote the Lease as its holder
 
     # ---- state -----------------------------------------------------------------------------
@@ -245,7 +243,3 @@ class LeaderElector:
         except KubeError as error:
             log.warning("releasing lease failed", extra={"error": str(error)})
 
-
-def pid_identity() -> str:
-    """A readable identity for several replicas on one host (tests, the demo)."""
-    return f"{socket.gethostname()}_{os.getpid()}_{uuid.uuid4().hex[:8]}"

@@ -56,7 +56,6 @@ class SchedulingLoop:
         self.recorder = recorder
         self.metrics = metrics
         self.may_act = may_act
-        self.cycles = 0
 
     async def run(self) -> None:
         while True:
@@ -65,7 +64,6 @@ class SchedulingLoop:
                 self.queue.requeue(info, unschedulable=False)
                 return
             self.schedule_one(info)
-            self.cycles += 1
             await asyncio.sleep(0)  # let watches and bindings progress between decisions
 
     def schedule_one(self, info: QueuedPod) -> None:

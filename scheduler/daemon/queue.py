@@ -147,10 +147,6 @@ class SchedulingQueue:
     def get(self, key: str) -> QueuedPod | None:
         return self._pods.get(key)
 
-    def in_flight(self, key: str) -> bool:
-        info = self._pods.get(key)
-        return info is not None and info.where == INFLIGHT
-
     # ---- watch-driven changes ----------------------------------------------------------------
     def add(self, pod: JSON, priority: int) -> None:
         """A pending pod for this scheduler was added or updated in the API."""
@@ -293,12 +289,6 @@ class SchedulingQueue:
             # An error, or an event arrived during the attempt that may have helped it.
             info.unschedulable_since = None
             self._place(info, BACKOFF, "ScheduleAttemptFailure")
-
-    def activate(self, key: str) -> None:
-        """Force a parked pod back to active (used after preemption made room for it)."""
-        info = self._pods.get(key)
-        if info is not None and info.where in (UNSCHEDULABLE, BACKOFF):
-            self._place(info, ACTIVE, "ForceActivate")
 
 
 _IGNORED_META = ("resourceVersion", "generation", "managedFields", "annotations")

@@ -53,8 +53,6 @@ class Namespaces:
         return namespace not in self.exclude
 
 
-ALL_NAMESPACES = Namespaces()
-
 
 @dataclass(frozen=True)
 class PodFilter:
@@ -149,18 +147,26 @@ def strings(value: Any, where: str, problems: Problems) -> tuple[str, ...]:
     return tuple(value)
 
 
-def namespaces(
-    value: Any, where: str, problems: Problems, exclude_only: bool = False
-) -> Namespaces:
+def include_exclude(value: Any, where: str, problems: Problems, what: str,
+                    exclude_only: bool = False) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """An ``{include: [...], exclude: [...]}`` field (namespaces, owner kinds), worded as
+    upstream's validation ("only one of Include/Exclude namespaces can be set")."""
     raw = mapping(value, where, problems)
     check_known(raw, ("include", "exclude"), where, problems)
     include = strings(raw.get("include"), join(where, "include"), problems)
     exclude = strings(raw.get("exclude"), join(where, "exclude"), problems)
     if exclude_only and include:
-        problems.add(where, "only Exclude namespaces can be set, inclusion is not supported")
+        problems.add(where, f"only Exclude {what} can be set, inclusion is not supported")
         include = ()
     elif include and exclude:
-        problems.add(where, "only one of Include/Exclude namespaces can be set")
+        problems.add(where, f"only one of Include/Exclude {what} can be set")
+    return include, exclude
+
+
+def namespaces(
+    value: Any, where: str, problems: Problems, exclude_only: bool = False
+) -> Namespaces:
+    include, exclude = include_exclude(value, where, problems, "namespaces", exclude_only)
     return Namespaces(frozenset(include), frozenset(exclude))
 
 

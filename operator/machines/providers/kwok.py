@@ -149,12 +149,7 @@ class KwokProvider:
         return validate(machine)
 
     async def _node(self, machine: dict[str, Any]) -> dict[str, Any] | None:
-        try:
-            return await self.kube.get(node_path(str(machine["metadata"]["name"])))
-        except KubeError as error:
-            if error.not_found:
-                return None
-            raise
+        return await self.kube.get_if_exists(node_path(str(machine["metadata"]["name"])))
 
     async def instance_exists(self, machine: dict[str, Any]) -> Instance | None:
         node = await self._node(machine)

@@ -33,6 +33,7 @@ from berthmaster.scheduler.descheduler.fields import (
     Problems,
     boolean,
     check_known,
+    include_exclude,
     integer,
     join,
     mapping,
@@ -108,12 +109,7 @@ def from_v1alpha1(params: Mapping[str, Any], where: str, problems: Problems) -> 
 
 def _owner_kinds(value: Any, where: str, problems: Problems) -> tuple[frozenset[str],
                                                                       frozenset[str]]:
-    raw = mapping(value, where, problems)
-    check_known(raw, ("include", "exclude"), where, problems)
-    include = strings(raw.get("include"), join(where, "include"), problems)
-    exclude = strings(raw.get("exclude"), join(where, "exclude"), problems)
-    if include and exclude:
-        problems.add(where, "only one of Include/Exclude ownerKinds can be set")
+    include, exclude = include_exclude(value, where, problems, "ownerKinds")
     return frozenset(include), frozenset(exclude)
 
 

@@ -53,12 +53,7 @@ async def operator(cluster: Any, crd: None, tmp_path: Path) -> AsyncIterator[Non
 
 
 async def get(kube: KubeClient, path: str) -> dict[str, Any] | None:
-    try:
-        return await kube.get(path)
-    except KubeError as error:
-        if error.not_found:
-            return None
-        raise
+    return await kube.get_if_exists(path)
 
 
 def condition(obj: dict[str, Any] | None, type_: str) -> dict[str, Any] | None:

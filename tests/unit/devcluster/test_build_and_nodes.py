@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from berthmaster.devcluster import build
-from berthmaster.devcluster.nodes import fake_node, parse_taint
+from berthmaster.devcluster.nodes import fake_node
 
 
 def test_missing_go_is_a_clear_error(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
@@ -66,16 +66,3 @@ def test_fake_node_carries_kwok_annotation_zone_and_capacity() -> None:
     assert node["status"]["allocatable"]["nvidia.com/gpu"] == "1"
     assert node["spec"]["taints"][0]["key"] == "dedicated"
 
-
-@pytest.mark.parametrize(("text", "taint"), [
-    ("key1=value1:NoSchedule", {"key": "key1", "value": "value1", "effect": "NoSchedule"}),
-    ("dedicated:NoExecute", {"key": "dedicated", "effect": "NoExecute"}),
-])
-def test_parse_taint(text: str, taint: dict[str, str]) -> None:
-    assert parse_taint(text) == taint
-
-
-@pytest.mark.parametrize("text", ["key1=value1", "key1=value1:Sometimes"])
-def test_parse_taint_rejects_bad_effects(text: str) -> None:
-    with pytest.raises(ValueError, match="expected key"):
-        parse_taint(text)

@@ -139,12 +139,7 @@ def kwok_machine(name: str, *, pre_drain: list[tuple[str, str]] = (),
 
 
 async def get_machine(kube: KubeClient, namespace: str, name: str) -> dict[str, Any] | None:
-    try:
-        return await kube.get(api.machine_path(namespace, name))
-    except KubeError as error:
-        if error.not_found:
-            return None
-        raise
+    return await kube.get_if_exists(api.machine_path(namespace, name))
 
 
 def condition(machine: dict[str, Any] | None, kind: str) -> dict[str, Any]:
@@ -183,12 +178,7 @@ async def set_hooks(kube: KubeClient, namespace: str, name: str, stage: str,
 
 
 async def node_or_none(kube: KubeClient, name: str) -> dict[str, Any] | None:
-    try:
-        return await kube.get(api.node_path(name))
-    except KubeError as error:
-        if error.not_found:
-            return None
-        raise
+    return await kube.get_if_exists(api.node_path(name))
 
 
 def elapsed(since: float) -> float:
