@@ -17,6 +17,7 @@ import os
 from typing import Any
 
 from berthmaster import logs
+from berthmaster.operator.admission import options as admission_options
 from berthmaster.verbosity import add_verbosity
 
 CAPABILITIES = {
@@ -24,6 +25,7 @@ CAPABILITIES = {
     "machinehealthchecks": "berthmaster.operator.machines.healthcheck_handlers",
     "deschedulers": "berthmaster.operator.deschedulers.handlers",
     "autoscaler": "berthmaster.operator.autoscaler.handlers",
+    "admission": "berthmaster.operator.admission.handlers",
 }
 
 
@@ -45,6 +47,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "(default: off)")
     parser.add_argument("--standalone", action="store_true",
                         help="do not use kopf's peering (a single operator replica)")
+    admission_options.add_arguments(parser)
     logs.add_log_format(parser)
     add_verbosity(parser)
 
@@ -84,9 +87,17 @@ def run(args: argparse.Namespace) -> int:
     # One handler on the root logger: kopf's own loggers (kopf.objects, kopf.activities, ...)
     # write the same lines as ours (kopf.configure is not called; kopf.run configures nothing).
     logs.configure("operator", args.log_format, args.verbosity)
-    asyncio.run(preflight(args.kubeconfig, [c for c in CAPABILITIES
-                                            if not args.only or c in args.only],
+    admission = admission_options.settings_from_args(args)
+    if admission is not None and args.only and "admission" not in args.only:
+        args.only = [*args.only, "admission"]  # --admission-listen runs it whatever --only says
+    asyncio.run(preflight(args.kubeconfig, [c for c in CAPABILITIES if c != "admission"
+                                            and (not args.only or c in args.only)],
                           explicit=bool(args.only), namespaces=args.namespace))
+    if admission is not None:  # its own checks: they depend on its flags
+        from berthmaster.operator.admission import handlers as admission_handlers
+
+        asyncio.run(admission_handlers.preflight(admission, args.kubeconfig))
+        admission_handlers.configure(admission)
     import kopf
 
     from berthmaster.operator.health import HealthServer, Readiness

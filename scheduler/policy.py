@@ -1,14 +1,15 @@
 """The scheduler Policy file (``kind: Policy``, v1, JSON or YAML) -> configured predicates and
 weighted priorities, with validation that reports every problem at once.
 
-Format (seed 16.2.4): ``predicates[]`` and ``priorities[]``, each entry ``name`` plus, for
-priorities, a positive integer ``weight``; configurable entries carry an ``argument`` with
-exactly one of ``serviceAffinity`` / ``labelsPresence`` (predicates) or
-``serviceAntiAffinity`` / ``labelPreference`` (priorities) and may use any name. A file
-replaces the defaults completely; a file omitting a list entirely gets the default list for
-it (as upstream); an empty list means none. ``version: v1`` (the seed's samples) is accepted
-for ``apiVersion: v1``. Lines holding only ``...`` (the seed's elision marks in its samples,
-which YAML would read as a document end) are ignored.
+Format (docs/engine.md, "The Policy file"; upstream's k8s.io/kube-scheduler config/v1 ``Policy``
+before 1.23): ``predicates[]`` and ``priorities[]``, each entry ``name`` plus, for priorities, a
+positive integer ``weight``; configurable entries carry an ``argument`` with exactly one of
+``serviceAffinity`` / ``labelsPresence`` (predicates) or ``serviceAntiAffinity`` /
+``labelPreference`` (priorities) and may use any name. A file replaces the defaults completely; a
+file omitting a list entirely gets the default list for it (as upstream); an empty list means none.
+``version: v1`` (as OpenShift's documented samples write it) is accepted for ``apiVersion: v1``.
+Lines holding only ``...`` (the elision marks in those samples, which YAML would read as a document
+end) are ignored.
 
 ``CheckNodeUnschedulable`` and ``PodToleratesNodeTaints`` always run, whatever the policy lists
 (upstream's mandatory predicates from 1.14 until the Policy API was removed): a cordoned node
@@ -127,7 +128,7 @@ def _argument(kind: str, where: str, arg: Any, allowed: Mapping[str, Any],
     if key in ("serviceAntiAffinity", "labelPreference"):
         label = body.get("label")
         if isinstance(label, list) and len(label) == 1:
-            label = label[0]  # the seed's template writes label: ["<label>"]
+            label = label[0]  # the documented template writes label: ["<label>"]
         if not isinstance(label, str) or not label:
             problems.append(f"{here}.label: required, one label key")
         else:
@@ -273,5 +274,5 @@ def _default_document() -> dict[str, Any]:
 
 
 def default_policy() -> Policy:
-    """The seed's default policy (16.2.4), used when no policy file is given."""
+    """The default policy (scheduler/data/default-policy.json), used without a policy file."""
     return load_policy(_default_text(), "default policy")

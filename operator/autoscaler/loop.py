@@ -1,7 +1,9 @@
 """One autoscaler iteration against the API server: read, decide (pure), act, report.
 
-Design: ``run_once`` lists what the decisions need (nodes, pods, PDBs, priority classes,
-MachineSets, Machines), builds a fresh placement snapshot, and in this order
+Design: ``run_once`` reads what the decisions need (nodes, pods, PDBs, priority classes,
+MachineSets, Machines) — from the operator's watch caches (:mod:`.watches`), or with one LIST
+per kind (:func:`read_cluster`) when none are given — builds a fresh placement snapshot, and in
+this order
 1. backs off MachineSets whose new nodes did not register within ``maxNodeProvisionTime`` and
    gives their unregistered Machines back (``delete-machine`` + lower replicas);
 2. decides a scale-up for the pending pods older than ``newPodScaleUpDelay`` and raises
@@ -29,7 +31,7 @@ import logging
 import random
 import time
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -78,6 +80,7 @@ JSON = dict[str, Any]
 MACHINE_API = group_path("machine.openshift.io", "v1beta1")
 POLICY_API = group_path("policy", "v1")
 SCHEDULING_API = group_path("scheduling.k8s.io", "v1")
+ACTIVE_PODS = "status.phase!=Succeeded,status.phase!=Failed"  # terminal pods need no room
 INITIAL_BACKOFF = 5 * 60.0  # upstream's initial node group backoff
 MAX_BACKOFF = 30 * 60.0
 
@@ -124,8 +127,7 @@ class ClusterState:
 
 async def read_cluster(kube: KubeClient, config: AutoscalerConfig) -> ClusterState:
     nodes, _ = await kube.list_all(resource_path(CORE, "nodes"))
-    pods, _ = await kube.list_all(resource_path(CORE, "pods"),
-                                  fieldSelector="status.phase!=Succeeded,status.phase!=Failed")
+    pods, _ = await kube.list_all(resource_path(CORE, "pods"), fieldSelector=ACTIVE_PODS)
     pdbs, _ = await kube.list_all(resource_path(POLICY_API, "poddisruptionbudgets"))
     classes, _ = await kube.list_all(resource_path(SCHEDULING_API, "priorityclasses"))
     machine_sets, _ = await kube.list_all(resource_path(MACHINE_API, "machinesets"))
@@ -137,6 +139,9 @@ async def read_cluster(kube: KubeClient, config: AutoscalerConfig) -> ClusterSta
         configmap = found[0] if found else None
     return ClusterState(nodes, pods, pdbs, {c["metadata"]["name"]: c for c in classes},
                         machine_sets, machines, configmap)
+
+
+ClusterReader = Callable[[AutoscalerConfig], Awaitable[ClusterState]]
 
 
 def log_level(verbosity: int) -> int:
@@ -386,13 +391,15 @@ def build_status(view: ClusterView, state: AutoscalerState, decision: ScaleUpDec
 
 
 async def run_once(kube: KubeClient, autoscaler: Mapping[str, Any], state: AutoscalerState,
-                   placement: Placement, now: float | None = None) -> JSON:
-    """One iteration; returns the ClusterAutoscaler ``status`` to write."""
+                   placement: Placement, now: float | None = None,
+                   read: ClusterReader | None = None) -> JSON:
+    """One iteration; returns the ClusterAutoscaler ``status`` to write. ``read`` gives the
+    cluster (the watch caches' ``read``); without it every kind is LISTed."""
     started = time.monotonic()
     now = time.time() if now is None else now
     config = parse_cluster_autoscaler(autoscaler)
     log.setLevel(log_level(config.log_verbosity))
-    cluster = await read_cluster(kube, config)
+    cluster = await (read(config) if read is not None else read_cluster(kube, config))
     view = build_cluster_view(cluster.machine_sets, cluster.machines, cluster.nodes,
                               config.startup_taints)
     act = Actuator(kube, now)

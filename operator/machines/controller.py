@@ -125,23 +125,16 @@ class MachineController:
         """Patch status with ``updates`` (conditions refreshed from the hooks) if it changes."""
         now = self.clock()
         old = dict(machine.get("status") or {})
-        new = {**old, **updates}
+        new = merged_status(old, updates)
         conditions = updates.get("conditions", old.get("conditions"))
         new["conditions"] = with_hook_conditions(conditions, machine, now)
         if progress:
             new["deletionProgress"] = {**(old.get("deletionProgress") or {}), **progress}
-        for field in ("errorReason", "errorMessage"):
-            if new.get(field) is None:
-                new.pop(field, None)
         if new == old:
             return machine
         new["lastUpdated"] = format_rfc3339(now)
-        patch: JSON = {"metadata": {"resourceVersion": machine["metadata"]["resourceVersion"]},
-                       "status": new}
-        for field in ("errorReason", "errorMessage"):
-            if field in old and field not in new:
-                patch["status"][field] = None
-        return await self.kube.patch(api.machine_path(*api.key_of(machine), sub="status"), patch)
+        return await patch_status(self.kube, api.machine_path(*api.key_of(machine), sub="status"),
+                                  machine, old, new)
 
     async def set_finalizers(self, machine: JSON, finalizers: list[str]) -> None:
         meta = machine["metadata"]
@@ -630,16 +623,32 @@ class MachineSetController:
 
     async def write_status(self, ms: JSON, updates: JSON) -> None:
         old = dict(ms.get("status") or {})
-        new = {k: v for k, v in {**old, **updates}.items() if v is not None}
-        if new == old:
-            return
-        status_patch: JSON = dict(new)
-        for field in ("errorReason", "errorMessage"):
-            if field in old and field not in new:
-                status_patch[field] = None
-        await self.kube.patch(api.machineset_path(*api.key_of(ms), sub="status"), {
-            "metadata": {"resourceVersion": ms["metadata"]["resourceVersion"]},
-            "status": status_patch})
+        new = merged_status(old, updates)
+        if new != old:
+            await patch_status(self.kube, api.machineset_path(*api.key_of(ms), sub="status"),
+                               ms, old, new)
+
+
+# -- status writes, shared by both controllers -------------------------------------------------
+
+
+def merged_status(old: JSON, updates: JSON) -> JSON:
+    """``old`` with ``updates`` applied; a field updated to ``None`` is dropped."""
+    return {k: v for k, v in {**old, **updates}.items() if v is not None}
+
+
+def status_patch(old: JSON, new: JSON) -> JSON:
+    """The merge-patch ``status`` that turns ``old`` into ``new``: ``new``'s fields, and a null
+    for each field ``new`` dropped (a merge patch removes a field only when told null)."""
+    return {**new, **{field: None for field in old if field not in new}}
+
+
+async def patch_status(kube: KubeClient, path: str, obj: JSON, old: JSON, new: JSON) -> JSON:
+    """Write ``new`` over ``old`` with ``obj``'s resourceVersion as precondition: a status
+    computed from a stale read is refused (409) and the reconcile runs again."""
+    return await kube.patch(path, {
+        "metadata": {"resourceVersion": obj["metadata"]["resourceVersion"]},
+        "status": status_patch(old, new)})
 
 
 def get_condition_status(machine: JSON, kind: str) -> str | None:

@@ -12,7 +12,8 @@ What triggers what:
 - a Machine event -> that Machine, and the MachineSet that controls it;
 - a MachineSet event -> that MachineSet;
 - an event on a Node annotated ``machine.openshift.io/machine`` -> that Machine (a removed
-  taint is put back, a deleted Node is noticed).
+  taint is put back, a deleted Node is noticed). The API server sends only Nodes labelled
+  ``machine.openshift.io/machine`` (the node link sets both; ``api.NODES_WATCH_SELECTOR``).
 """
 
 from __future__ import annotations
@@ -73,7 +74,8 @@ class MachinesRuntime:
 
 
 @kopf.on.startup()
-async def start_machines(memo: kopf.Memo, **_: Any) -> None:
+async def start_machines(memo: kopf.Memo, settings: kopf.OperatorSettings, **_: Any) -> None:
+    settings.watching.label_selectors[api.NODES_WATCH] = api.NODES_WATCH_SELECTOR
     backoff = float(os.environ.get("BERTHMASTER_DRAIN_BACKOFF_SECONDS", "5"))
     runtime = MachinesRuntime(await operator_client(), drain_backoff=backoff)
     runtime.start()

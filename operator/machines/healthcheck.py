@@ -260,7 +260,7 @@ def has_controller_owner(machine: JSON) -> bool:
 
 
 @dataclass
-class Decision:
+class HealthCheckDecision:
     """What one reconcile of a MachineHealthCheck does."""
 
     expected: int = 0
@@ -288,9 +288,9 @@ def selects(spec: HealthCheckSpec, machine: JSON, provider_kinds: Collection[str
 
 
 def decide_health_check(mhc: JSON, spec: HealthCheckSpec, targets: list[Target],
-                        now: datetime) -> Decision:
+                        now: datetime) -> HealthCheckDecision:
     """Reconcile's decision over recorded state: status counts, condition, what to remediate."""
-    decision = Decision(expected=len(targets))
+    decision = HealthCheckDecision(expected=len(targets))
     unhealthy: list[Target] = []
     waits: list[timedelta] = []
     for target in targets:
@@ -326,9 +326,9 @@ def decide_health_check(mhc: JSON, spec: HealthCheckSpec, targets: list[Target],
     return decision
 
 
-def refused(spec_error: RefusedSpec) -> Decision:
+def refused(spec_error: RefusedSpec) -> HealthCheckDecision:
     """A check whose spec is refused: it monitors nothing and never remediates."""
-    return Decision(condition=false_condition(
+    return HealthCheckDecision(condition=false_condition(
         REMEDIATION_ALLOWED, spec_error.reason, str(spec_error)))
 
 

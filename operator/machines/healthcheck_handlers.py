@@ -66,7 +66,9 @@ class HealthCheckRuntime:
 
 
 @kopf.on.startup()
-async def start_machinehealthchecks(memo: kopf.Memo, **_: Any) -> None:
+async def start_machinehealthchecks(memo: kopf.Memo, settings: kopf.OperatorSettings,
+                                    **_: Any) -> None:
+    settings.watching.label_selectors[api.NODES_WATCH] = api.NODES_WATCH_SELECTOR
     runtime = HealthCheckRuntime(HealthCheckController(await operator_client()).reconcile)
     runtime.queue.start()
     stop_before_close(runtime.stop)

@@ -1,6 +1,8 @@
 """The Machine deletion state machine: which step comes next, decided from the Machine alone.
 
-Order (the lifecycle-hook document's, upstream's machine and drain controllers'):
+Order (upstream's: openshift/machine-api-operator pkg/controller/machine/controller.go
+``Reconcile`` and drain_controller.go; the hooks as openshift/api machine/v1beta1
+``LifecycleHooks`` documents them):
 
 1. ``MARK_DELETING``: phase Deleting, ``status.deletionProgress.startedAt`` recorded;
 2. ``WAIT_PRE_DRAIN`` while any preDrain hook remains (Drainable False, HookPresent);

@@ -80,7 +80,7 @@ class Observation:
 
 
 @dataclass(frozen=True)
-class Decision:
+class LeaseDecision:
     action: str  # "create", "update" or "wait"
     record: LeaseRecord | None
     observation: Observation
@@ -93,22 +93,22 @@ def decide(
     now: float,
     wall: datetime,
     lease_duration: int,
-) -> Decision:
+) -> LeaseDecision:
     """What to do with the Lease as read (``None``: it does not exist)."""
     stamp = format_rfc3339_micro(wall)
     if current is None:
         record = LeaseRecord(identity, lease_duration, stamp, stamp, 0)
-        return Decision("create", record, Observation(record, now))
+        return LeaseDecision("create", record, Observation(record, now))
     if current != observed.record:
         observed = Observation(current, now)
     held_by_other = current.holder not in ("", identity)
     if held_by_other and observed.at + current.lease_duration > now:
-        return Decision("wait", None, observed)
+        return LeaseDecision("wait", None, observed)
     if current.holder == identity:
         record = replace(current, lease_duration=lease_duration, renew_time=stamp)
     else:
         record = LeaseRecord(identity, lease_duration, stamp, stamp, current.transitions + 1)
-    return Decision("update", record, observed)
+    return LeaseDecision("update", record, observed)
 
 
 def default_identity() -> str:

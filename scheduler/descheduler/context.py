@@ -52,7 +52,10 @@ class Candidate:
         return str((self.pod.get("spec") or {}).get("nodeName") or "")
 
 
-Decision = Generator[Candidate, bool, None]
+# What a strategy's ``decide`` returns: candidates yielded in the order the strategy wants them
+# gone, each answered with whether it was evicted (the scheduler's placement outcome is
+# engine.Decision; a MachineHealthCheck's is HealthCheckDecision, a Lease's LeaseDecision).
+CandidateStream = Generator[Candidate, bool, None]
 
 
 @dataclass

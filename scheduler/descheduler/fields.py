@@ -68,8 +68,13 @@ class PodFilter:
 
         object.__setattr__(self, "_compiled", compile_selector(self.label_selector,
                                                                none_matches=True))
+        # most strategies filter nothing, and every pod of a pass is asked about
+        object.__setattr__(self, "_everything",
+                           self.namespaces is None and self.label_selector is None)
 
     def admits(self, pod: Mapping[str, Any]) -> bool:
+        if self._everything:  # type: ignore[attr-defined]
+            return True
         meta = pod.get("metadata") or {}
         if self.namespaces is not None and not self.namespaces.admits(meta.get("namespace", "")):
             return False

@@ -2,7 +2,7 @@
 
 Design: both versions become a :class:`DeschedulerPolicy` — an ordered tuple of
 :class:`StrategyConfig` (strategy name, parsed params, DefaultEvictor settings, profile) plus the
-global eviction limits. v1alpha1 (the seed's format, dropped upstream in v0.31) is read as
+global eviction limits. v1alpha1 (OpenShift 3.11's format, dropped upstream in v0.31) is read as
 upstream read it while migrating: each enabled strategy becomes its own profile whose evictor
 takes the top-level ``evictLocalStoragePods``/``evictSystemCriticalPods``/``ignorePvcPods``/
 ``evictFailedBarePods`` and the strategy's ``thresholdPriority``/``thresholdPriorityClassName``/

@@ -17,7 +17,7 @@ from typing import Any
 
 from berthmaster.scheduler.descheduler.context import (
     Candidate,
-    Decision,
+    CandidateStream,
     StrategyContext,
 )
 from berthmaster.scheduler.descheduler.fields import (
@@ -101,7 +101,7 @@ def exit_codes(pod: Mapping[str, Any], including_init: bool) -> set[int]:
     return codes
 
 
-def decide(params: Params, ctx: StrategyContext) -> Decision:
+def decide(params: Params, ctx: StrategyContext) -> CandidateStream:
     for node in ctx.nodes:
         pods = [p for p in ctx.pods_on(node["metadata"]["name"], include_terminal=True)
                 if (p.get("status") or {}).get("phase") == "Failed"]

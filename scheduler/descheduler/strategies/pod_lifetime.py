@@ -24,7 +24,7 @@ from typing import Any
 
 from berthmaster.scheduler.descheduler.context import (
     Candidate,
-    Decision,
+    CandidateStream,
     StrategyContext,
 )
 from berthmaster.scheduler.descheduler.fields import (
@@ -247,7 +247,7 @@ def selected(pod: Mapping[str, Any], params: Params, ctx: StrategyContext) -> bo
     return not params.exit_codes or _exit_code_matches(pod, params)
 
 
-def decide(params: Params, ctx: StrategyContext) -> Decision:
+def decide(params: Params, ctx: StrategyContext) -> CandidateStream:
     """Pods of every phase are listed (upstream's ListAllPodsOnANode), so ``states: [Failed]``
     can select terminal pods."""
     chosen: list[tuple[datetime, dict[str, Any]]] = []

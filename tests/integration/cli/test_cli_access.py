@@ -16,20 +16,18 @@ kopf/_core/engines/posting.py).
 
 from __future__ import annotations
 
-import contextlib
 import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from berthmaster.devcluster.cluster import ControlPlane, Options, RunningCluster
-from berthmaster.kube import CORE, KubeClient, KubeError, group_path, resource_path
+from berthmaster.kube import KubeClient
 from tests.integration.cli.test_cli_failures import CONNECTING, berthmaster, one_line
+from tests.support.accounts import account_kubeconfig, granted
 
-RBAC = group_path("rbac.authorization.k8s.io", "v1")
 DEPLOY = Path(__file__).resolve().parents[3] / "deploy"
 CRD_FIX = ("install the CRDs (kubectl apply -f deploy/crds/, or the Helm chart) or leave the "
            "capability out (--only NAME runs just the ones named)")
@@ -39,46 +37,6 @@ OPERATOR_RBAC_FIX = ("grant the operator's ClusterRole (the Helm chart's templat
 SCHEDULER_RBAC_FIX = ("grant the scheduler's ClusterRole and lease Role (the Helm chart's "
                       "templates/scheduler-rbac.yaml or deploy/manifests/) to this account, or "
                       "bind it to system:kube-scheduler")
-
-
-async def account_kubeconfig(kube: KubeClient, cluster: RunningCluster, namespace: str,
-                             folder: Path, name: str = "bare") -> Path:
-    """A ServiceAccount granted nothing, and a kubeconfig with a token of it."""
-    await kube.create(resource_path(CORE, "serviceaccounts", namespace),
-                      {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": name}})
-    issued = await kube.create(
-        resource_path(CORE, "serviceaccounts", namespace, name, "token"),
-        {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
-         "spec": {"expirationSeconds": 3600}})
-    admin = yaml.safe_load(Path(cluster.kubeconfig).read_text())
-    path = folder / f"{name}.kubeconfig"
-    path.write_text(yaml.safe_dump({
-        "apiVersion": "v1", "kind": "Config", "current-context": name,
-        "clusters": [{"name": "c", "cluster": admin["clusters"][0]["cluster"]}],
-        "users": [{"name": name, "user": {"token": issued["status"]["token"]}}],
-        "contexts": [{"name": name, "context": {"cluster": "c", "user": name}}]}))
-    return path
-
-
-@contextlib.asynccontextmanager
-async def granted(kube: KubeClient, namespace: str, account: str,
-                  rules: list[dict[str, Any]]) -> Any:
-    name = f"{namespace}-{account}"
-    await kube.create(resource_path(RBAC, "clusterroles"), {
-        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
-        "metadata": {"name": name}, "rules": rules})
-    await kube.create(resource_path(RBAC, "clusterrolebindings"), {
-        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
-        "metadata": {"name": name},
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
-                    "name": name},
-        "subjects": [{"kind": "ServiceAccount", "name": account, "namespace": namespace}]})
-    try:
-        yield
-    finally:
-        for plural in ("clusterrolebindings", "clusterroles"):
-            with contextlib.suppress(KubeError):
-                await kube.delete(resource_path(RBAC, plural, name=name))
 
 
 async def test_scheduler_without_rbac(kube: KubeClient, cluster: RunningCluster,

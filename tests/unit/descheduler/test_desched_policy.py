@@ -1,5 +1,5 @@
-"""Policy files: the seed's v1alpha1 sample, v1alpha2 profiles, and validation that lists
-every problem."""
+"""Policy files: the documented v1alpha1 sample (deploy/samples/descheduler-once.yaml),
+v1alpha2 profiles, and validation that lists every problem."""
 
 from __future__ import annotations
 
