@@ -18,6 +18,7 @@ import asyncio
 import contextlib
 import dataclasses
 import functools
+import json
 import logging
 import os
 import random
@@ -38,6 +39,7 @@ from berthmaster.devcluster.cluster import ControlPlane, RunningCluster
 from berthmaster.kube import CORE, KubeClient, KubeError, resource_path
 from berthmaster.scheduler.engine import Engine
 from berthmaster.scheduler.model import PodView
+from berthmaster.scheduler.policy import load_policy
 from berthmaster.scheduler.snapshot import Snapshot
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -136,9 +138,22 @@ class Campaign:
         self.workdir = Path(tempfile.mkdtemp(prefix="berthmaster-chaos-"))
 
     # ---------------------------------------------------------------- set-up
+    def _policy(self) -> Path:
+        """The default Policy plus ``PodTopologySpread`` (and its priority): the default
+        policy predates spread constraints and does not enforce them (docs/engine.md), and
+        the churn's spread pods ask for ``DoNotSchedule``."""
+        document = json.loads(
+            (ROOT / "scheduler" / "data" / "default-policy.json").read_text())
+        document["predicates"].append({"name": "PodTopologySpread"})
+        document["priorities"].append({"name": "EvenPodsSpreadPriority", "weight": 1})
+        path = self.workdir / "scheduler-policy.json"
+        path.write_text(json.dumps(document, indent=2))
+        return path
+
     def _launches(self, cluster: RunningCluster) -> dict[str, faults.Launch]:
         python = sys.executable
         kubeconfig = str(cluster.kubeconfig)
+        policy = str(self._policy())
         launches: dict[str, faults.Launch] = {}
         for replica in ("a", "b"):
             port = free_port()
@@ -149,7 +164,7 @@ class Campaign:
             def scheduler(life: int, port: int = port,
                           identity: Any = identity) -> list[str]:
                 return [python, "-m", "berthmaster.cli", "scheduler", "--kubeconfig",
-                        kubeconfig, "--scheduler-name", SCHEDULER_NAME,
+                        kubeconfig, "--scheduler-name", SCHEDULER_NAME, "--policy", policy,
                         "--leader-elect-lease-namespace", LEASE[0],
                         "--leader-elect-lease-name", LEASE[1],
                         "--leader-elect-lease-duration", "4s",
@@ -346,7 +361,8 @@ class Campaign:
         nodes = list(checker.nodes.items.values())
         pods = [p for p in checker.pods.items.values()
                 if rules.occupies(PodView.from_dict(p))]
-        engine = Engine(seed=self.settings.seed)
+        engine = Engine(load_policy(self._policy().read_text(), "the campaign's policy"),
+                        seed=self.settings.seed)
         cutoff = time.time() - 15
         for pod in checker.pending():
             uid = str(pod["metadata"]["uid"])

@@ -35,6 +35,7 @@ RECENT = 10.0  # seconds a departed pod still counts for rules judged on a laggi
 # A bind in flight when the Lease ran out (event stamps have 1 s resolution); the leader-stop
 # fault resumes a frozen leader only after a longer while (faults.RESUME_AFTER_TAKEOVER).
 LEASE_GRACE = 3.0
+BIND_WINDOW = 5.0  # bindings this close after one may have been decided before it
 log = logging.getLogger("berthmaster.chaos")
 
 
@@ -232,15 +233,32 @@ class Checker:
         self.bound_at[uid] = now
         self.figures.pods_bound += 1
         nodes = self.node_views(now)
-        view = PodView.from_dict(pod)
         others = [PodView.from_dict(p) for p in self.pods.items.values()]
-        recent = [p for t, p in self.gone if now - t < RECENT]
-        for problem in rules.bind_breaches(view, nodes.get(node_name), others, nodes, recent):
-            self.breach(problem)
         node = nodes.get(node_name)
         if node is not None:
             for problem in rules.overcommit(node, others):
                 self.breach(problem)
+        self.later(BIND_WINDOW, functools.partial(self._bind_check, pod, nodes, now))
+
+    def _bind_check(self, pod: Obj, nodes: dict[str, NodeView], bound: float) -> None:
+        """The hard constraints of one binding, judged ``BIND_WINDOW`` seconds later.
+
+        A scheduler binds concurrently: it decides pod after pod against what it has assumed,
+        and the bindings may reach the API server in another order. So the pods bound up to
+        ``BIND_WINDOW`` after this one, like those that left up to ``RECENT`` before it, count
+        in the other domains only (the lenient side); the pods bound before it count fully."""
+        view = PodView.from_dict(pod)
+        before: list[PodView] = []
+        racing: list[PodView] = []
+        for other in self.pods.items.values():
+            other_view = PodView.from_dict(other)
+            at = self.bound_at.get(other_view.uid, 0.0)
+            (racing if bound < at <= bound + BIND_WINDOW else before).append(other_view)
+        lenient = racing + [p for t, p in self.gone if bound - RECENT < t]
+        before = [p for p in before if self.bound_at.get(p.uid, 0.0) <= bound]
+        for problem in rules.bind_breaches(view, nodes.get(view.node_name), before, nodes,
+                                           lenient):
+            self.breach(problem)
 
     # ---------------------------------------------------------------- budgets
     def _pdb_transition(self, pod: Obj, old: Obj | None, kind: str) -> None:

@@ -131,8 +131,9 @@ def spread_violation(pod: PodView, node: NodeView, others: Iterable[PodView],
     node's domain holds more than ``maxSkew`` above the least-populated eligible domain.
 
     Eligible domains are those of nodes the pod's nodeSelector/required affinity select
-    (upstream's default ``nodeAffinityPolicy: Honor``). Pods that left a moment ago count in
-    the other domains (the scheduler may not have seen them go)."""
+    (upstream's default ``nodeAffinityPolicy: Honor``). ``recently_gone`` pods count in the
+    other domains only: pods that left a moment ago (the scheduler may not have seen them go)
+    and pods whose bindings landed a moment later (decided before this one, bound after)."""
     placed = [o for o in others if o.uid != pod.uid and occupies(o)]
     for constraint in pod.spread_constraints:
         if constraint.when_unsatisfiable != "DoNotSchedule":
