@@ -172,14 +172,6 @@ def owner_conflict(annotations: Mapping[str, str], owner: str) -> str | None:
     return current if current is not None and current != owner else None
 
 
-def add_finalizer(body: kopf.RawBody) -> None:
-    """Add upstream's finalizer to a MachineAutoscaler body (once), as a kopf patch function:
-    kopf applies it to the object it writes, so other finalizers are kept."""
-    finalizers = body.setdefault("metadata", {}).setdefault("finalizers", [])
-    if FINALIZER not in finalizers:
-        finalizers.append(FINALIZER)
-
-
 async def _persist_finalizer(client: KubeClient, namespace: str, name: str,
                              finalizers: list[str], resource_version: str | None) -> None:
     """Write upstream's finalizer onto a MachineAutoscaler now (not through kopf's patch, which
