@@ -6,7 +6,10 @@ aiohttp connector. Requests and watches go through an aiohttp session as raw JSO
 plain ``dict``\\ s decoded by orjson (several times faster than the standard library's decoder,
 which was a fifth of the scheduler's CPU), never generated models, so the watch and bind hot
 paths pay for no model deserialisation. Every component (scheduler, operator, descheduler,
-tests, the demo) uses :class:`KubeClient`; nothing else opens connections to the API server.
+tests, the demo) makes its own requests through :class:`KubeClient`. The one other client is
+kopf's: the operator's framework watches the custom resources, patches its own progress and
+posts its events with its own aiohttp session, logged in through kubernetes_asyncio from the
+same kubeconfig (or in-cluster account).
 
 The session kubernetes_asyncio builds trusts the environment, which makes aiohttp look up
 ``.netrc`` and the proxy variables in a worker thread on every request — two thread hops per

@@ -8,7 +8,10 @@
    a node (every check runs when the policy sets ``alwaysCheckAllPredicates``), and the walk
    stops once enough feasible nodes are found: upstream's adaptive
    ``percentageOfNodesToScore`` (at least 100 nodes, ``max(5, 50 - nodes/125)`` percent) or a
-   fixed percentage;
+   fixed percentage. The walk takes one of three shapes, each its own method: one check per
+   node (``_walk_single``), every check per node (``_walk_every``), or, when a check declares
+   the only nodes it can pass (a ``NarrowedCheck``: node affinity, topology spread), those
+   nodes alone (``_walk_narrowed``);
 3. **score** — each priority scores the feasible nodes 0..10; the weighted sum decides;
    priorities that score every node alike are skipped (a constant cannot change the winner);
 4. **select** — the highest total wins, ties broken by the engine's seedable random generator.
@@ -32,13 +35,20 @@ import copy
 import random
 from bisect import bisect_left
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Set
 from dataclasses import dataclass, field
 from itertools import chain, islice
 from typing import Any
 
 from berthmaster.scheduler.model import Obj, PodView
-from berthmaster.scheduler.plugins.base import Check, Predicate, Status, unresolvable
+from berthmaster.scheduler.plugins.base import (
+    Check,
+    Predicate,
+    Status,
+    narrowing,
+    unresolvable,
+    unwrap,
+)
 from berthmaster.scheduler.policy import Policy, default_policy
 from berthmaster.scheduler.snapshot import NodeInfo, Snapshot
 
@@ -215,7 +225,11 @@ class Engine:
         return out
 
     # ------------------------------------------------------------------ scheduling
-    def schedule(self, pod: Obj, snapshot: Snapshot, *, explain: bool = False) -> Decision:
+    def schedule(self, pod: Obj, snapshot: Snapshot, *, explain: bool = False,
+                 sample: bool = True) -> Decision:
+        """One placement decision (see the module docstring). ``sample=False`` looks for every
+        feasible node instead of stopping at percentageOfNodesToScore's count (preemption's
+        full decision), whatever the engine's setting."""
         view = PodView.from_dict(pod)
         nodes = snapshot.node_list()
         total = len(nodes)
@@ -223,66 +237,54 @@ class Engine:
             return Decision(view.key, None, NO_NODES_AVAILABLE)
         checks, rejected = self.prefilter(view, snapshot)
         if rejected is not None:
-            predicate, status = rejected
-            message = status.reasons[0] if status.reasons else "rejected"
-            reasons = {n.name: list(status.reasons) for n in nodes}
-            return Decision(view.key, None, fit_error_message(total, {}, message), reasons,
-                            evaluated=total, total_nodes=total,
-                            unresolvable=frozenset(reasons) if status.unresolvable
-                            else frozenset(), rejected_by=frozenset((predicate.NAME,)),
-                            prefilter_message=message)
+            return _prefilter_rejection(view, nodes, *rejected)
         nominated = snapshot.node(view.nominated_node) if view.nominated_node else None
         if nominated is not None and not explain and self._run_checks(checks, nominated) is None:
             # as upstream: a pod that preemption made room for takes its nominated node when
             # it fits there, without looking further
             return Decision(view.key, nominated.name, "", feasible=1, evaluated=1,
                             total_nodes=total)
-        to_find = num_feasible_nodes_to_find(total, self.percentage_of_nodes_to_score)
-        start = self._next_start % total
-        feasible: list[NodeInfo] = []
-        failed: dict[str, Status] = {}
-        rejected_by: set[str] = set()
-        ordered = chain(islice(nodes, start, None), islice(nodes, 0, start))
+        percentage = self.percentage_of_nodes_to_score if sample else 100
+        walk = _Walk(self._next_start % total, num_feasible_nodes_to_find(total, percentage))
+        allowed = _narrowest(checks)
         if len(checks) == 1 and not self.policy.always_check_all_predicates:
-            only_predicate, only = checks[0]
-            for node in ordered:
-                rejection = only(node)
-                if rejection is None:
-                    feasible.append(node)
-                    if len(feasible) >= to_find:
-                        break
-                else:
-                    failed[node.name] = rejection
-            if failed:
-                rejected_by.add(only_predicate.NAME)
+            self._walk_single(walk, checks[0], _rotation(nodes, walk.start))
+        elif allowed is not None and len(allowed) < total:
+            early = self._walk_narrowed(walk, checks, view, snapshot, allowed, explain)
+            if early is not None:
+                return early
         else:
-            allowed: set[str] | None = None
-            for _, check in checks:
-                narrowing = getattr(check, "allowed", None)
-                if narrowing is not None and (allowed is None or len(narrowing) < len(allowed)):
-                    allowed = narrowing
-            check_all = self.policy.always_check_all_predicates
-            walk: Iterable[NodeInfo] = ordered
-            positions: list[int] | None = None
-            if allowed is not None and len(allowed) < total:
-                # visit only the nodes the narrowing predicate allows, in rotation order; the
-                # others are rejected for sure and get their reasons below, only if read
-                positions = _allowed_positions(snapshot, nodes, allowed)
-                first = bisect_left(positions, start)
-                walk = (nodes[p] for p in chain(islice(positions, first, None),
-                                                islice(positions, 0, first)))
-            last: NodeInfo | None = None
-            for node in walk:
+            self._walk_every(walk, checks, _rotation(nodes, walk.start))
+        return self._conclude(walk, view, snapshot, explain)
+
+    def _walk_single(self, walk: _Walk, only: tuple[Predicate, Check],
+                     ordered: Iterable[NodeInfo]) -> None:
+        """Walk 1: one check to run per node, from the rotating start, until enough fit."""
+        predicate, check = only
+        feasible, failed, to_find = walk.feasible, walk.failed, walk.to_find
+        fn = unwrap(check)
+        for node in ordered:
+            rejection = fn(node)
+            if rejection is None:
+                feasible.append(node)
+                if len(feasible) >= to_find:
+                    break
+            else:
+                failed[node.name] = rejection
+        if failed:
+            walk.rejected_by.add(predicate.NAME)
+
+    def _walk_every(self, walk: _Walk, checks: list[tuple[Predicate, Check]],
+                    ordered: Iterable[NodeInfo]) -> NodeInfo | None:
+        """Walk 2: every check per node (the first failure rejects it, or all run under
+        alwaysCheckAllPredicates) until enough fit; returns the last node visited."""
+        feasible, failed, rejected_by, to_find = (walk.feasible, walk.failed, walk.rejected_by,
+                                                  walk.to_find)
+        last: NodeInfo | None = None
+        if self.policy.always_check_all_predicates:
+            for node in ordered:
                 last = node
-                if check_all:
-                    outcome = self._run_checks(checks, node)
-                else:  # inlined _run_checks: this is the hot loop
-                    outcome = None
-                    for predicate, check in checks:
-                        verdict = check(node)
-                        if verdict is not None:
-                            outcome = (verdict, predicate.NAME)
-                            break
+                outcome = self._run_checks(checks, node)
                 if outcome is None:
                     feasible.append(node)
                     if len(feasible) >= to_find:
@@ -290,34 +292,70 @@ class Engine:
                 else:
                     failed[node.name] = outcome[0]
                     rejected_by.add(outcome[1])
-            if positions is not None:
-                stopped_early = len(feasible) >= to_find and last is not None
-                if stopped_early and not explain:
-                    assert last is not None
-                    visited = (_position(snapshot, nodes, last.name) - start) % total + 1
-                    self._next_start = (start + visited) % total
-                    return self._select(view, snapshot, feasible, {}, explain, visited, total)
-                if feasible and not stopped_early and not explain:
-                    # the whole rotation was visited, as a full walk would have; the skipped
-                    # nodes' reasons would only be read if nothing fit, or when explaining
-                    self._next_start = start
-                    return self._select(view, snapshot, feasible, {}, explain, total, total)
-                # every node counts as evaluated: give the skipped ones their true reasons
-                stop = _position(snapshot, nodes, last.name) if stopped_early and last else None
-                seen = {n.name for n in feasible} | set(failed)
-                for i in range(total):
-                    node = nodes[(start + i) % total]
-                    if stop is not None and (start + i) % total == stop:
-                        break
-                    if node.name in seen:
-                        continue
-                    outcome = self._run_checks(checks, node)
-                    if outcome is None:  # cannot happen: the narrowing predicate rejects it
-                        continue
-                    failed[node.name] = outcome[0]
-                    rejected_by.add(outcome[1])
+            return last
+        bare = [(predicate.NAME, unwrap(check)) for predicate, check in checks]
+        for node in ordered:  # the hot loop: _run_checks inlined
+            last = node
+            for name, fn in bare:
+                verdict = fn(node)
+                if verdict is not None:
+                    failed[node.name] = verdict
+                    rejected_by.add(name)
+                    break
+            else:
+                feasible.append(node)
+                if len(feasible) >= to_find:
+                    break
+        return last
+
+    def _walk_narrowed(self, walk: _Walk, checks: list[tuple[Predicate, Check]],
+                       view: PodView, snapshot: Snapshot, allowed: Set[str], explain: bool
+                       ) -> Decision | None:
+        """Walk 3: a check declared the only nodes it can pass; visit those alone, in rotation
+        order. The skipped nodes are rejected for sure; they get their true reasons (a check
+        each) only when someone reads them: nothing fit, or ``explain``. Returns the decision
+        when it needs no more, else None (the walk is then as complete as walk 2's)."""
+        nodes = snapshot.node_list()
+        total, start = len(nodes), walk.start
+        positions = _allowed_positions(snapshot, nodes, allowed)
+        first = bisect_left(positions, start)
+        last = self._walk_every(walk, checks, (
+            nodes[p] for p in chain(islice(positions, first, None), islice(positions, 0, first))))
+        feasible = walk.feasible
+        stopped_early = len(feasible) >= walk.to_find and last is not None
+        if not explain and stopped_early:
+            assert last is not None
+            visited = (_position(snapshot, nodes, last.name) - start) % total + 1
+            self._next_start = (start + visited) % total
+            return self._select(view, snapshot, feasible, {}, explain, visited, total)
+        if not explain and feasible:
+            # the whole rotation was visited, as a full walk would have
+            self._next_start = start
+            return self._select(view, snapshot, feasible, {}, explain, total, total)
+        # every node visited counts as evaluated: give the skipped ones their true reasons
+        stop = _position(snapshot, nodes, last.name) if stopped_early and last else None
+        seen = {n.name for n in feasible} | set(walk.failed)
+        for i in range(total):
+            at = (start + i) % total
+            if at == stop:
+                break
+            node = nodes[at]
+            if node.name in seen:
+                continue
+            outcome = self._run_checks(checks, node)
+            if outcome is None:  # cannot happen: the narrowing check rejects it
+                continue
+            walk.failed[node.name] = outcome[0]
+            walk.rejected_by.add(outcome[1])
+        return None
+
+    def _conclude(self, walk: _Walk, view: PodView, snapshot: Snapshot, explain: bool
+                  ) -> Decision:
+        """The decision after a walk: the FitError when nothing fit, else the scored choice."""
+        feasible, failed = walk.feasible, walk.failed
+        total = len(snapshot.node_list())
         evaluated = len(feasible) + len(failed)
-        self._next_start = (start + evaluated) % total
+        self._next_start = (walk.start + evaluated) % total
         verdicts = self._verdicts(view, snapshot, feasible, failed) if explain else {}
         if not feasible:
             return Decision(
@@ -325,7 +363,7 @@ class Engine:
                 {name: list(s.reasons) for name, s in failed.items()}, feasible=0,
                 evaluated=evaluated, total_nodes=total,
                 unresolvable=frozenset(n for n, s in failed.items() if s.unresolvable),
-                rejected_by=frozenset(rejected_by), verdicts=verdicts)
+                rejected_by=frozenset(walk.rejected_by), verdicts=verdicts)
         reasons = {name: list(s.reasons) for name, s in failed.items()} if explain else {}
         decision = self._select(view, snapshot, feasible, reasons, explain, evaluated, total)
         if explain:
@@ -404,6 +442,44 @@ class Engine:
         return frozenset(events)
 
 
+@dataclass(slots=True)
+class _Walk:
+    """One filter walk's state: where it started, how many fits end it, and what it found."""
+
+    start: int
+    to_find: int
+    feasible: list[NodeInfo] = field(default_factory=list)
+    failed: dict[str, Status] = field(default_factory=dict)
+    rejected_by: set[str] = field(default_factory=set)
+
+
+def _rotation(nodes: list[NodeInfo], start: int) -> Iterable[NodeInfo]:
+    """The nodes from ``start`` round to just before it (kube-scheduler's rotating start)."""
+    return chain(islice(nodes, start, None), islice(nodes, 0, start))
+
+
+def _narrowest(checks: list[tuple[Predicate, Check]]) -> Set[str] | None:
+    """The smallest node set a check declares it can pass (None: no check narrows)."""
+    allowed: Set[str] | None = None
+    for _, check in checks:
+        declared = narrowing(check)
+        if declared is not None and (allowed is None or len(declared) < len(allowed)):
+            allowed = declared
+    return allowed
+
+
+def _prefilter_rejection(view: PodView, nodes: list[NodeInfo], predicate: Predicate,
+                         status: Status) -> Decision:
+    """The decision when a prefilter rejected every node at once."""
+    total = len(nodes)
+    message = status.reasons[0] if status.reasons else "rejected"
+    reasons = {n.name: list(status.reasons) for n in nodes}
+    return Decision(view.key, None, fit_error_message(total, {}, message), reasons,
+                    evaluated=total, total_nodes=total,
+                    unresolvable=frozenset(reasons) if status.unresolvable else frozenset(),
+                    rejected_by=frozenset((predicate.NAME,)), prefilter_message=message)
+
+
 def _position_index(snapshot: Snapshot, nodes: list[NodeInfo]) -> dict[str, int]:
     index: dict[str, int] | None = snapshot.node_cache.get("positions")
     if index is None or len(index) != len(nodes):
@@ -416,7 +492,7 @@ def _position(snapshot: Snapshot, nodes: list[NodeInfo], name: str) -> int:
     return _position_index(snapshot, nodes)[name]
 
 
-def _allowed_positions(snapshot: Snapshot, nodes: list[NodeInfo], allowed: set[str]
+def _allowed_positions(snapshot: Snapshot, nodes: list[NodeInfo], allowed: Set[str]
                        ) -> list[int]:
     """Sorted positions (in the rotation order) of the ``allowed`` nodes, cached per set."""
     key = ("allowed-positions", id(allowed))

@@ -15,8 +15,9 @@ As upstream's default preemption:
   then the smallest priority sum, then the fewest victims, then the latest start time of the
   highest-priority victims, then the first.
 
-What-if removals happen on the snapshot itself and are undone before returning (the snapshot is
-single-threaded); the caller's snapshot is unchanged afterwards.
+What-if removals happen on the snapshot itself, inside its ``what_if`` scope, which puts every
+pod back before returning (the snapshot is single-threaded); the caller's snapshot is unchanged
+afterwards.
 
 When no preemption is possible, ``PreemptionResult.message`` is the PostFilter sentence
 kube-scheduler 1.35 appends to FailedScheduling: its PostFilter plugins run in turn,
@@ -141,9 +142,9 @@ def _select_victims(pod: PodView, raw: Obj, node_name: str, snapshot: Snapshot, 
     lower = [p for p in snapshot.pods_on(node_name) if snapshot.priority(p) < priority]
     if not lower:
         return unresolvable(NO_VICTIMS)
-    for p in lower:
-        snapshot._remove_view(p.uid)
-    try:
+    with snapshot.what_if() as scenario:
+        for p in lower:
+            scenario.remove(p)
         rejected = engine.rejection(raw, node_name, snapshot)
         if rejected is not None:
             return rejected
@@ -154,19 +155,15 @@ def _select_victims(pod: PodView, raw: Obj, node_name: str, snapshot: Snapshot, 
         violations = 0
         for group, counts in ((violating, True), (fine, False)):
             for p in group:
-                snapshot._add_view(p)
+                scenario.put_back(p)
                 if engine.fits(raw, node_name, snapshot):
                     continue
-                snapshot._remove_view(p.uid)
+                scenario.remove(p)
                 victims.append(p)
                 violations += counts
         victims.sort(key=lambda p: (-snapshot.priority(p), p.start_time))
         return _Candidate(node_name, victims, violations,
                           [snapshot.priority(v) for v in victims])
-    finally:
-        for p in lower:
-            if snapshot.get_pod(p.uid) is None:
-                snapshot._add_view(p)
 
 
 def _pick(candidates: list[_Candidate]) -> _Candidate:
@@ -204,7 +201,7 @@ def evaluate_preemption(pod: Obj, snapshot: Snapshot, engine: Engine,
                 return PreemptionResult(None, post_filter_message("preemption: " + TERMINATING))
     total = len(snapshot)
     if decision is None:
-        decision = _full_decision(engine, pod, snapshot)
+        decision = engine.schedule(pod, snapshot, sample=False)
     statuses: dict[str, Status] = {}
     candidates: list[_Candidate] = []
     not_helpful = unresolvable(NOT_HELPFUL)
@@ -236,16 +233,6 @@ def evaluate_preemption(pod: Obj, snapshot: Snapshot, engine: Engine,
     return PreemptionResult(
         Preemption(chosen.node, [dict(v.raw) for v in chosen.victims], chosen.violations), "",
         statuses)
-
-
-def _full_decision(engine: Engine, pod: Obj, snapshot: Snapshot) -> Decision:
-    """A decision over every node (no sampling), for callers that have none."""
-    saved = engine.percentage_of_nodes_to_score
-    engine.percentage_of_nodes_to_score = 100
-    try:
-        return engine.schedule(pod, snapshot)
-    finally:
-        engine.percentage_of_nodes_to_score = saved
 
 
 def choose_preemption(pod: Obj, snapshot: Snapshot, engine: Engine,

@@ -30,9 +30,10 @@ from typing import Any, TextIO
 import yaml
 
 from berthmaster.documents import load_documents, read_text
+from berthmaster.errors import PolicyError
 from berthmaster.scheduler.engine import Decision, Engine
 from berthmaster.scheduler.model import PodView, resolve_priority
-from berthmaster.scheduler.policy import Policy, PolicyError, default_policy, load_policy
+from berthmaster.scheduler.policy import Policy, default_policy, load_policy
 from berthmaster.scheduler.preemption import evaluate_preemption, failed_scheduling_message
 from berthmaster.scheduler.shape import shape_problem
 from berthmaster.scheduler.snapshot import KINDS, Snapshot

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any
 
 from berthmaster.scheduler.model import (
@@ -141,6 +142,33 @@ class NodeInfo:
 
     def __repr__(self) -> str:
         return f"NodeInfo({self.name}, pods={len(self.pods)})"
+
+
+class WhatIf:
+    """Pods taken out of a snapshot for a what-if question; see :meth:`Snapshot.what_if`."""
+
+    __slots__ = ("_removed", "_snapshot")
+
+    def __init__(self, snapshot: Snapshot) -> None:
+        self._snapshot = snapshot
+        self._removed: dict[str, PodView] = {}
+
+    def remove(self, pod: PodView) -> None:
+        """Take ``pod`` out (it no longer counts on its node) until put back or the end."""
+        if self._snapshot.get_pod(pod.uid) is not None:
+            self._snapshot._remove_view(pod.uid)
+            self._removed[pod.uid] = pod
+
+    def put_back(self, pod: PodView) -> None:
+        """Undo :meth:`remove` for ``pod`` within the scope."""
+        if self._removed.pop(pod.uid, None) is not None:
+            self._snapshot._add_view(pod)
+
+    def restore(self) -> None:
+        """Put back every pod still out (the end of the scope)."""
+        for pod in self._removed.values():
+            self._snapshot._add_view(pod)
+        self._removed.clear()
 
 
 def _counts_on_node(pod: PodView) -> bool:
@@ -334,6 +362,17 @@ class Snapshot:
         self._assumed_previous.pop(view.uid, None)
         self._remove_view(view.uid)
         self._add_view(view)
+
+    @contextmanager
+    def what_if(self) -> Iterator[WhatIf]:
+        """A scope for hypothetical pod removals (preemption's dry runs): pods taken out
+        through the yielded :class:`WhatIf` are back, as they were, when the scope ends, and
+        the assumed-pod bookkeeping is never touched."""
+        scope = WhatIf(self)
+        try:
+            yield scope
+        finally:
+            scope.restore()
 
     def _add_view(self, view: PodView) -> None:
         uid = view.uid
@@ -550,4 +589,5 @@ class Snapshot:
 
     def describe(self) -> dict[str, Any]:
         return {"nodes": len(self._nodes), "pods": len(self._pods),
-                "assigned": sum(len(p) for p in self._pods_by_node.values())}
+                "assigned": sum(len(p) for p in self._pods_by_node.values()),
+                "assumed": len(self._assumed_previous)}

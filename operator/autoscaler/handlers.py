@@ -6,8 +6,8 @@ Design: what runs
   writes the status it returns; kopf never overlaps two runs of one timer, so one decision
   finishes before the next starts; the status is written only where it changed. The loop
   reads the cluster from watch caches (:mod:`.watches`), started by its first run and stopped
-  at kopf's cleanup. An invalid
-  ClusterAutoscaler gets a ``Healthy=False`` condition naming every problem, and no scaling.
+  before the shared client closes. An invalid ClusterAutoscaler gets a ``Healthy=False``
+  condition naming every problem, and no scaling.
 - MachineAutoscaler create/update/resume write the min/max annotations, and the owner
   annotation ``autoscaling.openshift.io/machineautoscaler: <namespace>/<name>``, onto the target
   MachineSet, record it as ``status.lastTargetRef`` and add upstream's finalizer
@@ -53,6 +53,7 @@ from berthmaster.operator.autoscaler.loop import (
 from berthmaster.operator.autoscaler.simulation import Placement
 from berthmaster.operator.autoscaler.watches import WatchedCluster
 from berthmaster.operator.client import operator_client as kube
+from berthmaster.operator.client import stop_before_close
 
 GROUP = "autoscaling.openshift.io"
 GROUP_API_BETA = group_path(GROUP, "v1beta1")
@@ -103,6 +104,7 @@ async def clusterautoscaler_loop(body: kopf.Body, patch: kopf.Patch, **_: Any) -
     client = await kube()
     if _Shared.cluster is None:
         _Shared.cluster = WatchedCluster(client)
+        stop_before_close(_stop_watches)
     try:
         status = await run_once(client, body, _Shared.state, _Shared.placement,
                                 read=_Shared.cluster.read)
@@ -120,8 +122,8 @@ def status_changes(current: Mapping[str, Any], wanted: Mapping[str, Any]) -> dic
     return {key: value for key, value in wanted.items() if current.get(key) != value}
 
 
-@kopf.on.cleanup()
-async def stop_autoscaler_watches(**_: Any) -> None:
+async def _stop_watches() -> None:
+    """Before the client closes (operator/client.py): the watches use it."""
     if _Shared.cluster is not None:
         await _Shared.cluster.stop()
     _Shared.cluster = None
@@ -177,6 +179,21 @@ def add_finalizer(body: kopf.RawBody) -> None:
     finalizers = body.setdefault("metadata", {}).setdefault("finalizers", [])
     if FINALIZER not in finalizers:
         finalizers.append(FINALIZER)
+
+
+async def _persist_finalizer(client: KubeClient, namespace: str, name: str,
+                             finalizers: list[str], resource_version: str | None) -> None:
+    """Write upstream's finalizer onto a MachineAutoscaler now (not through kopf's patch, which
+    lands only after the handler returns); a conflict means a newer version to reconcile."""
+    try:
+        await client.patch(resource_path(GROUP_API_BETA, "machineautoscalers", namespace, name),
+                           {"metadata": {"finalizers": [*finalizers, FINALIZER],
+                                         "resourceVersion": resource_version}})
+    except KubeError as error:
+        if error.conflict:
+            raise kopf.TemporaryError(f"MachineAutoscaler {namespace}/{name} changed while its "
+                                      "finalizer was added; retrying", delay=1) from error
+        raise
 
 
 def wanted_annotations(spec: Any, owner: str) -> dict[str, str]:
@@ -258,8 +275,13 @@ async def machineautoscaler_reconcile(body: kopf.Body, spec: kopf.Spec, status: 
         raise kopf.TemporaryError(f"MachineSet {namespace}/{target[1]} is {ALREADY_OWNED} "
                                   f"({other}); point one of them at another MachineSet",
                                   delay=OWNER_RETRY_DELAY)
-    if FINALIZER not in (body.metadata.get("finalizers") or []):
-        patch.fns.append(add_finalizer)
+    finalizers = list(body.metadata.get("finalizers") or [])
+    if FINALIZER not in finalizers:
+        # Persisted before the MachineSet is touched (upstream's Reconcile adds the finalizer
+        # and updates first): an operator killed right after annotating must leave a
+        # finalizer behind, or nothing would ever remove the annotations.
+        await _persist_finalizer(client, namespace, name, finalizers,
+                                 body.metadata.get("resourceVersion"))
     if not await _annotate(client, namespace, target[1], wanted_annotations(spec, owner)):
         raise kopf.TemporaryError(f"MachineSet {namespace}/{target[1]} not found", delay=30)
     wanted = {"apiVersion": spec["scaleTargetRef"].get("apiVersion",

@@ -17,6 +17,8 @@ this order
    through its lifecycle hooks and the drain;
 4. with ``enforceNodeGroupMinSize``, raises MachineSets below their min size up to it;
 5. returns the ClusterAutoscaler status and records the metrics.
+Before any of it, a cluster with too many unready nodes (``clusterstate``) is not autoscaled
+in that loop, as upstream; ``cluster_autoscaler_cluster_safe_to_autoscale`` says so.
 ``logVerbosity`` sets the level of the ``berthmaster.operator.autoscaler`` logger each loop.
 The in-memory :class:`AutoscalerState` (unneeded-since times, cooldown stamps, provisioning
 requests, backoffs) is what upstream keeps in memory too; a restart starts the clocks afresh,
@@ -36,6 +38,7 @@ from typing import Any
 
 from berthmaster.kube import CORE, KubeClient, KubeError, group_path, resource_path
 from berthmaster.operator.autoscaler import events, metrics
+from berthmaster.operator.autoscaler.clusterstate import unsafe_to_autoscale
 from berthmaster.operator.autoscaler.config import (
     DEBUG_VERBOSITY,
     AutoscalerConfig,
@@ -71,6 +74,7 @@ from berthmaster.operator.autoscaler.scaleup import (
 )
 from berthmaster.operator.autoscaler.simulation import Placement, Simulation
 from berthmaster.operator.machines import drain
+from berthmaster.times import format_rfc3339
 
 JSON = dict[str, Any]
 MACHINE_API = group_path("machine.openshift.io", "v1beta1")
@@ -152,7 +156,7 @@ def _ready(node: Mapping[str, Any]) -> bool:
 
 
 def _stamp(when: float) -> str:
-    return datetime.fromtimestamp(when, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return format_rfc3339(datetime.fromtimestamp(when, UTC))
 
 
 class Actuator:
@@ -401,6 +405,23 @@ async def run_once(kube: KubeClient, autoscaler: Mapping[str, Any], state: Autos
     act = Actuator(kube, now)
     for problem in view.problems:
         log.warning("%s", problem)
+    previous = (autoscaler.get("status") or {}).get("conditions") or []
+    starting = {name for group in view.groups for name in group.starting_nodes}
+    ready_nodes = sum(1 for n in cluster.nodes if _ready(n))
+    unready_nodes = sum(1 for n in cluster.nodes
+                        if not _ready(n) and n["metadata"]["name"] not in starting)
+    unsafe = unsafe_to_autoscale(len(cluster.nodes), unready_nodes)
+    if unsafe is not None:
+        # upstream skips the whole loop (and forgets the unneeded nodes) until it recovers
+        log.warning("Cluster is not ready for autoscaling: %s (%d of %d nodes unready)",
+                    unsafe, unready_nodes, len(cluster.nodes))
+        state.unneeded_since = {}
+        metrics.record_loop(metrics.LoopFigures(
+            ready_nodes=ready_nodes, unready_nodes=len(cluster.nodes) - ready_nodes,
+            node_groups=len(view.groups), max_nodes=sum(g.max_size for g in view.groups),
+            safe_to_autoscale=False), now)
+        return build_status(view, state, ScaleUpDecision(), ScaleDownPlan(), None, 0, config,
+                            now, previous)
 
     await handle_provision_timeouts(act, view, state, config, cluster.machine_sets)
     in_backoff = [g for g, until in state.backoff_until.items() if until > now]
@@ -475,14 +496,12 @@ async def run_once(kube: KubeClient, autoscaler: Mapping[str, Any], state: Autos
             await apply_scale_up(act, ScaleUpDecision(increases=raise_to_min), pods_by_key, state)
 
     metrics.record_loop(metrics.LoopFigures(
-        ready_nodes=sum(1 for n in cluster.nodes if _ready(n)),
-        unready_nodes=sum(1 for n in cluster.nodes if not _ready(n)),
+        ready_nodes=ready_nodes, unready_nodes=len(cluster.nodes) - ready_nodes,
         upcoming_nodes=sum(g.upcoming for g in view.groups),
         node_groups=len(view.groups), max_nodes=sum(g.max_size for g in view.groups),
         unschedulable_pods=len(pending), unneeded_nodes=len(plan.unneeded),
         unremovable=dict(Counter(plan.unremovable.values())), in_cooldown=cooldown is not None,
     ), now)
     metrics.function_duration_seconds.labels("main").observe(time.monotonic() - started)
-    previous = (autoscaler.get("status") or {}).get("conditions") or []
     return build_status(view, state, decision, plan, cooldown, len(pending), config, now,
                         previous)

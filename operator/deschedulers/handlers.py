@@ -24,6 +24,7 @@ from typing import Any
 
 import kopf
 
+from berthmaster.errors import PolicyError
 from berthmaster.kube import CORE, KubeClient, KubeError, group_path, resource_path
 from berthmaster.operator.client import operator_client as kube
 from berthmaster.operator.deschedulers.build import (
@@ -46,7 +47,6 @@ from berthmaster.operator.deschedulers.status import (
     merge_conditions,
     run_outcome,
 )
-from berthmaster.scheduler.descheduler.fields import PolicyError
 from berthmaster.scheduler.descheduler.policy import parse_policy_text
 
 log = logging.getLogger("berthmaster.operator.deschedulers")

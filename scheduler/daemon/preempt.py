@@ -22,6 +22,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from berthmaster.kube import CORE, KubeClient, KubeError, resource_path
+from berthmaster.logs import ObjectRef
 from berthmaster.scheduler.daemon import events
 from berthmaster.scheduler.daemon.events import EventRecorder
 from berthmaster.scheduler.model import PodView
@@ -58,12 +59,13 @@ class Preemptor:
                 resource_path(CORE, "pods", meta.get("namespace"), meta.get("name"), "status"),
                 {"status": {"nominatedNodeName": node}}, kind="merge")
         except KubeError as error:
-            log.warning("could not nominate", extra={"pod": meta.get("name"), "node": node,
+            log.warning("could not nominate", extra={"pod": ObjectRef.of(pod),
+                                                     "node": ObjectRef(node),
                                                      "error": str(error)})
             return
         await asyncio.gather(*(self._evict(pod, node, victim) for victim in victims))
-        log.info("preempted", extra={"preemptor": f"{meta.get('namespace')}/{meta.get('name')}",
-                                     "node": node, "victims": len(victims)})
+        log.info("preempted", extra={"pod": ObjectRef.of(pod), "node": ObjectRef(node),
+                                      "victims": len(victims)})
 
     async def _evict(self, preemptor: JSON, node: str, victim: JSON) -> None:
         meta = victim.get("metadata") or {}
@@ -76,7 +78,7 @@ class Preemptor:
                                           "preconditions": {"uid": meta.get("uid")}})
         except KubeError as error:
             if not (error.not_found or error.conflict):
-                log.warning("could not delete victim", extra={"victim": meta.get("name"),
+                log.warning("could not delete victim", extra={"victim": ObjectRef.of(victim),
                                                               "error": str(error)})
             return
         self.recorder.event(victim, "Normal", events.PREEMPTED,

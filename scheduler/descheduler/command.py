@@ -13,9 +13,9 @@ import asyncio
 import sys
 
 from berthmaster.documents import DocumentError
+from berthmaster.errors import PolicyError
 from berthmaster.kube import KubeClient, KubeError
 from berthmaster.scheduler.descheduler.cycle import list_cluster, prepare, run_pass
-from berthmaster.scheduler.descheduler.fields import PolicyError
 from berthmaster.scheduler.descheduler.policy import load_policy_file
 from berthmaster.scheduler.descheduler.summary import (
     EXIT_API_ERROR,

@@ -28,7 +28,13 @@ from datetime import UTC, datetime
 from typing import Any
 
 from berthmaster.kube import CORE, KubeClient, KubeError, group_path, resource_path
-from berthmaster.scheduler.descheduler.context import Candidate, Decision, StrategyContext, uid
+from berthmaster.scheduler.descheduler.context import (
+    Candidate,
+    CandidateStream,
+    StrategyContext,
+    uid,
+)
+from berthmaster.times import format_rfc3339_micro
 
 ACTION = "Descheduled"
 FAILED_REASON = "EvictionFailed"
@@ -103,7 +109,7 @@ def build_event(pod: dict[str, Any], strategy: str, now: datetime | None = None,
     """An events.k8s.io/v1 Event on the evicted pod, with upstream's reason/action/note; with
     ``failure``, the Warning upstream records when the eviction did not happen."""
     meta = pod.get("metadata") or {}
-    stamp = (now or datetime.now(UTC)).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    stamp = format_rfc3339_micro(now or datetime.now(UTC))
     node = (pod.get("spec") or {}).get("nodeName", "")
     return {
         "apiVersion": "events.k8s.io/v1", "kind": "Event",
@@ -201,7 +207,7 @@ class Evictor:
 
 
 async def drive(
-    decision: Decision, attempt: Callable[[Candidate], Awaitable[bool]]
+    decision: CandidateStream, attempt: Callable[[Candidate], Awaitable[bool]]
 ) -> None:
     """Run a strategy's decision, answering each candidate with the outcome of ``attempt``."""
     try:
@@ -212,7 +218,7 @@ async def drive(
         return
 
 
-def drive_planned(decision: Decision, attempt: Callable[[Candidate], bool]) -> None:
+def drive_planned(decision: CandidateStream, attempt: Callable[[Candidate], bool]) -> None:
     """The synchronous twin of :func:`drive`, for plans that need no I/O."""
     try:
         candidate = next(decision)

@@ -4,8 +4,10 @@ Design: :class:`EvictorSettings` is the DefaultEvictor's arguments (v1alpha2 ``p
 ``DefaultEvictor`` args, or v1alpha1's top-level ``evictLocalStoragePods`` ... plus per-strategy
 ``thresholdPriority``/``nodeFit``). :func:`protection_reasons` returns every reason a pod is
 protected — the sentences are upstream's, so a summary reads like upstream's logs — and an empty
-list when it may go. :func:`eviction_order` is the seed's order: lower priority first, and at
-equal priority BestEffort before Burstable before Guaranteed. All pure, over raw pod dicts.
+list when it may go. :func:`eviction_order` is upstream's
+``podutil.SortPodsBasedOnPriorityLowToHigh`` (kubernetes-sigs/descheduler
+pkg/descheduler/pod/pods.go): lower priority first, and at equal priority BestEffort before
+Burstable before Guaranteed. All pure, over raw pod dicts.
 """
 
 from __future__ import annotations
@@ -14,12 +16,18 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-# The seed's critical-pod annotation, and upstream's opt-in/opt-out annotations.
+from berthmaster.scheduler.pods import (
+    annotations_of,
+    has_daemonset_owner,
+    is_mirror_pod,
+    owner_references,
+)
+
+# The legacy critical-pod annotation (docs/descheduler.md), and upstream's opt-in/opt-out ones.
 CRITICAL_POD_ANNOTATION = "scheduler.alpha.kubernetes.io/critical-pod"
 EVICT_ANNOTATION = "descheduler.alpha.kubernetes.io/evict"
 NO_EVICTION_ANNOTATION = "descheduler.alpha.kubernetes.io/prefer-no-eviction"
 MANDATORY, PREFERRED = "Mandatory", "Preferred"  # DefaultEvictor noEvictionPolicy values
-MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
 CONFIG_SOURCE_ANNOTATION = "kubernetes.io/config.source"
 SYSTEM_CRITICAL_PRIORITY = 2_000_000_000  # system-cluster-critical; system-node-critical is higher
 
@@ -56,21 +64,9 @@ class EvictorSettings:
     node_selector: str | None = None
 
 
-def annotations_of(pod: Mapping[str, Any]) -> Mapping[str, str]:
-    return (pod.get("metadata") or {}).get("annotations") or {}
-
-
-def owner_references(pod: Mapping[str, Any]) -> list[Mapping[str, Any]]:
-    return list((pod.get("metadata") or {}).get("ownerReferences") or [])
-
-
 def pod_priority(pod: Mapping[str, Any]) -> int | None:
     value = (pod.get("spec") or {}).get("priority")
     return int(value) if value is not None else None
-
-
-def is_mirror_pod(pod: Mapping[str, Any]) -> bool:
-    return MIRROR_ANNOTATION in annotations_of(pod)
 
 
 def is_static_pod(pod: Mapping[str, Any]) -> bool:
@@ -82,12 +78,8 @@ def is_terminating(pod: Mapping[str, Any]) -> bool:
     return bool((pod.get("metadata") or {}).get("deletionTimestamp"))
 
 
-def is_daemonset_pod(pod: Mapping[str, Any]) -> bool:
-    return any(ref.get("kind") == "DaemonSet" for ref in owner_references(pod))
-
-
 def is_critical(pod: Mapping[str, Any]) -> bool:
-    """The seed's annotation, or a priority at or above system-cluster-critical."""
+    """The critical-pod annotation, or a priority at or above system-cluster-critical."""
     if CRITICAL_POD_ANNOTATION in annotations_of(pod):
         return True
     priority = pod_priority(pod)
@@ -155,7 +147,7 @@ def protection_reasons(
             reasons.append("pod does not have any ownerRefs and is not in failed phase")
     if not settings.evict_local_storage_pods and has_local_storage(pod):
         reasons.append("pod has local storage and is protected against eviction")
-    if not settings.evict_daemonset_pods and is_daemonset_pod(pod):
+    if not settings.evict_daemonset_pods and has_daemonset_owner(pod):
         reasons.append("daemonset pods are protected against eviction")
     if settings.ignore_pvc_pods and has_pvc(pod):
         reasons.append("pod with PVC is protected against eviction")

@@ -3,7 +3,9 @@
 A predicate's ``prefilter(pod, snapshot)`` runs once per decision and returns either ``None``
 (the predicate cannot reject any node for this pod: skipped), a ``Status`` (every node is
 rejected, e.g. an unbound immediate claim), or a ``check(node_info) -> Status | None`` closure
-that holds the pod-only work and stays tiny per node.
+that holds the pod-only work and stays tiny per node. A predicate that already knows, from an
+index, the only nodes it can pass wraps its check in a :class:`NarrowedCheck` declaring that
+set, so the engine can visit those nodes alone.
 
 A priority's ``scores(pod, snapshot, nodes)`` returns one 0..10 score per node (in ``nodes``
 order), or a single int when every node scores the same (the engine then skips the sum, since
@@ -17,7 +19,7 @@ FailedScheduling message; ``Status.detail``, when set, is the longer account ``s
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Sequence, Set
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -47,6 +49,31 @@ def unresolvable(*reasons: str) -> Status:
 
 
 Check = Callable[[NodeInfo], Status | None]
+
+
+@dataclass(frozen=True, slots=True)
+class NarrowedCheck:
+    """A per-node check plus the nodes it can pass: every node outside ``allowed`` is rejected
+    by ``check`` for sure (the engine visits ``allowed`` alone and asks ``check`` for the
+    others' reasons only when it reports them). Callable like any other check."""
+
+    check: Check
+    allowed: Set[str]
+
+    def __call__(self, node: NodeInfo) -> Status | None:
+        return self.check(node)
+
+
+def narrowing(check: Check) -> Set[str] | None:
+    """The nodes ``check`` can pass when it declares them (a NarrowedCheck), else None."""
+    return check.allowed if isinstance(check, NarrowedCheck) else None
+
+
+def unwrap(check: Check) -> Check:
+    """The bare per-node function of ``check`` (the engine's hot loop calls it directly)."""
+    return check.check if isinstance(check, NarrowedCheck) else check
+
+
 PrefilterResult = Check | Status | None
 
 

@@ -14,7 +14,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from berthmaster.scheduler.model import PodView
-from berthmaster.scheduler.plugins.base import Check, Predicate, PrefilterResult, Status
+from berthmaster.scheduler.plugins.base import (
+    Check,
+    NarrowedCheck,
+    Predicate,
+    PrefilterResult,
+    Status,
+    narrowing,
+    unwrap,
+)
 from berthmaster.scheduler.plugins.node_affinity import NodeAffinity
 from berthmaster.scheduler.plugins.node_name import NodeName
 from berthmaster.scheduler.plugins.node_ports import NodePorts
@@ -42,16 +50,15 @@ class GeneralPredicates(Predicate):
             return None
         if len(checks) == 1:
             return checks[0]
+        # the parts' narrowing (only NodeAffinity declares one) carries over to the whole
+        allowed = next((a for a in map(narrowing, checks) if a is not None), None)
+        parts = [unwrap(c) for c in checks]
 
         def check(node: NodeInfo) -> Status | None:
-            for c in checks:
+            for c in parts:
                 status = c(node)
                 if status is not None:
                     return status
             return None
 
-        for c in checks:
-            narrowing = getattr(c, "allowed", None)
-            if narrowing is not None:
-                check.allowed = narrowing  # type: ignore[attr-defined]
-        return check
+        return check if allowed is None else NarrowedCheck(check, allowed)

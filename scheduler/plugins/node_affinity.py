@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 from berthmaster.scheduler.model import NodeSelectorTerm, PodView, Requirement
 from berthmaster.scheduler.plugins.base import (
+    NarrowedCheck,
     Predicate,
     PrefilterResult,
     Priority,
@@ -113,8 +114,7 @@ class NodeAffinity(Predicate):
             def check_indexed(node: NodeInfo) -> Status | None:
                 return None if node.name in allowed else _FAIL
             # lets the engine skip the other nodes cheaply (see Engine.schedule)
-            check_indexed.allowed = allowed  # type: ignore[attr-defined]
-            return check_indexed
+            return NarrowedCheck(check_indexed, allowed)
 
         def check(node: NodeInfo) -> Status | None:
             return None if fits(pod, node.name, node.labels) else _FAIL

@@ -22,6 +22,7 @@ from berthmaster.scheduler.model import PodView, SpreadConstraint
 from berthmaster.scheduler.plugins import node_affinity
 from berthmaster.scheduler.plugins.base import (
     MAX_PRIORITY,
+    NarrowedCheck,
     Predicate,
     PrefilterResult,
     Priority,
@@ -146,9 +147,8 @@ class PodTopologySpread(Predicate):
             return None
 
         allowed = allowed_nodes(plan, snapshot)
-        if allowed is not None:
-            check.allowed = allowed  # type: ignore[attr-defined]  # the engine's narrowing
-        return check
+        # the engine's narrowing: it visits the allowed nodes alone
+        return check if allowed is None else NarrowedCheck(check, allowed)
 
 
 @dataclass

@@ -27,7 +27,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from berthmaster.scheduler.descheduler.context import Candidate, Decision, StrategyContext
+from berthmaster.scheduler.descheduler.context import Candidate, CandidateStream, StrategyContext
 from berthmaster.scheduler.descheduler.fields import (
     EVERY_POD,
     PodFilter,
@@ -104,7 +104,7 @@ def _label_key(pod: PodView) -> tuple[tuple[str, str], ...]:
     return tuple(sorted(pod.labels.items()))
 
 
-def decide(params: Params, ctx: StrategyContext) -> Decision:
+def decide(params: Params, ctx: StrategyContext) -> CandidateStream:
     nodes = {n["metadata"]["name"]: ctx.state.node_view(n) for n in ctx.nodes}
     pods = [ctx.state.view(p) for name in nodes for p in ctx.consider(ctx.pods_on(name))]
     by_namespace: dict[str, NamespacePods] = {}
@@ -183,7 +183,7 @@ class NamespacePods:
 def balance(
     params: Params, ctx: StrategyContext, constraint: SpreadConstraint,
     namespace_pods: NamespacePods, eligible_domains: Domains,
-) -> Decision:
+) -> CandidateStream:
     key = constraint.topology_key
     domain_nodes = eligible_domains.nodes
     if len(domain_nodes) < 2:

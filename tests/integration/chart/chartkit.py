@@ -22,7 +22,7 @@ CRDS = ROOT / "deploy" / "crds"
 SAMPLES = ROOT / "deploy" / "samples"
 MANIFESTS = ROOT / "deploy" / "manifests"
 SEED_SAMPLES = Path(__file__).resolve().parent / "seed_samples"
-# The scheduling document's Policy files (JSON, and YAML with the document's `...` placeholders).
+# The documented Policy files (JSON, and YAML with `...` placeholders): seed_policies/README.md.
 SEED_POLICIES = Path(__file__).resolve().parent / "seed_policies"
 
 
@@ -126,8 +126,8 @@ def to_yaml(objects: Sequence[Mapping[str, Any]]) -> str:
 
 
 def seed_default_policy() -> dict[str, Any]:
-    """The default Policy file of the OpenShift scheduling document (section 16.2.4), as our
-    test data keeps it (seed_policies/scheduler-default-policy.json)."""
+    """The documented default Policy file, as our test data keeps it
+    (seed_policies/scheduler-default-policy.json; seed_policies/README.md)."""
     import json
 
     policy: dict[str, Any] = json.loads(

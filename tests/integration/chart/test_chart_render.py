@@ -1,7 +1,7 @@
 """The chart renders what the issue promises, for every value set; helm lint passes.
 
 No cluster here: helm's own lint and template over the value sets users reach for, then checks
-on the rendered objects (replicas, leader election wired to the RBAC Lease name, the seed's
+on the rendered objects (replicas, leader election wired to the RBAC Lease name, the documented
 default Policy, restricted security contexts, labels, PDBs, ServiceMonitor). The container
 arguments are parsed by berthmaster's real CLI parser, so a flag the program does not know fails
 here rather than in a CrashLoopBackOff.

@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from berthmaster.kube import CORE, KubeClient, group_path, resource_path
-from berthmaster.scheduler.descheduler.context import parse_time
+from berthmaster.times import parse_rfc3339
 from tests.integration.descheduler.kit import (
     events_for,
     make_owner,
@@ -139,7 +139,7 @@ async def test_a_pdb_stops_evictions_at_its_limit_and_dry_run_changes_nothing(
         # upstream's PodLifeTime compares: a pod created less than a second ago is not yet.
         pods, _ = await kube.list_all(resource_path(CORE, "pods", namespace))
         now = datetime.now(UTC)
-        created = [parse_time(p["metadata"]["creationTimestamp"]) for p in pods]
+        created = [parse_rfc3339(p["metadata"]["creationTimestamp"]) for p in pods]
         return all(c is not None and now - c >= timedelta(seconds=1.5) for c in created)
 
     await wait_for(older_than_a_second, timeout=30, what="the pods older than a second")
@@ -194,7 +194,8 @@ async def test_one_list_per_resource_type(kube: KubeClient, cluster: Any) -> Non
 async def test_anti_affinity_evicts_the_pod_others_rule_out(
     kube: KubeClient, namespace: str, nodes: Any, cluster: Any
 ) -> None:
-    """The seed's example: podB and podC rule out podA on one node; podA goes."""
+    """Upstream's README example (RemovePodsViolatingInterPodAntiAffinity): podB and podC rule out
+    podA on one node; podA goes."""
     node = (await nodes.create())["metadata"]["name"]
     await nodes.create()
     owner = await make_owner(kube, namespace, "owner")
