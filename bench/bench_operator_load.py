@@ -128,10 +128,12 @@ async def populate(kubeconfig: str, nodes: int, pods: int) -> None:
                 with contextlib.suppress(KubeError):  # exists already (a reused cluster)
                     await kube.create(path, body)
 
+        have, _ = await kube.list_all(resource_path(CORE, "nodes"), resourceVersion="0")
+        existing = {n["metadata"]["name"] for n in have}  # a reused cluster keeps its objects
         await asyncio.gather(*(create(resource_path(CORE, "nodes"), fake_node(
             name, zone=f"zone-{i % 3}", capacity={"cpu": "32", "memory": "128Gi",
                                                   "pods": "110"}))
-            for i, name in enumerate(names)))
+            for i, name in enumerate(names) if name not in existing))
         with contextlib.suppress(KubeError):
             await kube.create(resource_path(CORE, "namespaces"),
                               {"metadata": {"name": NAMESPACE}})
@@ -142,13 +144,15 @@ async def populate(kubeconfig: str, nodes: int, pods: int) -> None:
             except KubeError:
                 await asyncio.sleep(0.1)
         path = resource_path(CORE, "pods", NAMESPACE)
+        have, _ = await kube.list_all(path, resourceVersion="0")
+        existing = {p["metadata"]["name"] for p in have}
         await asyncio.gather(*(create(path, {
             "apiVersion": "v1", "kind": "Pod",
             "metadata": {"name": f"load-{i:05d}", "labels": {"app": f"app-{i // 10}"}},
             "spec": {"nodeName": names[i % nodes], "containers": [{
                 "name": "c", "image": "busybox",
                 "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}}}]}})
-            for i in range(pods)))
+            for i in range(pods) if f"load-{i:05d}" not in existing))
         running = 0
         for _ in range(600):
             listed, _ = await kube.list_all(path, fieldSelector="status.phase=Running")
