@@ -73,6 +73,15 @@ def classify(method: str, url: str, params: Any) -> str:
     return f"{verb} {resource}"
 
 
+def resident_bytes() -> int:
+    """This process's resident memory (VmRSS), 0 where /proc is missing."""
+    with contextlib.suppress(OSError, ValueError, IndexError):
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
 def run_probe(out: Path, argv: list[str]) -> int:
     """Count the operator's HTTP traffic into ``out`` (JSON, rewritten every second), then run
     ``berthmaster <argv>`` in this process."""
@@ -102,7 +111,7 @@ def run_probe(out: Path, argv: list[str]) -> int:
         while True:
             with lock:
                 figures = {"requests": dict(counts), "bytes": received[0], "time": time.time(),
-                           "cpu": time.process_time()}
+                           "cpu": time.process_time(), "rss": resident_bytes()}
             partial = out.with_suffix(".tmp")
             partial.write_text(json.dumps(figures))
             partial.replace(out)
@@ -261,7 +270,7 @@ def measure(label: str, kubeconfig: str, workdir: Path, pythonpath: str | None,
     return {"label": label, "first_loop_s": first_loop, "minutes": minutes,
             "requests": {k: v / minutes for k, v in requests.items() if v},
             "bytes": (after["bytes"] - before["bytes"]) / minutes,
-            "cpu": (after["cpu"] - before["cpu"]) / minutes}
+            "cpu": (after["cpu"] - before["cpu"]) / minutes, "rss": after.get("rss", 0)}
 
 
 def report(results: list[JSON]) -> str:
@@ -279,6 +288,8 @@ def report(results: list[JSON]) -> str:
         f"{r['bytes'] / 2**20:{width}.2f}" for r in results))
     lines.append(f"{'operator CPU (s)':34s}" + "".join(
         f"{r['cpu']:{width}.2f}" for r in results))
+    lines.append(f"{'operator RSS at the end (MiB)':34s}" + "".join(
+        f"{r['rss'] / 2**20:{width}.0f}" for r in results))
     lines.append(f"{'window (min) / first loop after (s)':34s}" + "".join(
         f"{r['minutes']:{width - 7}.2f} /{r['first_loop_s']:5.0f}" for r in results))
     return "\n".join(lines)
