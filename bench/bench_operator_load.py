@@ -164,7 +164,12 @@ async def populate(kubeconfig: str, nodes: int, pods: int) -> None:
             for i in range(pods) if f"load-{i:05d}" not in existing))
         running = 0
         for _ in range(600):
-            listed, _ = await kube.list_all(path, fieldSelector="status.phase=Running")
+            try:  # from the watch cache; a loaded API server may cut a long answer short
+                listed, _ = await kube.list_all(path, fieldSelector="status.phase=Running",
+                                                resourceVersion="0")
+            except KubeError:
+                await asyncio.sleep(2)
+                continue
             running = len(listed)
             if running >= pods:
                 break
