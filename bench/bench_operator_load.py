@@ -73,6 +73,15 @@ def classify(method: str, url: str, params: Any) -> str:
     return f"{verb} {resource}"
 
 
+def resident_bytes() -> int:
+    """This process's resident memory (VmRSS), 0 where /proc is missing."""
+    with contextlib.suppress(OSError, ValueError, IndexError):
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
 def run_probe(out: Path, argv: list[str]) -> int:
     """Count the operator's HTTP traffic into ``out`` (JSON, rewritten every second), then run
     ``berthmaster <argv>`` in this process."""
@@ -102,7 +111,7 @@ def run_probe(out: Path, argv: list[str]) -> int:
         while True:
             with lock:
                 figures = {"requests": dict(counts), "bytes": received[0], "time": time.time(),
-                           "cpu": time.process_time()}
+                           "cpu": time.process_time(), "rss": resident_bytes()}
             partial = out.with_suffix(".tmp")
             partial.write_text(json.dumps(figures))
             partial.replace(out)
@@ -128,10 +137,12 @@ async def populate(kubeconfig: str, nodes: int, pods: int) -> None:
                 with contextlib.suppress(KubeError):  # exists already (a reused cluster)
                     await kube.create(path, body)
 
+        have, _ = await kube.list_all(resource_path(CORE, "nodes"), resourceVersion="0")
+        existing = {n["metadata"]["name"] for n in have}  # a reused cluster keeps its objects
         await asyncio.gather(*(create(resource_path(CORE, "nodes"), fake_node(
             name, zone=f"zone-{i % 3}", capacity={"cpu": "32", "memory": "128Gi",
                                                   "pods": "110"}))
-            for i, name in enumerate(names)))
+            for i, name in enumerate(names) if name not in existing))
         with contextlib.suppress(KubeError):
             await kube.create(resource_path(CORE, "namespaces"),
                               {"metadata": {"name": NAMESPACE}})
@@ -142,16 +153,23 @@ async def populate(kubeconfig: str, nodes: int, pods: int) -> None:
             except KubeError:
                 await asyncio.sleep(0.1)
         path = resource_path(CORE, "pods", NAMESPACE)
+        have, _ = await kube.list_all(path, resourceVersion="0")
+        existing = {p["metadata"]["name"] for p in have}
         await asyncio.gather(*(create(path, {
             "apiVersion": "v1", "kind": "Pod",
             "metadata": {"name": f"load-{i:05d}", "labels": {"app": f"app-{i // 10}"}},
             "spec": {"nodeName": names[i % nodes], "containers": [{
                 "name": "c", "image": "busybox",
                 "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}}}]}})
-            for i in range(pods)))
+            for i in range(pods) if f"load-{i:05d}" not in existing))
         running = 0
         for _ in range(600):
-            listed, _ = await kube.list_all(path, fieldSelector="status.phase=Running")
+            try:  # from the watch cache; a loaded API server may cut a long answer short
+                listed, _ = await kube.list_all(path, fieldSelector="status.phase=Running",
+                                                resourceVersion="0")
+            except KubeError:
+                await asyncio.sleep(2)
+                continue
             running = len(listed)
             if running >= pods:
                 break
@@ -257,7 +275,7 @@ def measure(label: str, kubeconfig: str, workdir: Path, pythonpath: str | None,
     return {"label": label, "first_loop_s": first_loop, "minutes": minutes,
             "requests": {k: v / minutes for k, v in requests.items() if v},
             "bytes": (after["bytes"] - before["bytes"]) / minutes,
-            "cpu": (after["cpu"] - before["cpu"]) / minutes}
+            "cpu": (after["cpu"] - before["cpu"]) / minutes, "rss": after.get("rss", 0)}
 
 
 def report(results: list[JSON]) -> str:
@@ -275,6 +293,8 @@ def report(results: list[JSON]) -> str:
         f"{r['bytes'] / 2**20:{width}.2f}" for r in results))
     lines.append(f"{'operator CPU (s)':34s}" + "".join(
         f"{r['cpu']:{width}.2f}" for r in results))
+    lines.append(f"{'operator RSS at the end (MiB)':34s}" + "".join(
+        f"{r['rss'] / 2**20:{width}.0f}" for r in results))
     lines.append(f"{'window (min) / first loop after (s)':34s}" + "".join(
         f"{r['minutes']:{width - 7}.2f} /{r['first_loop_s']:5.0f}" for r in results))
     return "\n".join(lines)

@@ -6,8 +6,8 @@ Design: what runs
   writes the status it returns; kopf never overlaps two runs of one timer, so one decision
   finishes before the next starts; the status is written only where it changed. The loop
   reads the cluster from watch caches (:mod:`.watches`), started by its first run and stopped
-  at kopf's cleanup. An invalid
-  ClusterAutoscaler gets a ``Healthy=False`` condition naming every problem, and no scaling.
+  before the shared client closes. An invalid ClusterAutoscaler gets a ``Healthy=False``
+  condition naming every problem, and no scaling.
 - MachineAutoscaler create/update/resume write the min/max annotations, and the owner
   annotation ``autoscaling.openshift.io/machineautoscaler: <namespace>/<name>``, onto the target
   MachineSet, record it as ``status.lastTargetRef`` and add upstream's finalizer
@@ -53,6 +53,7 @@ from berthmaster.operator.autoscaler.loop import (
 from berthmaster.operator.autoscaler.simulation import Placement
 from berthmaster.operator.autoscaler.watches import WatchedCluster
 from berthmaster.operator.client import operator_client as kube
+from berthmaster.operator.client import stop_before_close
 from berthmaster.operator.retrying import transient_only
 
 GROUP = "autoscaling.openshift.io"
@@ -104,6 +105,7 @@ async def clusterautoscaler_loop(body: kopf.Body, patch: kopf.Patch, **_: Any) -
     client = await kube()
     if _Shared.cluster is None:
         _Shared.cluster = WatchedCluster(client)
+        stop_before_close(_stop_watches)
     try:
         status = await run_once(client, body, _Shared.state, _Shared.placement,
                                 read=_Shared.cluster.read)
@@ -121,8 +123,8 @@ def status_changes(current: Mapping[str, Any], wanted: Mapping[str, Any]) -> dic
     return {key: value for key, value in wanted.items() if current.get(key) != value}
 
 
-@kopf.on.cleanup()
-async def stop_autoscaler_watches(**_: Any) -> None:
+async def _stop_watches() -> None:
+    """Before the client closes (operator/client.py): the watches use it."""
     if _Shared.cluster is not None:
         await _Shared.cluster.stop()
     _Shared.cluster = None

@@ -9,13 +9,13 @@ off (capped) and retries. At rest the autoscaler so costs one open watch per kin
 every five minutes, instead of six LISTs (every pod in the cluster among them) every 10 s.
 
 What runs when: the caches start on the first loop that reads them (an operator without a
-ClusterAutoscaler watches nothing more) and run until the operator stops (:meth:`stop`, from
-kopf's cleanup). A loop waits for a kind's first sync, at most ``sync_timeout`` seconds, then
-fails like a failed LIST (:class:`KubeError`; the next loop tries again). A loop reads the
-objects as the watch has delivered them so far: its own writes of the previous loop arrive
-within the watch's delivery delay, as with upstream's listers, and every decision is made again
-from the newer state on the next loop. The cached objects are shared between loops; the loop
-never changes them (the simulation works on copies).
+ClusterAutoscaler watches nothing more) and run until the operator stops (:meth:`stop`, before
+the shared client closes). A loop waits for a kind's first sync, at most ``sync_timeout``
+seconds, then fails like a failed LIST (:class:`KubeError`; the next loop tries again). A loop
+reads the objects as the watch has delivered them so far: its own writes of the previous loop
+arrive within the watch's delivery delay, as with upstream's listers, and every decision is made
+again from the newer state on the next loop. The cached objects are shared between loops; the
+loop never changes them (the simulation works on copies).
 
 Terminal pods (Succeeded/Failed) are filtered out on the server, as the LIST did. The Priority
 expander's ConfigMap is watched by name (a field selector), once a configuration asks for it.
