@@ -1,9 +1,9 @@
 """Compare berthmaster with kube-scheduler v1.22, the last release that read a Policy file.
 
-Builds kube-scheduler v1.22.17 from the pinned wrapper module ``hack/kube-scheduler-v1.22``
-(cached like the control plane's binaries; ``make test`` never builds it), starts a local
-control plane (or uses ``--kubeconfig``), and runs both schedulers with the same Policy file
-(the seed's default policy unless ``--policy``): kube-scheduler v1.22 with
+Builds kube-scheduler v1.22.17 from the pinned wrapper module ``hack/kube-scheduler-v1.22`` (cached
+like the control plane's binaries; ``make test`` never builds it), starts a local control plane (or
+uses ``--kubeconfig``), and runs both schedulers with the same Policy file (the default Policy,
+scheduler/data/default-policy.json, unless ``--policy``): kube-scheduler v1.22 with
 ``--policy-config-file`` (its Policy profile is named ``default-scheduler``) and
 ``--feature-gates=CSIStorageCapacity=false`` (v1.22 would watch ``storage.k8s.io/v1beta1``
 CSIStorageCapacities, which today's API server no longer serves), berthmaster as a process.
@@ -17,7 +17,7 @@ times its weight, so x10 to compare). Figures are printed, never asserted.
 
     .venv/bin/python bench/compare_policy_v122.py --scenarios 40 --policy FILE
 
-What it found (2026-11, seed 20261123): v1.22.17 cannot start with the seed's default policy:
+What it found (2026-11, seed 20261123): v1.22.17 cannot start with that default policy:
 its Policy path defaults each plugin's arguments through the v1beta2 config scheme, where
 ``NodeResourcesLeastAllocatedArgs`` (LeastRequestedPriority) and ``ServiceAffinityArgs``
 (the ``Region``/``Zone`` entries) no longer exist ("no kind ... is registered for version

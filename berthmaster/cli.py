@@ -26,6 +26,8 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "dev": ("berthmaster.devcluster.command", "build, start and stop the local control plane"),
     "demo": ("berthmaster.demo", "bring up the local control plane and show berthmaster at work"),
     "simulate": ("berthmaster.scheduler.simulate", "place pods offline on a cluster snapshot"),
+    "explain": ("berthmaster.scheduler.explain",
+                "explain, per node, why a pod of the live cluster fits or not"),
     "scheduler": ("berthmaster.scheduler.daemon.command", "run the scheduler"),
     "operator": ("berthmaster.operator.command",
                  "run the operator (Machines, Deschedulers, autoscaling)"),
@@ -44,9 +46,9 @@ def _load(name: str) -> _Subcommand:
     return cast(_Subcommand, importlib.import_module(module_path))
 
 
-def build_parser(selected: str | None) -> argparse.ArgumentParser:
+def build_parser(selected: str | None, prog: str = "berthmaster") -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="berthmaster",
+        prog=prog,
         description="OpenShift's scheduling and machine-lifecycle features for any "
         "Kubernetes cluster.",
     )
@@ -58,10 +60,10 @@ def build_parser(selected: str | None) -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None, prog: str = "berthmaster") -> int:
     arguments = list(sys.argv[1:] if argv is None else argv)
     selected = next((a for a in arguments if not a.startswith("-")), None)
-    parser = build_parser(selected if selected in SUBCOMMANDS else None)
+    parser = build_parser(selected if selected in SUBCOMMANDS else None, prog)
     args = parser.parse_args(arguments)
     if args.command is None:
         parser.print_help()
@@ -76,6 +78,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             traceback.print_exc()
         print(f"berthmaster {args.command}: {error}", file=sys.stderr)
         return error.exit_code
+
+
+def kubectl_plugin() -> int:
+    """The ``kubectl-berthmaster`` console script: kubectl runs an executable named
+    ``kubectl-<name>`` found on PATH for ``kubectl <name> ...``, passing the rest of the
+    arguments, so ``kubectl berthmaster explain pod NS/NAME`` is this CLI's ``explain``."""
+    return main(sys.argv[1:], prog="kubectl berthmaster")
 
 
 if __name__ == "__main__":  # pragma: no cover

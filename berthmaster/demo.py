@@ -23,6 +23,7 @@ from typing import Any
 
 import yaml
 
+from berthmaster.demo_admission import dedicated_story
 from berthmaster.demo_machines import install_machine_api, machine_story
 from berthmaster.devcluster.build import BuildError
 from berthmaster.devcluster.cluster import ClusterError, ControlPlane, RunningCluster, free_port
@@ -88,6 +89,10 @@ async def _show(cluster: RunningCluster) -> int:
         print()
         print("Machines with the berthmaster operator (kwok provider: instances are fake Nodes):")
         for line in await machine_story(kube, NAMESPACE):
+            print(f"  {line}")
+        print()
+        print("Dedicated nodes with the operator's placement admission webhook:")
+        for line in await dedicated_story(kube):
             print(f"  {line}")
         print()
         print("Explore it:")
@@ -160,11 +165,15 @@ def start_scheduler(plane: ControlPlane, cluster: RunningCluster) -> None:
 
 
 def start_operator(plane: ControlPlane, cluster: RunningCluster) -> None:
-    """Run ``berthmaster operator`` beside the cluster, recorded so ``dev down`` stops it."""
+    """Run ``berthmaster operator`` beside the cluster, recorded so ``dev down`` stops it. It
+    also serves the placement admission webhook on loopback (``Ignore``: a stopped operator
+    never blocks the cluster's pods)."""
     port = free_port()
     command = [sys.executable, "-m", "berthmaster.cli", "operator",
                "--kubeconfig", str(cluster.kubeconfig), "--standalone",
-               "--liveness", f"http://127.0.0.1:{port}/healthz"]
+               "--liveness", f"http://127.0.0.1:{port}/healthz",
+               "--admission-listen", f"127.0.0.1:{free_port()}",
+               "--admission-failure-policy", "Ignore"]
     os.environ["PYTHONSAFEPATH"] = "1"
     plane.attach(cluster, "berthmaster-operator", command, f"http://127.0.0.1:{port}",
                  lambda: _http_ok(f"http://127.0.0.1:{port}/healthz"))

@@ -57,7 +57,7 @@ def machine_set(namespace: str, name: str, replicas: int) -> dict[str, Any]:
             "template": {
                 "metadata": {"labels": {SET_LABEL: name}},
                 "spec": {
-                    # The taint keeps the demo's pods off these Nodes (seed 003's example).
+                    # The taint keeps the demo's pods off these Nodes (docs/machines.md's example).
                     "taints": [{"key": "key1", "value": "value1", "effect": "NoExecute"}],
                     "providerSpec": {"value": PROVIDER},
                 },

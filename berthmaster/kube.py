@@ -6,7 +6,10 @@ aiohttp connector. Requests and watches go through an aiohttp session as raw JSO
 plain ``dict``\\ s decoded by orjson (several times faster than the standard library's decoder,
 which was a fifth of the scheduler's CPU), never generated models, so the watch and bind hot
 paths pay for no model deserialisation. Every component (scheduler, operator, descheduler,
-tests, the demo) uses :class:`KubeClient`; nothing else opens connections to the API server.
+tests, the demo) makes its own requests through :class:`KubeClient`. The one other client is
+kopf's: the operator's framework watches the custom resources, patches its own progress and
+posts its events with its own aiohttp session, logged in through kubernetes_asyncio from the
+same kubeconfig (or in-cluster account).
 
 The session kubernetes_asyncio builds trusts the environment, which makes aiohttp look up
 ``.netrc`` and the proxy variables in a worker thread on every request — two thread hops per
@@ -93,6 +96,14 @@ class KubeError(Exception):
     def too_many_requests(self) -> bool:
         return self.status == 429
 
+    @property
+    def transient(self) -> bool:
+        """Whether trying again may succeed with nothing changed: no answer (status 0), a
+        timeout, a conflict (re-read and retry), too many requests, or a server error —
+        client-go's ``retry.OnError``/``IsRetryableError`` cases. 400, 401, 403, 404, 422 and
+        the like need something to change first."""
+        return self.status in (0, 408, 409, 429) or self.status >= 500
+
 
 class TokenBucket:
     """client-go's flowcontrol token bucket: ``qps`` tokens a second, at most ``burst`` saved."""
@@ -161,6 +172,10 @@ class KubeClient:
                 persist_config=False,
             )
         except Exception as error:  # YAML, ConfigException, and shape errors deep in the loader
+            if context and f"Expected object with name {context} " in str(error):
+                raise ConfigurationError(
+                    f"the kubeconfig {source} has no context {context}; pass --context with one "
+                    "of its contexts (kubectl config get-contexts)") from error
             raise ConfigurationError(
                 f"the kubeconfig {source} is not valid ({_one_line(error)}); fix it or pass "
                 "--kubeconfig with a working one (kubectl --kubeconfig FILE version checks one)"
@@ -188,16 +203,17 @@ class KubeClient:
     @classmethod
     async def connect(
         cls, kubeconfig: str | None = None, qps: float = 0.0, burst: int = 0, pool_size: int = 64,
-        attempts: int = CONNECT_ATTEMPTS,
+        attempts: int = CONNECT_ATTEMPTS, context: str | None = None,
     ) -> KubeClient:
-        """A kubeconfig when given (or $KUBECONFIG / ~/.kube/config exists), else in-cluster;
-        then check that the API server answers (see :meth:`check_reachable`).
+        """A kubeconfig when given (or $KUBECONFIG / ~/.kube/config exists, or a ``context``
+        of one is named), else in-cluster; then check that the API server answers (see
+        :meth:`check_reachable`).
 
         Raises :class:`ConfigurationError` or :class:`ConnectivityError`, each one line."""
-        if kubeconfig or os.environ.get("KUBECONFIG") or os.path.exists(
+        if kubeconfig or context or os.environ.get("KUBECONFIG") or os.path.exists(
             os.path.expanduser("~/.kube/config")
         ):
-            client = await cls.from_kubeconfig(kubeconfig, qps=qps, burst=burst,
+            client = await cls.from_kubeconfig(kubeconfig, context=context, qps=qps, burst=burst,
                                                pool_size=pool_size)
         else:
             client = cls.in_cluster(qps=qps, burst=burst, pool_size=pool_size)
@@ -230,7 +246,7 @@ class KubeClient:
                         f"the API server at {self.host} refused the credentials (401 "
                         f"{error.reason}); renew the kubeconfig's token or certificate"
                     ) from error
-                transient = error.status == 0 or error.status == 429 or error.status >= 500
+                transient = error.transient and not error.conflict
                 reason = _one_line(cause) if cause is not None else f"{error.status} " \
                     f"{error.reason}"
                 if not transient:
@@ -279,12 +295,15 @@ class KubeClient:
         body: Any = None,
         content_type: str = "application/json",
         timeout: float | None = 60.0,
+        headers: Mapping[str, str] | None = None,
     ) -> JSON:
-        """One request; returns the decoded JSON answer or raises :class:`KubeError`."""
+        """One request; returns the decoded JSON answer or raises :class:`KubeError`.
+        ``headers`` are added to the request's (``Impersonate-User`` and the like)."""
         if self._limiter is not None:
             await self._limiter.acquire()
         data = None if body is None else orjson.dumps(body)
-        headers = await self._headers(content_type if data is not None else None)
+        headers = {**await self._headers(content_type if data is not None else None),
+                   **(headers or {})}
         try:
             async with self._session.request(
                 method, self._url(path, params), data=data, headers=headers,

@@ -1,38 +1,78 @@
-"""The operator's one API client, shared by every capability.
+"""The operator's one API client, shared by every capability, opened and closed one way.
 
-kopf runs all handlers in one event loop; the client is opened lazily in that loop on first use
-(kopf has not started its loop when the handler modules are imported), guarded by a lock so
-concurrent handlers open it once, and closed at kopf's cleanup.
+Opening: kopf runs all handlers in one event loop, which has not started when the handler
+modules are imported, so :func:`operator_client` opens the client lazily in that loop on first
+use, under a lock so that concurrent handlers (or two capabilities' startup handlers) open it
+once. Every capability calls it: the thin kopf handlers of ``deschedulers`` and ``autoscaler``
+per call, the ``machines`` and ``machinehealthchecks`` capabilities once, at startup, for the
+controllers behind their work queues.
+
+Closing: a capability whose workers use the client past a handler's return (a work queue)
+registers its stop coroutine with :func:`stop_before_close`. The one cleanup handler here awaits
+those stops first, in registration order, and only then closes the client, so no worker is left
+holding a closed client. Only the stops are awaited here: no capability closes the client itself.
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import kopf
 
 from berthmaster.kube import KubeClient
 
+Stop = Callable[[], Awaitable[None]]
 
-class _Holder:
-    client: KubeClient | None = None
-    lock: asyncio.Lock | None = None
+
+class SharedClient:
+    """The client, the lock that opens it once, and what to stop before it is closed."""
+
+    def __init__(self, connect: Callable[[], Awaitable[KubeClient]] | None = None):
+        self._connect = connect or (
+            lambda: KubeClient.connect(os.environ.get("KUBECONFIG") or None))
+        self._client: KubeClient | None = None
+        self._lock: asyncio.Lock | None = None
+        self._stops: list[Stop] = []
+
+    async def get(self) -> KubeClient:
+        if self._lock is None:
+            self._lock = asyncio.Lock()
+        async with self._lock:
+            if self._client is None:
+                self._client = await self._connect()
+            return self._client
+
+    def stop_before_close(self, stop: Stop) -> None:
+        self._stops.append(stop)
+
+    async def close(self) -> None:
+        """Stop every registered user, then close the client (a no-op if it never opened)."""
+        stops, self._stops = self._stops, []
+        try:
+            for stop in stops:
+                await stop()
+        finally:
+            client, self._client, self._lock = self._client, None, None
+            if client is not None:
+                await client.close()
+
+
+SHARED = SharedClient()
 
 
 async def operator_client() -> KubeClient:
-    if _Holder.lock is None:
-        _Holder.lock = asyncio.Lock()
-    async with _Holder.lock:
-        if _Holder.client is None:
-            _Holder.client = await KubeClient.connect(os.environ.get("KUBECONFIG") or None)
-        return _Holder.client
+    """The operator's client, opened on first use."""
+    return await SHARED.get()
+
+
+def stop_before_close(stop: Stop) -> None:
+    """Have the cleanup await ``stop`` before it closes the client."""
+    SHARED.stop_before_close(stop)
 
 
 @kopf.on.cleanup()
 async def close_operator_client(**_: Any) -> None:
-    if _Holder.client is not None:
-        await _Holder.client.close()
-    _Holder.client = None
-    _Holder.lock = None
+    await SHARED.close()

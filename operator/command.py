@@ -16,13 +16,16 @@ import logging
 import os
 from typing import Any
 
-from berthmaster.verbosity import add_verbosity, debug_logging
+from berthmaster import logs
+from berthmaster.operator.admission import options as admission_options
+from berthmaster.verbosity import add_verbosity
 
 CAPABILITIES = {
     "machines": "berthmaster.operator.machines.handlers",
     "machinehealthchecks": "berthmaster.operator.machines.healthcheck_handlers",
     "deschedulers": "berthmaster.operator.deschedulers.handlers",
     "autoscaler": "berthmaster.operator.autoscaler.handlers",
+    "admission": "berthmaster.operator.admission.handlers",
 }
 
 
@@ -39,10 +42,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--liveness", default="http://0.0.0.0:8080/healthz",
                         help="kopf liveness endpoint URL (empty to disable)")
     parser.add_argument("--metrics-bind-address", default="",
-                        help="serve Prometheus metrics (e.g. cluster_autoscaler_*) on HOST:PORT "
+                        help="serve /metrics (cluster_autoscaler_*, mapi_*, descheduler_*, "
+                             "process and Python metrics), /healthz and /readyz on HOST:PORT "
                              "(default: off)")
     parser.add_argument("--standalone", action="store_true",
                         help="do not use kopf's peering (a single operator replica)")
+    admission_options.add_arguments(parser)
+    logs.add_log_format(parser)
     add_verbosity(parser)
 
 
@@ -57,30 +63,50 @@ def load_capabilities(only: list[str] | None) -> list[str]:
     return loaded
 
 
-async def preflight(kubeconfig: str | None) -> None:
+async def preflight(kubeconfig: str | None, capabilities: list[str] | None = None,
+                    explicit: bool = False, namespaces: list[str] | None = None) -> None:
     """Load the kubeconfig (or in-cluster config) and reach the API server once, as every
     command does, before kopf starts: kopf itself retries a missing or broken configuration
-    forever. Raises :class:`~berthmaster.errors.CommandError` (one line, exit 2 or 3)."""
+    forever; then check that the capabilities' custom resources are served and their verbs
+    allowed (operator/preflight.py). Raises :class:`~berthmaster.errors.CommandError` (one
+    line, exit 2 or 3)."""
     from berthmaster.kube import KubeClient
+    from berthmaster.operator.preflight import preflight_capabilities
 
     client = await KubeClient.connect(kubeconfig)
-    await client.close()
+    try:
+        await preflight_capabilities(client, capabilities or [], explicit, namespaces or ())
+    finally:
+        await client.close()
 
 
 def run(args: argparse.Namespace) -> int:
     if args.kubeconfig:
         # Before kopf and kubernetes_asyncio are imported: both read $KUBECONFIG at import time.
         os.environ["KUBECONFIG"] = args.kubeconfig
-    logging.basicConfig(level=logging.DEBUG if debug_logging(args) else logging.INFO,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    asyncio.run(preflight(args.kubeconfig))
+    # One handler on the root logger: kopf's own loggers (kopf.objects, kopf.activities, ...)
+    # write the same lines as ours (kopf.configure is not called; kopf.run configures nothing).
+    logs.configure("operator", args.log_format, args.verbosity)
+    admission = admission_options.settings_from_args(args)
+    if admission is not None and args.only and "admission" not in args.only:
+        args.only = [*args.only, "admission"]  # --admission-listen runs it whatever --only says
+    asyncio.run(preflight(args.kubeconfig, [c for c in CAPABILITIES if c != "admission"
+                                            and (not args.only or c in args.only)],
+                          explicit=bool(args.only), namespaces=args.namespace))
+    if admission is not None:  # its own checks: they depend on its flags
+        from berthmaster.operator.admission import handlers as admission_handlers
+
+        asyncio.run(admission_handlers.preflight(admission, args.kubeconfig))
+        admission_handlers.configure(admission)
     import kopf
 
-    if args.metrics_bind_address:
-        from prometheus_client import start_http_server
+    from berthmaster.operator.health import HealthServer, Readiness
 
-        host, _, port = args.metrics_bind_address.rpartition(":")
-        start_http_server(int(port), addr=host or "0.0.0.0")
+    readiness = Readiness()
+    if args.metrics_bind_address:
+        server = HealthServer(args.metrics_bind_address, readiness)
+        kopf.on.startup()(server.start)
+        kopf.on.cleanup()(server.stop)
     loaded = load_capabilities(args.only)
     logging.getLogger("berthmaster.operator").info("capabilities: %s", ", ".join(loaded))
 
@@ -98,5 +124,6 @@ def run(args: argparse.Namespace) -> int:
         namespaces=args.namespace or (),
         standalone=args.standalone,
         liveness_endpoint=args.liveness or None,
+        ready_flag=readiness.started,
     )
     return 0

@@ -58,7 +58,7 @@ def _lex(text: str) -> list[tuple[str, str]]:
         items.append((_TOKENS.get(word, _ID), word))
 
 
-def _key_problem(key: str) -> str | None:
+def label_key_problem(key: str) -> str | None:
     prefix, _, name = key.rpartition("/")
     if "/" in prefix:
         return "a qualified name must consist of an optional DNS subdomain prefix and a name"
@@ -72,7 +72,7 @@ def _key_problem(key: str) -> str | None:
     return None
 
 
-def _value_problem(value: str) -> str | None:
+def label_value_problem(value: str) -> str | None:
     if len(value) > 63 or not _NAME.match(value):
         return ("a valid label must be an empty string or consist of alphanumeric characters, "
                 "'-', '_' or '.', and must start and end with an alphanumeric character (at most "
@@ -128,7 +128,7 @@ class _Parser:
             tok, key = self.take()
         if tok != _ID:
             raise SelectorSyntaxError(f"found '{key}', expected: identifier")
-        problem = _key_problem(key)
+        problem = label_key_problem(key)
         if problem:
             raise SelectorSyntaxError(f"Invalid value: {key!r}: {problem}")
         if absent:  # whatever follows is the caller's to reject, as upstream's Parser does
@@ -151,7 +151,7 @@ class _Parser:
         else:
             raise SelectorSyntaxError(f"found '{lit}', expected: in, notin, =, ==, !=, gt, lt")
         for value in sorted(values):
-            problem = _value_problem(value)
+            problem = label_value_problem(value)
             if problem:
                 raise SelectorSyntaxError(f"Invalid value: {value!r}: {problem}")
         return Requirement(key, operator, frozenset(values))

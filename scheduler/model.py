@@ -190,6 +190,8 @@ class LabelSelector:
 
 NOTHING = LabelSelector((), matches_nothing=True)
 EVERYTHING = LabelSelector(())
+# the operators of a metav1.LabelSelector's matchExpressions (Gt/Lt are node selectors' only)
+SELECTOR_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist")
 
 
 def _requirement(expr: Obj) -> Requirement:
@@ -206,7 +208,7 @@ def label_selector(raw: Obj | None, *, none_matches: bool = False) -> LabelSelec
             for k, v in (raw.get("matchLabels") or {}).items()]
     for expr in raw.get("matchExpressions") or ():
         r = _requirement(expr)
-        if r.operator not in ("In", "NotIn", "Exists", "DoesNotExist"):
+        if r.operator not in SELECTOR_OPERATORS:
             return NOTHING
         reqs.append(r)
     return LabelSelector(tuple(reqs))

@@ -1,14 +1,15 @@
 """The scheduler Policy file (``kind: Policy``, v1, JSON or YAML) -> configured predicates and
 weighted priorities, with validation that reports every problem at once.
 
-Format (seed 16.2.4): ``predicates[]`` and ``priorities[]``, each entry ``name`` plus, for
-priorities, a positive integer ``weight``; configurable entries carry an ``argument`` with
-exactly one of ``serviceAffinity`` / ``labelsPresence`` (predicates) or
-``serviceAntiAffinity`` / ``labelPreference`` (priorities) and may use any name. A file
-replaces the defaults completely; a file omitting a list entirely gets the default list for
-it (as upstream); an empty list means none. ``version: v1`` (the seed's samples) is accepted
-for ``apiVersion: v1``. Lines holding only ``...`` (the seed's elision marks in its samples,
-which YAML would read as a document end) are ignored.
+Format (docs/engine.md, "The Policy file"; upstream's k8s.io/kube-scheduler config/v1 ``Policy``
+before 1.23): ``predicates[]`` and ``priorities[]``, each entry ``name`` plus, for priorities, a
+positive integer ``weight``; configurable entries carry an ``argument`` with exactly one of
+``serviceAffinity`` / ``labelsPresence`` (predicates) or ``serviceAntiAffinity`` /
+``labelPreference`` (priorities) and may use any name. A file replaces the defaults completely; a
+file omitting a list entirely gets the default list for it (as upstream); an empty list means none.
+``version: v1`` (as OpenShift's documented samples write it) is accepted for ``apiVersion: v1``.
+Lines holding only ``...`` (the elision marks in those samples, which YAML would read as a document
+end) are ignored.
 
 ``CheckNodeUnschedulable`` and ``PodToleratesNodeTaints`` always run, whatever the policy lists
 (upstream's mandatory predicates from 1.14 until the Policy API was removed): a cordoned node
@@ -33,6 +34,7 @@ from typing import Any
 import yaml
 
 from berthmaster.documents import safe_load
+from berthmaster.errors import PolicyError
 from berthmaster.scheduler.plugins.base import Predicate, Priority
 from berthmaster.scheduler.plugins.inter_pod_affinity import InterPodAffinityPriority
 from berthmaster.scheduler.plugins.registry import (
@@ -56,14 +58,8 @@ _ARG_FIELDS = {
 }
 
 
-class PolicyError(ValueError):
-    """Every problem found in a policy, each with its location."""
-
-    def __init__(self, source: str, problems: list[str]) -> None:
-        self.source = source
-        self.problems = problems
-        lines = "\n".join(f"  - {p}" for p in problems)
-        super().__init__(f"invalid scheduler policy {source}: {len(problems)} problem(s):\n{lines}")
+def _invalid(source: str, problems: list[str]) -> PolicyError:
+    return PolicyError(source, problems, document="scheduler policy")
 
 
 @dataclass(frozen=True)
@@ -132,7 +128,7 @@ def _argument(kind: str, where: str, arg: Any, allowed: Mapping[str, Any],
     if key in ("serviceAntiAffinity", "labelPreference"):
         label = body.get("label")
         if isinstance(label, list) and len(label) == 1:
-            label = label[0]  # the seed's template writes label: ["<label>"]
+            label = label[0]  # the documented template writes label: ["<label>"]
         if not isinstance(label, str) or not label:
             problems.append(f"{here}.label: required, one label key")
         else:
@@ -224,9 +220,9 @@ def load_policy(text: str, source: str = "<policy>") -> Policy:
         try:
             doc = safe_load(_ELISION.sub("", text))
         except yaml.YAMLError as exc:
-            raise PolicyError(source, [f"not JSON or YAML: {exc}"]) from None
+            raise _invalid(source, [f"not JSON or YAML: {exc}"]) from None
     if not isinstance(doc, Mapping):
-        raise PolicyError(source, ["the policy must be an object with kind: Policy"])
+        raise _invalid(source, ["the policy must be an object with kind: Policy"])
     if doc.get("kind") != "Policy":
         problems.append(f"kind: must be 'Policy' (got {doc.get('kind')!r})")
     version = doc.get("apiVersion", doc.get("version"))
@@ -254,7 +250,7 @@ def load_policy(text: str, source: str = "<policy>") -> Policy:
     priorities = _entries("priority", [] if raw_priorities is None else raw_priorities,
                           problems)
     if problems:
-        raise PolicyError(source, problems)
+        raise _invalid(source, problems)
     built_predicates: list[Predicate] = [cls(name=name, **kw) for _, cls, name, kw in predicates]
     for mandatory in MANDATORY_PREDICATES:
         if not any(type(p) is mandatory for p in built_predicates):
@@ -278,5 +274,5 @@ def _default_document() -> dict[str, Any]:
 
 
 def default_policy() -> Policy:
-    """The seed's default policy (16.2.4), used when no policy file is given."""
+    """The default policy (scheduler/data/default-policy.json), used without a policy file."""
     return load_policy(_default_text(), "default policy")

@@ -6,6 +6,9 @@ ReplicationControllers, ReplicaSets, StatefulSets, PodDisruptionBudgets, Priorit
 PersistentVolumes, PersistentVolumeClaims, StorageClasses, CSINodes; other kinds are ignored.
 Pods with ``spec.nodeName`` are running. Pods without it are placed when their schedulerName is
 ``berthmaster``; every pod of ``--pods FILE`` is placed, whatever its schedulerName.
+``--from-cluster`` reads the same kinds from the live cluster instead (what the running
+scheduler's cache lists, see ``berthmaster.scheduler.live``), and ``--save FILE`` writes them as
+a ``kind: List`` that ``--cluster`` replays offline; both go through :func:`build_inputs`.
 
 Placement follows the scheduler's queue order (priority, then creation time, then file order;
 pods without creationTimestamp come after those with one),
@@ -24,15 +27,17 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
 from typing import Any, TextIO
 
 import yaml
 
 from berthmaster.documents import load_documents, read_text
+from berthmaster.errors import PolicyError
 from berthmaster.scheduler.engine import Decision, Engine
 from berthmaster.scheduler.model import PodView, resolve_priority
-from berthmaster.scheduler.policy import Policy, PolicyError, default_policy, load_policy
+from berthmaster.scheduler.policy import Policy, default_policy, load_policy
 from berthmaster.scheduler.preemption import evaluate_preemption, failed_scheduling_message
 from berthmaster.scheduler.shape import shape_problem
 from berthmaster.scheduler.snapshot import KINDS, Snapshot
@@ -45,9 +50,20 @@ class InputError(ValueError):
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--cluster", required=True, metavar="FILE",
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--cluster", metavar="FILE",
                         help="cluster snapshot: YAML documents or kind: List objects "
                              "(e.g. kubectl get nodes,pods -A -o yaml)")
+    source.add_argument("--from-cluster", action="store_true",
+                        help="snapshot the live cluster (--kubeconfig, $KUBECONFIG, "
+                             "~/.kube/config, then in-cluster)")
+    parser.add_argument("--kubeconfig", metavar="FILE",
+                        help="with --from-cluster: the kubeconfig to read the cluster with")
+    parser.add_argument("--context", metavar="NAME",
+                        help="with --from-cluster: the kubeconfig context to use")
+    parser.add_argument("--save", metavar="FILE",
+                        help="with --from-cluster: also write the snapshot to FILE, in the "
+                             "format --cluster reads (JSON when FILE ends in .json, else YAML)")
     parser.add_argument("--pods", metavar="FILE", help="pods to place (any schedulerName)")
     parser.add_argument("--policy", metavar="FILE",
                         help="scheduler Policy file (JSON or YAML); default: the default policy")
@@ -103,14 +119,38 @@ def _name_pod(pod: dict[str, Any], index: int) -> dict[str, Any]:
     return pod
 
 
+@dataclass(frozen=True)
+class Source:
+    """Objects from one place (a file, the live cluster); ``name`` prefixes their problems.
+    ``place_all``: every object is a Pod to place, whatever its schedulerName (``--pods``)."""
+
+    name: str
+    objects: Iterable[dict[str, Any]]
+    place_all: bool = False
+
+
+def file_objects(path: str) -> Iterator[dict[str, Any]]:
+    """The objects of one snapshot or pods file (read when first iterated)."""
+    yield from iter_objects(load_documents(path), path)
+
+
 def load_inputs(cluster: str, pods_file: str | None) -> tuple[Snapshot, list[dict[str, Any]]]:
     """(snapshot of the cluster file, pods to place in queue order)."""
+    sources = [Source(cluster, file_objects(cluster))]
+    if pods_file:
+        sources.append(Source(pods_file, file_objects(pods_file), place_all=True))
+    return build_inputs(sources)
+
+
+def build_inputs(sources: Iterable[Source]) -> tuple[Snapshot, list[dict[str, Any]]]:
+    """(snapshot of the sources' objects, pods to place in queue order): the one path from
+    objects to a simulation, whether they come from files or from the live cluster."""
     snapshot = Snapshot()
     pending: list[tuple[dict[str, Any], int]] = []
     order = 0
-    sources = [(cluster, False)] + ([(pods_file, True)] if pods_file else [])
-    for path, place_all in sources:
-        for obj in iter_objects(load_documents(path), path):
+    for source in sources:
+        path, place_all = source.name, source.place_all
+        for obj in source.objects:
             kind = str(obj.get("kind") or "")
             if place_all and kind != "Pod":
                 raise InputError(f"{path}: holds a {kind or 'kindless object'}; --pods takes "
@@ -212,11 +252,46 @@ def render_table(placements: list[dict[str, Any]], out: TextIO) -> None:
             out.write(f"    {node}: {detail}\n")
 
 
+def write_result(result: Mapping[str, Any], output: str, out: TextIO) -> None:
+    """``result`` (``{"placements": [...], ...}``) as ``-o json``, ``yaml`` or ``table``; the
+    table shows only the placements (callers print any other keys above it)."""
+    if output == "json":
+        json.dump(result, out, indent=2)
+        out.write("\n")
+    elif output == "yaml":
+        yaml.safe_dump(dict(result), out, sort_keys=False)
+    elif not result["placements"]:
+        out.write("no pods to place (pods need spec.schedulerName: berthmaster, or use --pods)\n")
+    else:
+        render_table(result["placements"], out)
+
+
+def _live_objects(args: argparse.Namespace) -> list[dict[str, Any]]:
+    # The pure core never talks to the API server: only this command edge, and only with
+    # --from-cluster, reaches it through berthmaster.scheduler.live.
+    from berthmaster.scheduler import live
+
+    objects = live.read_cluster(args.kubeconfig, args.context)
+    if args.save:
+        live.save_snapshot(objects, args.save)
+    return objects
+
+
 def run(args: argparse.Namespace) -> int:
+    if (args.save or args.kubeconfig or args.context) and not args.from_cluster:
+        print("berthmaster simulate: --save, --kubeconfig and --context go with --from-cluster; "
+              "add it (or drop them to simulate the --cluster file)", file=sys.stderr)
+        return 2
     try:
         policy: Policy = load_policy(read_text(args.policy), args.policy) if args.policy \
             else default_policy()
-        snapshot, pods = load_inputs(args.cluster, args.pods)
+        if args.from_cluster:
+            sources = [Source("the live cluster", _live_objects(args))]
+            if args.pods:
+                sources.append(Source(args.pods, file_objects(args.pods), place_all=True))
+            snapshot, pods = build_inputs(sources)
+        else:
+            snapshot, pods = load_inputs(args.cluster, args.pods)
         engine = Engine(policy, seed=args.seed,
                         percentage_of_nodes_to_score=args.percentage_of_nodes_to_score)
         placements = simulate(snapshot, pods, engine, explain=args.explain)
@@ -226,15 +301,5 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:  # InputError, quantities, malformed objects
         print(f"berthmaster simulate: {exc}", file=sys.stderr)
         return 2
-    result = {"placements": placements}
-    if args.output == "json":
-        json.dump(result, sys.stdout, indent=2)
-        sys.stdout.write("\n")
-    elif args.output == "yaml":
-        yaml.safe_dump(result, sys.stdout, sort_keys=False)
-    else:
-        if not placements:
-            print("no pods to place (pods need spec.schedulerName: berthmaster, or use --pods)")
-        else:
-            render_table(placements, sys.stdout)
+    write_result({"placements": placements}, args.output, sys.stdout)
     return 0

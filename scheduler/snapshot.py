@@ -596,4 +596,5 @@ class Snapshot:
 
     def describe(self) -> dict[str, Any]:
         return {"nodes": len(self._nodes), "pods": len(self._pods),
-                "assigned": sum(len(p) for p in self._pods_by_node.values())}
+                "assigned": sum(len(p) for p in self._pods_by_node.values()),
+                "assumed": len(self._assumed_previous)}

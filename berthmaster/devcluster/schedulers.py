@@ -4,8 +4,9 @@ Shared by the benchmark (``bench/bench_scheduler.py``) and the differential test
 kube-scheduler (``tests/integration/scheduler/test_sched_differential.py``), so both start
 kube-scheduler the same way and give berthmaster the same policy:
 
-- :func:`comparison_policy`: the seed's default Policy plus ``PodTopologySpread`` (the seed's
-  default predates topology spread; kube-scheduler's default profile enforces it);
+- :func:`comparison_policy`: the default Policy (scheduler/data/default-policy.json, see
+  docs/engine.md) plus ``PodTopologySpread`` (that default predates topology spread;
+  kube-scheduler's default profile enforces it);
 - :func:`kube_scheduler_config` / :func:`start_kube_scheduler`: the locally built
   kube-scheduler with its default profile under a given ``schedulerName``, no leader election,
   no serving port, and a log file beside its config.
@@ -66,7 +67,7 @@ class Proc:
 
 
 def comparison_policy() -> dict[str, Any]:
-    """The seed's default Policy with PodTopologySpread (filter and score) added."""
+    """The default Policy with PodTopologySpread (filter and score) added."""
     text = (resources.files("berthmaster.scheduler") / "data" / "default-policy.json") \
         .read_text(encoding="utf-8")
     policy: dict[str, Any] = json.loads(text)

@@ -1,8 +1,8 @@
 """Example hook-implementing controller: a preTerminate hook that waits a fixed delay.
 
-"Improving log reliability" from the lifecycle-hook document: after a Node is drained, its log
-exporter needs a while to ship the last logs, so the instance is not terminated until
-``--delay`` seconds after the Machine's Drained condition turned True.
+"Improving log reliability" (docs/machines.md; openshift/api machine/v1beta1 ``LifecycleHooks``):
+after a Node is drained, its log exporter needs a while to ship the last logs, so the instance is
+not terminated until ``--delay`` seconds after the Machine's Drained condition turned True.
 
     python examples/machine_hooks/log_flush_hook.py --namespace workers --delay 30
 

@@ -1,8 +1,9 @@
 """Example hook-implementing controller: a preDrain hook that waits for a replacement.
 
-"Proactive replacement" from the lifecycle-hook document: a Machine of a MachineSet is not
-drained until the MachineSet has a replacement Machine, created after the deletion began, in
-phase Running. Machines without a MachineSet are released at once (nothing will replace them).
+"Proactive replacement" (docs/machines.md; openshift/api machine/v1beta1 ``LifecycleHooks``): a
+Machine of a MachineSet is not drained until the MachineSet has a replacement Machine, created after
+the deletion began, in phase Running. Machines without a MachineSet are released at once (nothing
+will replace them).
 
     python examples/machine_hooks/replacement_hook.py --namespace workers \
         --selector machine.openshift.io/cluster-api-machineset=workers

@@ -21,12 +21,12 @@ from typing import Any, Literal
 
 from berthmaster.operator.autoscaler.config import AutoscalerConfig
 from berthmaster.scheduler.model import label_selector
+from berthmaster.scheduler.pods import controller_kind, is_daemonset_pod, is_mirror_pod, pod_ref
 
 JSON = dict[str, Any]
 
 SAFE_TO_EVICT_KEY = "cluster-autoscaler.kubernetes.io/safe-to-evict"
 SAFE_TO_EVICT_LOCAL_VOLUMES_KEY = "cluster-autoscaler.kubernetes.io/safe-to-evict-local-volumes"
-MIRROR_KEY = "kubernetes.io/config.mirror"
 
 # upstream's drain.BlockingPodReason names
 NOT_SAFE_TO_EVICT = "NotSafeToEvictAnnotation"
@@ -51,17 +51,6 @@ def _meta(pod: Mapping[str, Any]) -> Mapping[str, Any]:
     return pod.get("metadata") or {}
 
 
-def _name(pod: Mapping[str, Any]) -> str:
-    return f"{_meta(pod).get('namespace', '')}/{_meta(pod).get('name', '')}"
-
-
-def controller_kind(pod: Mapping[str, Any]) -> str | None:
-    for ref in _meta(pod).get("ownerReferences") or []:
-        if ref.get("controller"):
-            return str(ref.get("kind"))
-    return None
-
-
 def local_storage_volumes(pod: Mapping[str, Any]) -> list[str]:
     allowed = {v.strip() for v in str((_meta(pod).get("annotations") or {}).get(
         SAFE_TO_EVICT_LOCAL_VOLUMES_KEY, "")).split(",") if v.strip()}
@@ -79,7 +68,7 @@ class PdbBudget:
 
     @staticmethod
     def _key(pdb: Mapping[str, Any]) -> str:
-        return _name(pdb)
+        return pod_ref(pdb)
 
     def matching(self, pod: Mapping[str, Any]) -> list[Mapping[str, Any]]:
         namespace = _meta(pod).get("namespace")
@@ -108,8 +97,8 @@ def classify(pod: Mapping[str, Any], config: AutoscalerConfig, budget: PdbBudget
              priority: int) -> Verdict:
     meta = _meta(pod)
     annotations = meta.get("annotations") or {}
-    name = _name(pod)
-    if MIRROR_KEY in annotations:
+    name = pod_ref(pod)
+    if is_mirror_pod(pod):
         return IGNORE
     if (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
         return IGNORE
@@ -119,7 +108,7 @@ def classify(pod: Mapping[str, Any], config: AutoscalerConfig, budget: PdbBudget
         return IGNORE  # expendable: killed with the node, never moved, never blocking
     safe = annotations.get(SAFE_TO_EVICT_KEY)
     if safe != "true":
-        if controller_kind(pod) == "DaemonSet":
+        if is_daemonset_pod(pod):
             return IGNORE
         if safe == "false":
             return Verdict("block", NOT_SAFE_TO_EVICT,

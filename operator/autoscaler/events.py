@@ -12,10 +12,11 @@ from __future__ import annotations
 import hashlib
 import logging
 from collections.abc import Mapping
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from berthmaster.kube import CORE, KubeClient, KubeError, resource_path
+from berthmaster.times import format_rfc3339
 
 COMPONENT = "cluster-autoscaler"
 TRIGGERED_SCALE_UP = "TriggeredScaleUp"
@@ -31,7 +32,7 @@ def build_event(involved: Mapping[str, Any], reason: str, message: str, now: dat
                 event_type: str = "Normal") -> dict[str, Any]:
     meta = involved.get("metadata") or {}
     digest = hashlib.sha256(f"{meta.get('uid')}/{reason}/{message}".encode()).hexdigest()[:12]
-    stamp = now.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    stamp = format_rfc3339(now)
     return {
         "apiVersion": "v1", "kind": "Event",
         "metadata": {"name": f"{meta.get('name')}.{digest}",

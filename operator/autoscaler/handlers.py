@@ -4,8 +4,10 @@ Design: what runs
 - a kopf timer on the ClusterAutoscaler named ``default`` every 10 s (upstream's scan interval;
   ``BERTHMASTER_AUTOSCALER_SCAN_INTERVAL`` shortens it for tests) calls ``loop.run_once`` and
   writes the status it returns; kopf never overlaps two runs of one timer, so one decision
-  finishes before the next starts. An invalid ClusterAutoscaler gets a ``Healthy=False``
-  condition naming every problem, and no scaling.
+  finishes before the next starts; the status is written only where it changed. The loop
+  reads the cluster from watch caches (:mod:`.watches`), started by its first run and stopped
+  at kopf's cleanup. An invalid
+  ClusterAutoscaler gets a ``Healthy=False`` condition naming every problem, and no scaling.
 - MachineAutoscaler create/update/resume write the min/max annotations, and the owner
   annotation ``autoscaling.openshift.io/machineautoscaler: <namespace>/<name>``, onto the target
   MachineSet, record it as ``status.lastTargetRef`` and add upstream's finalizer
@@ -49,7 +51,9 @@ from berthmaster.operator.autoscaler.loop import (
     run_once,
 )
 from berthmaster.operator.autoscaler.simulation import Placement
+from berthmaster.operator.autoscaler.watches import WatchedCluster
 from berthmaster.operator.client import operator_client as kube
+from berthmaster.operator.retrying import transient_only
 
 GROUP = "autoscaling.openshift.io"
 GROUP_API_BETA = group_path(GROUP, "v1beta1")
@@ -67,6 +71,7 @@ log = logging.getLogger("berthmaster.operator.autoscaler")
 class _Shared:
     state = AutoscalerState()
     placement: Placement | None = None
+    cluster: WatchedCluster | None = None
 
 
 # ---------------------------------------------------------------- ClusterAutoscaler
@@ -97,14 +102,30 @@ async def clusterautoscaler_loop(body: kopf.Body, patch: kopf.Patch, **_: Any) -
     if _Shared.placement is None:
         _Shared.placement = default_placement()
     client = await kube()
+    if _Shared.cluster is None:
+        _Shared.cluster = WatchedCluster(client)
     try:
-        status = await run_once(client, body, _Shared.state, _Shared.placement)
+        status = await run_once(client, body, _Shared.state, _Shared.placement,
+                                read=_Shared.cluster.read)
     except KubeError as error:
         metrics.errors_total.labels("apiCallError").inc()
         log.warning("autoscaler loop failed: %s", error)
         return
     status["observedGeneration"] = body.get("metadata", {}).get("generation")
-    patch.status.update(status)
+    patch.status.update(status_changes(body.get("status") or {}, status))
+
+
+def status_changes(current: Mapping[str, Any], wanted: Mapping[str, Any]) -> dict[str, Any]:
+    """The fields of ``wanted`` that differ from ``current``: a loop that changed nothing
+    writes nothing (no PATCH, and no watch event of our own to read back every 10 s)."""
+    return {key: value for key, value in wanted.items() if current.get(key) != value}
+
+
+@kopf.on.cleanup()
+async def stop_autoscaler_watches(**_: Any) -> None:
+    if _Shared.cluster is not None:
+        await _Shared.cluster.stop()
+    _Shared.cluster = None
 
 
 # ---------------------------------------------------------------- MachineAutoscaler
@@ -159,6 +180,21 @@ def add_finalizer(body: kopf.RawBody) -> None:
         finalizers.append(FINALIZER)
 
 
+async def _persist_finalizer(client: KubeClient, namespace: str, name: str,
+                             finalizers: list[str], resource_version: str | None) -> None:
+    """Write upstream's finalizer onto a MachineAutoscaler now (not through kopf's patch, which
+    lands only after the handler returns); a conflict means a newer version to reconcile."""
+    try:
+        await client.patch(resource_path(GROUP_API_BETA, "machineautoscalers", namespace, name),
+                           {"metadata": {"finalizers": [*finalizers, FINALIZER],
+                                         "resourceVersion": resource_version}})
+    except KubeError as error:
+        if error.conflict:
+            raise kopf.TemporaryError(f"MachineAutoscaler {namespace}/{name} changed while its "
+                                      "finalizer was added; retrying", delay=1) from error
+        raise
+
+
 def wanted_annotations(spec: Any, owner: str) -> dict[str, str]:
     """What a MachineAutoscaler writes onto its MachineSet."""
     return {MIN_SIZE_KEY: str(spec.get("minReplicas", 0)),
@@ -207,6 +243,7 @@ async def machineset_autoscaling_drift(type: str, body: kopf.Body, name: str,
 @kopf.on.create(GROUP, "v1beta1", "machineautoscalers")
 @kopf.on.update(GROUP, "v1beta1", "machineautoscalers")
 @kopf.on.resume(GROUP, "v1beta1", "machineautoscalers")
+@transient_only
 async def machineautoscaler_reconcile(body: kopf.Body, spec: kopf.Spec, status: kopf.Status,
                                       name: str, namespace: str | None, patch: kopf.Patch,
                                       **_: Any) -> None:
@@ -238,8 +275,13 @@ async def machineautoscaler_reconcile(body: kopf.Body, spec: kopf.Spec, status: 
         raise kopf.TemporaryError(f"MachineSet {namespace}/{target[1]} is {ALREADY_OWNED} "
                                   f"({other}); point one of them at another MachineSet",
                                   delay=OWNER_RETRY_DELAY)
-    if FINALIZER not in (body.metadata.get("finalizers") or []):
-        patch.fns.append(add_finalizer)
+    finalizers = list(body.metadata.get("finalizers") or [])
+    if FINALIZER not in finalizers:
+        # Persisted before the MachineSet is touched (upstream's Reconcile adds the finalizer
+        # and updates first): an operator killed right after annotating must leave a
+        # finalizer behind, or nothing would ever remove the annotations.
+        await _persist_finalizer(client, namespace, name, finalizers,
+                                 body.metadata.get("resourceVersion"))
     if not await _annotate(client, namespace, target[1], wanted_annotations(spec, owner)):
         raise kopf.TemporaryError(f"MachineSet {namespace}/{target[1]} not found", delay=30)
     wanted = {"apiVersion": spec["scaleTargetRef"].get("apiVersion",

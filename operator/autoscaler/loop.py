@@ -1,7 +1,9 @@
 """One autoscaler iteration against the API server: read, decide (pure), act, report.
 
-Design: ``run_once`` lists what the decisions need (nodes, pods, PDBs, priority classes,
-MachineSets, Machines), builds a fresh placement snapshot, and in this order
+Design: ``run_once`` reads what the decisions need (nodes, pods, PDBs, priority classes,
+MachineSets, Machines) — from the operator's watch caches (:mod:`.watches`), or with one LIST
+per kind (:func:`read_cluster`) when none are given — builds a fresh placement snapshot, and in
+this order
 1. backs off MachineSets whose new nodes did not register within ``maxNodeProvisionTime`` and
    gives their unregistered Machines back (``delete-machine`` + lower replicas);
 2. decides a scale-up for the pending pods older than ``newPodScaleUpDelay`` and raises
@@ -15,6 +17,8 @@ MachineSets, Machines), builds a fresh placement snapshot, and in this order
    through its lifecycle hooks and the drain;
 4. with ``enforceNodeGroupMinSize``, raises MachineSets below their min size up to it;
 5. returns the ClusterAutoscaler status and records the metrics.
+Before any of it, a cluster with too many unready nodes (``clusterstate``) is not autoscaled
+in that loop, as upstream; ``cluster_autoscaler_cluster_safe_to_autoscale`` says so.
 ``logVerbosity`` sets the level of the ``berthmaster.operator.autoscaler`` logger each loop.
 The in-memory :class:`AutoscalerState` (unneeded-since times, cooldown stamps, provisioning
 requests, backoffs) is what upstream keeps in memory too; a restart starts the clocks afresh,
@@ -27,13 +31,14 @@ import logging
 import random
 import time
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
 from berthmaster.kube import CORE, KubeClient, KubeError, group_path, resource_path
 from berthmaster.operator.autoscaler import events, metrics
+from berthmaster.operator.autoscaler.clusterstate import unsafe_to_autoscale
 from berthmaster.operator.autoscaler.config import (
     DEBUG_VERBOSITY,
     AutoscalerConfig,
@@ -69,11 +74,13 @@ from berthmaster.operator.autoscaler.scaleup import (
 )
 from berthmaster.operator.autoscaler.simulation import Placement, Simulation
 from berthmaster.operator.machines import drain
+from berthmaster.times import format_rfc3339
 
 JSON = dict[str, Any]
 MACHINE_API = group_path("machine.openshift.io", "v1beta1")
 POLICY_API = group_path("policy", "v1")
 SCHEDULING_API = group_path("scheduling.k8s.io", "v1")
+ACTIVE_PODS = "status.phase!=Succeeded,status.phase!=Failed"  # terminal pods need no room
 INITIAL_BACKOFF = 5 * 60.0  # upstream's initial node group backoff
 MAX_BACKOFF = 30 * 60.0
 
@@ -120,8 +127,7 @@ class ClusterState:
 
 async def read_cluster(kube: KubeClient, config: AutoscalerConfig) -> ClusterState:
     nodes, _ = await kube.list_all(resource_path(CORE, "nodes"))
-    pods, _ = await kube.list_all(resource_path(CORE, "pods"),
-                                  fieldSelector="status.phase!=Succeeded,status.phase!=Failed")
+    pods, _ = await kube.list_all(resource_path(CORE, "pods"), fieldSelector=ACTIVE_PODS)
     pdbs, _ = await kube.list_all(resource_path(POLICY_API, "poddisruptionbudgets"))
     classes, _ = await kube.list_all(resource_path(SCHEDULING_API, "priorityclasses"))
     machine_sets, _ = await kube.list_all(resource_path(MACHINE_API, "machinesets"))
@@ -133,6 +139,9 @@ async def read_cluster(kube: KubeClient, config: AutoscalerConfig) -> ClusterSta
         configmap = found[0] if found else None
     return ClusterState(nodes, pods, pdbs, {c["metadata"]["name"]: c for c in classes},
                         machine_sets, machines, configmap)
+
+
+ClusterReader = Callable[[AutoscalerConfig], Awaitable[ClusterState]]
 
 
 def log_level(verbosity: int) -> int:
@@ -147,7 +156,7 @@ def _ready(node: Mapping[str, Any]) -> bool:
 
 
 def _stamp(when: float) -> str:
-    return datetime.fromtimestamp(when, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return format_rfc3339(datetime.fromtimestamp(when, UTC))
 
 
 class Actuator:
@@ -382,18 +391,37 @@ def build_status(view: ClusterView, state: AutoscalerState, decision: ScaleUpDec
 
 
 async def run_once(kube: KubeClient, autoscaler: Mapping[str, Any], state: AutoscalerState,
-                   placement: Placement, now: float | None = None) -> JSON:
-    """One iteration; returns the ClusterAutoscaler ``status`` to write."""
+                   placement: Placement, now: float | None = None,
+                   read: ClusterReader | None = None) -> JSON:
+    """One iteration; returns the ClusterAutoscaler ``status`` to write. ``read`` gives the
+    cluster (the watch caches' ``read``); without it every kind is LISTed."""
     started = time.monotonic()
     now = time.time() if now is None else now
     config = parse_cluster_autoscaler(autoscaler)
     log.setLevel(log_level(config.log_verbosity))
-    cluster = await read_cluster(kube, config)
+    cluster = await (read(config) if read is not None else read_cluster(kube, config))
     view = build_cluster_view(cluster.machine_sets, cluster.machines, cluster.nodes,
                               config.startup_taints)
     act = Actuator(kube, now)
     for problem in view.problems:
         log.warning("%s", problem)
+    previous = (autoscaler.get("status") or {}).get("conditions") or []
+    starting = {name for group in view.groups for name in group.starting_nodes}
+    ready_nodes = sum(1 for n in cluster.nodes if _ready(n))
+    unready_nodes = sum(1 for n in cluster.nodes
+                        if not _ready(n) and n["metadata"]["name"] not in starting)
+    unsafe = unsafe_to_autoscale(len(cluster.nodes), unready_nodes)
+    if unsafe is not None:
+        # upstream skips the whole loop (and forgets the unneeded nodes) until it recovers
+        log.warning("Cluster is not ready for autoscaling: %s (%d of %d nodes unready)",
+                    unsafe, unready_nodes, len(cluster.nodes))
+        state.unneeded_since = {}
+        metrics.record_loop(metrics.LoopFigures(
+            ready_nodes=ready_nodes, unready_nodes=len(cluster.nodes) - ready_nodes,
+            node_groups=len(view.groups), max_nodes=sum(g.max_size for g in view.groups),
+            safe_to_autoscale=False), now)
+        return build_status(view, state, ScaleUpDecision(), ScaleDownPlan(), None, 0, config,
+                            now, previous)
 
     await handle_provision_timeouts(act, view, state, config, cluster.machine_sets)
     in_backoff = [g for g, until in state.backoff_until.items() if until > now]
@@ -468,14 +496,12 @@ async def run_once(kube: KubeClient, autoscaler: Mapping[str, Any], state: Autos
             await apply_scale_up(act, ScaleUpDecision(increases=raise_to_min), pods_by_key, state)
 
     metrics.record_loop(metrics.LoopFigures(
-        ready_nodes=sum(1 for n in cluster.nodes if _ready(n)),
-        unready_nodes=sum(1 for n in cluster.nodes if not _ready(n)),
+        ready_nodes=ready_nodes, unready_nodes=len(cluster.nodes) - ready_nodes,
         upcoming_nodes=sum(g.upcoming for g in view.groups),
         node_groups=len(view.groups), max_nodes=sum(g.max_size for g in view.groups),
         unschedulable_pods=len(pending), unneeded_nodes=len(plan.unneeded),
         unremovable=dict(Counter(plan.unremovable.values())), in_cooldown=cooldown is not None,
     ), now)
     metrics.function_duration_seconds.labels("main").observe(time.monotonic() - started)
-    previous = (autoscaler.get("status") or {}).get("conditions") or []
     return build_status(view, state, decision, plan, cooldown, len(pending), config, now,
                         previous)

@@ -67,10 +67,11 @@ class LoopFigures:
     unneeded_nodes: int = 0
     unremovable: Mapping[str, int] = field(default_factory=dict)
     in_cooldown: bool = False
+    safe_to_autoscale: bool = True  # clusterstate.unsafe_to_autoscale found nothing
 
 
 def record_loop(figures: LoopFigures, now: float | None = None) -> None:
-    cluster_safe_to_autoscale.set(1)
+    cluster_safe_to_autoscale.set(1 if figures.safe_to_autoscale else 0)
     nodes_count.labels("ready").set(figures.ready_nodes)
     nodes_count.labels("unready").set(figures.unready_nodes)
     nodes_count.labels("notStarted").set(0)

@@ -30,12 +30,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from berthmaster.operator.autoscaler.config import AutoscalerConfig
-from berthmaster.operator.autoscaler.drainability import PdbBudget, classify, controller_kind
+from berthmaster.operator.autoscaler.drainability import PdbBudget, classify
 from berthmaster.operator.autoscaler.groups import ClusterView
 from berthmaster.operator.autoscaler.limits import Totals, node_totals, removal_blocked_by
 from berthmaster.operator.autoscaler.resources import CPU, MEMORY, node_allocatable, pod_requests
 from berthmaster.operator.autoscaler.simulation import Simulation
 from berthmaster.operator.autoscaler.template import has_startup_taint
+from berthmaster.scheduler.pods import is_daemonset_pod
 
 JSON = dict[str, Any]
 
@@ -79,7 +80,7 @@ def utilization(node: Mapping[str, Any], pods: Sequence[Mapping[str, Any]],
     for pod in pods:
         if (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
             continue
-        if ignore_daemonsets and controller_kind(pod) == "DaemonSet":
+        if ignore_daemonsets and is_daemonset_pod(pod):
             continue
         for name, amount in pod_requests(pod).items():
             used[name] = used.get(name, 0) + amount

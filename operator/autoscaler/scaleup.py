@@ -38,8 +38,8 @@ from berthmaster.operator.autoscaler.limits import Totals, headroom, node_totals
 from berthmaster.operator.autoscaler.resources import CPU, MEMORY, node_allocatable, pod_requests
 from berthmaster.operator.autoscaler.simulation import Simulation
 from berthmaster.operator.autoscaler.template import copy_of
-from berthmaster.operator.machines.conditions import parse_time
 from berthmaster.scheduler.model import resolve_priority
+from berthmaster.times import parse_rfc3339
 
 JSON = dict[str, Any]
 
@@ -107,7 +107,7 @@ def old_enough(pods: Iterable[JSON], now: float, delay: float) -> list[JSON]:
     kept = []
     for pod in pods:
         wait = scale_up_delay(pod, delay)
-        created = parse_time((pod.get("metadata") or {}).get("creationTimestamp"))
+        created = parse_rfc3339((pod.get("metadata") or {}).get("creationTimestamp"))
         if wait <= 0 or created is None or now - created.timestamp() > wait:
             kept.append(pod)
     return kept

@@ -1,17 +1,19 @@
-"""Pure builders for what a Descheduler resource owns, after the seed's section 16.3.
+"""Pure builders for what a Descheduler resource owns (docs/descheduler.md, "The `Descheduler`
+resource").
 
 Design: each ``build_*`` takes the Descheduler (a dict) and returns the child object as a dict,
-labelled with the owner's name and carrying an owner reference to it (with
-``blockOwnerDeletion``), so deleting the Descheduler lets the garbage collector remove them.
-Names follow the seed (``descheduler-cluster-role``, ``descheduler-sa``,
-``descheduler-policy-configmap``, ``descheduler-job``) prefixed with the resource's name; the
-ClusterRole is the seed's rules plus what a pass also reads (namespaces, PriorityClasses,
-PodDisruptionBudgets) and the events it writes. The Job's pod is critical twice over: the
-seed's annotation and ``priorityClassName: system-cluster-critical`` (``spec.priorityClassName``
-names another class, ``""`` none). Placement (``nodeSelector``, ``tolerations``, ``affinity``),
-``imagePullSecrets`` and the CronJob's ``suspend``, ``timeZone``, ``startingDeadlineSeconds``
-and history limits come from the resource's spec, as the descheduler chart's values do. No I/O
-here.
+labelled with the owner's name and carrying an owner reference to it (with ``blockOwnerDeletion``),
+so deleting the Descheduler lets the garbage collector remove them. Names follow OpenShift's
+documented ones (``descheduler-cluster-role``, ``descheduler-sa``, ``descheduler-policy-configmap``,
+``descheduler-job``) prefixed with the resource's name. The ClusterRole grants what a pass uses:
+reading nodes, reading and deleting pods and creating evictions (the three rules of the documented
+ClusterRole), reading namespaces, PriorityClasses and PodDisruptionBudgets, and writing events (as
+kubernetes-sigs/descheduler kubernetes/base/rbac.yaml also grants). The Job's pod is critical twice
+over: the ``scheduler.alpha.kubernetes.io/critical-pod`` annotation and ``priorityClassName:
+system-cluster-critical`` (``spec.priorityClassName`` names another class, ``""`` none). Placement
+(``nodeSelector``, ``tolerations``, ``affinity``), ``imagePullSecrets`` and the CronJob's
+``suspend``, ``timeZone``, ``startingDeadlineSeconds`` and history limits come from the resource's
+spec, as the descheduler chart's values do. No I/O here.
 """
 
 from __future__ import annotations
@@ -102,7 +104,7 @@ def build_service_account(descheduler: Mapping[str, Any]) -> Obj:
 
 def build_cluster_role(descheduler: Mapping[str, Any]) -> Obj:
     rules = [
-        # the seed's three rules
+        # the documented ClusterRole's three rules
         {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "watch", "list"]},
         {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "watch", "list", "delete"]},
         {"apiGroups": [""], "resources": ["pods/eviction"], "verbs": ["create"]},

@@ -10,9 +10,11 @@ Design: what runs, in order
   immutable and kept: its name carries the spec generation, so a changed spec gets a new Job).
   A schedule removed deletes the CronJob. All children carry an owner reference, so deleting
   the Descheduler lets the garbage collector clean up.
-- Job events (Jobs labelled ``berthmaster.io/descheduler``): the newest run's start time and
+- Job events (Jobs labelled ``berthmaster.io/descheduler``, selected on the server: other Jobs
+  never reach the operator): the newest run's start time and
   outcome (Pending/Running/Succeeded/Failed) go into the owner's status with a
-  ``LastRunSucceeded`` condition.
+  ``LastRunSucceeded`` condition; a finished run's evictions are added to
+  ``descheduler_pods_evicted_total`` (``evictions``).
 The API client is the operator's shared one (operator/client.py).
 """
 
@@ -23,6 +25,7 @@ from typing import Any
 
 import kopf
 
+from berthmaster.errors import PolicyError
 from berthmaster.kube import CORE, KubeClient, KubeError, group_path, resource_path
 from berthmaster.operator.client import operator_client as kube
 from berthmaster.operator.deschedulers.build import (
@@ -37,6 +40,7 @@ from berthmaster.operator.deschedulers.build import (
     namespace_of,
     policy_text,
 )
+from berthmaster.operator.deschedulers.evictions import count_finished_run
 from berthmaster.operator.deschedulers.status import (
     LAST_RUN_SUCCEEDED,
     POLICY_VALID,
@@ -45,7 +49,7 @@ from berthmaster.operator.deschedulers.status import (
     merge_conditions,
     run_outcome,
 )
-from berthmaster.scheduler.descheduler.fields import PolicyError
+from berthmaster.operator.retrying import transient_only
 from berthmaster.scheduler.descheduler.policy import parse_policy_text
 
 log = logging.getLogger("berthmaster.operator.deschedulers")
@@ -110,6 +114,7 @@ async def apply(client: KubeClient, obj: dict[str, Any]) -> None:
 @kopf.on.create(GROUP, VERSION, PLURAL)
 @kopf.on.update(GROUP, VERSION, PLURAL, field="spec")
 @kopf.on.resume(GROUP, VERSION, PLURAL)
+@transient_only
 async def descheduler_reconcile(body: kopf.Body, status: kopf.Status, patch: kopf.Patch,
                                 **_: Any) -> None:
     client = await kube()
@@ -164,12 +169,20 @@ async def descheduler_reconcile(body: kopf.Body, status: kopf.Status, patch: kop
     kopf.info(body, reason="Reconciled", message=ready_message)
 
 
+@kopf.on.startup()
+def watch_only_descheduler_jobs(settings: kopf.OperatorSettings, **_: Any) -> None:
+    """Only the Jobs a Descheduler made (they and the CronJob's template carry OWNER_LABEL, see
+    build.py) are asked of the API server: other Jobs never reach the operator."""
+    settings.watching.label_selectors["batch", "v1", "jobs"] = OWNER_LABEL
+
+
 @kopf.on.event("batch", "v1", "jobs", labels={OWNER_LABEL: kopf.PRESENT})
 async def descheduler_job_event(body: kopf.Body, type: str | None, **_: Any) -> None:
     if type == "DELETED":
         return
     owner = body["metadata"]["labels"][OWNER_LABEL]
     client = await kube()
+    await count_finished_run(client, body)
     path = resource_path(group_path(GROUP, VERSION), PLURAL, None, owner)
     try:
         descheduler = await client.get(path)

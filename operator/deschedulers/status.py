@@ -11,13 +11,15 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+from berthmaster.times import format_rfc3339
+
 POLICY_VALID = "PolicyValid"
 READY = "Ready"
 LAST_RUN_SUCCEEDED = "LastRunSucceeded"
 
 
 def now_stamp() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return format_rfc3339(datetime.now(UTC))
 
 
 def condition(

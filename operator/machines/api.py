@@ -26,6 +26,11 @@ EXCLUDE_NODE_DRAINING = "machine.openshift.io/exclude-node-draining"
 DELETE_MACHINE = "machine.openshift.io/delete-machine"
 OLD_DELETE_MACHINE = "machine.openshift.io/cluster-api-delete-machine"
 NODE_MACHINE = "machine.openshift.io/machine"  # on Nodes: "<namespace>/<name>" (annotation)
+# The kopf watch of Nodes asks the API server only for Nodes carrying the NODE_MACHINE label,
+# which the node link puts beside the annotation (nodes.wanted_labels): other Nodes, and their
+# status heartbeats, never reach the operator.
+NODES_WATCH = ("", "v1", "nodes")
+NODES_WATCH_SELECTOR = NODE_MACHINE
 INSTANCE_STATE = "machine.openshift.io/instance-state"
 UNKNOWN_INSTANCE_STATE = "Unknown"  # set on a Failed Machine (annotation and providerStatus)
 INSTANCE_TYPE_LABEL = "machine.openshift.io/instance-type"

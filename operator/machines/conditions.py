@@ -9,22 +9,14 @@ list is kept sorted by type, the order ``kubectl describe`` shows.
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from berthmaster.operator.machines.api import SEVERITY_WARNING
+from berthmaster.times import format_rfc3339
 
 Condition = dict[str, Any]
 
-
-def timestamp(now: datetime) -> str:
-    return now.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def parse_time(text: str | None) -> datetime | None:
-    if not text:
-        return None
-    return datetime.strptime(text, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
 
 
 def true_condition(kind: str, message: str = "", reason: str = "") -> Condition:
@@ -67,7 +59,7 @@ def set_condition(conditions: list[Condition] | None, new: Condition,
         result.append(_merged(existing, new, now))
         replaced = True
     if not replaced:
-        result.append({**new, "lastTransitionTime": timestamp(now)})
+        result.append({**new, "lastTransitionTime": format_rfc3339(now)})
     return sorted(result, key=lambda c: str(c.get("type", "")))
 
 
@@ -82,4 +74,4 @@ def same_state(a: Condition, b: Condition) -> bool:
 def _merged(existing: Condition, new: Condition, now: datetime) -> Condition:
     if same_state(existing, new) and existing.get("lastTransitionTime"):
         return {**new, "lastTransitionTime": existing["lastTransitionTime"]}
-    return {**new, "lastTransitionTime": timestamp(now)}
+    return {**new, "lastTransitionTime": format_rfc3339(now)}

@@ -28,9 +28,7 @@ from berthmaster.operator.machines import api, drain, events, lifecycle, machine
 from berthmaster.operator.machines.conditions import (
     false_condition,
     get_condition,
-    parse_time,
     set_condition,
-    timestamp,
     true_condition,
     unknown_condition,
 )
@@ -45,6 +43,7 @@ from berthmaster.operator.machines.providers import (
     provider_spec_kind,
     unknown_instance_state,
 )
+from berthmaster.times import format_rfc3339, parse_rfc3339
 
 Key = tuple[str, str]
 JSON = dict[str, Any]
@@ -126,23 +125,16 @@ class MachineController:
         """Patch status with ``updates`` (conditions refreshed from the hooks) if it changes."""
         now = self.clock()
         old = dict(machine.get("status") or {})
-        new = {**old, **updates}
+        new = merged_status(old, updates)
         conditions = updates.get("conditions", old.get("conditions"))
         new["conditions"] = with_hook_conditions(conditions, machine, now)
         if progress:
             new["deletionProgress"] = {**(old.get("deletionProgress") or {}), **progress}
-        for field in ("errorReason", "errorMessage"):
-            if new.get(field) is None:
-                new.pop(field, None)
         if new == old:
             return machine
-        new["lastUpdated"] = timestamp(now)
-        patch: JSON = {"metadata": {"resourceVersion": machine["metadata"]["resourceVersion"]},
-                       "status": new}
-        for field in ("errorReason", "errorMessage"):
-            if field in old and field not in new:
-                patch["status"][field] = None
-        return await self.kube.patch(api.machine_path(*api.key_of(machine), sub="status"), patch)
+        new["lastUpdated"] = format_rfc3339(now)
+        return await patch_status(self.kube, api.machine_path(*api.key_of(machine), sub="status"),
+                                  machine, old, new)
 
     async def set_finalizers(self, machine: JSON, finalizers: list[str]) -> None:
         meta = machine["metadata"]
@@ -305,7 +297,7 @@ class MachineController:
     async def reconcile_deletion(self, machine: JSON) -> float | None:
         step = lifecycle.decide_deletion_step(machine)
         log.info("machine %s/%s: deletion step %s", *api.key_of(machine), step.value)
-        now = timestamp(self.clock())
+        now = format_rfc3339(self.clock())
         if step is Step.NOTHING:
             return None
         if step is Step.MARK_DELETING:
@@ -372,8 +364,9 @@ class MachineController:
         now = self.clock()
         conditions = set_condition((machine.get("status") or {}).get("conditions"),
                                    condition, now)
-        done = {"drainableAt": lifecycle.progress(machine).get("drainableAt") or timestamp(now),
-                "drainedAt": timestamp(now), **(progress or {})}
+        stamp = format_rfc3339(now)
+        done = {"drainableAt": lifecycle.progress(machine).get("drainableAt") or stamp,
+                "drainedAt": stamp, **(progress or {})}
         await self.write_status(machine, {"conditions": conditions}, done)
 
     def drain_delay(self, attempts: int) -> float:
@@ -381,10 +374,10 @@ class MachineController:
 
     def drain_due(self, done: JSON, attempts: int) -> datetime | None:
         """When the next drain attempt may start: as recorded, else backoff from the last."""
-        recorded = parse_time(done.get("nextDrainAttemptAt"))
+        recorded = parse_rfc3339(done.get("nextDrainAttemptAt"))
         if recorded is not None:
             return recorded
-        last = parse_time(done.get("lastDrainAttemptAt"))
+        last = parse_rfc3339(done.get("lastDrainAttemptAt"))
         return None if last is None else last + timedelta(seconds=self.drain_delay(attempts))
 
     async def drain_step(self, machine: JSON) -> float | None:
@@ -401,14 +394,14 @@ class MachineController:
                                    event_type="Warning")
             timeout = None
         attempt = attempts + 1
-        started = done.get("drainStartedAt") or timestamp(now)
-        drainable_at = done.get("drainableAt") or timestamp(now)
+        started = done.get("drainStartedAt") or format_rfc3339(now)
+        drainable_at = done.get("drainableAt") or format_rfc3339(now)
         await self.events.post(machine, *events.DRAIN_PROCEEDS, count=attempt,
                                component=events.DRAIN_COMPONENT)
         failure = await self.drain_node(machine)
         finished = self.clock()
         record = {"drainStartedAt": started, "drainableAt": drainable_at,
-                  "drainAttempts": attempt, "lastDrainAttemptAt": timestamp(finished)}
+                  "drainAttempts": attempt, "lastDrainAttemptAt": format_rfc3339(finished)}
         if failure is None:
             await self.events.post(machine, *events.DRAIN_SUCCEEDED,
                                    component=events.DRAIN_COMPONENT)
@@ -417,7 +410,7 @@ class MachineController:
             return AGAIN
         delay = (failure.requeue_after.total_seconds() if failure.requeue_after is not None
                  else self.drain_delay(attempt))
-        record["nextDrainAttemptAt"] = timestamp(finished + timedelta(seconds=delay))
+        record["nextDrainAttemptAt"] = format_rfc3339(finished + timedelta(seconds=delay))
         await self.events.post(machine, events.DRAIN_REQUEUED,
                                f"Node drain requeued: {failure.message}",
                                count=attempt, component=events.DRAIN_COMPONENT)
@@ -630,16 +623,32 @@ class MachineSetController:
 
     async def write_status(self, ms: JSON, updates: JSON) -> None:
         old = dict(ms.get("status") or {})
-        new = {k: v for k, v in {**old, **updates}.items() if v is not None}
-        if new == old:
-            return
-        status_patch: JSON = dict(new)
-        for field in ("errorReason", "errorMessage"):
-            if field in old and field not in new:
-                status_patch[field] = None
-        await self.kube.patch(api.machineset_path(*api.key_of(ms), sub="status"), {
-            "metadata": {"resourceVersion": ms["metadata"]["resourceVersion"]},
-            "status": status_patch})
+        new = merged_status(old, updates)
+        if new != old:
+            await patch_status(self.kube, api.machineset_path(*api.key_of(ms), sub="status"),
+                               ms, old, new)
+
+
+# -- status writes, shared by both controllers -------------------------------------------------
+
+
+def merged_status(old: JSON, updates: JSON) -> JSON:
+    """``old`` with ``updates`` applied; a field updated to ``None`` is dropped."""
+    return {k: v for k, v in {**old, **updates}.items() if v is not None}
+
+
+def status_patch(old: JSON, new: JSON) -> JSON:
+    """The merge-patch ``status`` that turns ``old`` into ``new``: ``new``'s fields, and a null
+    for each field ``new`` dropped (a merge patch removes a field only when told null)."""
+    return {**new, **{field: None for field in old if field not in new}}
+
+
+async def patch_status(kube: KubeClient, path: str, obj: JSON, old: JSON, new: JSON) -> JSON:
+    """Write ``new`` over ``old`` with ``obj``'s resourceVersion as precondition: a status
+    computed from a stale read is refused (409) and the reconcile runs again."""
+    return await kube.patch(path, {
+        "metadata": {"resourceVersion": obj["metadata"]["resourceVersion"]},
+        "status": status_patch(old, new)})
 
 
 def get_condition_status(machine: JSON, kind: str) -> str | None:

@@ -4,8 +4,9 @@ The drain mirrors ``kubectl drain --force --ignore-daemonsets --delete-emptydir-
 20 s timeout, the options upstream's machine drain controller passes to the kubectl drain
 library:
 
-- DaemonSet pods and mirror (static) pods are left alone: their controllers would only recreate
-  them, and the node is about to go anyway;
+- DaemonSet pods (whose controller owner reference is a DaemonSet, kubectl's
+  ``daemonSetFilter``) and mirror (static) pods are left alone: their controllers would only
+  recreate them, and the node is about to go anyway;
 - pods using emptyDir are evicted (their scratch data goes with the node);
 - pods with no controller are evicted too (``--force``);
 - every eviction goes through the Eviction API, so PodDisruptionBudgets decide: a 429 answer is
@@ -30,11 +31,11 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from berthmaster.durations import parse_go_duration
-from berthmaster.operator.machines.conditions import parse_time
+from berthmaster.scheduler.pods import is_daemonset_pod, is_mirror_pod
+from berthmaster.times import parse_rfc3339
 
 Pod = dict[str, Any]
 
-MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
 UNREACHABLE_GRACE_SECONDS = 1
 SKIP_WAIT_FOR_DELETE_SECONDS = 1
 CONTROL_PLANE_LABELS = ("node-role.kubernetes.io/control-plane", "node-role.kubernetes.io/master")
@@ -57,27 +58,6 @@ class DrainPlan:
     ignored: list[tuple[Pod, str]] = field(default_factory=list)  # (pod, why)
 
 
-def pod_ref(pod: Pod) -> str:
-    meta = pod.get("metadata") or {}
-    return f"{meta.get('namespace', '')}/{meta.get('name', '')}"
-
-
-def controller_of(pod: Pod) -> dict[str, Any] | None:
-    for ref in (pod.get("metadata") or {}).get("ownerReferences") or []:
-        if ref.get("controller"):
-            return dict(ref)
-    return None
-
-
-def is_daemonset_pod(pod: Pod) -> bool:
-    owner = controller_of(pod)
-    return owner is not None and owner.get("kind") == "DaemonSet"
-
-
-def is_mirror_pod(pod: Pod) -> bool:
-    return MIRROR_ANNOTATION in ((pod.get("metadata") or {}).get("annotations") or {})
-
-
 def node_is_unreachable(node: dict[str, Any]) -> bool:
     """Upstream's test: the node's Ready condition is Unknown (the kubelet stopped reporting)."""
     for condition in (node.get("status") or {}).get("conditions") or []:
@@ -87,7 +67,7 @@ def node_is_unreachable(node: dict[str, Any]) -> bool:
 
 
 def terminating_long_enough(pod: Pod, now: datetime, seconds: int) -> bool:
-    deleted_at = parse_time((pod.get("metadata") or {}).get("deletionTimestamp"))
+    deleted_at = parse_rfc3339((pod.get("metadata") or {}).get("deletionTimestamp"))
     return deleted_at is not None and now - deleted_at > timedelta(seconds=seconds)
 
 

@@ -17,7 +17,7 @@ from datetime import datetime
 from typing import Any
 
 from berthmaster.operator.machines.api import API_VERSION
-from berthmaster.operator.machines.conditions import timestamp
+from berthmaster.times import format_rfc3339
 
 COMPONENT = "machine-controller"
 DRAIN_COMPONENT = "machine-drain-controller"
@@ -41,7 +41,7 @@ def build_event(involved: dict[str, Any], reason: str, message: str, *, now: dat
                 event_type: str = "Normal", count: int = 1, component: str = COMPONENT,
                 series: str = "") -> dict[str, Any]:
     meta = involved.get("metadata") or {}
-    stamp = timestamp(now)
+    stamp = format_rfc3339(now)
     return {
         "apiVersion": "v1",
         "kind": "Event",

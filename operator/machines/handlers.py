@@ -3,15 +3,17 @@
 Concurrency: kopf runs one watch per resource kind and calls these handlers serially per object;
 each handler only adds keys to a :class:`~.workqueue.WorkQueue`, whose workers reconcile (one
 worker per key at a time; see :mod:`.workqueue` for why kopf's own retries are not used). The
-startup handler creates the API client, the controllers and the queues; the cleanup handler
-stops the workers and closes the client. Nothing here adds a kopf finalizer or kopf annotations
+startup handler takes the operator's shared API client (:mod:`berthmaster.operator.client`) and
+creates the controllers and the queues; the queues' workers are stopped by that module's cleanup,
+before it closes the client. Nothing here adds a kopf finalizer or kopf annotations
 to Machines: the only finalizer is upstream's ``machine.machine.openshift.io``.
 
 What triggers what:
 - a Machine event -> that Machine, and the MachineSet that controls it;
 - a MachineSet event -> that MachineSet;
 - an event on a Node annotated ``machine.openshift.io/machine`` -> that Machine (a removed
-  taint is put back, a deleted Node is noticed).
+  taint is put back, a deleted Node is noticed). The API server sends only Nodes labelled
+  ``machine.openshift.io/machine`` (the node link sets both; ``api.NODES_WATCH_SELECTOR``).
 """
 
 from __future__ import annotations
@@ -22,8 +24,10 @@ from typing import Any
 import kopf
 
 from berthmaster.kube import KubeClient
+from berthmaster.operator.client import operator_client, stop_before_close
 from berthmaster.operator.machines import api
 from berthmaster.operator.machines.controller import MachineController, MachineSetController
+from berthmaster.operator.machines.metrics import machine_metrics
 from berthmaster.operator.machines.providers import Provider
 from berthmaster.operator.machines.providers.kwok import KIND as KWOK_KIND
 from berthmaster.operator.machines.providers.kwok import KwokProvider
@@ -33,7 +37,7 @@ Key = tuple[str, str]
 
 
 class MachinesRuntime:
-    """The client, controllers and queues of the machines capability."""
+    """The controllers and queues of the machines capability (the client is the operator's)."""
 
     def __init__(self, kube: KubeClient, *, drain_backoff: float = 5.0):
         self.kube = kube
@@ -51,7 +55,6 @@ class MachinesRuntime:
     async def stop(self) -> None:
         await self.machine_queue.stop()
         await self.machineset_queue.stop()
-        await self.kube.close()
 
     def machine_changed(self, machine: dict[str, Any]) -> None:
         namespace, name = api.key_of(machine)
@@ -71,19 +74,13 @@ class MachinesRuntime:
 
 
 @kopf.on.startup()
-async def start_machines(memo: kopf.Memo, **_: Any) -> None:
-    kube = await KubeClient.connect(os.environ.get("KUBECONFIG") or None)
+async def start_machines(memo: kopf.Memo, settings: kopf.OperatorSettings, **_: Any) -> None:
+    settings.watching.label_selectors[api.NODES_WATCH] = api.NODES_WATCH_SELECTOR
     backoff = float(os.environ.get("BERTHMASTER_DRAIN_BACKOFF_SECONDS", "5"))
-    runtime = MachinesRuntime(kube, drain_backoff=backoff)
+    runtime = MachinesRuntime(await operator_client(), drain_backoff=backoff)
     runtime.start()
+    stop_before_close(runtime.stop)
     memo["machines_runtime"] = runtime
-
-
-@kopf.on.cleanup()
-async def stop_machines(memo: kopf.Memo, **_: Any) -> None:
-    runtime = memo.get("machines_runtime")
-    if isinstance(runtime, MachinesRuntime):
-        await runtime.stop()
 
 
 def _runtime(memo: kopf.Memo) -> MachinesRuntime:
@@ -94,12 +91,15 @@ def _runtime(memo: kopf.Memo) -> MachinesRuntime:
 
 
 @kopf.on.event(api.GROUP, api.VERSION, api.MACHINES)
-async def machine_event(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
+async def machine_event(type: str | None, body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
+    machine_metrics.machine_seen(body, deleted=type == "DELETED")
     _runtime(memo).machine_changed(dict(body))
 
 
 @kopf.on.event(api.GROUP, api.VERSION, api.MACHINESETS)
-async def machineset_event(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
+async def machineset_event(type: str | None, body: kopf.Body, memo: kopf.Memo,
+                           **_: Any) -> None:
+    machine_metrics.machineset_seen(body, deleted=type == "DELETED")
     _runtime(memo).machineset_changed(dict(body))
 
 

@@ -38,12 +38,12 @@ from berthmaster.operator.machines import api
 from berthmaster.operator.machines.conditions import (
     Condition,
     false_condition,
-    parse_time,
     true_condition,
 )
 from berthmaster.operator.machines.drain import format_duration, parse_duration
 from berthmaster.operator.machines.machineset import InvalidMachineSet, selector_matches
 from berthmaster.operator.machines.providers import owned
+from berthmaster.times import parse_rfc3339
 
 JSON = dict[str, Any]
 
@@ -221,7 +221,7 @@ def check_target(target: Target, spec: HealthCheckSpec, now: datetime) -> Health
     if target.node is None and not target.node_missing:
         if spec.node_startup_timeout == timedelta(0):
             return Health(False)
-        updated = parse_time(status.get("lastUpdated"))
+        updated = parse_rfc3339(status.get("lastUpdated"))
         if updated is None:
             return Health(False, spec.node_startup_timeout)
         if updated + spec.node_startup_timeout < now:
@@ -235,7 +235,7 @@ def check_target(target: Target, spec: HealthCheckSpec, now: datetime) -> Health
         found = node_condition(target.node, wanted.type)
         if found is None or found.get("status") != wanted.status:
             continue
-        since = parse_time(found.get("lastTransitionTime")) or now
+        since = parse_rfc3339(found.get("lastTransitionTime")) or now
         if since + wanted.timeout < now:
             return Health(True, why=f"condition {wanted.type} in state {wanted.status} longer "
                                     f"than {format_duration(wanted.timeout)}")
@@ -260,7 +260,7 @@ def has_controller_owner(machine: JSON) -> bool:
 
 
 @dataclass
-class Decision:
+class HealthCheckDecision:
     """What one reconcile of a MachineHealthCheck does."""
 
     expected: int = 0
@@ -288,9 +288,9 @@ def selects(spec: HealthCheckSpec, machine: JSON, provider_kinds: Collection[str
 
 
 def decide_health_check(mhc: JSON, spec: HealthCheckSpec, targets: list[Target],
-                        now: datetime) -> Decision:
+                        now: datetime) -> HealthCheckDecision:
     """Reconcile's decision over recorded state: status counts, condition, what to remediate."""
-    decision = Decision(expected=len(targets))
+    decision = HealthCheckDecision(expected=len(targets))
     unhealthy: list[Target] = []
     waits: list[timedelta] = []
     for target in targets:
@@ -326,9 +326,9 @@ def decide_health_check(mhc: JSON, spec: HealthCheckSpec, targets: list[Target],
     return decision
 
 
-def refused(spec_error: RefusedSpec) -> Decision:
+def refused(spec_error: RefusedSpec) -> HealthCheckDecision:
     """A check whose spec is refused: it monitors nothing and never remediates."""
-    return Decision(condition=false_condition(
+    return HealthCheckDecision(condition=false_condition(
         REMEDIATION_ALLOWED, spec_error.reason, str(spec_error)))
 
 

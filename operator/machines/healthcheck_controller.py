@@ -25,7 +25,7 @@ from berthmaster.operator.machines import api
 from berthmaster.operator.machines import healthcheck as mhc_rules
 from berthmaster.operator.machines.conditions import set_condition
 from berthmaster.operator.machines.controller import EventRecorder, error_text, utcnow
-from berthmaster.operator.machines.healthcheck import Decision, RefusedSpec, Target
+from berthmaster.operator.machines.healthcheck import HealthCheckDecision, RefusedSpec, Target
 from berthmaster.operator.machines.providers.kwok import KIND as KWOK_KIND
 
 Key = tuple[str, str]
@@ -103,7 +103,7 @@ class HealthCheckController:
                 return None
             raise
 
-    async def write_status(self, mhc: JSON, decision: Decision, now: datetime) -> None:
+    async def write_status(self, mhc: JSON, decision: HealthCheckDecision, now: datetime) -> None:
         old = dict(mhc.get("status") or {})
         new = {**old, "expectedMachines": decision.expected,
                "currentHealthy": decision.healthy,

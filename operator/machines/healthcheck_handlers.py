@@ -13,19 +13,20 @@ What triggers what (upstream's watches: the check itself, ``mhcRequestsFromMachi
   of the namespace the annotation names.
 
 Each reconcile of a check runs on a :class:`~.workqueue.WorkQueue` (one worker per key at a
-time, backoff on errors, a delayed re-check when a Node may become due). Nothing here stores
+time, backoff on errors, a delayed re-check when a Node may become due); the controller uses the
+operator's shared API client (:mod:`berthmaster.operator.client`), whose cleanup stops the queue
+before it closes the client. Nothing here stores
 kopf state on any object: the handlers only read.
 """
 
 from __future__ import annotations
 
-import os
 from collections import defaultdict
 from typing import Any
 
 import kopf
 
-from berthmaster.kube import KubeClient
+from berthmaster.operator.client import operator_client, stop_before_close
 from berthmaster.operator.machines import api
 from berthmaster.operator.machines.healthcheck import MACHINEHEALTHCHECKS
 from berthmaster.operator.machines.healthcheck_controller import HealthCheckController
@@ -38,15 +39,12 @@ MEMO_KEY = "machinehealthchecks_runtime"
 class HealthCheckRuntime:
     """The queue of checks to reconcile, and which checks each namespace has."""
 
-    def __init__(self, reconcile: Reconcile[Key], kube: KubeClient | None = None):
+    def __init__(self, reconcile: Reconcile[Key]):
         self.queue: WorkQueue[Key] = WorkQueue(MACHINEHEALTHCHECKS, reconcile, workers=2)
-        self.kube = kube  # closed by stop(), after the queue's workers
         self.checks: dict[str, set[str]] = defaultdict(set)
 
     async def stop(self) -> None:
         await self.queue.stop()
-        if self.kube is not None:
-            await self.kube.close()
 
     def check_changed(self, event_type: str, check: dict[str, Any]) -> None:
         namespace, name = api.key_of(check)
@@ -68,19 +66,13 @@ class HealthCheckRuntime:
 
 
 @kopf.on.startup()
-async def start_machinehealthchecks(memo: kopf.Memo, **_: Any) -> None:
-    # Its own client (as the machines capability has), closed only after the queue stopped.
-    kube = await KubeClient.connect(os.environ.get("KUBECONFIG") or None)
-    runtime = HealthCheckRuntime(HealthCheckController(kube).reconcile, kube)
+async def start_machinehealthchecks(memo: kopf.Memo, settings: kopf.OperatorSettings,
+                                    **_: Any) -> None:
+    settings.watching.label_selectors[api.NODES_WATCH] = api.NODES_WATCH_SELECTOR
+    runtime = HealthCheckRuntime(HealthCheckController(await operator_client()).reconcile)
     runtime.queue.start()
+    stop_before_close(runtime.stop)
     memo[MEMO_KEY] = runtime
-
-
-@kopf.on.cleanup()
-async def stop_machinehealthchecks(memo: kopf.Memo, **_: Any) -> None:
-    runtime = memo.get(MEMO_KEY)
-    if isinstance(runtime, HealthCheckRuntime):
-        await runtime.stop()
 
 
 def _runtime(memo: kopf.Memo) -> HealthCheckRuntime:

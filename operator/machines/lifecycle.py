@@ -1,6 +1,8 @@
 """The Machine deletion state machine: which step comes next, decided from the Machine alone.
 
-Order (the lifecycle-hook document's, upstream's machine and drain controllers'):
+Order (upstream's: openshift/machine-api-operator pkg/controller/machine/controller.go
+``Reconcile`` and drain_controller.go; the hooks as openshift/api machine/v1beta1
+``LifecycleHooks`` documents them):
 
 1. ``MARK_DELETING``: phase Deleting, ``status.deletionProgress.startedAt`` recorded;
 2. ``WAIT_PRE_DRAIN`` while any preDrain hook remains (Drainable False, HookPresent);
@@ -30,9 +32,10 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from berthmaster.operator.machines import api
-from berthmaster.operator.machines.conditions import is_true, parse_time
+from berthmaster.operator.machines.conditions import is_true
 from berthmaster.operator.machines.drain import format_duration, parse_duration
 from berthmaster.operator.machines.hooks import PRE_DRAIN, PRE_TERMINATE, hooks_of
+from berthmaster.times import parse_rfc3339
 
 Machine = dict[str, Any]
 
@@ -120,5 +123,5 @@ def drain_timeout(machine: Machine) -> DrainTimeout | None:
 
 
 def drain_timed_out(machine: Machine, timeout: DrainTimeout, now: datetime) -> bool:
-    started = parse_time(progress(machine).get("drainStartedAt"))
+    started = parse_rfc3339(progress(machine).get("drainStartedAt"))
     return started is not None and now - started >= timeout.limit

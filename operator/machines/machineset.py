@@ -20,12 +20,13 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
 from berthmaster.operator.machines import api
-from berthmaster.operator.machines.conditions import parse_time
+from berthmaster.scheduler.model import SELECTOR_OPERATORS, LabelSelector, label_selector
+from berthmaster.times import parse_rfc3339
 
 Machine = dict[str, Any]
 
@@ -71,25 +72,21 @@ def validate(machineset: dict[str, Any]) -> list[str]:
     return problems
 
 
-def selector_matches(selector: dict[str, Any], labels: dict[str, str]) -> bool:
-    for key, value in (selector.get("matchLabels") or {}).items():
-        if labels.get(key) != value:
-            return False
+def compile_selector(selector: Mapping[str, Any]) -> LabelSelector:
+    """``spec.selector`` as upstream's ``metav1.LabelSelectorAsSelector`` reads it, matched by
+    the placement model's :class:`LabelSelector` (the one matcher every selector uses). An
+    operator it does not know is refused (InvalidMachineSet), whatever the labels, rather than
+    matching nothing."""
     for expression in selector.get("matchExpressions") or []:
-        key, operator = expression.get("key"), expression.get("operator")
-        values = expression.get("values") or []
-        if operator == "In" and labels.get(key) not in values:
-            return False
-        if operator == "NotIn" and key in labels and labels[key] in values:
-            return False
-        if operator == "Exists" and key not in labels:
-            return False
-        if operator == "DoesNotExist" and key in labels:
-            return False
-        if operator not in ("In", "NotIn", "Exists", "DoesNotExist"):
+        operator = expression.get("operator")
+        if operator not in SELECTOR_OPERATORS:
             raise InvalidMachineSet(f"spec.selector.matchExpressions: unknown operator "
                                     f"{operator!r}; use In, NotIn, Exists or DoesNotExist")
-    return True
+    return label_selector(selector)
+
+
+def selector_matches(selector: Mapping[str, Any], labels: Mapping[str, str]) -> bool:
+    return compile_selector(selector).matches(labels)
 
 
 def controller_uid(machine: Machine) -> str | None:
@@ -103,7 +100,7 @@ def owned_machines(machineset: dict[str, Any], machines: Sequence[Machine]
                    ) -> tuple[list[Machine], list[Machine]]:
     """(Machines counted for this set, the orphans among them to adopt); sorted by name."""
     uid = (machineset.get("metadata") or {}).get("uid")
-    selector = (machineset.get("spec") or {}).get("selector") or {}
+    selector = compile_selector((machineset.get("spec") or {}).get("selector") or {})
     counted, orphans = [], []
     for machine in sorted(machines, key=lambda m: m["metadata"]["name"]):
         owner = controller_uid(machine)
@@ -111,7 +108,7 @@ def owned_machines(machineset: dict[str, Any], machines: Sequence[Machine]
             continue
         if api.deleting(machine):
             continue
-        if not selector_matches(selector, (machine.get("metadata") or {}).get("labels") or {}):
+        if not selector.matches((machine.get("metadata") or {}).get("labels") or {}):
             continue
         counted.append(machine)
         if owner is None:
@@ -154,7 +151,7 @@ def _unhealthy(machine: Machine) -> bool:
 def oldest_priority(machine: Machine, now: datetime) -> float:
     if api.deleting(machine) or _marked_for_deletion(machine) or _unhealthy(machine):
         return MUST_DELETE
-    created = parse_time((machine.get("metadata") or {}).get("creationTimestamp"))
+    created = parse_rfc3339((machine.get("metadata") or {}).get("creationTimestamp"))
     if created is None:
         return MUST_NOT_DELETE
     age = (now - created).total_seconds()
@@ -203,7 +200,7 @@ def machines_to_delete(machines: Sequence[Machine], count: int, policy: str, now
 def node_ready_since(node: dict[str, Any] | None) -> datetime | None:
     for condition in ((node or {}).get("status") or {}).get("conditions") or []:
         if condition.get("type") == "Ready" and condition.get("status") == "True":
-            return parse_time(condition.get("lastTransitionTime")) or datetime.min
+            return parse_rfc3339(condition.get("lastTransitionTime")) or datetime.min
     return None
 
 

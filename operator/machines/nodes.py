@@ -4,7 +4,9 @@ Upstream's node-link controller annotates the Node with ``machine.openshift.io/m
 <namespace>/<name>``, copies ``spec.metadata.labels`` onto it and adds ``spec.taints`` that are
 missing, never removing a taint someone else put there (a taint matches on key and effect, as
 in the API server's taint identity). We also label the Node ``machine.openshift.io/machine=<name>``
-(when the name is a valid label value) so ``kubectl get nodes -l`` can find a Machine's Node.
+so ``kubectl get nodes -l`` can find a Machine's Node, with an empty value when the name is no
+valid label value (longer than 63 characters): every linked Node carries the label, which is
+what the operator's Node watch selects on the server.
 
 Pure: :func:`node_patch` returns a merge patch or None when the Node already conforms.
 """
@@ -38,8 +40,7 @@ def wanted_labels(machine: dict[str, Any]) -> dict[str, str]:
     meta = machine.get("metadata") or {}
     labels = dict(((machine.get("spec") or {}).get("metadata") or {}).get("labels") or {})
     name = str(meta.get("name", ""))
-    if len(name) <= 63 and _LABEL_VALUE.match(name):
-        labels[NODE_MACHINE] = name
+    labels[NODE_MACHINE] = name if len(name) <= 63 and _LABEL_VALUE.match(name) else ""
     return labels
 
 

@@ -12,7 +12,9 @@ Semantics:
   marks it dirty and it runs again once the current pass ends (no event is lost);
 - a reconcile returns ``None`` (done until the next event) or a delay (run again after it);
 - a reconcile that raises is retried with exponential backoff per key (``base`` doubling up to
-  ``cap``), reset after a success; the error is logged with the key;
+  ``cap``), reset after a success; the error is logged with the key and the delay. An API error
+  that is not transient (``KubeError.transient``: 403, 422, ...) is not retried: it is logged
+  as an error and the key waits for the next event, as nothing would change by retrying;
 - delayed adds keep the earliest due time for a key.
 """
 
@@ -22,6 +24,8 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Hashable
 from typing import Generic, TypeVar
+
+from berthmaster.kube import KubeError
 
 K = TypeVar("K", bound=Hashable)
 Reconcile = Callable[[K], Awaitable[float | None]]
@@ -90,11 +94,18 @@ class WorkQueue(Generic[K]):
                 delay = await self.reconcile(key)
             except asyncio.CancelledError:
                 raise
-            except Exception as error:  # a failed pass is retried, never fatal to the worker
-                failures = self._failures.get(key, 0) + 1
-                self._failures[key] = failures
-                delay = min(self.cap, self.base * 2 ** (failures - 1))
-                self.log.warning("reconcile %s failed (retry in %.1fs): %s", key, delay, error)
+            except Exception as error:  # never fatal to the worker
+                if isinstance(error, KubeError) and not error.transient:
+                    self._failures.pop(key, None)
+                    delay = None
+                    self.log.error("reconcile %s failed and is not retried (%s is not transient; "
+                                   "the next change reconciles it again)", key, error)
+                else:
+                    failures = self._failures.get(key, 0) + 1
+                    self._failures[key] = failures
+                    delay = min(self.cap, self.base * 2 ** (failures - 1))
+                    self.log.warning("reconcile %s failed (retry in %.1fs): %s", key, delay,
+                                     error)
             else:
                 self._failures.pop(key, None)
             finally:

@@ -26,6 +26,7 @@ from collections.abc import Callable
 from typing import Any
 
 from berthmaster.kube import CORE, KubeClient, KubeError, resource_path
+from berthmaster.logs import ObjectRef
 from berthmaster.scheduler.daemon import events
 from berthmaster.scheduler.daemon.events import EventRecorder
 from berthmaster.scheduler.daemon.metrics import SchedulerMetrics
@@ -116,7 +117,7 @@ class Binder:
         self.queue.done(info.key)
         self.recorder.event(pod, "Normal", events.SCHEDULED,
                             events.scheduled_message(pod, node), "Binding")
-        log.debug("bound", extra={"pod": info.key, "node": node})
+        log.debug("bound", extra={"pod": ObjectRef.from_key(info.key), "node": ObjectRef(node)})
 
     def _failed(self, info: QueuedPod, node: str, error: KubeError, started: float) -> None:
         pod = info.pod
@@ -125,12 +126,14 @@ class Binder:
         if error.conflict or error.not_found:
             # Already bound (by us earlier, or by someone else), or gone: nothing to retry.
             self.conflicts += 1
-            log.info("binding not needed", extra={"pod": info.key, "node": node,
+            log.info("binding not needed", extra={"pod": ObjectRef.from_key(info.key),
+                                                  "node": ObjectRef(node),
                                                   "status": error.status,
                                                   "error": error.message})
             self.queue.done(info.key)
             return
-        log.warning("binding failed", extra={"pod": info.key, "node": node,
+        log.warning("binding failed", extra={"pod": ObjectRef.from_key(info.key),
+                                             "node": ObjectRef(node),
                                              "error": str(error)})
         self.metrics.attempt("error", time.perf_counter() - started)
         self.recorder.event(pod, "Warning", events.FAILED_SCHEDULING,

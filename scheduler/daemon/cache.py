@@ -34,9 +34,9 @@ from berthmaster.kube import CORE, KubeClient, KubeError, group_path, resource_p
 from berthmaster.scheduler.daemon import hints
 from berthmaster.scheduler.daemon.hints import ClusterEvent
 from berthmaster.scheduler.daemon.queue import SchedulingQueue
-from berthmaster.scheduler.daemon.queue import pod_key as queue_key
 from berthmaster.scheduler.daemon.trim import trim_node, trim_pod
 from berthmaster.scheduler.model import resolve_priority
+from berthmaster.scheduler.pods import pod_ref
 from berthmaster.scheduler.snapshot import Snapshot, pod_key
 
 JSON = dict[str, Any]
@@ -312,7 +312,7 @@ class ClusterCache:
     def _apply_pod(self, event: str, pod: JSON, old: JSON | None, initial: bool) -> None:
         uid = pod_key(pod)
         spec = pod.get("spec") or {}
-        key = queue_key(pod)
+        key = pod_ref(pod)
         if event == DELETED:
             was_assigned = bool(((old or pod).get("spec") or {}).get("nodeName")) or \
                 self.snapshot.is_assumed(uid)

@@ -35,10 +35,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from berthmaster.scheduler.daemon import logs
-    from berthmaster.verbosity import debug_logging
+    from berthmaster import logs
 
-    logs.configure(args.log_format, debug_logging(args))
+    logs.configure("scheduler", args.log_format, args.verbosity)
     for flag in args.ignored_flags:
         log.warning("%s is kube-scheduler's and has no effect on berthmaster; ignored", flag,
                     extra={"flag": flag})
@@ -50,7 +49,8 @@ def run(args: argparse.Namespace) -> int:
 
 def load_configured_policy(path: str | None) -> Any:
     from berthmaster.documents import DocumentError, read_text
-    from berthmaster.scheduler.policy import PolicyError, default_policy, load_policy
+    from berthmaster.errors import PolicyError
+    from berthmaster.scheduler.policy import default_policy, load_policy
 
     if not path:
         return default_policy()

@@ -25,6 +25,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from berthmaster.kube import CORE, KubeClient, KubeError, resource_path
+from berthmaster.times import format_rfc3339, format_rfc3339_micro
 
 JSON = dict[str, Any]
 log = logging.getLogger("berthmaster.scheduler.events")
@@ -38,11 +39,11 @@ _CORRELATION_WINDOW = 600.0
 
 
 def now_rfc3339() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return format_rfc3339(datetime.now(UTC))
 
 
 def now_micro() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return format_rfc3339_micro(datetime.now(UTC))
 
 
 def scheduled_message(pod: JSON, node: str) -> str:

@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from berthmaster.durations import parse_go_duration
+from berthmaster.logs import add_log_format
 from berthmaster.verbosity import add_verbosity
 
 # kube-scheduler flags accepted and ignored: berthmaster serves plain HTTP metrics and health
@@ -101,8 +102,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--percentage-of-nodes-to-score", type=int, default=0,
                         help="stop filtering after this share of nodes fit (0: adaptive, as "
                              "upstream)")
-    parser.add_argument("--log-format", "--logging-format", dest="log_format",
-                        choices=["json", "text"], default="json")
+    add_log_format(parser)
     add_verbosity(parser)
     for flag in IGNORED_WITH_VALUE:
         parser.add_argument(flag, action=_Ignored, metavar="FILE",

@@ -33,6 +33,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from berthmaster.kube import KubeClient, KubeError, group_path, resource_path
+from berthmaster.logs import ObjectRef
+from berthmaster.times import format_rfc3339_micro
 
 JSON = dict[str, Any]
 log = logging.getLogger("berthmaster.scheduler.leader")
@@ -78,14 +80,10 @@ class Observation:
 
 
 @dataclass(frozen=True)
-class Decision:
+class LeaseDecision:
     action: str  # "create", "update" or "wait"
     record: LeaseRecord | None
     observation: Observation
-
-
-def micro_time(moment: datetime) -> str:
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 def decide(
@@ -95,22 +93,22 @@ def decide(
     now: float,
     wall: datetime,
     lease_duration: int,
-) -> Decision:
+) -> LeaseDecision:
     """What to do with the Lease as read (``None``: it does not exist)."""
-    stamp = micro_time(wall)
+    stamp = format_rfc3339_micro(wall)
     if current is None:
         record = LeaseRecord(identity, lease_duration, stamp, stamp, 0)
-        return Decision("create", record, Observation(record, now))
+        return LeaseDecision("create", record, Observation(record, now))
     if current != observed.record:
         observed = Observation(current, now)
     held_by_other = current.holder not in ("", identity)
     if held_by_other and observed.at + current.lease_duration > now:
-        return Decision("wait", None, observed)
+        return LeaseDecision("wait", None, observed)
     if current.holder == identity:
         record = replace(current, lease_duration=lease_duration, renew_time=stamp)
     else:
         record = LeaseRecord(identity, lease_duration, stamp, stamp, current.transitions + 1)
-    return Decision("update", record, observed)
+    return LeaseDecision("update", record, observed)
 
 
 def default_identity() -> str:
@@ -128,6 +126,7 @@ class LeaderElector:
         renew_deadline: float = 10.0,
         retry_period: float = 2.0,
         clock: Callable[[], float] = time.monotonic,
+        on_leading: Callable[[bool], None] | None = None,
     ):
         if not lease_duration > renew_deadline > retry_period > 0:
             raise ValueError(
@@ -137,11 +136,16 @@ class LeaderElector:
         self.kube = kube
         self.path = resource_path(LEASES, "leases", namespace)
         self.name = name
+        self.lease = ObjectRef(name, namespace)
         self.identity = identity or default_identity()
         self.lease_duration = lease_duration
         self.renew_deadline = renew_deadline
         self.retry_period = retry_period
         self.clock = clock
+        # told True on acquiring and False on losing or releasing the Lease (and False at
+        # once: a candidate starts as a backup, as client-go's leaderelection metric)
+        self.on_leading = on_leading or (lambda leading: None)
+        self.on_leading(False)
         self._observed = Observation()
         self._resource_version: str | None = None
         self._last_renew: float | None = None  # when we last wrote the Lease as its holder
@@ -187,7 +191,7 @@ class LeaderElector:
                 body["metadata"]["resourceVersion"] = lease["metadata"]["resourceVersion"]
                 written = await self.kube.replace(lease_path, body)
         except KubeError as error:
-            log.info("lease write lost", extra={"error": str(error), "lease": self.name})
+            log.info("lease write lost", extra={"error": str(error), "lease": self.lease})
             return False
         self._observed = Observation(LeaseRecord.from_lease(written), self.clock())
         self._last_renew = self.clock()
@@ -197,11 +201,12 @@ class LeaderElector:
     async def acquire(self) -> None:
         """Return once this candidate holds the Lease."""
         log.info("attempting to acquire leader lease",
-                 extra={"lease": self.name, "identity": self.identity})
+                 extra={"lease": self.lease, "identity": self.identity})
         while not await self.try_acquire_or_renew():  # noqa: ASYNC110 - polling the API
             await asyncio.sleep(self.retry_period * (1 + 0.2 * random.random()))
-        log.info("successfully acquired lease", extra={"lease": self.name,
+        log.info("successfully acquired lease", extra={"lease": self.lease,
                                                        "identity": self.identity})
+        self.on_leading(True)
 
     async def hold(self) -> None:
         """Renew until leadership is lost, then return (the caller stops acting)."""
@@ -219,19 +224,21 @@ class LeaderElector:
             if not self.is_leader():
                 break  # no renewal within the renew deadline
         self._last_renew = None
-        log.error("leaderelection lost", extra={"lease": self.name, "identity": self.identity})
+        self.on_leading(False)
+        log.error("leaderelection lost", extra={"lease": self.lease, "identity": self.identity})
 
     async def release(self) -> None:
         """Give the Lease up (graceful shutdown), if we still hold it."""
         if self._last_renew is None:
             return
         self._last_renew = None
+        self.on_leading(False)
         lease_path = f"{self.path}/{self.name}"
         try:
             lease = await self.kube.get(lease_path)
             if (lease.get("spec") or {}).get("holderIdentity") != self.identity:
                 return
-            stamp = micro_time(datetime.now(UTC))
+            stamp = format_rfc3339_micro(datetime.now(UTC))
             lease["spec"].update({"holderIdentity": "", "leaseDurationSeconds": 1,
                                   "renewTime": stamp, "acquireTime": stamp})
             await self.kube.replace(lease_path, lease)

@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from berthmaster.logs import ObjectRef
 from berthmaster.scheduler.daemon import events
 from berthmaster.scheduler.daemon.binder import Binder
 from berthmaster.scheduler.daemon.events import EventRecorder
@@ -76,7 +77,7 @@ class SchedulingLoop:
         try:
             decision = self.engine.schedule(pod, self.snapshot)
         except Exception as error:  # an engine bug must not kill the scheduler
-            log.exception("scheduling failed", extra={"pod": info.key})
+            log.exception("scheduling failed", extra={"pod": ObjectRef.from_key(info.key)})
             self.metrics.attempt("error", time.perf_counter() - started)
             self.recorder.event(pod, "Warning", events.FAILED_SCHEDULING,
                                 f"running the scheduling algorithm: {error}", "Scheduling")
@@ -90,7 +91,7 @@ class SchedulingLoop:
         nominated, result = self._try_preemption(pod, decision)
         self.metrics.attempt("unschedulable", time.perf_counter() - started)
         message = failed_scheduling_message(decision, result)
-        log.info("unschedulable", extra={"pod": info.key, "reason": message})
+        log.info("unschedulable", extra={"pod": ObjectRef.from_key(info.key), "reason": message})
         self.recorder.event(pod, "Warning", events.FAILED_SCHEDULING, message, "Scheduling")
         uid = pod_key(pod)
         key = info.key
@@ -109,7 +110,7 @@ class SchedulingLoop:
         try:
             result = evaluate_preemption(pod, self.snapshot, self.engine, decision)
         except Exception:
-            log.exception("preemption failed", extra={"pod": pod_key(pod)})
+            log.exception("preemption failed", extra={"pod": ObjectRef.of(pod)})
             return None, None
         choice = result.preemption
         if choice is None:

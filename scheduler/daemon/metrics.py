@@ -3,32 +3,30 @@
 Design: the metric names, label names and histogram buckets are kube-scheduler's (see
 ``pkg/scheduler/metrics``), so its dashboards and alerts work unchanged; ``profile`` is the
 scheduler name. Each :class:`SchedulerMetrics` owns a private registry, so two schedulers in one
-process (the integration tests) do not collide. The HTTP server is aiohttp's (already a
-dependency of the API client) and serves three paths: ``/metrics`` (the text exposition),
-``/healthz`` (the process works; fails when this replica believes it leads but has not renewed
-its Lease within the renew deadline, as kube-scheduler's leader-election health check) and
+process (the integration tests) do not collide. The HTTP server (berthmaster.serving) serves
+``/metrics`` (the text exposition), ``/healthz`` (the process works; fails when this replica
+believes it leads but has not renewed its Lease within the renew deadline, as kube-scheduler's
+leader-election health check) and
 ``/readyz`` (caches synced).
+
+Beside kube-scheduler's own families the registry carries what every Kubernetes component
+exports through component-base: ``leader_election_master_status{name}`` (1 while this replica
+holds the Lease named ``name``, 0 while it stands by; client-go's leaderelection metrics) and
+the process and runtime collectors (``process_*``, ``python_info``, ``python_gc_*``), the
+Python counterparts of Go's ``process_*``/``go_*``.
 """
 
 from __future__ import annotations
 
-import logging
-from collections.abc import Callable
-
-from aiohttp import web
 from prometheus_client import (
     CollectorRegistry,
     Counter,
     Gauge,
     Histogram,
-    disable_created_metrics,
     generate_latest,
 )
-from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
-disable_created_metrics()  # type: ignore[no-untyped-call]  # kube-scheduler has no *_created
-
-log = logging.getLogger("berthmaster.scheduler.metrics")
+from berthmaster.serving import register_runtime_collectors
 
 
 def exponential_buckets(start: float, factor: float, count: int) -> list[float]:
@@ -40,6 +38,7 @@ class SchedulerMetrics:
         self.profile = profile
         self.registry = CollectorRegistry()
         r = self.registry
+        register_runtime_collectors(r)
         self.schedule_attempts = Counter(
             "scheduler_schedule_attempts", "Number of attempts to schedule pods, by the result. "
             "'unschedulable' means a pod could not be scheduled, while 'error' means an internal "
@@ -53,7 +52,11 @@ class SchedulerMetrics:
             "Scheduling algorithm latency in seconds",
             buckets=exponential_buckets(0.001, 2, 15), registry=r)
         self.pending_pods = Gauge(
-            "scheduler_pending_pods", "Number of pending pods, by the queue type.", ["queue"],
+            "scheduler_pending_pods", "Number of pending pods, by the queue type. 'active' "
+            "means number of pods in activeQ; 'backoff' means number of pods in backoffQ; "
+            "'unschedulable' means number of pods in unschedulablePods that the scheduler "
+            "attempted to schedule and failed; 'gated' is the number of unschedulable pods that "
+            "the scheduler never attempted to schedule because they are gated.", ["queue"],
             registry=r)
         self.preemption_attempts = Counter(
             "scheduler_preemption_attempts", "Total preemption attempts in the cluster till now",
@@ -74,7 +77,7 @@ class SchedulerMetrics:
             "scheduler_queue_incoming_pods", "Number of pods added to scheduling queues by event "
             "and queue type.", ["queue", "event"], registry=r)
         self.cache_size = Gauge(
-            "scheduler_scheduler_cache_size",
+            "scheduler_cache_size",
             "Number of nodes, pods, and assumed (bound) pods in the scheduler cache.", ["type"],
             registry=r)
         self.binding_duration = Histogram(
@@ -84,9 +87,14 @@ class SchedulerMetrics:
             buckets=exponential_buckets(0.0001, 2, 12), registry=r)
         self.unschedulable_pods = Gauge(
             "scheduler_unschedulable_pods",
-            "The number of unschedulable pods broken down by plugin name. A pod counts once "
-            "for every plugin (here: Policy predicate) that rejected it, while it waits in the "
-            "unschedulable queue.", ["plugin", "profile"], registry=r)
+            "The number of unschedulable pods broken down by plugin name. A pod will increment "
+            "the gauge for all plugins that caused it to not schedule and so this metric have "
+            "meaning only when broken down by plugin.", ["plugin", "profile"], registry=r)
+        self.leader_status = Gauge(
+            "leader_election_master_status", "Gauge of if the reporting system is master of "
+            "the relevant lease, 0 indicates backup, 1 indicates master. 'name' is the string "
+            "used to identify the lease. Please make sure to group by name.", ["name"],
+            registry=r)
         for queue in ("active", "backoff", "unschedulable", "gated"):
             self.pending_pods.labels(queue).set(0)
 
@@ -113,37 +121,8 @@ class SchedulerMetrics:
     def bind(self, status: str, seconds: float) -> None:
         self.binding_duration.labels("Bind", status, self.profile).observe(seconds)
 
+    def leading(self, lease: str, leader: bool) -> None:
+        self.leader_status.labels(lease).set(1 if leader else 0)
+
     def exposition(self) -> bytes:
         return generate_latest(self.registry)
-
-
-async def serve(
-    metrics: SchedulerMetrics,
-    address: str,
-    healthy: Callable[[], tuple[bool, str]],
-    ready: Callable[[], tuple[bool, str]],
-) -> web.AppRunner:
-    """Start the HTTP server on ``host:port`` (``:port`` means every interface)."""
-
-    async def metrics_handler(_: web.Request) -> web.Response:
-        response = web.Response(body=metrics.exposition())
-        response.content_type = CONTENT_TYPE_LATEST.split(";")[0]
-        return response
-
-    def check(probe: Callable[[], tuple[bool, str]]) -> Callable[[web.Request], object]:
-        async def handler(_: web.Request) -> web.Response:
-            ok, detail = probe()
-            return web.Response(status=200 if ok else 500, text="ok" if ok else detail)
-        return handler
-
-    app = web.Application()
-    app.router.add_get("/metrics", metrics_handler)
-    app.router.add_get("/healthz", check(healthy))  # type: ignore[arg-type]
-    app.router.add_get("/readyz", check(ready))  # type: ignore[arg-type]
-    runner = web.AppRunner(app, access_log=None)
-    await runner.setup()
-    host, _, port = address.rpartition(":")
-    site = web.TCPSite(runner, host or "0.0.0.0", int(port))
-    await site.start()
-    log.info("serving metrics and health", extra={"address": address})
-    return runner

@@ -12,16 +12,21 @@ background task so the scheduling loop never waits on it, in upstream's order:
 
 The preemptor itself is parked like any unschedulable pod; the victims' deletions are the
 cluster events that wake it, and it then lands on the nominated node or wherever fits first.
+
+Like a binding, each write is sent only while this replica leads (``may_act``, checked just
+before it): a leader frozen past its Lease (SIGSTOP, a long pause) must not wake up and delete
+the victims of a decision the new leader never made.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from berthmaster.kube import CORE, KubeClient, KubeError, resource_path
+from berthmaster.logs import ObjectRef
 from berthmaster.scheduler.daemon import events
 from berthmaster.scheduler.daemon.events import EventRecorder
 from berthmaster.scheduler.model import PodView
@@ -36,10 +41,12 @@ def _victim_dicts(victims: Iterable[Any]) -> list[JSON]:
 
 
 class Preemptor:
-    def __init__(self, kube: KubeClient, recorder: EventRecorder, scheduler_name: str):
+    def __init__(self, kube: KubeClient, recorder: EventRecorder, scheduler_name: str,
+                 may_act: Callable[[], bool] = lambda: True):
         self.kube = kube
         self.recorder = recorder
         self.scheduler_name = scheduler_name
+        self.may_act = may_act
         self._tasks: set[asyncio.Task[None]] = set()
 
     def preempt(self, pod: JSON, node: str, victims: Iterable[Any]) -> None:
@@ -47,27 +54,39 @@ class Preemptor:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
+    async def wait_idle(self) -> None:
+        """Return once every preemption under way has finished (tests, shutdown)."""
+        while self._tasks:
+            await asyncio.gather(*list(self._tasks), return_exceptions=True)
+
     def cancel(self) -> None:
         for task in list(self._tasks):
             task.cancel()
 
     async def _preempt(self, pod: JSON, node: str, victims: list[JSON]) -> None:
         meta = pod.get("metadata") or {}
+        if not self.may_act():
+            log.info("not leading: preemption dropped", extra={"pod": meta.get("name")})
+            return
         try:
             await self.kube.patch(
                 resource_path(CORE, "pods", meta.get("namespace"), meta.get("name"), "status"),
                 {"status": {"nominatedNodeName": node}}, kind="merge")
         except KubeError as error:
-            log.warning("could not nominate", extra={"pod": meta.get("name"), "node": node,
+            log.warning("could not nominate", extra={"pod": ObjectRef.of(pod),
+                                                     "node": ObjectRef(node),
                                                      "error": str(error)})
             return
         await asyncio.gather(*(self._evict(pod, node, victim) for victim in victims))
-        log.info("preempted", extra={"preemptor": f"{meta.get('namespace')}/{meta.get('name')}",
-                                     "node": node, "victims": len(victims)})
+        log.info("preempted", extra={"pod": ObjectRef.of(pod), "node": ObjectRef(node),
+                                      "victims": len(victims)})
 
     async def _evict(self, preemptor: JSON, node: str, victim: JSON) -> None:
         meta = victim.get("metadata") or {}
         path = resource_path(CORE, "pods", meta.get("namespace"), meta.get("name"))
+        if not self.may_act():
+            log.info("not leading: victim kept", extra={"victim": meta.get("name")})
+            return
         try:
             await self.kube.patch(f"{path}/status",
                                   events.disruption_target_patch(self.scheduler_name),
@@ -76,7 +95,7 @@ class Preemptor:
                                           "preconditions": {"uid": meta.get("uid")}})
         except KubeError as error:
             if not (error.not_found or error.conflict):
-                log.warning("could not delete victim", extra={"victim": meta.get("name"),
+                log.warning("could not delete victim", extra={"victim": ObjectRef.of(victim),
                                                               "error": str(error)})
             return
         self.recorder.event(victim, "Normal", events.PREEMPTED,

@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from berthmaster.scheduler.daemon.hints import ClusterEvent, could_help
+from berthmaster.scheduler.pods import pod_ref
 
 JSON = dict[str, Any]
 
@@ -40,11 +41,6 @@ BACKOFF = "backoff"
 UNSCHEDULABLE = "unschedulable"
 GATED = "gated"
 INFLIGHT = "inflight"
-
-
-def pod_key(pod: JSON) -> str:
-    meta = pod.get("metadata") or {}
-    return f"{meta.get('namespace', '')}/{meta.get('name', '')}"
 
 
 def is_gated(pod: JSON) -> bool:
@@ -158,7 +154,7 @@ class SchedulingQueue:
     # ---- watch-driven changes ----------------------------------------------------------------
     def add(self, pod: JSON, priority: int) -> None:
         """A pending pod for this scheduler was added or updated in the API."""
-        key = pod_key(pod)
+        key = pod_ref(pod)
         now = self.clock()
         info = self._pods.get(key)
         if info is None:

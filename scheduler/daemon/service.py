@@ -16,21 +16,43 @@ from typing import Any
 
 from aiohttp import web
 
+from berthmaster.access import Access, Needs, check
 from berthmaster.kube import KubeClient
 from berthmaster.scheduler.daemon.binder import Binder
 from berthmaster.scheduler.daemon.cache import ClusterCache
 from berthmaster.scheduler.daemon.events import EventRecorder
 from berthmaster.scheduler.daemon.leader import LeaderElector, default_identity
 from berthmaster.scheduler.daemon.loop import SchedulingLoop
-from berthmaster.scheduler.daemon.metrics import SchedulerMetrics, serve
+from berthmaster.scheduler.daemon.metrics import SchedulerMetrics
 from berthmaster.scheduler.daemon.preempt import Preemptor
 from berthmaster.scheduler.daemon.queue import SchedulingQueue
 from berthmaster.scheduler.engine import Engine
 from berthmaster.scheduler.snapshot import Snapshot
+from berthmaster.serving import serve
 
 log = logging.getLogger("berthmaster.scheduler")
 
 EXIT_OK, EXIT_LOST_LEASE, EXIT_CRASH = 0, 1, 1
+
+RBAC_FIX = ("grant the scheduler's ClusterRole and lease Role (the Helm chart's templates/"
+            "scheduler-rbac.yaml or deploy/manifests/) to this account, or bind it to "
+            "system:kube-scheduler")
+
+
+def scheduler_needs(args: argparse.Namespace) -> list[Needs]:
+    """The verbs the scheduler cannot work without (kube-scheduler's own: watch pods and
+    nodes, bind, record events; its Lease when it elects), checked before it starts."""
+    needs = [Needs("scheduling", (), (
+        Access("list", "pods"), Access("watch", "pods"),
+        Access("list", "nodes"), Access("watch", "nodes"),
+        Access("create", "pods/binding"), Access("patch", "pods/status"),
+        Access("create", "events")))]
+    if args.leader_elect:
+        lease = args.leader_elect_lease_namespace, args.leader_elect_lease_name
+        needs.append(Needs("leader election", (), (
+            Access("get", "leases", "coordination.k8s.io", *lease),
+            Access("update", "leases", "coordination.k8s.io", *lease))))
+    return needs
 
 
 def options(**overrides: Any) -> argparse.Namespace:
@@ -70,10 +92,12 @@ class SchedulerService:
                 election_kube, args.leader_elect_lease_namespace, args.leader_elect_lease_name,
                 identity=self.identity, lease_duration=args.leader_elect_lease_duration,
                 renew_deadline=args.leader_elect_renew_deadline,
-                retry_period=args.leader_elect_retry_period)
+                retry_period=args.leader_elect_retry_period,
+                on_leading=lambda leading: self.metrics.leading(
+                    args.leader_elect_lease_name, leading))
         self.binder = Binder(kube, self.snapshot, self.queue, self.recorder, self.metrics,
                              concurrency=args.bind_concurrency, may_act=self.may_act)
-        self.preemptor = Preemptor(kube, self.recorder, self.name)
+        self.preemptor = Preemptor(kube, self.recorder, self.name, may_act=self.may_act)
         self.engine = Engine(policy, percentage_of_nodes_to_score=args.percentage_of_nodes_to_score)
         self.loop = SchedulingLoop(self.engine, self.snapshot, self.queue, self.binder,
                                    self.preemptor, self.recorder, self.metrics, self.may_act)
@@ -85,6 +109,11 @@ class SchedulerService:
         qps, burst = args.kube_api_qps, args.kube_api_burst
         pool = max(64, args.bind_concurrency * 2)
         kube = await KubeClient.connect(args.kubeconfig, qps=qps, burst=burst, pool_size=pool)
+        try:
+            await check(kube, scheduler_needs(args), crd_fix="", rbac_fix=RBAC_FIX)
+        except BaseException:
+            await kube.close()
+            raise
         event_kube = await KubeClient.connect(args.kubeconfig, qps=qps, burst=burst)
         election_kube = None
         if args.leader_elect:
@@ -108,7 +137,7 @@ class SchedulerService:
     async def run(self, stop: asyncio.Event) -> int:
         try:
             if self.args.metrics_bind_address:
-                self._http = await serve(self.metrics, self.args.metrics_bind_address,
+                self._http = await serve(self.metrics.exposition, self.args.metrics_bind_address,
                                          self.healthy, self.ready)
             self.recorder.start()
             await self.cache.start()
@@ -160,6 +189,7 @@ class SchedulerService:
             described = self.snapshot.describe()
             self.metrics.cache_size.labels("nodes").set(described["nodes"])
             self.metrics.cache_size.labels("pods").set(described["assigned"])
+            self.metrics.cache_size.labels("assumed_pods").set(described["assumed"])
             self.metrics.pending(self.queue.counts())
             await asyncio.sleep(every)
 

@@ -13,9 +13,10 @@ import asyncio
 import sys
 
 from berthmaster.documents import DocumentError
+from berthmaster.errors import PolicyError
 from berthmaster.kube import KubeClient, KubeError
+from berthmaster.scheduler.descheduler import metrics
 from berthmaster.scheduler.descheduler.cycle import list_cluster, prepare, run_pass
-from berthmaster.scheduler.descheduler.fields import PolicyError
 from berthmaster.scheduler.descheduler.policy import load_policy_file
 from berthmaster.scheduler.descheduler.summary import (
     EXIT_API_ERROR,
@@ -59,6 +60,7 @@ async def deschedule(policy_file: str, dry_run: bool, kubeconfig: str | None) ->
         tallies = await run_pass(state, policy, kube, dry_run,
                                  say=lambda line: print(line, flush=True))
     print(render(tallies, dry_run), flush=True)
+    metrics.write_termination_message()  # the operator adds these to its /metrics
     return exit_code(tallies)
 
 

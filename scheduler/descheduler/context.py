@@ -26,6 +26,8 @@ from berthmaster.scheduler.descheduler.protection import EvictorSettings, protec
 from berthmaster.scheduler.label_string import parse_label_selector
 from berthmaster.scheduler.model import LabelSelector, NodeView, PodView
 from berthmaster.scheduler.model import label_selector as compile_selector
+from berthmaster.scheduler.pods import pod_ref
+from berthmaster.times import parse_rfc3339
 
 Pod = dict[str, Any]
 Node = dict[str, Any]
@@ -43,15 +45,17 @@ class Candidate:
 
     @property
     def key(self) -> str:
-        meta = self.pod.get("metadata") or {}
-        return f"{meta.get('namespace')}/{meta.get('name')}"
+        return pod_ref(self.pod)
 
     @property
     def node_name(self) -> str:
         return str((self.pod.get("spec") or {}).get("nodeName") or "")
 
 
-Decision = Generator[Candidate, bool, None]
+# What a strategy's ``decide`` returns: candidates yielded in the order the strategy wants them
+# gone, each answered with whether it was evicted (the scheduler's placement outcome is
+# engine.Decision; a MachineHealthCheck's is HealthCheckDecision, a Lease's LeaseDecision).
+CandidateStream = Generator[Candidate, bool, None]
 
 
 @dataclass
@@ -96,11 +100,6 @@ def parse_node_selector(selector: str | None) -> Callable[[Mapping[str, str]], b
     The policy loader has already rejected a string that does not parse."""
     return parse_label_selector(selector).matches
 
-
-def parse_time(stamp: str | None) -> datetime | None:
-    if not stamp:
-        return None
-    return datetime.fromisoformat(stamp.replace("Z", "+00:00"))
 
 
 class ClusterState:
@@ -277,7 +276,7 @@ class StrategyContext:
         if self.settings.min_pod_age_seconds is not None:
             # upstream's evictionConstraintsForMinPodAge: counted from status.startTime; a pod
             # that has not started yet is too young
-            started = parse_time((pod.get("status") or {}).get("startTime"))
+            started = parse_rfc3339((pod.get("status") or {}).get("startTime"))
             if started is None or (
                     self.now - started).total_seconds() < self.settings.min_pod_age_seconds:
                 self.tally.skipped["pod is younger than minPodAge"] += 1

@@ -28,7 +28,14 @@ from datetime import UTC, datetime
 from typing import Any
 
 from berthmaster.kube import CORE, KubeClient, KubeError, group_path, resource_path
-from berthmaster.scheduler.descheduler.context import Candidate, Decision, StrategyContext, uid
+from berthmaster.scheduler.descheduler import metrics
+from berthmaster.scheduler.descheduler.context import (
+    Candidate,
+    CandidateStream,
+    StrategyContext,
+    uid,
+)
+from berthmaster.times import format_rfc3339_micro
 
 ACTION = "Descheduled"
 FAILED_REASON = "EvictionFailed"
@@ -103,7 +110,7 @@ def build_event(pod: dict[str, Any], strategy: str, now: datetime | None = None,
     """An events.k8s.io/v1 Event on the evicted pod, with upstream's reason/action/note; with
     ``failure``, the Warning upstream records when the eviction did not happen."""
     meta = pod.get("metadata") or {}
-    stamp = (now or datetime.now(UTC)).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    stamp = format_rfc3339_micro(now or datetime.now(UTC))
     node = (pod.get("spec") or {}).get("nodeName", "")
     return {
         "apiVersion": "events.k8s.io/v1", "kind": "Event",
@@ -169,9 +176,12 @@ class Evictor:
         assert self.kube is not None
         meta = candidate.pod.get("metadata") or {}
         path = resource_path(CORE, "pods", meta.get("namespace"), meta.get("name"), "eviction")
+        labels = (ctx.tally.strategy, ctx.tally.profile, str(meta.get("namespace") or ""),
+                  candidate.node_name or "")
         try:
             await self.kube.create(path, build_eviction(candidate.pod, self.grace_period_seconds))
         except KubeError as error:
+            metrics.evicted(metrics.ERROR, *labels)
             if error.too_many_requests:
                 ctx.tally.skipped[f"eviction refused (429 Too Many Requests): {error.message}"] += 1
                 why = f'error when evicting pod (ignoring) "{meta.get("name")}": {error.message}'
@@ -185,6 +195,7 @@ class Evictor:
             if self.failure_events:
                 await self._record_event(candidate, ctx, failure=why)
             return False
+        metrics.evicted(metrics.SUCCESS, *labels)
         return True
 
     async def _record_event(self, candidate: Candidate, ctx: StrategyContext,
@@ -201,7 +212,7 @@ class Evictor:
 
 
 async def drive(
-    decision: Decision, attempt: Callable[[Candidate], Awaitable[bool]]
+    decision: CandidateStream, attempt: Callable[[Candidate], Awaitable[bool]]
 ) -> None:
     """Run a strategy's decision, answering each candidate with the outcome of ``attempt``."""
     try:
@@ -212,7 +223,7 @@ async def drive(
         return
 
 
-def drive_planned(decision: Decision, attempt: Callable[[Candidate], bool]) -> None:
+def drive_planned(decision: CandidateStream, attempt: Callable[[Candidate], bool]) -> None:
     """The synchronous twin of :func:`drive`, for plans that need no I/O."""
     try:
         candidate = next(decision)

@@ -14,15 +14,13 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from berthmaster.errors import PolicyError
+from berthmaster.scheduler.model import SELECTOR_OPERATORS
 
-class PolicyError(ValueError):
-    """A descheduler policy that cannot be used; ``problems`` lists every reason."""
 
-    def __init__(self, problems: list[str], source: str = "descheduler policy"):
-        self.problems = list(problems)
-        self.source = source
-        lines = "\n".join(f"  - {p}" for p in self.problems)
-        super().__init__(f"{source} is invalid ({len(self.problems)} problem(s)):\n{lines}")
+def invalid_policy(source: str, problems: list[str]) -> PolicyError:
+    """The descheduler's :class:`~berthmaster.errors.PolicyError`."""
+    return PolicyError(source, problems, document="descheduler policy")
 
 
 @dataclass
@@ -37,9 +35,9 @@ class Problems:
     def __bool__(self) -> bool:
         return bool(self.items)
 
-    def raise_if_any(self, source: str = "descheduler policy") -> None:
+    def raise_if_any(self, source: str = "<policy>") -> None:
         if self.items:
-            raise PolicyError(self.items, source)
+            raise invalid_policy(source, self.items)
 
 
 @dataclass(frozen=True)
@@ -70,8 +68,13 @@ class PodFilter:
 
         object.__setattr__(self, "_compiled", compile_selector(self.label_selector,
                                                                none_matches=True))
+        # most strategies filter nothing, and every pod of a pass is asked about
+        object.__setattr__(self, "_everything",
+                           self.namespaces is None and self.label_selector is None)
 
     def admits(self, pod: Mapping[str, Any]) -> bool:
+        if self._everything:  # type: ignore[attr-defined]
+            return True
         meta = pod.get("metadata") or {}
         if self.namespaces is not None and not self.namespaces.admits(meta.get("namespace", "")):
             return False
@@ -161,7 +164,6 @@ def namespaces(
     return Namespaces(frozenset(include), frozenset(exclude))
 
 
-SELECTOR_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist")
 
 
 def label_selector(value: Any, where: str, problems: Problems) -> dict[str, Any] | None:

@@ -2,7 +2,7 @@
 
 Design: both versions become a :class:`DeschedulerPolicy` — an ordered tuple of
 :class:`StrategyConfig` (strategy name, parsed params, DefaultEvictor settings, profile) plus the
-global eviction limits. v1alpha1 (the seed's format, dropped upstream in v0.31) is read as
+global eviction limits. v1alpha1 (OpenShift 3.11's format, dropped upstream in v0.31) is read as
 upstream read it while migrating: each enabled strategy becomes its own profile whose evictor
 takes the top-level ``evictLocalStoragePods``/``evictSystemCriticalPods``/``ignorePvcPods``/
 ``evictFailedBarePods`` and the strategy's ``thresholdPriority``/``thresholdPriorityClassName``/
@@ -25,11 +25,11 @@ import yaml
 from berthmaster.documents import read_text, safe_load
 from berthmaster.durations import parse_go_duration
 from berthmaster.scheduler.descheduler.fields import (
-    PolicyError,
     Problems,
     boolean,
     check_known,
     integer,
+    invalid_policy,
     join,
     label_selector,
     mapping,
@@ -102,15 +102,15 @@ def load_policy_file(path: str | Path) -> DeschedulerPolicy:
     return parse_policy_text(read_text(path), str(path))
 
 
-def parse_policy_text(text: str, source: str = "descheduler policy") -> DeschedulerPolicy:
+def parse_policy_text(text: str, source: str = "<policy>") -> DeschedulerPolicy:
     try:
         document = safe_load(text)
     except yaml.YAMLError as error:
-        raise PolicyError([f"not valid YAML or JSON: {error}"], source) from error
+        raise invalid_policy(source, [f"not valid YAML or JSON: {error}"]) from error
     return parse_policy(document, source)
 
 
-def parse_policy(document: Any, source: str = "descheduler policy") -> DeschedulerPolicy:
+def parse_policy(document: Any, source: str = "<policy>") -> DeschedulerPolicy:
     problems = Problems()
     if not isinstance(document, Mapping):
         problems.add("", "the policy must be a mapping with apiVersion and kind")

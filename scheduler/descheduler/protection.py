@@ -4,22 +4,32 @@ Design: :class:`EvictorSettings` is the DefaultEvictor's arguments (v1alpha2 ``p
 ``DefaultEvictor`` args, or v1alpha1's top-level ``evictLocalStoragePods`` ... plus per-strategy
 ``thresholdPriority``/``nodeFit``). :func:`protection_reasons` returns every reason a pod is
 protected — the sentences are upstream's, so a summary reads like upstream's logs — and an empty
-list when it may go. :func:`eviction_order` is the seed's order: lower priority first, and at
-equal priority BestEffort before Burstable before Guaranteed. All pure, over raw pod dicts.
+list when it may go. :func:`eviction_order` is upstream's
+``podutil.SortPodsBasedOnPriorityLowToHigh`` (kubernetes-sigs/descheduler
+pkg/descheduler/pod/pods.go): lower priority first, and at equal priority BestEffort before
+Burstable before Guaranteed. All pure, over raw pod dicts.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import Any
 
-# The seed's critical-pod annotation, and upstream's opt-in/opt-out annotations.
+from berthmaster.scheduler.model import QuantityError, parse_quantity
+from berthmaster.scheduler.pods import (
+    annotations_of,
+    has_daemonset_owner,
+    is_mirror_pod,
+    owner_references,
+)
+
+# The legacy critical-pod annotation (docs/descheduler.md), and upstream's opt-in/opt-out ones.
 CRITICAL_POD_ANNOTATION = "scheduler.alpha.kubernetes.io/critical-pod"
 EVICT_ANNOTATION = "descheduler.alpha.kubernetes.io/evict"
 NO_EVICTION_ANNOTATION = "descheduler.alpha.kubernetes.io/prefer-no-eviction"
 MANDATORY, PREFERRED = "Mandatory", "Preferred"  # DefaultEvictor noEvictionPolicy values
-MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
 CONFIG_SOURCE_ANNOTATION = "kubernetes.io/config.source"
 SYSTEM_CRITICAL_PRIORITY = 2_000_000_000  # system-cluster-critical; system-node-critical is higher
 
@@ -56,21 +66,9 @@ class EvictorSettings:
     node_selector: str | None = None
 
 
-def annotations_of(pod: Mapping[str, Any]) -> Mapping[str, str]:
-    return (pod.get("metadata") or {}).get("annotations") or {}
-
-
-def owner_references(pod: Mapping[str, Any]) -> list[Mapping[str, Any]]:
-    return list((pod.get("metadata") or {}).get("ownerReferences") or [])
-
-
 def pod_priority(pod: Mapping[str, Any]) -> int | None:
     value = (pod.get("spec") or {}).get("priority")
     return int(value) if value is not None else None
-
-
-def is_mirror_pod(pod: Mapping[str, Any]) -> bool:
-    return MIRROR_ANNOTATION in annotations_of(pod)
 
 
 def is_static_pod(pod: Mapping[str, Any]) -> bool:
@@ -82,12 +80,8 @@ def is_terminating(pod: Mapping[str, Any]) -> bool:
     return bool((pod.get("metadata") or {}).get("deletionTimestamp"))
 
 
-def is_daemonset_pod(pod: Mapping[str, Any]) -> bool:
-    return any(ref.get("kind") == "DaemonSet" for ref in owner_references(pod))
-
-
 def is_critical(pod: Mapping[str, Any]) -> bool:
-    """The seed's annotation, or a priority at or above system-cluster-critical."""
+    """The critical-pod annotation, or a priority at or above system-cluster-critical."""
     if CRITICAL_POD_ANNOTATION in annotations_of(pod):
         return True
     priority = pod_priority(pod)
@@ -155,7 +149,7 @@ def protection_reasons(
             reasons.append("pod does not have any ownerRefs and is not in failed phase")
     if not settings.evict_local_storage_pods and has_local_storage(pod):
         reasons.append("pod has local storage and is protected against eviction")
-    if not settings.evict_daemonset_pods and is_daemonset_pod(pod):
+    if not settings.evict_daemonset_pods and has_daemonset_owner(pod):
         reasons.append("daemonset pods are protected against eviction")
     if settings.ignore_pvc_pods and has_pvc(pod):
         reasons.append("pod with PVC is protected against eviction")
@@ -166,26 +160,48 @@ def protection_reasons(
 
 
 def qos_class(pod: Mapping[str, Any]) -> str:
-    """status.qosClass when the API server set it, else computed as the kubelet does."""
+    """status.qosClass when the API server set it, else computed as upstream's ComputePodQOS
+    (pkg/apis/core/helper/qos): only positive cpu and memory quantities count, summed over the
+    containers and init containers (or the pod-level ``spec.resources`` when set); Guaranteed
+    needs both limits on every container and requests equal to limits."""
     declared = (pod.get("status") or {}).get("qosClass")
     if declared:
         return str(declared)
-    containers = list((pod.get("spec") or {}).get("containers") or []) + list(
-        (pod.get("spec") or {}).get("initContainers") or []
-    )
-    any_set, guaranteed = False, True
-    for container in containers:
-        resources = container.get("resources") or {}
-        requests, limits = resources.get("requests") or {}, resources.get("limits") or {}
-        if requests or limits:
-            any_set = True
-        for name in ("cpu", "memory"):
-            limit = limits.get(name)
-            if limit is None or str(requests.get(name, limit)) != str(limit):
-                guaranteed = False
-    if not any_set:
+    spec = pod.get("spec") or {}
+    requests: dict[str, Fraction] = {}
+    limits: dict[str, Fraction] = {}
+    guaranteed = True
+    pod_level = spec.get("resources")
+    sources = [pod_level] if pod_level else [
+        c.get("resources") or {}
+        for c in list(spec.get("containers") or []) + list(spec.get("initContainers") or [])]
+    for resources in sources:
+        _add_qos_quantities(requests, resources.get("requests") or {})
+        found = _add_qos_quantities(limits, resources.get("limits") or {})
+        if (resources.get("limits") or not pod_level) and found != {"cpu", "memory"}:
+            guaranteed = False
+    if not requests and not limits:
         return "BestEffort"
-    return "Guaranteed" if guaranteed else "Burstable"
+    if guaranteed and all(limits.get(name) == amount for name, amount in requests.items()) \
+            and len(requests) == len(limits):
+        return "Guaranteed"
+    return "Burstable"
+
+
+def _add_qos_quantities(total: dict[str, Fraction], resources: Mapping[str, Any]) -> set[str]:
+    """Add the positive cpu/memory quantities of ``resources`` to ``total``; their names."""
+    found = set()
+    for name in ("cpu", "memory"):
+        if name not in resources:
+            continue
+        try:
+            amount = parse_quantity(resources[name])
+        except QuantityError:
+            continue
+        if amount > 0:
+            total[name] = total.get(name, Fraction(0)) + amount
+            found.add(name)
+    return found
 
 
 QOS_RANK = {"BestEffort": 0, "Burstable": 1, "Guaranteed": 2}

@@ -3,7 +3,13 @@
 ``make_pod(...)`` / ``make_node(...)`` take keyword arguments for the fields tests usually
 vary and return plain API-shaped dicts (the same shape the API server serves), so the code
 under test reads them exactly as it reads real objects. Anything not covered by a keyword can
-be set on the returned dict, or passed through ``spec=``/``metadata=`` to merge.
+be set on the returned dict, or passed through ``spec=`` to merge.
+
+These are the one set of Pod and Node builders. An area whose tests share defaults (the
+descheduler's pods are bound and owned by a ReplicaSet, the autoscaler's request 100m CPU) keeps
+a thin wrapper that states those defaults and calls these; builders of other kinds (Machines,
+MachineSets) live beside their area's tests. :func:`for_create` turns a built object into the
+body an integration test POSTs.
 """
 
 from __future__ import annotations
@@ -70,7 +76,8 @@ def make_node(name: str = "node", *, cpu: str | int = "4", memory: str = "8Gi",
               images: Mapping[str, int] | None = None,
               annotations: Mapping[str, str] | None = None,
               uid: str | None = None) -> dict[str, Any]:
-    """A Ready node; ``labels`` always include kubernetes.io/hostname=<name>."""
+    """A Ready node; ``labels`` always include kubernetes.io/hostname=<name>; ``extended`` adds
+    allocatable (and capacity) resources such as ``nvidia.com/gpu``."""
     allocatable: dict[str, Any] = {"cpu": str(cpu), "memory": memory, "pods": str(pods)}
     allocatable.update({k: str(v) for k, v in (extended or {}).items()})
     conds = [{"type": "Ready", "status": "True" if ready else "False"}]
@@ -112,8 +119,14 @@ def make_pod(name: str = "pod", namespace: str = "default", *, cpu: str | None =
              owner: tuple[str, str, str] | None = None, created: str | None = None,
              image: str = "registry.example/app:1", volumes: Iterable[Mapping[str, Any]] = (),
              spread: Iterable[Mapping[str, Any]] = (), phase: str | None = None,
+             annotations: Mapping[str, str] | None = None, deleted_at: str | None = None,
+             unschedulable: bool = False, owner_api_version: str = "v1",
              spec: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """A one-container pod; resources only when given; ``node_name`` makes it bound."""
+    """A one-container pod; resources only when given; ``node_name`` makes it bound.
+
+    ``owner`` is the controller reference ``(kind, name, uid)``; ``deleted_at`` makes the pod
+    terminating; ``unschedulable`` adds the PodScheduled False/Unschedulable condition the
+    scheduler writes on a pod nothing fits."""
     req: dict[str, str] = dict(requests or {})
     if cpu is not None:
         req["cpu"] = cpu
@@ -177,14 +190,30 @@ def make_pod(name: str = "pod", namespace: str = "default", *, cpu: str | None =
                             "uid": uid or f"pod-uid-{next(_uids)}"}
     if labels:
         meta["labels"] = dict(labels)
+    if annotations:
+        meta["annotations"] = dict(annotations)
     if owner:
         kind, owner_name, owner_uid = owner
-        meta["ownerReferences"] = [{"apiVersion": "v1", "kind": kind, "name": owner_name,
-                                    "uid": owner_uid, "controller": True}]
+        meta["ownerReferences"] = [{"apiVersion": owner_api_version, "kind": kind,
+                                    "name": owner_name, "uid": owner_uid, "controller": True}]
     if created:
         meta["creationTimestamp"] = created
+    if deleted_at:
+        meta["deletionTimestamp"] = deleted_at
     pod: dict[str, Any] = {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": pod_spec,
                            "status": {"phase": phase or ("Running" if node_name else "Pending")}}
     if node_name and created:
         pod["status"]["startTime"] = created
+    if unschedulable:
+        pod["status"]["conditions"] = [{"type": "PodScheduled", "status": "False",
+                                        "reason": "Unschedulable"}]
     return pod
+
+
+def for_create(obj: Mapping[str, Any]) -> dict[str, Any]:
+    """The body to POST for a built object: without the fields the API server sets (uid,
+    namespace, which the request's path gives, and status)."""
+    body = {k: v for k, v in obj.items() if k != "status"}
+    body["metadata"] = {k: v for k, v in (obj.get("metadata") or {}).items()
+                        if k not in ("uid", "namespace")}
+    return body

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from types import ModuleType
 from typing import Any, Protocol, cast
 
-from berthmaster.scheduler.descheduler.context import Decision, StrategyContext
+from berthmaster.scheduler.descheduler.context import CandidateStream, StrategyContext
 from berthmaster.scheduler.descheduler.fields import Problems
 from berthmaster.scheduler.descheduler.strategies import (
     duplicates,
@@ -41,7 +41,7 @@ class Strategy(Protocol):
 
     def parse(self, args: Mapping[str, Any], where: str, problems: Problems) -> Any: ...
 
-    def decide(self, params: Any, ctx: StrategyContext) -> Decision: ...
+    def decide(self, params: Any, ctx: StrategyContext) -> CandidateStream: ...
 
 
 _MODULES: tuple[ModuleType, ...] = (

@@ -19,7 +19,7 @@ from typing import Any
 
 from berthmaster.scheduler.descheduler.context import (
     Candidate,
-    Decision,
+    CandidateStream,
     StrategyContext,
 )
 from berthmaster.scheduler.descheduler.fields import (
@@ -70,7 +70,7 @@ def owner_keys(pod: Mapping[str, Any]) -> list[str]:
             for ref in meta.get("ownerReferences") or []]
 
 
-def decide(params: Params, ctx: StrategyContext) -> Decision:
+def decide(params: Params, ctx: StrategyContext) -> CandidateStream:
     excluded = set(params.exclude_owner_kinds)
     scope = PodFilter(params.namespaces)
     # owner key -> node -> duplicate pods on that node (the first of each owner is not listed)

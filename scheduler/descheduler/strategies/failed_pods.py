@@ -17,9 +17,8 @@ from typing import Any
 
 from berthmaster.scheduler.descheduler.context import (
     Candidate,
-    Decision,
+    CandidateStream,
     StrategyContext,
-    parse_time,
 )
 from berthmaster.scheduler.descheduler.fields import (
     EVERY_POD,
@@ -37,6 +36,7 @@ from berthmaster.scheduler.descheduler.strategies.common import (
     container_statuses,
     pod_filter,
 )
+from berthmaster.times import parse_rfc3339
 
 NAME = "RemoveFailedPods"
 EXTENSION_POINT = "deschedule"
@@ -101,7 +101,7 @@ def exit_codes(pod: Mapping[str, Any], including_init: bool) -> set[int]:
     return codes
 
 
-def decide(params: Params, ctx: StrategyContext) -> Decision:
+def decide(params: Params, ctx: StrategyContext) -> CandidateStream:
     for node in ctx.nodes:
         pods = [p for p in ctx.pods_on(node["metadata"]["name"], include_terminal=True)
                 if (p.get("status") or {}).get("phase") == "Failed"]
@@ -113,7 +113,7 @@ def decide(params: Params, ctx: StrategyContext) -> Decision:
             if owners & set(params.exclude_owner_kinds):
                 continue
             if params.min_pod_lifetime_seconds is not None:
-                created = parse_time((pod.get("metadata") or {}).get("creationTimestamp"))
+                created = parse_rfc3339((pod.get("metadata") or {}).get("creationTimestamp"))
                 age = int((ctx.now - created).total_seconds()) if created else None
                 if age is not None and age < params.min_pod_lifetime_seconds:
                     continue

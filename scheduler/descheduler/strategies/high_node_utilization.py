@@ -23,7 +23,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from berthmaster.scheduler.descheduler.context import Decision, StrategyContext
+from berthmaster.scheduler.descheduler.context import CandidateStream, StrategyContext
 from berthmaster.scheduler.descheduler.fields import (
     EVERY_POD,
     PodFilter,
@@ -93,7 +93,7 @@ def requests_any(pod: Mapping[str, Any], resources: Iterable[str]) -> bool:
                for c in containers)
 
 
-def decide(params: Params, ctx: StrategyContext) -> Decision:
+def decide(params: Params, ctx: StrategyContext) -> CandidateStream:
     limits = dict(params.thresholds)
     if params.v1alpha1:
         limits.update({r: MAX_PERCENTAGE for r in BASIC if r not in limits})

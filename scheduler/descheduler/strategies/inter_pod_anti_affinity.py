@@ -2,10 +2,10 @@
 
 Two running pods conflict when one's required anti-affinity term selects the other (namespaces,
 labelSelector and namespaceSelector as the placement model reads them) and both nodes share the
-term's ``topologyKey`` value. The seed's example fixes the order: when podB and podC both rule
-out podA, podA goes, so both can stay. Conflicts are therefore resolved greedily: the pod in the
-most conflicts goes first (ties: lower priority, then BestEffort before Burstable before
-Guaranteed), and evicting it clears its conflicts; pods that cannot be evicted stay and their
+term's ``topologyKey`` value. The documented example fixes the order (upstream's README): when podB
+and podC both rule out podA, podA goes, so both can stay. Conflicts are therefore resolved greedily:
+the pod in the most conflicts goes first (ties: lower priority, then BestEffort before Burstable
+before Guaranteed), and evicting it clears its conflicts; pods that cannot be evicted stay and their
 partners are considered instead.
 
 Args (v1alpha2 and v1alpha1 ``params``): ``namespaces``, ``labelSelector`` (which pods may be
@@ -18,7 +18,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from berthmaster.scheduler.descheduler.context import Candidate, Decision, StrategyContext, uid
+from berthmaster.scheduler.descheduler.context import (
+    Candidate,
+    CandidateStream,
+    StrategyContext,
+    uid,
+)
 from berthmaster.scheduler.descheduler.fields import EVERY_POD, PodFilter, Problems, check_known
 from berthmaster.scheduler.descheduler.protection import eviction_order
 from berthmaster.scheduler.descheduler.strategies.common import common_v1alpha1, pod_filter
@@ -78,7 +83,7 @@ def conflicts(
     return edges
 
 
-def decide(params: Params, ctx: StrategyContext) -> Decision:
+def decide(params: Params, ctx: StrategyContext) -> CandidateStream:
     nodes = {n["metadata"]["name"]: ctx.state.node_view(n) for n in ctx.nodes}
     raw = [p for name in nodes for p in ctx.consider(ctx.pods_on(name))]
     by_uid = {uid(p): p for p in raw}

@@ -1,10 +1,11 @@
 """LowNodeUtilization: move pods off over-utilized nodes while under-utilized nodes exist.
 
-A node is under-utilized when its usage of every thresholded resource is at or below
-``thresholds``, over-utilized when any usage is above ``targetThresholds`` (the seed's
-definitions; usage is by requests, as a percentage of allocatable). Unschedulable nodes never
-count as under-utilized. Nothing moves when no node is under-utilized, when their number is
-not above ``numberOfNodes``, when every node is under-utilized, or when none is over.
+A node is under-utilized when its usage of every thresholded resource is at or below ``thresholds``,
+over-utilized when any usage is above ``targetThresholds`` (upstream's ``nodeutilization``
+classifier, kubernetes-sigs/descheduler pkg/framework/plugins/nodeutilization; usage is by requests,
+as a percentage of allocatable). Unschedulable nodes never count as under-utilized. Nothing moves
+when no node is under-utilized, when their number is not above ``numberOfNodes``, when every node is
+under-utilized, or when none is over.
 
 Evictions go from the most used over-utilized node down, each node's pods in eviction order,
 while the node is still above target and the under-utilized nodes still have room (the sum of
@@ -29,7 +30,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from berthmaster.scheduler.descheduler.context import Decision, StrategyContext
+from berthmaster.scheduler.descheduler.context import CandidateStream, StrategyContext
 from berthmaster.scheduler.descheduler.fields import (
     EVERY_POD,
     PodFilter,
@@ -135,7 +136,7 @@ def bounds(params: Params, usages: list[NodeUsage]) -> tuple[dict[str, float], d
     return lower, upper
 
 
-def decide(params: Params, ctx: StrategyContext) -> Decision:
+def decide(params: Params, ctx: StrategyContext) -> CandidateStream:
     resources = list(filled(params)[0])
     every = tracked(resources)
     usages = [node_usage(n, ctx.consider(ctx.pods_on(n["metadata"]["name"])), every, ctx)

@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from berthmaster.scheduler.descheduler.context import Candidate, Decision, StrategyContext
+from berthmaster.scheduler.descheduler.context import Candidate, CandidateStream, StrategyContext
 from berthmaster.scheduler.descheduler.fields import (
     EVERY_POD,
     PodFilter,
@@ -80,7 +80,7 @@ def preferred_score(pod: PodView, node: NodeView) -> int:
     return sum(w for w, term in pod.preferred_node_affinity if term.matches(node.name, node.labels))
 
 
-def decide(params: Params, ctx: StrategyContext) -> Decision:
+def decide(params: Params, ctx: StrategyContext) -> CandidateStream:
     views = {n["metadata"]["name"]: ctx.state.node_view(n) for n in ctx.nodes}
     for node in ctx.nodes:
         here = views[node["metadata"]["name"]]

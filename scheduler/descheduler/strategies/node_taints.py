@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from berthmaster.scheduler.descheduler.context import Candidate, Decision, StrategyContext
+from berthmaster.scheduler.descheduler.context import Candidate, CandidateStream, StrategyContext
 from berthmaster.scheduler.descheduler.fields import (
     EVERY_POD,
     PodFilter,
@@ -76,7 +76,7 @@ def relevant_taints(params: Params, node: NodeView) -> list[Taint]:
     return [t for t in taints if not named_by(t, params.excluded_taints)]
 
 
-def decide(params: Params, ctx: StrategyContext) -> Decision:
+def decide(params: Params, ctx: StrategyContext) -> CandidateStream:
     for node in ctx.nodes:
         taints = relevant_taints(params, ctx.state.node_view(node))
         for pod in ctx.consider(ctx.pods_on(node["metadata"]["name"])):

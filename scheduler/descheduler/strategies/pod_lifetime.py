@@ -24,9 +24,8 @@ from typing import Any
 
 from berthmaster.scheduler.descheduler.context import (
     Candidate,
-    Decision,
+    CandidateStream,
     StrategyContext,
-    parse_time,
 )
 from berthmaster.scheduler.descheduler.fields import (
     EVERY_POD,
@@ -40,6 +39,7 @@ from berthmaster.scheduler.descheduler.fields import (
     strings,
 )
 from berthmaster.scheduler.descheduler.strategies.common import common_v1alpha1, pod_filter
+from berthmaster.times import parse_rfc3339
 
 NAME = "PodLifeTime"
 EXTENSION_POINT = "deschedule"
@@ -207,7 +207,7 @@ def _condition_matches(pod: Mapping[str, Any], params: Params, ctx: StrategyCont
             if wanted.reason and condition.get("reason") != wanted.reason:
                 continue
             if wanted.min_seconds_since_transition is not None:
-                since = parse_time(condition.get("lastTransitionTime"))
+                since = parse_rfc3339(condition.get("lastTransitionTime"))
                 idle = (ctx.now - since).total_seconds() if since else None
                 if idle is None or idle < 0 or int(idle) < wanted.min_seconds_since_transition:
                     continue
@@ -234,7 +234,7 @@ def selected(pod: Mapping[str, Any], params: Params, ctx: StrategyContext) -> bo
     if not params.filter.admits(pod):
         return False
     if params.max_pod_lifetime_seconds is not None:
-        created = parse_time((pod.get("metadata") or {}).get("creationTimestamp"))
+        created = parse_rfc3339((pod.get("metadata") or {}).get("creationTimestamp"))
         age = (ctx.now - created).total_seconds() if created else -1.0
         if age < 0 or int(age) <= params.max_pod_lifetime_seconds:
             return False
@@ -247,14 +247,14 @@ def selected(pod: Mapping[str, Any], params: Params, ctx: StrategyContext) -> bo
     return not params.exit_codes or _exit_code_matches(pod, params)
 
 
-def decide(params: Params, ctx: StrategyContext) -> Decision:
+def decide(params: Params, ctx: StrategyContext) -> CandidateStream:
     """Pods of every phase are listed (upstream's ListAllPodsOnANode), so ``states: [Failed]``
     can select terminal pods."""
     chosen: list[tuple[datetime, dict[str, Any]]] = []
     for node in ctx.nodes:
         for pod in ctx.consider(ctx.pods_on(node["metadata"]["name"], include_terminal=True)):
             if selected(pod, params, ctx) and ctx.evictable(pod):
-                created = parse_time((pod.get("metadata") or {}).get("creationTimestamp"))
+                created = parse_rfc3339((pod.get("metadata") or {}).get("creationTimestamp"))
                 chosen.append((created or ctx.now, pod))
     chosen.sort(key=lambda item: item[0])
     for created, pod in chosen:

@@ -13,7 +13,7 @@ from typing import Any
 
 from berthmaster.scheduler.descheduler.context import (
     Candidate,
-    Decision,
+    CandidateStream,
     StrategyContext,
 )
 from berthmaster.scheduler.descheduler.fields import (
@@ -83,7 +83,7 @@ def restarts(pod: Mapping[str, Any], including_init: bool) -> int:
 
 
 
-def decide(params: Params, ctx: StrategyContext) -> Decision:
+def decide(params: Params, ctx: StrategyContext) -> CandidateStream:
     for node in ctx.nodes:
         for pod in ctx.consider(ctx.pods_on(node["metadata"]["name"])):
             if not params.filter.admits(pod):

@@ -23,11 +23,11 @@ Args (v1alpha2): ``constraints`` (default ``[DoNotSchedule]``), ``topologyBalanc
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from berthmaster.scheduler.descheduler.context import Candidate, Decision, StrategyContext
+from berthmaster.scheduler.descheduler.context import Candidate, CandidateStream, StrategyContext
 from berthmaster.scheduler.descheduler.fields import (
     EVERY_POD,
     PodFilter,
@@ -39,7 +39,7 @@ from berthmaster.scheduler.descheduler.fields import (
 )
 from berthmaster.scheduler.descheduler.protection import eviction_order
 from berthmaster.scheduler.descheduler.strategies.common import common_v1alpha1, pod_filter
-from berthmaster.scheduler.model import NodeView, PodView, SpreadConstraint
+from berthmaster.scheduler.model import LabelSelector, NodeView, PodView, SpreadConstraint
 from berthmaster.scheduler.plugins import node_affinity
 from berthmaster.scheduler.plugins.taint_toleration import untolerated_taint
 
@@ -91,46 +91,108 @@ def eligible(pod: PodView, constraint: SpreadConstraint, node: NodeView) -> bool
 
 def _eligibility(pod: PodView, constraint: SpreadConstraint) -> tuple[object, ...]:
     """What decides which nodes are eligible: pods alike here share the domains."""
-    return (constraint,
+    return (constraint.topology_key,
+            constraint.node_affinity_policy != "Ignore",
             tuple(sorted(pod.node_selector.items()))
             if constraint.node_affinity_policy != "Ignore" else (),
             pod.required_node_affinity if constraint.node_affinity_policy != "Ignore" else None,
+            constraint.node_taints_policy == "Honor",
             pod.tolerations if constraint.node_taints_policy == "Honor" else ())
 
 
-def decide(params: Params, ctx: StrategyContext) -> Decision:
+def _label_key(pod: PodView) -> tuple[tuple[str, str], ...]:
+    return tuple(sorted(pod.labels.items()))
+
+
+def decide(params: Params, ctx: StrategyContext) -> CandidateStream:
     nodes = {n["metadata"]["name"]: ctx.state.node_view(n) for n in ctx.nodes}
     pods = [ctx.state.view(p) for name in nodes for p in ctx.consider(ctx.pods_on(name))]
-    by_namespace: dict[str, list[PodView]] = {}
+    by_namespace: dict[str, NamespacePods] = {}
     for pod in pods:
-        by_namespace.setdefault(pod.namespace, []).append(pod)
-    seen: set[tuple[str, tuple[object, ...]]] = set()
+        by_namespace.setdefault(pod.namespace, NamespacePods()).add(pod)
+    seen: set[tuple[str, SpreadConstraint, tuple[object, ...]]] = set()
+    # Which nodes take part, and in which domain, depends on the pod and the constraint only
+    # through _eligibility: worked out once per distinct answer, not once per constraint (each
+    # owner's constraint has its own selector; all of them usually share one node set).
+    domains_by_eligibility: dict[tuple[object, ...], Domains] = {}
     for pod in pods:
         for constraint in pod.spread_constraints:
-            key = (pod.namespace, _eligibility(pod, constraint))
+            eligibility = _eligibility(pod, constraint)
+            key = (pod.namespace, constraint, eligibility)
             if constraint.when_unsatisfiable not in params.constraints or key in seen:
                 continue
             seen.add(key)
-            # eligible node -> its domain (the value of the topology key)
-            domain_of = {name: view.labels[constraint.topology_key]
-                         for name, view in nodes.items() if eligible(pod, constraint, view)}
-            yield from balance(params, ctx, constraint, by_namespace[pod.namespace], domain_of)
+            domains = domains_by_eligibility.get(eligibility)
+            if domains is None:
+                domains = domains_by_eligibility[eligibility] = Domains({
+                    name: view.labels[constraint.topology_key]
+                    for name, view in nodes.items() if eligible(pod, constraint, view)})
+            yield from balance(params, ctx, constraint, by_namespace[pod.namespace], domains)
+
+
+class Domains:
+    """The eligible nodes grouped by their value of the topology key."""
+
+    def __init__(self, domain_of: dict[str, str]):
+        self.domain_of = domain_of  # eligible node -> its domain
+        self.nodes: dict[str, list[str]] = {}  # domain -> its nodes
+        for name, value in domain_of.items():
+            self.nodes.setdefault(value, []).append(name)
+
+
+class NamespacePods:
+    """One namespace's pods grouped by their labels: a constraint's selector is matched once
+    per distinct label set — only the sets holding a label its first ``In`` requirement (a
+    ``matchLabels`` entry) asks for — and only the pods it picks are walked."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        # label set -> its labels, and its pods with their place in the listing
+        self.label_sets: dict[tuple[tuple[str, str], ...], dict[str, str]] = {}
+        self.members: dict[tuple[tuple[str, str], ...], list[tuple[int, PodView]]] = {}
+        self.with_label: dict[tuple[str, str], list[tuple[tuple[str, str], ...]]] = {}
+
+    def add(self, pod: PodView) -> None:
+        key = _label_key(pod)
+        if key not in self.label_sets:
+            self.label_sets[key] = pod.labels
+            self.members[key] = []
+            for pair in key:
+                self.with_label.setdefault(pair, []).append(key)
+        self.members[key].append((self.count, pod))
+        self.count += 1
+
+    def _candidates(self, selector: LabelSelector) -> Iterable[tuple[tuple[str, str], ...]]:
+        for requirement in selector.requirements:
+            if requirement.operator == "In":
+                return [key for value in requirement.values
+                        for key in self.with_label.get((requirement.key, value), ())]
+        return self.label_sets
+
+    def selected(self, constraint: SpreadConstraint) -> list[PodView]:
+        """The pods the constraint's selector picks, in listing order."""
+        selector = constraint.selector
+        chosen = [self.members[key] for key in self._candidates(selector)
+                  if selector.matches(self.label_sets[key])]
+        if len(chosen) == 1:
+            return [pod for _, pod in chosen[0]]
+        return [pod for _, pod in sorted((member for group in chosen for member in group),
+                                         key=lambda member: member[0])]
 
 
 def balance(
     params: Params, ctx: StrategyContext, constraint: SpreadConstraint,
-    namespace_pods: list[PodView], domain_of: Mapping[str, str],
-) -> Decision:
+    namespace_pods: NamespacePods, eligible_domains: Domains,
+) -> CandidateStream:
     key = constraint.topology_key
-    domain_nodes: dict[str, list[str]] = {}
-    for name, value in domain_of.items():
-        domain_nodes.setdefault(value, []).append(name)
-    domains: dict[str, list[PodView]] = {value: [] for value in domain_nodes}
-    if len(domains) < 2:
+    domain_nodes = eligible_domains.nodes
+    if len(domain_nodes) < 2:
         return
-    for pod in namespace_pods:
+    domains: dict[str, list[PodView]] = {value: [] for value in domain_nodes}
+    domain_of = eligible_domains.domain_of
+    for pod in namespace_pods.selected(constraint):
         domain = domain_of.get(pod.node_name)
-        if domain is not None and constraint.selector.matches(pod.labels):
+        if domain is not None:
             domains[domain].append(pod)
     ordered = sorted(domains.items(), key=lambda item: len(item[1]))
     counts = [len(members) for _, members in ordered]

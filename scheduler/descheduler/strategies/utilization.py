@@ -161,9 +161,11 @@ def node_usage(
     for resource in resources:
         usage.allocatable[resource] = float(view.allocatable.get(resource, 0))
         usage.used[resource] = 0.0
-    for pod in pods:
-        for resource, amount in requests(ctx.state.view(pod), resources).items():
-            usage.used[resource] += amount
+    used = usage.used
+    for pod in pods:  # requests() summed in place: one dict per node, not one per pod
+        asked = ctx.state.view(pod).requests
+        for resource in resources:
+            used[resource] += 1.0 if resource == PODS else float(asked.get(resource, 0))
     return usage
 
 

@@ -22,7 +22,7 @@ CRDS = ROOT / "deploy" / "crds"
 SAMPLES = ROOT / "deploy" / "samples"
 MANIFESTS = ROOT / "deploy" / "manifests"
 SEED_SAMPLES = Path(__file__).resolve().parent / "seed_samples"
-# The scheduling document's Policy files (JSON, and YAML with the document's `...` placeholders).
+# The documented Policy files (JSON, and YAML with `...` placeholders): seed_policies/README.md.
 SEED_POLICIES = Path(__file__).resolve().parent / "seed_policies"
 
 
@@ -32,11 +32,18 @@ VALUE_SETS: dict[str, list[str]] = {
     "ha-off": ["scheduler.replicas=1", "scheduler.leaderElection.enabled=false"],
     "servicemonitor-on": ["metrics.serviceMonitor.enabled=true",
                           "metrics.serviceMonitor.labels.release=prometheus"],
+    # the Grafana dashboard ConfigMap and the PrometheusRule (both off by default)
+    "observability-on": ["dashboards.enabled=true", "prometheusRule.enabled=true",
+                         "prometheusRule.labels.release=prometheus"],
     "tuned": ["scheduler.name=zonal", "priorityClassName=",
               "operator.watchNamespaces={openshift-machine-api,kube-system}",
               "operator.capabilities={machines,deschedulers}",
               "operator.podDisruptionBudget.enabled=true",
               "scheduler.extraArgs={--log-format=text}"],
+    # the placement admission webhook (off by default), with a configuration
+    "admission-on": ["admission.enabled=true", "admission.failurePolicy=Ignore",
+                     "admission.config.pluginConfig.PodNodeConstraints.configuration"
+                     ".kind=PodNodeConstraintsConfig"],
     # extraArgs copied from a kube-scheduler Deployment (its flag spellings)
     "kube-scheduler-flags": ["scheduler.leaderElection.leaseDurationSeconds=30",
                              "scheduler.extraArgs={--v=4,--kube-api-qps=100,"
@@ -126,8 +133,8 @@ def to_yaml(objects: Sequence[Mapping[str, Any]]) -> str:
 
 
 def seed_default_policy() -> dict[str, Any]:
-    """The default Policy file of the OpenShift scheduling document (section 16.2.4), as our
-    test data keeps it (seed_policies/scheduler-default-policy.json)."""
+    """The documented default Policy file, as our test data keeps it
+    (seed_policies/scheduler-default-policy.json; seed_policies/README.md)."""
     import json
 
     policy: dict[str, Any] = json.loads(

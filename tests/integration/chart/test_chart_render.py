@@ -1,7 +1,7 @@
 """The chart renders what the issue promises, for every value set; helm lint passes.
 
 No cluster here: helm's own lint and template over the value sets users reach for, then checks
-on the rendered objects (replicas, leader election wired to the RBAC Lease name, the seed's
+on the rendered objects (replicas, leader election wired to the RBAC Lease name, the documented
 default Policy, restricted security contexts, labels, PDBs, ServiceMonitor). The container
 arguments are parsed by berthmaster's real CLI parser, so a flag the program does not know fails
 here rather than in a CrashLoopBackOff.
@@ -237,14 +237,61 @@ def test_operator_holds_every_permission_of_the_descheduler_role_it_writes() -> 
 
 
 def test_no_role_grants_wildcards_or_secrets() -> None:
+    """Secrets only for the admission webhook's certificate, in its namespace: create (the
+    first start makes it) and get/update of that one Secret by name."""
     for value_set in VALUE_SETS.values():
         for role in find(render(value_set), "ClusterRole") + find(render(value_set), "Role"):
             for rule in role["rules"]:
                 where = f"{role['metadata']['name']}: {rule}"
                 assert "*" not in rule["verbs"] and "*" not in rule["resources"], where
                 assert "*" not in rule["apiGroups"], where
-                assert "secrets" not in rule["resources"], where
+                if "secrets" in rule["resources"]:
+                    assert role["kind"] == "Role", where
+                    assert role["metadata"]["name"].endswith("-operator-admission"), where
+                    assert rule["resources"] == ["secrets"], where
+                    assert rule["verbs"] == ["create"] or (
+                        rule["verbs"] == ["get", "update"]
+                        and rule["resourceNames"] == ["berthmaster-admission-tls"]), where
                 assert not {"escalate", "impersonate"} & set(rule["verbs"]), where
+
+
+def test_admission_is_off_by_default() -> None:
+    objects = render()
+    assert not find(objects, "MutatingWebhookConfiguration")
+    assert not find(objects, "ValidatingWebhookConfiguration")
+    assert not any(arg.startswith("--admission") for arg in container(objects, "operator")["args"])
+
+
+def test_admission_webhooks_are_the_operators_own() -> None:
+    """The chart's configurations make the same choices as the ones the operator writes
+    outside a cluster (operator/admission/registration.py), pointing at the Service."""
+    from berthmaster.operator.admission import registration
+
+    objects = render(VALUE_SETS["admission-on"])
+    service = one(objects, "Service", "-admission")
+    deployment = one(objects, "Deployment", "-operator")
+    assert service["spec"]["selector"] == deployment["spec"]["selector"]["matchLabels"]
+    args = parsed_args(list(container(objects, "operator")["args"]))
+    assert args.admission_listen == "0.0.0.0:9443"
+    assert args.admission_service == service["metadata"]["name"]
+    assert {"name": "admission", "containerPort": 9443, "protocol": "TCP"} in container(
+        objects, "operator")["ports"]
+    target = registration.Target(service=("berthmaster", service["metadata"]["name"], 443))
+    expected = registration.build_configurations(args.admission_name, target, "",
+                                                 "berthmaster", failure_policy="Ignore")
+    for wanted in expected:
+        rendered = one(objects, wanted["kind"], args.admission_name)
+        assert rendered["metadata"]["name"] == args.admission_name
+        webhook = dict(rendered["webhooks"][0])
+        want = dict(wanted["webhooks"][0])
+        want["clientConfig"].pop("caBundle")  # the operator injects it
+        assert webhook == want
+    config_map = one(objects, "ConfigMap", "-admission")
+    from berthmaster.operator.admission.config import parse_text
+
+    assert parse_text(config_map["data"]["config.yaml"], "chart").constraints.enabled
+    rules = granted(one(objects, "ClusterRole", "-operator")["rules"])
+    assert ("authorization.k8s.io", "subjectaccessreviews", "create") in rules
 
 
 def test_metrics_service_selects_the_scheduler_and_names_its_port() -> None:
@@ -282,7 +329,51 @@ def test_service_monitor_only_when_asked(component: str) -> None:
     assert monitor["spec"]["selector"]["matchLabels"].items() <= (
         service["metadata"]["labels"].items())
     assert monitor["spec"]["endpoints"] == [{"port": "metrics", "path": "/metrics",
+                                             "honorLabels": True,
                                              "interval": "30s", "scrapeTimeout": "10s"}]
     assert monitor["spec"]["namespaceSelector"] == {"matchNames": ["berthmaster"]}
     alone = render([*VALUE_SETS["servicemonitor-on"], f"{component}.enabled=false"])
     assert find(alone, "ServiceMonitor", f"-{component}") == []
+
+
+def test_dashboard_and_alerts_only_when_asked() -> None:
+    """The Grafana dashboard ConfigMap (sidecar label, configurable) and the PrometheusRule are
+    off by default and rendered with both values on (issue 18, item 5)."""
+    import json
+
+    defaults = render()
+    assert find(defaults, "PrometheusRule") == []
+    assert find(defaults, "ConfigMap", "-dashboards") == []
+    objects = render(VALUE_SETS["observability-on"])
+    dashboards = one(objects, "ConfigMap", "-dashboards")
+    assert dashboards["metadata"]["labels"]["grafana_dashboard"] == "1"
+    dashboard = json.loads(dashboards["data"]["berthmaster.json"])
+    assert dashboard["uid"] == "berthmaster"
+    assert all(target["expr"] for panel in dashboard["panels"]
+               for target in panel.get("targets", []))
+    rule = one(objects, "PrometheusRule")
+    assert rule["metadata"]["labels"]["release"] == "prometheus"
+    alerts = {r["alert"]: r for group in rule["spec"]["groups"] for r in group["rules"]}
+    assert set(alerts) == {"BerthmasterSchedulerNotLeading", "BerthmasterSchedulerAbsent",
+                           "BerthmasterPendingPodsRising", "BerthmasterMachineDrainStuck",
+                           "BerthmasterAutoscalerUnsafe"}
+    assert alerts["BerthmasterSchedulerNotLeading"]["expr"] == (
+        'sum(leader_election_master_status{name="berthmaster"}) == 0')
+    relabelled = render([*VALUE_SETS["observability-on"], "dashboards.label=dashboards",
+                         "dashboards.labelValue=berthmaster", "dashboards.namespace=monitoring",
+                         "scheduler.name=zonal", "operator.enabled=false"])
+    moved = one(relabelled, "ConfigMap", "-dashboards")
+    assert moved["metadata"]["labels"]["dashboards"] == "berthmaster"
+    assert moved["metadata"]["namespace"] == "monitoring"
+    alerts = {r["alert"]: r for group in one(relabelled, "PrometheusRule")["spec"]["groups"]
+              for r in group["rules"]}
+    assert alerts["BerthmasterSchedulerNotLeading"]["expr"] == (
+        'sum(leader_election_master_status{name="zonal"}) == 0')
+    assert "BerthmasterMachineDrainStuck" not in alerts  # no operator, no operator alerts
+
+
+def test_operator_readiness_probe() -> None:
+    """The operator's /readyz (connected, startup handlers done) is its readinessProbe."""
+    container = one(render(), "Deployment", "-operator")["spec"]["template"]["spec"][
+        "containers"][0]
+    assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "metrics"}

@@ -27,6 +27,7 @@ from berthmaster.kube import CORE, KubeClient, KubeError, group_path, resource_p
 from tests.integration.chart.chartkit import one, render
 from tests.integration.chart.conftest import INSTALLED_VALUES
 from tests.integration.conftest import NodeFactory
+from tests.support.accounts import service_account_kubeconfig
 from tests.support.waiting import wait_for
 
 LEASES = group_path("coordination.k8s.io", "v1")
@@ -40,24 +41,6 @@ def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return int(probe.getsockname()[1])
-
-
-async def service_account_kubeconfig(kube: KubeClient, cluster: RunningCluster,
-                                     namespace: str, account: str, folder: Path) -> Path:
-    """A kubeconfig that authenticates as the ServiceAccount, with a short-lived token."""
-    request = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
-               "spec": {"expirationSeconds": 3600}}
-    issued = await kube.create(resource_path(CORE, "serviceaccounts", namespace, account,
-                                             "token"), request)
-    admin = yaml.safe_load(Path(cluster.kubeconfig).read_text())
-    config = {"apiVersion": "v1", "kind": "Config",
-              "clusters": [{"name": "local", "cluster": admin["clusters"][0]["cluster"]}],
-              "users": [{"name": account, "user": {"token": issued["status"]["token"]}}],
-              "contexts": [{"name": account, "context": {"cluster": "local", "user": account}}],
-              "current-context": account}
-    path = folder / f"{account}.kubeconfig"
-    path.write_text(yaml.safe_dump(config))
-    return path
 
 
 def chart_container(installed: dict[str, str], component: str) -> dict[str, Any]:

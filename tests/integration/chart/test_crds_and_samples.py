@@ -3,7 +3,8 @@
 - Each CRD file in deploy/crds/ (copied into the chart's crds/) is applied server-side on its
   own, so a broken one is named by file and does not hide the others; then each must become
   Established.
-- tests/integration/chart/seed_samples/ holds YAML copied from the seed documents. Its first
+- tests/integration/chart/seed_samples/ holds YAML copied from OpenShift's documentation (its
+  README.md names each source). Its first
   line is the verdict: ``# accept.`` or ``# reject: <text the API server's refusal contains>``.
   Custom resources are created for real (and read back); pods are created with a server-side
   dry run (nothing schedules them here).

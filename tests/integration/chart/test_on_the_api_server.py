@@ -2,10 +2,10 @@
 
 - Every rendered object of every value set passes ``kubectl apply --dry-run=server``: the API
   server runs defaulting, schema validation and admission (Pod Security ``restricted`` enforced
-  on the namespace) on each one. The ServiceMonitor is the one exception: its CRD belongs to the
-  Prometheus Operator, which this control plane does not run, so the server answers "no matches
-  for kind". The test checks that this is indeed the reason, and the render tests check the
-  ServiceMonitor's shape instead.
+  on the namespace) on each one. The ServiceMonitor and the PrometheusRule are the exceptions:
+  their CRDs belong to the Prometheus Operator, which this control plane does not run, so the
+  server answers "no matches for kind". The test checks that this is indeed the reason, and the
+  render tests check their shape instead.
 - The pods the Deployments would create are dry-run as Pods in that namespace, so Pod Security
   admission *enforces* the restricted profile on them (for Deployments it only warns).
 - The plain manifests in deploy/manifests/ are applied the way their header tells users to.
@@ -33,6 +33,8 @@ from tests.integration.chart.chartkit import (
     render,
     to_yaml,
 )
+
+PROMETHEUS_OPERATOR_KINDS = ("ServiceMonitor", "PrometheusRule")
 
 
 def kubectl_ok(cluster: RunningCluster, *args: str, input: str | None = None) -> str:
@@ -65,18 +67,18 @@ def test_server_side_dry_run_accepts_every_object(
 ) -> None:
     release = f"r{uuid.uuid4().hex[:6]}"
     objects = render(VALUE_SETS[value_set], release=release, namespace=restricted_namespace)
-    monitors = find(objects, "ServiceMonitor")
-    others = [obj for obj in objects if obj["kind"] != "ServiceMonitor"]
+    others = [obj for obj in objects if obj["kind"] not in PROMETHEUS_OPERATOR_KINDS]
     result = dry_run(cluster, others)
     assert result.returncode == 0, result.stderr
     assert "Warning" not in result.stderr, result.stderr
     applied = result.stdout.count("(server dry run)")
     assert applied == len(others), result.stdout
-    if monitors:
-        refused = dry_run(cluster, monitors)
-        assert refused.returncode != 0
-        assert 'no matches for kind "ServiceMonitor" in version "monitoring.coreos.com/v1"' in (
-            refused.stderr), refused.stderr
+    for kind in PROMETHEUS_OPERATOR_KINDS:
+        if find(objects, kind):
+            refused = dry_run(cluster, find(objects, kind))
+            assert refused.returncode != 0
+            assert f'no matches for kind "{kind}" in version "monitoring.coreos.com/v1"' in (
+                refused.stderr), refused.stderr
 
 
 @pytest.mark.parametrize("value_set", sorted(VALUE_SETS))

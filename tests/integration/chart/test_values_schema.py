@@ -121,8 +121,7 @@ def test_schema_names_are_the_scheduler_registry() -> None:
 
 
 def seed_sample_policies() -> list[str]:
-    """The YAML policies of the scheduling document's "Sample Policy Configurations" (section
-    16.2.8), as our test data keeps them."""
+    """The documented sample Policy files, as our test data keeps them (seed_policies/README.md)."""
     return [path.read_text() for path in
             sorted(SEED_POLICIES.glob("scheduler-sample-policy-*.yaml"))]
 

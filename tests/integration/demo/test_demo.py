@@ -38,6 +38,10 @@ def test_demo_places_the_samples_and_runs_the_machine_story(cluster: RunningClus
         assert "Machine gone" in output
         assert "has been remediated by requesting to delete Machine object" in output
         assert "expectedMachines 2, currentHealthy 2" in output
+        # The placement admission webhook turns a plain pod into a dedicated-node one.
+        assert ("admitted with toleration dedicated=groupName:NoSchedule, nodeSelector "
+                "dedicated=groupName") in output
+        assert "-> placed on dedicated-1" in output
     finally:
         down = subprocess.run([script, "dev", "--name", "demo", "down"], capture_output=True,
                               text=True, env=env, timeout=120)

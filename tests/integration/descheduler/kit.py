@@ -9,6 +9,7 @@ exist) that no controller manages (a ReplicaSet's controller would release or de
 from __future__ import annotations
 
 import asyncio
+import os
 import sys
 import tempfile
 from dataclasses import dataclass
@@ -17,6 +18,8 @@ from typing import Any
 import yaml
 
 from berthmaster.kube import CORE, KubeClient, KubeError, group_path, resource_path
+from tests.support import builders
+from tests.support.builders import for_create
 from tests.support.waiting import wait_for
 
 
@@ -30,15 +33,14 @@ async def make_owner(kube: KubeClient, namespace: str, name: str) -> dict[str, A
 async def make_pod(kube: KubeClient, namespace: str, name: str, node: str,
                    owner: dict[str, Any] | None, cpu: str | None = None,
                    labels: dict[str, str] | None = None, **spec: Any) -> dict[str, Any]:
-    container: dict[str, Any] = {"name": "c", "image": "registry.k8s.io/pause:3.9"}
-    if cpu:
-        container["resources"] = {"requests": {"cpu": cpu}}
-    meta: dict[str, Any] = {"name": name, "labels": labels or {"app": "demo"}}
+    """Create tests/support/builders.make_pod bound to ``node`` and controlled by ``owner`` (a
+    reference from :func:`make_owner`; ``None``: a bare pod); extra keywords are spec fields."""
+    body = for_create(builders.make_pod(name, node_name=node, cpu=cpu,
+                                        labels=labels or {"app": "demo"},
+                                        image="registry.k8s.io/pause:3.9", spec=spec))
     if owner:
-        meta["ownerReferences"] = [owner]
-    return await kube.create(resource_path(CORE, "pods", namespace), {
-        "apiVersion": "v1", "kind": "Pod", "metadata": meta,
-        "spec": {"nodeName": node, "containers": [container], **spec}})
+        body["metadata"]["ownerReferences"] = [owner]
+    return await kube.create(resource_path(CORE, "pods", namespace), body)
 
 
 async def wait_running(kube: KubeClient, namespace: str, names: list[str]) -> None:
@@ -70,8 +72,8 @@ class PassResult:
     output: str
 
 
-async def run_pass(kubeconfig: str, policy: dict[str, Any] | str, dry_run: bool = False
-                   ) -> PassResult:
+async def run_pass(kubeconfig: str, policy: dict[str, Any] | str, dry_run: bool = False,
+                   termination_log: str | None = None) -> PassResult:
     """``berthmaster deschedule`` as a separate process, as the Job runs it."""
     text = policy if isinstance(policy, str) else yaml.safe_dump(policy)
     with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as handle:
@@ -80,8 +82,10 @@ async def run_pass(kubeconfig: str, policy: dict[str, Any] | str, dry_run: bool 
             handle.name, "--kubeconfig", kubeconfig]
     if dry_run:
         args.append("--dry-run")
+    env = {**os.environ, "BERTHMASTER_TERMINATION_LOG": termination_log} if termination_log \
+        else None
     process = await asyncio.create_subprocess_exec(
-        *args, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
+        *args, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT, env=env)
     out, _ = await asyncio.wait_for(process.communicate(), timeout=120)
     return PassResult(process.returncode or 0, out.decode())
 

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 from berthmaster.kube import CORE, KubeClient, group_path, resource_path
-from berthmaster.scheduler.descheduler.context import parse_time
+from berthmaster.scheduler.descheduler.metrics import parse_termination_message
+from berthmaster.times import parse_rfc3339
 from tests.integration.descheduler.kit import (
     events_for,
     make_owner,
@@ -47,7 +49,7 @@ async def test_seed_sample_policy_runs_unchanged(kube: KubeClient, namespace: st
 
 
 async def test_node_taints_evict_exactly_the_untolerating_pods(
-    kube: KubeClient, namespace: str, nodes: Any, cluster: Any
+    kube: KubeClient, namespace: str, nodes: Any, cluster: Any, tmp_path: Path
 ) -> None:
     tainted = await nodes.create(taints=[{"key": "dedicated", "value": "gpu",
                                           "effect": "NoSchedule"}])
@@ -62,13 +64,19 @@ async def test_node_taints_evict_exactly_the_untolerating_pods(
         "system-cluster-critical"))
     await wait_running(kube, namespace, ["intruder", "welcome", "bare", "critical"])
 
+    termination_log = tmp_path / "termination-log"
+    termination_log.touch()  # the kubelet's file; the pass writes its counts there
     result = await run_pass(cluster.kubeconfig, v1alpha2(
-        "RemovePodsViolatingNodeTaints", {"namespaces": {"include": [namespace]}}))
+        "RemovePodsViolatingNodeTaints", {"namespaces": {"include": [namespace]}}),
+        termination_log=str(termination_log))
 
     assert result.code == 0, result.output
     assert await remaining(kube, namespace) == {"welcome", "bare", "critical"}, result.output
     assert "pod does not have any ownerRefs" in result.output
     assert "pod has system critical priority" in result.output
+    # descheduler_pods_evicted_total's counts, handed to the operator (issue 18, item 4)
+    assert parse_termination_message(termination_log.read_text()) == {
+        ("success", "RemovePodsViolatingNodeTaints", "test", namespace, node): 1}
 
 
 async def test_node_affinity_evicts_when_the_node_stops_matching(
@@ -139,7 +147,7 @@ async def test_a_pdb_stops_evictions_at_its_limit_and_dry_run_changes_nothing(
         # upstream's PodLifeTime compares: a pod created less than a second ago is not yet.
         pods, _ = await kube.list_all(resource_path(CORE, "pods", namespace))
         now = datetime.now(UTC)
-        created = [parse_time(p["metadata"]["creationTimestamp"]) for p in pods]
+        created = [parse_rfc3339(p["metadata"]["creationTimestamp"]) for p in pods]
         return all(c is not None and now - c >= timedelta(seconds=1.5) for c in created)
 
     await wait_for(older_than_a_second, timeout=30, what="the pods older than a second")
@@ -194,7 +202,8 @@ async def test_one_list_per_resource_type(kube: KubeClient, cluster: Any) -> Non
 async def test_anti_affinity_evicts_the_pod_others_rule_out(
     kube: KubeClient, namespace: str, nodes: Any, cluster: Any
 ) -> None:
-    """The seed's example: podB and podC rule out podA on one node; podA goes."""
+    """Upstream's README example (RemovePodsViolatingInterPodAntiAffinity): podB and podC rule out
+    podA on one node; podA goes."""
     node = (await nodes.create())["metadata"]["name"]
     await nodes.create()
     owner = await make_owner(kube, namespace, "owner")

@@ -1,24 +1,24 @@
-"""Pod builders and API look-ups shared by the scheduler's integration tests."""
+"""Pods to create and API look-ups shared by the scheduler's integration tests (the pods are
+built by tests/support/builders.py)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from berthmaster.kube import CORE, KubeClient, KubeError, resource_path
+from tests.support import builders
+from tests.support.builders import for_create
 
 JSON = dict[str, Any]
 
 
 def make_pod(name: str, scheduler: str, cpu: str = "100m", labels: dict[str, str] | None = None,
              **spec: Any) -> JSON:
-    return {
-        "apiVersion": "v1", "kind": "Pod",
-        "metadata": {"name": name, "labels": labels or {}},
-        "spec": {"schedulerName": scheduler, "terminationGracePeriodSeconds": 0,
-                 "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10",
-                                 "resources": {"requests": {"cpu": cpu, "memory": "64Mi"}}}],
-                 **spec},
-    }
+    """The body to create: tests/support/builders.make_pod for ``scheduler``, requesting ``cpu``
+    and 64Mi, ending at once when deleted; extra keywords are spec fields."""
+    return for_create(builders.make_pod(
+        name, cpu=cpu, memory="64Mi", labels=labels, scheduler_name=scheduler,
+        image="registry.k8s.io/pause:3.10", spec={"terminationGracePeriodSeconds": 0, **spec}))
 
 
 async def create_pod(kube: KubeClient, namespace: str, body: JSON) -> JSON:

@@ -2,7 +2,7 @@
 
 Both schedulers run at once on the test session's control plane: kube-scheduler (the binary
 the local control plane builds) with its default profile, berthmaster (in-process) with the
-seed's default Policy plus PodTopologySpread (``devcluster.schedulers.comparison_policy``, as
+default Policy plus PodTopologySpread (``devcluster.schedulers.comparison_policy``, as
 the benchmark runs it). Each incoming pod of each scenario (``tests.support.scenarios``) goes
 to each scheduler in turn on the same cluster state (``tests.support.differential``), and:
 

@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from berthmaster.kube import KubeClient, group_path, resource_path
-from berthmaster.scheduler.daemon.leader import micro_time
+from berthmaster.times import format_rfc3339_micro
 from tests.integration.scheduler.schedkit import create_pod, events_for, make_pod, node_of
 from tests.support.waiting import wait_for
 
@@ -83,7 +83,7 @@ async def test_leader_that_loses_its_lease_stops_at_once(
     path = resource_path(group_path("coordination.k8s.io", "v1"), "leases", namespace,
                          "berthmaster-test")
     lease = await kube.get(path)
-    stamp = micro_time(datetime.now(UTC))
+    stamp = format_rfc3339_micro(datetime.now(UTC))
     lease["spec"].update({"holderIdentity": "intruder", "renewTime": stamp,
                           "acquireTime": stamp,
                           "leaseTransitions": lease["spec"].get("leaseTransitions", 0) + 1})

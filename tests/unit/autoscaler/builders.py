@@ -8,6 +8,7 @@ from typing import Any
 
 from berthmaster.operator.autoscaler.groups import MAX_SIZE_KEY, MIN_SIZE_KEY
 from berthmaster.scheduler.engine import Engine
+from tests.support import builders
 
 JSON = dict[str, Any]
 
@@ -26,44 +27,27 @@ def make_pod(name: str, cpu: str = "100m", memory: str = "128Mi", namespace: str
              annotations: dict[str, str] | None = None, volumes: list[JSON] | None = None,
              node_selector: dict[str, str] | None = None, tolerations: list[JSON] | None = None,
              affinity: JSON | None = None) -> JSON:
-    meta: JSON = {"name": name, "namespace": namespace, "uid": f"uid-{namespace}-{name}",
-                  "labels": labels or {"app": name}, "annotations": annotations or {}}
-    if owner:
-        meta["ownerReferences"] = [{"apiVersion": "apps/v1", "kind": owner, "name": f"{name}-rs",
-                                    "uid": f"owner-{name}", "controller": True}]
-    spec: JSON = {"containers": [{"name": "c", "image": "i",
-                                  "resources": {"requests": {"cpu": cpu, "memory": memory}}}]}
-    if node:
-        spec["nodeName"] = node
-    if priority is not None:
-        spec["priority"] = priority
-    if volumes:
-        spec["volumes"] = volumes
-    if node_selector:
-        spec["nodeSelector"] = node_selector
-    if tolerations:
-        spec["tolerations"] = tolerations
-    if affinity:
-        spec["affinity"] = affinity
-    status: JSON = {"phase": "Running" if node else "Pending"}
-    if unschedulable:
-        status["conditions"] = [{"type": "PodScheduled", "status": "False",
-                                 "reason": "Unschedulable"}]
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec, "status": status}
+    """tests/support/builders.make_pod with the autoscaler's defaults: 100m CPU and 128Mi
+    requested, labelled ``app: <name>``, controlled by a ``<name>-rs`` of kind ``owner``
+    (``None``: a bare pod); ``node`` binds it, ``unschedulable`` marks it as the scheduler
+    does when nothing fits."""
+    return builders.make_pod(
+        name, namespace, cpu=cpu, memory=memory, node_name=node, unschedulable=unschedulable,
+        priority=priority, labels=labels or {"app": name}, annotations=annotations,
+        volumes=volumes or (), node_selector=node_selector, tolerations=tolerations or (),
+        affinity=affinity, image="i", uid=f"uid-{namespace}-{name}",
+        owner=(owner, f"{name}-rs", f"owner-{name}") if owner else None,
+        owner_api_version="apps/v1")
 
 
 def make_node(name: str, cpu: str = "4", memory: str = "8Gi", pods: str = "110",
               labels: dict[str, str] | None = None, taints: list[JSON] | None = None,
               annotations: dict[str, str] | None = None,
               extra: dict[str, str] | None = None) -> JSON:
-    capacity = {"cpu": cpu, "memory": memory, "pods": pods, **(extra or {})}
-    return {"apiVersion": "v1", "kind": "Node",
-            "metadata": {"name": name, "uid": f"uid-{name}",
-                         "labels": {"kubernetes.io/hostname": name, **(labels or {})},
-                         "annotations": annotations or {}},
-            "spec": {"taints": taints} if taints else {},
-            "status": {"capacity": capacity, "allocatable": capacity,
-                       "conditions": [{"type": "Ready", "status": "True"}]}}
+    """tests/support/builders.make_node; ``extra`` are extended resources."""
+    return builders.make_node(name, cpu=cpu, memory=memory, pods=pods, labels=labels,
+                              taints=taints or (), annotations=annotations, extended=extra,
+                              uid=f"uid-{name}")
 
 
 def make_machine_set(name: str, replicas: int = 1, min_size: int | None = 0,

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import pytest
+
 from berthmaster.operator.autoscaler.config import AutoscalerConfig
 from berthmaster.operator.autoscaler.groups import build_cluster_view
+from berthmaster.operator.autoscaler.handlers import status_changes
 from berthmaster.operator.autoscaler.loop import AutoscalerState, build_status
 from berthmaster.operator.autoscaler.scaledown import ScaleDownPlan, Unneeded
 from berthmaster.operator.autoscaler.scaleup import GroupIncrease, ScaleUpDecision
@@ -33,3 +36,19 @@ def test_conditions_and_transition_times() -> None:
     assert again["ScaleUp"]["lastTransitionTime"] == conditions["ScaleUp"]["lastTransitionTime"]
     assert again["ScaleDown"]["reason"] == "NoCandidates"
     assert again["ScaleDown"]["lastTransitionTime"] != conditions["ScaleDown"]["lastTransitionTime"]
+
+
+@pytest.mark.parametrize(("current", "wanted", "written"), [
+    # a loop at rest: nothing changed, nothing written (no PATCH every scan interval)
+    ({"unneededNodes": 0, "conditions": [{"type": "Healthy", "status": "True"}]},
+     {"unneededNodes": 0, "conditions": [{"type": "Healthy", "status": "True"}]}, {}),
+    ({"unneededNodes": 0, "observedGeneration": 1},
+     {"unneededNodes": 2, "observedGeneration": 1}, {"unneededNodes": 2}),
+    ({}, {"unschedulablePods": 0}, {"unschedulablePods": 0}),
+    ({"nodeGroups": [{"name": "a", "targetSize": 1}]},
+     {"nodeGroups": [{"name": "a", "targetSize": 2}]},
+     {"nodeGroups": [{"name": "a", "targetSize": 2}]}),
+])
+def test_only_changed_status_fields_are_written(current: dict, wanted: dict,
+                                                written: dict) -> None:
+    assert status_changes(current, wanted) == written

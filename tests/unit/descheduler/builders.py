@@ -14,6 +14,8 @@ from berthmaster.scheduler.descheduler.evictor import (
     planned_attempt,
 )
 from berthmaster.scheduler.descheduler.protection import EvictorSettings
+from berthmaster.times import format_rfc3339
+from tests.support import builders
 
 NOW = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
 _ids = itertools.count()
@@ -22,13 +24,10 @@ _ids = itertools.count()
 def make_node(name: str, cpu: str = "4", memory: str = "8Gi", pods: str = "110",
               labels: dict[str, str] | None = None, taints: list[dict[str, str]] | None = None,
               ready: bool = True, unschedulable: bool = False) -> dict[str, Any]:
-    return {
-        "metadata": {"name": name, "uid": f"node-{name}",
-                     "labels": {"kubernetes.io/hostname": name, **(labels or {})}},
-        "spec": {"taints": taints or [], "unschedulable": unschedulable},
-        "status": {"allocatable": {"cpu": cpu, "memory": memory, "pods": pods},
-                   "conditions": [{"type": "Ready", "status": "True" if ready else "False"}]},
-    }
+    """tests/support/builders.make_node with the node's uid derived from its name."""
+    return builders.make_node(name, cpu=cpu, memory=memory, pods=pods, labels=labels,
+                              taints=taints or (), ready=ready, unschedulable=unschedulable,
+                              uid=f"node-{name}")
 
 
 def make_pod(name: str, node: str, namespace: str = "default", owner: str | None = "rs-a",
@@ -37,25 +36,17 @@ def make_pod(name: str, node: str, namespace: str = "default", owner: str | None
              phase: str = "Running", age: timedelta = timedelta(hours=1),
              annotations: dict[str, str] | None = None, volumes: list[dict[str, Any]] | None = None,
              image: str = "nginx", **spec: Any) -> dict[str, Any]:
-    requests = {k: v for k, v in (("cpu", cpu), ("memory", memory)) if v}
-    meta: dict[str, Any] = {
-        "name": name, "namespace": namespace, "uid": f"uid-{name}-{next(_ids)}",
-        "labels": labels or {}, "annotations": annotations or {},
-        "creationTimestamp": (NOW - age).strftime("%Y-%m-%dT%H:%M:%SZ"),
-    }
-    if owner:
-        meta["ownerReferences"] = [{"kind": owner_kind, "name": owner, "controller": True,
-                                    "apiVersion": "apps/v1", "uid": f"owner-{owner}"}]
-    body: dict[str, Any] = {
-        "metadata": meta,
-        "spec": {"nodeName": node, "containers": [
-            {"name": "c", "image": image, "resources": {"requests": requests} if requests else {}}],
-            "volumes": volumes or [], **spec},
-        "status": {"phase": phase},
-    }
-    if priority is not None:
-        body["spec"]["priority"] = priority
-    return body
+    """tests/support/builders.make_pod with the descheduler's defaults: bound to ``node``,
+    running, controlled by ReplicaSet ``owner`` (``None``: a bare pod), created ``age`` before
+    ``NOW``; extra keywords are spec fields."""
+    pod = builders.make_pod(
+        name, namespace, node_name=node, cpu=cpu, memory=memory, labels=labels,
+        priority=priority, phase=phase, created=format_rfc3339(NOW - age),
+        annotations=annotations, volumes=volumes or (), image=image,
+        uid=f"uid-{name}-{next(_ids)}", owner_api_version="apps/v1",
+        owner=(owner_kind, owner, f"owner-{owner}") if owner else None, spec=spec)
+    del pod["status"]["startTime"]  # tests of the start time (minPodAge, PodLifeTime) set it
+    return pod
 
 
 def everywhere(pod: dict[str, Any], node: str) -> bool:

@@ -1,5 +1,5 @@
-"""Policy files: the seed's v1alpha1 sample, v1alpha2 profiles, and validation that lists
-every problem."""
+"""Policy files: the documented v1alpha1 sample (deploy/samples/descheduler-once.yaml),
+v1alpha2 profiles, and validation that lists every problem."""
 
 from __future__ import annotations
 
@@ -7,8 +7,9 @@ import textwrap
 
 import pytest
 
-from berthmaster.scheduler.descheduler.fields import PolicyError
+from berthmaster.errors import PolicyError
 from berthmaster.scheduler.descheduler.policy import parse_policy, parse_policy_text
+from berthmaster.scheduler.policy import load_policy as load_scheduler_policy
 
 SEED_SAMPLE = textwrap.dedent('''
     apiVersion: "descheduler/v1alpha1"
@@ -199,7 +200,21 @@ def test_policy_error_message_lists_each_problem() -> None:
     with pytest.raises(PolicyError) as caught:
         parse_policy_text("apiVersion: descheduler/v1alpha1\nkind: DeschedulerPolicy\n"
                           "strategies: {Nope: {enabled: true}}\n", source="policy.yaml")
-    assert str(caught.value).startswith("policy.yaml is invalid (1 problem(s)):")
+    assert str(caught.value).startswith(
+        "invalid descheduler policy policy.yaml: 1 problem(s):\n  - ")
+
+
+def test_the_scheduler_and_descheduler_policies_raise_one_error_alike() -> None:
+    """One PolicyError (berthmaster/errors.py), source first, problems second, in both."""
+    with pytest.raises(PolicyError) as scheduler:
+        load_scheduler_policy("kind: Pod", "sched.yaml")
+    with pytest.raises(PolicyError) as descheduler:
+        parse_policy_text("kind: Pod", source="desched.yaml")
+    for caught, document, source in ((scheduler, "scheduler", "sched.yaml"),
+                                     (descheduler, "descheduler", "desched.yaml")):
+        assert caught.value.source == source
+        assert caught.value.problems
+        assert str(caught.value).startswith(f"invalid {document} policy {source}: ")
 
 
 def test_not_yaml_is_a_policy_error() -> None:

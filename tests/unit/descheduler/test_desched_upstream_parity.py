@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 import yaml
 
+from berthmaster.errors import PolicyError
 from berthmaster.scheduler.descheduler.context import (
     Candidate,
     ClusterState,
@@ -26,7 +27,7 @@ from berthmaster.scheduler.descheduler.evictor import (
     drive_planned,
     planned_attempt,
 )
-from berthmaster.scheduler.descheduler.fields import PolicyError, Problems
+from berthmaster.scheduler.descheduler.fields import Problems
 from berthmaster.scheduler.descheduler.policy import load_policy_file, parse_policy_text
 from berthmaster.scheduler.descheduler.protection import EvictorSettings, eviction_order
 from berthmaster.scheduler.descheduler.strategies import (

@@ -1,4 +1,4 @@
-"""Model: quantities, requests, priorities, selectors, tolerations (seed 16.11 examples)."""
+"""Model: quantities, requests, priorities, selectors, tolerations (docs/engine.md's examples)."""
 
 from fractions import Fraction
 
@@ -87,7 +87,7 @@ def test_resolve_priority(spec, classes, want):
 
 T = Taint
 @pytest.mark.parametrize(("tol", "t", "ok"), [
-    # Equal: key, value and effect must match (seed 16.11.2)
+    # Equal: key, value and effect must match (v1.Toleration.ToleratesTaint)
     (toleration("key1", "value1", "NoExecute", "Equal"), T("key1", "value1", "NoExecute"), True),
     (toleration("key1", "value2", "NoExecute", "Equal"), T("key1", "value1", "NoExecute"), False),
     (toleration("key1", "value1", "NoSchedule", "Equal"), T("key1", "value1", "NoExecute"), False),
@@ -98,7 +98,7 @@ T = Taint
     (toleration("key2", effect="NoExecute", operator="Exists"), T("key1", "v", "NoExecute"), False),
     # empty effect matches every effect
     (toleration("key1", operator="Exists"), T("key1", "v", "PreferNoSchedule"), True),
-    # empty key with Exists tolerates everything (seed 7.7.1.5)
+    # empty key with Exists tolerates everything (v1.Toleration.ToleratesTaint)
     (toleration(operator="Exists"), T("anything", "x", "NoSchedule"), True),
     (toleration(operator="Bogus", key="key1"), T("key1", "", "NoSchedule"), False),
 ])
@@ -124,7 +124,7 @@ def test_noexecute_eviction_delay(tols, taints, want):
 
 
 def test_noexecute_three_taint_example_keeps_running():
-    # seed 16.11.2.1: the pod keeps running; only the NoSchedule key2 taint is untolerated
+    # the documented three-taint example: only the NoSchedule key2 taint is untolerated
     pod = make_pod("p", tolerations=[toleration("key1", "value1", "NoSchedule", "Equal"),
                                      toleration("key1", "value1", "NoExecute", "Equal")])
     taints = [taint("key1", "value1", "NoSchedule"), taint("key1", "value1", "NoExecute"),

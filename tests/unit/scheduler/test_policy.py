@@ -1,10 +1,11 @@
-"""Policy files: the seed's default and sample policies, and validation errors."""
+"""Policy files: the default and documented sample policies, and validation errors."""
 
 from __future__ import annotations
 
 import pytest
 
-from berthmaster.scheduler.policy import PolicyError, default_policy, load_policy
+from berthmaster.errors import PolicyError
+from berthmaster.scheduler.policy import default_policy, load_policy
 
 SEED_MODIFIED = """
 kind: "Policy"
@@ -58,7 +59,7 @@ version: "v1"
     ]
 """
 
-# 16.2.8 samples, verbatim (the "..." lines are the seed's elisions)
+# the documented sample policies, verbatim (the "..." lines are their elisions)
 SAMPLE_THREE_LEVELS = """kind: "Policy"
 version: "v1"
 predicates:

@@ -75,7 +75,7 @@ CASES = [
      make_node("n", labels={"disk": "ssd"}), [], None),
     ("node selector mismatch", P("MatchNodeSelector"), make_pod(node_selector={"disk": "ssd"}),
      make_node("n", labels={"disk": "hdd"}), [], (AFFINITY,)),
-    # seed 16.8.3.1 / 16.8.3.2: required node affinity zone In [us]
+    # required node affinity zone In [us] (deploy/samples/pods-*.yaml)
     ("node affinity matching labels", P("NodeAffinity"),
      make_pod("pod-s1", required_node_terms=[[match_expression("zone", "In", "us")]]),
      make_node("node1", labels={"zone": "us"}), [], None),
@@ -111,7 +111,7 @@ CASES = [
     ("empty taint value printed as upstream", P("PodToleratesNodeTaints"), make_pod(),
      make_node("n", taints=[taint("node-role.kubernetes.io/master")]), [],
      (TAINT,)),
-    ("three-taint example (seed 16.11.2.1)", P("PodToleratesNodeTaints"),
+    ("documented three-taint example", P("PodToleratesNodeTaints"),
      make_pod(tolerations=[toleration("key1", "value1", "NoSchedule", "Equal"),
                            toleration("key1", "value1", "NoExecute", "Equal")]),
      make_node("node1", taints=[taint("key1", "value1", "NoSchedule"),
@@ -190,20 +190,20 @@ IPA = "MatchInterPodAffinity"
 
 
 @pytest.mark.parametrize(("pod", "node", "existing", "want"), [
-    # seed 16.9.3.1: team4a joins team4's node
+    # documented pod affinity example: team4a joins team4's node
     (make_pod("team4a", pod_affinity=[pod_affinity_term({"team": "4"})]), make_node("n1"),
      [make_pod("team4", labels={"team": "4"}, node_name="n1")], None),
     (make_pod("team4a", pod_affinity=[pod_affinity_term({"team": "4"})]), make_node("n2"),
      [make_pod("team4", labels={"team": "4"}, node_name="n1")],
      ("node(s) didn't match pod affinity rules",)),
-    # seed 16.9.3.2: pod-s2 avoids pod-s1's node
+    # documented anti-affinity example: pod-s2 avoids pod-s1's node
     (make_pod("pod-s2", pod_anti_affinity=[pod_affinity_term(expressions=[
         match_expression("security", "In", "s1")])]), make_node("n1"),
      [make_pod("pod-s1", labels={"security": "s1"}, node_name="n1")],
      ("node(s) didn't match pod anti-affinity rules",)),
     (make_pod("pod-s2", pod_anti_affinity=[pod_affinity_term({"security": "s1"})]),
      make_node("n2"), [make_pod("pod-s1", labels={"security": "s1"}, node_name="n1")], None),
-    # seed 16.9.3.3: no pod with security=s2 anywhere, pod does not match itself -> pending
+    # documented example: no pod with security=s2 anywhere, pod does not match itself -> pending
     (make_pod("pod-s2", pod_affinity=[pod_affinity_term({"security": "s2"})]), make_node("n1"),
      [make_pod("pod-s1", labels={"security": "s1"}, node_name="n1")],
      ("node(s) didn't match pod affinity rules",)),

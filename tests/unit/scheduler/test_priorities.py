@@ -65,7 +65,7 @@ def test_balanced_allocation():
 
 
 def test_node_affinity_priority_seed_example():
-    # seed 16.8.2.2: prefer e2e-az-EastWest In [e2e-az-East, e2e-az-West]
+    # documented preferred node affinity: prefer e2e-az-EastWest In [e2e-az-East, e2e-az-West]
     pod = make_pod("with-node-affinity", preferred_node_terms=[
         (1, [match_expression("e2e-az-EastWest", "In", "e2e-az-East", "e2e-az-West")]),
         (3, [match_expression("ssd", "Exists")])])

@@ -19,6 +19,7 @@ from tests.integration.operator.machines.conftest import (
     node_or_none,
     running_machine,
 )
+from tests.support.builders import for_create, make_pod
 from tests.support.chaos import make_node_unreachable
 from tests.support.waiting import wait_for
 
@@ -27,11 +28,10 @@ HOLD = "berthmaster.io/test-hold"
 
 def pod(name: str, node: str, labels: dict[str, str], owner: dict[str, Any] | None = None
         ) -> dict[str, Any]:
-    meta: dict[str, Any] = {"name": name, "labels": labels}
+    body = for_create(make_pod(name, node_name=node, labels=labels, image="busybox"))
     if owner:
-        meta["ownerReferences"] = [owner]
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": meta,
-            "spec": {"nodeName": node, "containers": [{"name": "c", "image": "busybox"}]}}
+        body["metadata"]["ownerReferences"] = [owner]
+    return body
 
 
 async def pods_named(kube: KubeClient, namespace: str) -> set[str]:

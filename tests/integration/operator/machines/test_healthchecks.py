@@ -22,8 +22,8 @@ import pytest
 from berthmaster.devcluster.cluster import RunningCluster
 from berthmaster.kube import CORE, KubeClient, resource_path
 from berthmaster.operator.machines import api
-from berthmaster.operator.machines.conditions import timestamp
 from berthmaster.operator.machines.healthcheck import mhc_path
+from berthmaster.times import format_rfc3339
 from tests.integration.operator.machines.conftest import (
     OperatorProcess,
     condition,
@@ -272,7 +272,7 @@ async def test_machine_without_a_node_is_remediated_after_node_startup_timeout(
         body["metadata"]["ownerReferences"] = owners
         await kube.create(api.machine_path(namespace), body)
         await kube.patch(api.machine_path(namespace, machine_name, "status"), {"status": {
-            "phase": api.PROVISIONING, "lastUpdated": timestamp(datetime.now(UTC))}})
+            "phase": api.PROVISIONING, "lastUpdated": format_rfc3339(datetime.now(UTC))}})
         loose_and_owned.append(machine_name)
     await kube.create(mhc_path(namespace),
                       health_check("mhc", "idle", nodeStartupTimeout="2s"))

@@ -1,4 +1,4 @@
-"""The lifecycle-hook document's example on a real control plane: one preDrain hook and three
+"""docs/machines.md's lifecycle-hook example on a real control plane: one preDrain hook and three
 preTerminate hooks hold a Machine's deletion at each stage until their owners remove them."""
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from tests.integration.operator.machines.conftest import (
     running_machine,
     set_hooks,
 )
+from tests.support.builders import for_create, make_pod
 from tests.support.waiting import wait_for
 
 PRE_DRAIN = [("MigrateImportantApp", "my-app-migration-controller")]
@@ -28,9 +29,8 @@ PRE_TERMINATE = [("BackupFileSystem", "my-backup-controller"),
 
 
 def bare_pod(name: str, node: str) -> dict:
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
-            "spec": {"nodeName": node, "containers": [{"name": "c", "image": "busybox"}],
-                     "volumes": [{"name": "scratch", "emptyDir": {}}]}}
+    return for_create(make_pod(name, node_name=node, image="busybox",
+                               volumes=[{"name": "scratch", "emptyDir": {}}]))
 
 
 async def test_seed_example_held_at_each_stage(kube: KubeClient, namespace: str,

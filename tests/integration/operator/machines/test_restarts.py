@@ -17,7 +17,6 @@ Two angles:
 from __future__ import annotations
 
 import asyncio
-import json
 from typing import Any
 
 from berthmaster.kube import KubeClient, KubeError, resource_path
@@ -35,46 +34,8 @@ from tests.integration.operator.machines.conftest import (
     set_hooks,
 )
 from tests.integration.operator.machines.test_drain import pdb, pdb_settled
+from tests.support.crashing import Crash, OneWriteLife
 from tests.support.waiting import wait_for
-
-
-class Crash(Exception):
-    """The simulated operator death right after a write reached the API server."""
-
-
-class OneWriteLife:
-    """A KubeClient stand-in whose life ends right after its first successful write."""
-
-    def __init__(self, kube: KubeClient, ledger: list[tuple[str, str, str]]):
-        self.kube = kube
-        self.ledger = ledger
-        self.writes = 0
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.kube, name)
-
-    async def _write(self, method: str, path: str, body: Any, call: Any) -> Any:
-        if self.writes:
-            raise Crash("this life already wrote")
-        await call()
-        self.writes += 1
-        clean = json.loads(json.dumps(body or {}))
-        if isinstance(clean, dict):
-            clean.get("metadata", {}).pop("resourceVersion", None)
-        self.ledger.append((method, path, json.dumps(clean, sort_keys=True)))
-        raise Crash(f"died after {method} {path}")
-
-    async def create(self, path: str, body: Any, **params: Any) -> Any:
-        return await self._write("POST", path, body,
-                                 lambda: self.kube.create(path, body, **params))
-
-    async def patch(self, path: str, body: Any, kind: str = "merge", **params: Any) -> Any:
-        return await self._write("PATCH", path, body,
-                                 lambda: self.kube.patch(path, body, kind, **params))
-
-    async def delete(self, path: str, body: Any = None, **params: Any) -> Any:
-        return await self._write("DELETE", path, body,
-                                 lambda: self.kube.delete(path, body, **params))
 
 
 async def test_operator_dies_after_every_write(kube: KubeClient, namespace: str,

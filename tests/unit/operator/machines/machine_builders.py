@@ -1,10 +1,13 @@
-"""Small builders for Machine, Pod and Node dicts used by the machines unit tests."""
+"""Machine builders for the machines unit tests, and their pods (tests/support/builders.py
+builds every Pod and Node)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from berthmaster.operator.machines import api
+from berthmaster.scheduler.pods import MIRROR_ANNOTATION
+from tests.support import builders
 
 
 def make_machine(name: str = "m", *, namespace: str = "ns", pre_drain: list[tuple[str, str]] = (),
@@ -45,11 +48,9 @@ def make_machine(name: str = "m", *, namespace: str = "ns", pre_drain: list[tupl
 
 def make_pod(name: str, *, namespace: str = "ns", owner_kind: str | None = "ReplicaSet",
              mirror: bool = False, deleted_at: str | None = None) -> dict[str, Any]:
-    meta: dict[str, Any] = {"name": name, "namespace": namespace, "annotations": {}}
-    if owner_kind:
-        meta["ownerReferences"] = [{"kind": owner_kind, "name": "owner", "controller": True}]
-    if mirror:
-        meta["annotations"]["kubernetes.io/config.mirror"] = "hash"
-    if deleted_at:
-        meta["deletionTimestamp"] = deleted_at
-    return {"metadata": meta, "spec": {"nodeName": "n"}}
+    """tests/support/builders.make_pod bound to Node ``n``, controlled by an ``owner_kind``
+    (``None``: a bare pod); ``mirror`` adds the kubelet's mirror-pod annotation."""
+    return builders.make_pod(
+        name, namespace, node_name="n", deleted_at=deleted_at,
+        owner=(owner_kind, "owner", f"owner-{name}") if owner_kind else None,
+        annotations={MIRROR_ANNOTATION: "hash"} if mirror else None)

@@ -17,7 +17,6 @@ from typing import Any
 import pytest
 
 from berthmaster.operator.machines import healthcheck as mhc
-from berthmaster.operator.machines.conditions import timestamp
 from berthmaster.operator.machines.healthcheck import (
     Health,
     RefusedSpec,
@@ -26,6 +25,7 @@ from berthmaster.operator.machines.healthcheck import (
     decide_health_check,
     parse_spec,
 )
+from berthmaster.times import format_rfc3339
 from tests.support.builders import make_node
 from tests.unit.operator.machines.machine_builders import make_machine
 
@@ -43,7 +43,7 @@ def check(**spec: Any) -> dict[str, Any]:
 def node(ready: str = "True", since: timedelta = timedelta(hours=1)) -> dict[str, Any]:
     built = make_node("n")
     built["status"]["conditions"] = [{"type": "Ready", "status": ready,
-                                      "lastTransitionTime": timestamp(NOW - since)}]
+                                      "lastTransitionTime": format_rfc3339(NOW - since)}]
     return built
 
 
@@ -51,7 +51,7 @@ def machine(name: str = "m", *, owned: bool = True, updated: timedelta | None = 
             **kwargs: Any) -> dict[str, Any]:
     built = make_machine(name, owner_uid="ms-uid" if owned else None, **kwargs)
     if updated is not None:
-        built["status"]["lastUpdated"] = timestamp(NOW - updated)
+        built["status"]["lastUpdated"] = format_rfc3339(NOW - updated)
     return built
 
 
@@ -187,6 +187,11 @@ def test_next_check_is_the_soonest_due_target() -> None:
     ({"unhealthyConditions": []}, "InvalidConfiguration", "spec.unhealthyConditions"),
     ({"maxUnhealthy": "150%"}, "InvalidConfiguration", "spec.maxUnhealthy"),
     ({"selector": {"matchExpressions": [{"key": "a", "operator": "Maybe"}]}},
+     "InvalidConfiguration", "spec.selector.matchExpressions"),
+    # refused whatever comes before it (the selector is compiled, as LabelSelectorAsSelector
+    # does, not matched against no labels: an In that fails first hid the operator)
+    ({"selector": {"matchExpressions": [{"key": "a", "operator": "In", "values": ["x"]},
+                                        {"key": "b", "operator": "Maybe"}]}},
      "InvalidConfiguration", "spec.selector.matchExpressions"),
 ])
 def test_refused_specs_name_the_field(spec: dict[str, Any], reason: str, field: str) -> None:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from berthmaster.operator.machines.nodes import missing_taints, node_patch
+from berthmaster.operator.machines.api import NODE_MACHINE
+from berthmaster.operator.machines.nodes import missing_taints, node_patch, wanted_labels
 from berthmaster.operator.machines.providers import (
     InvalidProviderSpec,
     provider_for,
@@ -115,3 +116,27 @@ def test_failed_machine_provider_state_becomes_unknown(
     overrideFailedMachineProviderStatusState: a Machine going Failed has its providerStatus
     ``instanceState`` / ``vmState`` set to Unknown when one is recorded."""
     assert unknown_instance_state(provider_status) == failed
+
+
+@pytest.mark.parametrize(("name", "label"), [
+    ("worker-1", "worker-1"),
+    ("w" * 63, "w" * 63),
+    # a valid Machine name that is no valid label value: the label is still there (empty), so
+    # the operator's server-side Node watch (api.NODES_WATCH_SELECTOR) still sees this Node
+    ("w" * 64, ""),
+    ("a.b-" + "c" * 70, ""),
+])
+def test_every_linked_node_carries_the_machine_label(name: str, label: str) -> None:
+    machine = make_machine(name)
+    assert wanted_labels(machine)[NODE_MACHINE] == label
+    patch = node_patch({"metadata": {"name": "n", "labels": {}, "annotations": {}},
+                        "spec": {}}, machine)
+    assert patch is not None and patch["metadata"]["labels"][NODE_MACHINE] == label
+    assert build_node(kwok_machine_named(name))["metadata"]["labels"][NODE_MACHINE] == label
+
+
+def kwok_machine_named(name: str) -> dict:
+    machine = make_machine(name)
+    machine["spec"]["providerSpec"] = {"value": {"apiVersion": "berthmaster.io/v1alpha1",
+                                                 "kind": "KwokMachineProviderSpec"}}
+    return machine

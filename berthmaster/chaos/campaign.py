@@ -1,0 +1,409 @@
+"""The campaign: one local control plane, every component, churn, faults, invariants, figures.
+
+Order of a run: start the control plane and apply the CRDs; create the scene (static nodes,
+priority classes, MachineSets with MachineAutoscalers, the ClusterAutoscaler, a guarded
+Deployment and its PodDisruptionBudget); start two scheduler replicas with leader election, the
+operator with every capability and the two example hook controllers, all as processes recorded
+with the cluster; start the checker. Then, until the fault phase ends, the churn runs, the
+descheduler runs from the CLI on a schedule, and faults are injected one at a time in shuffled
+rounds (each kind once per round). The first breach ends the run. After the last fault the
+churn stops and the run waits ``BIND_BOUND`` seconds: then every pending pod that fits somewhere
+is a breach, and every other pending pod must carry an up-to-date scheduling failure. The last
+line is ``invariant breaches: N`` and the figures; the exit code is 1 on any breach.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import functools
+import logging
+import os
+import random
+import shutil
+import socket
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from berthmaster.chaos import faults
+from berthmaster.chaos import invariants as rules
+from berthmaster.chaos import workload as scene
+from berthmaster.chaos.checker import AUTOSCALING, MACHINE_API, Checker
+from berthmaster.devcluster.cluster import ControlPlane, RunningCluster
+from berthmaster.kube import CORE, KubeClient, KubeError, resource_path
+from berthmaster.scheduler.engine import Engine
+from berthmaster.scheduler.model import PodView
+from berthmaster.scheduler.snapshot import Snapshot
+
+ROOT = Path(__file__).resolve().parents[2]
+HOOKS = ROOT / "examples" / "machine_hooks"
+SCHEDULER_NAME = "chaos"
+LEASE = (scene.SYSTEM, "chaos-scheduler")
+BIND_BOUND = 60.0  # every pod that fits is bound this long after the last fault
+OURS_RSS_BOUND_MIB = 96  # berthmaster's processes, per process life
+PLANE_RSS_BOUND_MIB = 512  # etcd, kube-apiserver, kube-controller-manager, kwok
+RSS_WARMUP = 20.0  # a process life's first sample is taken this long after it started
+DESCHEDULER_POLICY = """apiVersion: descheduler/v1alpha1
+kind: DeschedulerPolicy
+strategies:
+  RemoveDuplicates: {enabled: true}
+  RemovePodsViolatingNodeTaints: {enabled: true}
+  RemovePodsViolatingInterPodAntiAffinity: {enabled: true}
+"""
+log = logging.getLogger("berthmaster.chaos")
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@dataclasses.dataclass
+class Settings:
+    minutes: float
+    seed: int
+    hold: float = 6.0  # seconds a lasting fault lasts
+    gap: float = 4.0  # mean seconds between faults
+    churn_interval: float = 1.5
+    max_live: int = 24
+    descheduler_every: float = 40.0
+    warmup: float = 20.0
+
+
+@dataclasses.dataclass
+class Rss:
+    """RSS samples per component: the first of each life after warm-up, and the latest."""
+
+    lives: dict[tuple[str, int], tuple[int, int]] = dataclasses.field(default_factory=dict)
+    born: dict[tuple[str, int], float] = dataclasses.field(default_factory=dict)
+
+    def sample(self, cluster: RunningCluster) -> None:
+        now = time.monotonic()
+        for name, component in cluster.components.items():
+            life = (name, component.pid)
+            self.born.setdefault(life, now)
+            kib = read_rss(component.pid)
+            if kib is None or now - self.born[life] < RSS_WARMUP:
+                continue
+            first, _ = self.lives.get(life, (kib, kib))
+            self.lives[life] = (first, kib)
+
+    def per_component(self) -> dict[str, tuple[int, int, int]]:
+        """component -> (first sample of the run, latest sample, process lives) in KiB."""
+        out: dict[str, tuple[int, int, int]] = {}
+        for (name, _), (first, last) in self.lives.items():
+            start, _, lives = out.get(name, (first, last, 0))
+            out[name] = (start, last, lives + 1)
+        return out
+
+    def breaches(self) -> list[str]:
+        found = []
+        for (name, pid), (first, last) in self.lives.items():
+            ours = not name.startswith(("etcd", "kube-", "kwok"))
+            bound = (OURS_RSS_BOUND_MIB if ours else PLANE_RSS_BOUND_MIB) * 1024
+            problem = rules.rss_breach(f"{name} (pid {pid})", first, last, bound)
+            if problem:
+                found.append(problem)
+        return found
+
+
+def read_rss(pid: int) -> int | None:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+class Campaign:
+    def __init__(self, settings: Settings):
+        self.settings = settings
+        self.rng = random.Random(settings.seed)
+        self.plane = ControlPlane(f"chaos-{settings.seed}-{os.getpid()}",
+                                  say=lambda line: log.info(line.strip()))
+        self.breached = asyncio.Event()
+        self.rss = Rss()
+        self.descheduler_runs = 0
+        self.started = time.time()
+        self.workdir = Path(tempfile.mkdtemp(prefix="berthmaster-chaos-"))
+
+    # ---------------------------------------------------------------- set-up
+    def _launches(self, cluster: RunningCluster) -> dict[str, faults.Launch]:
+        python = sys.executable
+        kubeconfig = str(cluster.kubeconfig)
+        launches: dict[str, faults.Launch] = {}
+        for replica in ("a", "b"):
+            port = free_port()
+
+            def identity(life: int, replica: str = replica) -> str:
+                return f"chaos-{replica}-{life}"
+
+            def scheduler(life: int, port: int = port,
+                          identity: Any = identity) -> list[str]:
+                return [python, "-m", "berthmaster.cli", "scheduler", "--kubeconfig",
+                        kubeconfig, "--scheduler-name", SCHEDULER_NAME,
+                        "--leader-elect-lease-namespace", LEASE[0],
+                        "--leader-elect-lease-name", LEASE[1],
+                        "--leader-elect-lease-duration", "4s",
+                        "--leader-elect-renew-deadline", "3s",
+                        "--leader-elect-retry-period", "1s",
+                        "--leader-elect-identity", identity(life),
+                        "--metrics-bind-address", f"127.0.0.1:{port}"]
+
+            health = f"http://127.0.0.1:{port}/healthz"
+            launches[f"scheduler-{replica}"] = faults.Launch(
+                scheduler, f"http://127.0.0.1:{port}",
+                functools.partial(faults.http_ok, health), identity=identity)
+        liveness = f"http://127.0.0.1:{free_port()}/healthz"
+        launches["operator"] = faults.Launch(
+            lambda life: [python, "-m", "berthmaster.cli", "operator", "--kubeconfig",
+                          kubeconfig, "--standalone", "--liveness", liveness],
+            liveness, lambda: faults.http_ok(liveness))
+        selector = "machine.openshift.io/cluster-api-machineset=pool-a"
+        launches["hook-replacement"] = faults.Launch(
+            lambda life: [python, str(HOOKS / "replacement_hook.py"), "--kubeconfig", kubeconfig,
+                          "--namespace", scene.MACHINES, "--selector", selector,
+                          "--interval", "1"], "-", lambda: True)
+        launches["hook-log-flush"] = faults.Launch(
+            lambda life: [python, str(HOOKS / "log_flush_hook.py"), "--kubeconfig", kubeconfig,
+                          "--namespace", scene.MACHINES, "--delay", "3", "--interval", "1"],
+            "-", lambda: True)
+        return launches
+
+    def _apply_crds(self, cluster: RunningCluster) -> None:
+        manifests = sorted((ROOT / "deploy" / "crds").glob("*.yaml"))
+        for manifest in [*manifests, ROOT / "deploy" / "machine-lifecycle-hooks-policy.yaml"]:
+            result = cluster.kubectl("apply", "--server-side", "-f", str(manifest))
+            if result.returncode != 0:
+                raise RuntimeError(f"applying {manifest.name}: {result.stderr.strip()}")
+        result = cluster.kubectl("wait", "--for=condition=Established", "crd", "--all",
+                                 "--timeout=60s")
+        if result.returncode != 0:
+            raise RuntimeError(f"CRDs not established: {result.stderr.strip()}")
+
+    async def _create(self, kube: KubeClient, path: str, body: dict[str, Any]) -> None:
+        for _ in range(60):
+            try:
+                await kube.create(path, body)
+                return
+            except KubeError as error:
+                if error.conflict:
+                    return  # already there
+                if error.status not in (0, 403, 404, 429, 500, 503):
+                    raise
+            await asyncio.sleep(1)
+        raise RuntimeError(f"could not create {path} {body['metadata']['name']}")
+
+    async def _scene(self, kube: KubeClient) -> None:
+        for namespace in (scene.WORK, scene.MACHINES, scene.SYSTEM):
+            await self._create(kube, resource_path(CORE, "namespaces"), {
+                "apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
+        await faults.wait_until(lambda: self._has_default_account(kube), 60)
+        for name, value in ((scene.HIGH, 1000), (scene.LOW, 10)):
+            await self._create(kube, resource_path(scene.SCHEDULING, "priorityclasses"),
+                               scene.priority_class(name, value))
+        for node in scene.static_nodes():
+            await self._create(kube, resource_path(CORE, "nodes"), node)
+        for name, (low, high, replicas) in scene.POOLS.items():
+            await self._create(kube, resource_path(MACHINE_API, "machinesets", scene.MACHINES),
+                               scene.machine_set(name, replicas))
+            await self._create(kube, resource_path(scene.AUTOSCALING_BETA, "machineautoscalers",
+                                                   scene.MACHINES),
+                               scene.machine_autoscaler(name, low, high))
+        await self._create(kube, resource_path(AUTOSCALING, "clusterautoscalers"),
+                           scene.cluster_autoscaler())
+        deployment, pdb = scene.guarded(SCHEDULER_NAME)
+        await self._create(kube, resource_path(scene.APPS, "deployments", scene.WORK),
+                           deployment)
+        await self._create(kube, resource_path(scene.POLICY, "poddisruptionbudgets",
+                                               scene.WORK), pdb)
+
+    async def _has_default_account(self, kube: KubeClient) -> bool:
+        try:
+            await kube.get(resource_path(CORE, "serviceaccounts", scene.WORK, "default"))
+        except KubeError:
+            return False
+        return True
+
+    # ---------------------------------------------------------------- loops
+    async def _rss_loop(self, cluster: RunningCluster, stop: asyncio.Event) -> None:
+        while not stop.is_set():
+            self.rss.sample(cluster)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), 5)
+
+    async def _descheduler_loop(self, cluster: RunningCluster, stop: asyncio.Event) -> None:
+        policy = self.workdir / "descheduler-policy.yaml"
+        policy.write_text(DESCHEDULER_POLICY)
+        logfile = self.workdir / "descheduler.log"
+        while not stop.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), self.settings.descheduler_every)
+            if stop.is_set():
+                return
+            with logfile.open("ab") as sink:
+                process = await asyncio.create_subprocess_exec(
+                    sys.executable, "-m", "berthmaster.cli", "deschedule",
+                    "--policy-config-file", str(policy), "--kubeconfig", str(cluster.kubeconfig),
+                    stdout=sink, stderr=sink)
+                await process.wait()
+            self.descheduler_runs += 1
+
+    async def _fault_loop(self, stage: faults.Stage, until: float) -> None:
+        kinds = list(faults.FAULTS)
+        while True:
+            self.rng.shuffle(kinds)
+            for kind in kinds:
+                if self.breached.is_set():
+                    return
+                # past the end, go on until every kind has fired once (a short run), but
+                # not for ever (a kind that keeps failing is reported as such)
+                fired = set(stage.counts) >= set(kinds)
+                if time.time() >= until and (fired or time.time() >= until + 300):
+                    return
+                log.info("fault: %s", kind)
+                await faults.inject(stage, kind)
+                await asyncio.sleep(self.rng.uniform(0.5, 1.5) * self.settings.gap)
+
+    # ---------------------------------------------------------------- the run
+    async def run(self) -> int:
+        cluster = await asyncio.to_thread(self.plane.up)
+        try:
+            return await self._run(cluster)
+        finally:
+            # every component's log is kept in the work folder, for a breach's reader
+            with contextlib.suppress(OSError):
+                shutil.copytree(self.plane.root / "logs", self.workdir / "logs")
+            await asyncio.to_thread(self.plane.down, True)
+
+    async def _run(self, cluster: RunningCluster) -> int:
+        os.environ.update({
+            "KUBECONFIG": str(cluster.kubeconfig),
+            "BERTHMASTER_AUTOSCALER_SCAN_INTERVAL": "3",
+            "BERTHMASTER_DRAIN_BACKOFF_SECONDS": "1",
+            "PYTHONPATH": os.pathsep.join(filter(None, (str(HOOKS),
+                                                        os.environ.get("PYTHONPATH")))),
+            "PYTHONUNBUFFERED": "1"})
+        await asyncio.to_thread(self._apply_crds, cluster)
+        kube = await KubeClient.from_kubeconfig(str(cluster.kubeconfig))
+        try:
+            return await self._campaign(cluster, kube)
+        finally:
+            await kube.close()
+
+    async def _campaign(self, cluster: RunningCluster, kube: KubeClient) -> int:
+        settings = self.settings
+        await self._scene(kube)
+        checker = Checker(kube, SCHEDULER_NAME, LEASE, scene.MACHINES,
+                          lambda what: self.breached.set())
+        checker.static_nodes = {n["metadata"]["name"] for n in scene.static_nodes()}
+        stage = faults.Stage(self.plane, cluster, kube, checker, self.rng,
+                             self._launches(cluster), settings.hold)
+        for name in stage.launches:
+            await stage.start(name)
+        await checker.start()
+        churn = scene.Churn(kube, SCHEDULER_NAME, self.rng, settings.churn_interval,
+                            settings.max_live)
+        stop_churn, stop_all = asyncio.Event(), asyncio.Event()
+        stage.churn = churn
+        background = [asyncio.create_task(self._rss_loop(cluster, stop_all)),
+                      asyncio.create_task(faults.supervise(stage, stop_all)),
+                      asyncio.create_task(self._descheduler_loop(cluster, stop_churn)),
+                      asyncio.create_task(churn.run(stop_churn))]
+        began = time.time()
+        fault_phase_end = began + max(settings.minutes * 60 - BIND_BOUND - 15,
+                                      settings.warmup + 30)
+        await asyncio.sleep(settings.warmup)
+        await self._fault_loop(stage, fault_phase_end)
+        stop_churn.set()
+        last_fault = max(stage.fault_ended, default=time.time())
+        if not self.breached.is_set():
+            await asyncio.sleep(max(0.0, last_fault + BIND_BOUND - time.time()))
+            await self._final_checks(checker, last_fault)
+        self.rss.sample(cluster)
+        for problem in self.rss.breaches():
+            checker.breach(problem)
+        stop_all.set()
+        for task in background:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        await checker.stop()
+        self._report(checker, stage, churn, time.time() - began)
+        return 1 if checker.breaches else 0
+
+    async def _final_checks(self, checker: Checker, last_fault: float) -> None:
+        """Liveness: every pending pod that fits somewhere is a breach; every other pending pod
+        must carry an up-to-date reason."""
+        nodes = list(checker.nodes.items.values())
+        pods = [p for p in checker.pods.items.values()
+                if rules.occupies(PodView.from_dict(p))]
+        engine = Engine(seed=self.settings.seed)
+        cutoff = time.time() - 15
+        for pod in checker.pending():
+            uid = str(pod["metadata"]["uid"])
+            if checker.created_at.get(uid, 0) > cutoff:
+                continue
+            snapshot = Snapshot.build(nodes=nodes, pods=pods)
+            decision = engine.schedule(pod, snapshot)
+            key = f"{pod['metadata']['namespace']}/{pod['metadata']['name']}"
+            if decision.node is not None:
+                checker.breach(f"{key}: fits on {decision.node} but still pending "
+                               f"{BIND_BOUND:.0f}s after the last fault")
+                continue
+            problem = rules.stale_reason(pod, len(nodes), checker.failed_scheduling.get(uid),
+                                         last_fault)
+            if problem:
+                checker.breach(problem)
+
+    def _report(self, checker: Checker, stage: faults.Stage, churn: scene.Churn,
+                elapsed: float) -> None:
+        latencies = []
+        for uid, bound in checker.bound_at.items():
+            created = checker.created_at.get(uid, bound)
+            ended = [f for f in stage.fault_ended if created <= f <= bound]
+            if ended:
+                latencies.append(bound - max(ended))
+        figures = checker.figures
+        print(f"run: {elapsed / 60:.1f} min, seed {self.settings.seed}, breaches: "
+              f"{len(checker.breaches)}")
+        for breach in checker.breaches:
+            print(f"  BREACH: {breach}")
+        print(f"pods created {figures.pods_created}, bound {figures.pods_bound}; binds by "
+              f"replica {dict(sorted(figures.binds_by_reporter.items()))}; leader takeovers "
+              f"{figures.takeovers}")
+        print(f"churn: {dict(sorted(churn.counts.items()))}; descheduler runs "
+              f"{self.descheduler_runs}; MachineSet scale-ups {figures.scale_ups}, "
+              f"scale-downs {figures.scale_downs}; Machines gone {figures.machines_deleted}")
+        print(f"faults: {dict(sorted(stage.counts.items()))}")
+        print(f"fault details: {dict(sorted(stage.details.items()))}")
+        print(f"restarts after exiting on their own: {dict(sorted(stage.restarts.items()))}")
+        print(f"watch relists by the checker: "
+              f"{sum(m.relists for m in checker.mirrors) - len(checker.mirrors)}")
+        rss = ", ".join(f"{name} {start // 1024}->{end // 1024} MiB ({lives} lives)"
+                        for name, (start, end, lives) in sorted(self.rss.per_component().items()))
+        print(f"RSS start->end: {rss}")
+        print(f"logs (kept after the run): {self.workdir}")
+        worst = max(latencies, default=0.0)
+        median = statistics.median(latencies) if latencies else 0.0
+        counts = " ".join(f"{k}={v}" for k, v in sorted(stage.counts.items()))
+        print(f"invariant breaches: {len(checker.breaches)} | pods created "
+              f"{figures.pods_created} bound {figures.pods_bound} | faults {counts} | "
+              f"worst time-to-bind after a fault {worst:.1f}s (median {median:.1f}s, "
+              f"{len(latencies)} pods) | bound {BIND_BOUND:.0f}s after the last fault")
+
+
+def main(minutes: float, seed: int, **overrides: Any) -> int:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s",
+                        datefmt="%H:%M:%S")
+    logging.getLogger("aiohttp").setLevel(logging.WARNING)
+    settings = Settings(minutes=minutes, seed=seed, **overrides)
+    return asyncio.run(Campaign(settings).run())

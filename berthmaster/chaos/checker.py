@@ -1,0 +1,396 @@
+"""The invariant checker: mirrors the cluster through watches and applies ``invariants``.
+
+Design: one :class:`Mirror` per resource keeps a local copy (list, then watch from the list's
+resourceVersion; on 410 Gone, a closed stream or an unreachable API server it relists and turns
+the difference into the events it missed, so faults on the API server or etcd never blind it).
+Each mirror feeds :class:`Checker` in its own stream's order; the pod stream is the one order
+bind-time rules are judged in. Rules whose facts arrive on two streams (a Node deleted, its
+Machine's hooks) are judged a few seconds later, when both streams have caught up. A breach is
+recorded with the checker's clock; the campaign stops at the first one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from berthmaster.chaos import invariants as rules
+from berthmaster.kube import CORE, KubeClient, KubeError, group_path, resource_path
+from berthmaster.scheduler.model import NodeView, PodView
+
+Obj = dict[str, Any]
+Handler = Callable[[str, Obj, Obj | None], None]
+MACHINE_API = group_path("machine.openshift.io", "v1beta1")
+AUTOSCALING = group_path("autoscaling.openshift.io", "v1")
+COORDINATION = group_path("coordination.k8s.io", "v1")
+POLICY = group_path("policy", "v1")
+RECENT = 10.0  # seconds a departed pod still counts for rules judged on a lagging view
+# A bind in flight when the Lease ran out (event stamps have 1 s resolution); the leader-stop
+# fault resumes a frozen leader only after a longer while (faults.RESUME_AFTER_TAKEOVER).
+LEASE_GRACE = 3.0
+log = logging.getLogger("berthmaster.chaos")
+
+
+def key_of(obj: Obj) -> str:
+    meta = obj.get("metadata") or {}
+    return f"{meta.get('namespace') or ''}/{meta.get('name')}"
+
+
+def stamp_seconds(text: str | None) -> float | None:
+    if not text:
+        return None
+    try:
+        return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
+class Mirror:
+    """A local copy of one collection, kept by list + watch, robust to API server faults."""
+
+    def __init__(self, kube: KubeClient, path: str, handler: Handler, **params: Any):
+        self.kube, self.path, self.handler, self.params = kube, path, handler, params
+        self.items: dict[str, Obj] = {}
+        self.relists = 0
+        self.synced = asyncio.Event()
+
+    async def run(self) -> None:
+        while True:
+            try:
+                version = await self._relist()
+                async for event in self.kube.watch(self.path, version, timeout_seconds=60,
+                                                   **self.params):
+                    obj = event["object"]
+                    if event["type"] == "BOOKMARK":
+                        continue
+                    key = key_of(obj)
+                    old = self.items.get(key)
+                    if event["type"] == "DELETED":
+                        self.items.pop(key, None)
+                    else:
+                        self.items[key] = obj
+                    self.handler(event["type"], obj, old)
+            except KubeError as error:
+                log.debug("watch %s: %s; relisting", self.path, error)
+                await asyncio.sleep(0.5 if error.gone else 1.0)
+            except (TimeoutError, OSError) as error:
+                log.debug("watch %s: %r; relisting", self.path, error)
+                await asyncio.sleep(1.0)
+
+    async def _relist(self) -> str:
+        items, version = await self.kube.list_all(self.path, **self.params)
+        self.relists += 1
+        fresh = {key_of(i): i for i in items}
+        before, self.items = self.items, dict(fresh)
+        # The copy is whole before the missed events are told: a rule counting over the copy
+        # (a budget's healthy pods) sees the cluster as listed, not half-updated.
+        for key, gone in before.items():
+            if key not in fresh:
+                self.handler("DELETED", gone, gone)
+        for key, obj in fresh.items():
+            old = before.get(key)
+            if old is None or (old.get("metadata") or {}).get("resourceVersion") != \
+                    (obj.get("metadata") or {}).get("resourceVersion"):
+                self.handler("ADDED" if old is None else "MODIFIED", obj, old)
+        self.synced.set()
+        return version
+
+
+@dataclass
+class Figures:
+    pods_created: int = 0
+    pods_bound: int = 0
+    binds_by_reporter: dict[str, int] = field(default_factory=dict)
+    takeovers: int = 0
+    evictions_seen: int = 0
+    machines_deleted: int = 0
+    scale_ups: int = 0
+    scale_downs: int = 0
+
+
+class Checker:
+    """Applies the rules to what the mirrors see; ``breaches`` grows, never shrinks."""
+
+    def __init__(self, kube: KubeClient, scheduler_name: str, lease: tuple[str, str],
+                 machine_namespace: str, on_breach: Callable[[str], None]):
+        self.kube = kube
+        self.scheduler_name = scheduler_name
+        self.lease_namespace, self.lease_name = lease
+        self.machine_namespace = machine_namespace
+        self.on_breach = on_breach
+        self.breaches: list[str] = []
+        self.figures = Figures()
+        self.first_node: dict[str, str] = {}  # pod uid -> the node it was first seen bound to
+        self.created_at: dict[str, float] = {}
+        self.bound_at: dict[str, float] = {}
+        self.gone: list[tuple[float, PodView]] = []
+        self.takeovers: list[rules.Takeover] = []
+        self.holder = ""
+        self.scheduled: dict[str, dict[str, int]] = {}  # pod uid -> event uid -> count
+        self.failed_scheduling: dict[str, float] = {}  # pod uid -> last FailedScheduling seen
+        self.machine_events: dict[str, dict[str, tuple[str, int, str]]] = {}
+        self.max_nodes_total: int | None = None
+        self.static_nodes: set[str] = set()
+        self.taint_since: dict[str, dict[tuple[Any, Any], float]] = {}
+        self.tasks: list[asyncio.Task[None]] = []
+        self.pods = Mirror(kube, resource_path(CORE, "pods"), self._pod)
+        self.nodes = Mirror(kube, resource_path(CORE, "nodes"), self._node)
+        self.events = Mirror(kube, resource_path(CORE, "events"), self._event)
+        self.leases = Mirror(kube, resource_path(COORDINATION, "leases", self.lease_namespace),
+                             self._lease)
+        self.machines = Mirror(kube, resource_path(MACHINE_API, "machines",
+                                                   machine_namespace), self._machine)
+        self.machine_sets = Mirror(kube, resource_path(MACHINE_API, "machinesets",
+                                                       machine_namespace), self._machine_set)
+        self.pdbs = Mirror(kube, resource_path(POLICY, "poddisruptionbudgets"), self._ignore)
+        self.autoscalers = Mirror(kube, resource_path(AUTOSCALING, "clusterautoscalers"),
+                                  self._autoscaler)
+        self.mirrors = [self.nodes, self.pdbs, self.leases, self.machines, self.machine_sets,
+                        self.autoscalers, self.pods, self.events]
+
+    # ---------------------------------------------------------------- running
+    async def start(self) -> None:
+        for mirror in self.mirrors:
+            self.tasks.append(asyncio.create_task(mirror.run()))
+            await asyncio.wait_for(mirror.synced.wait(), timeout=60)
+
+    async def stop(self) -> None:
+        for task in self.tasks:
+            task.cancel()
+        for task in self.tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+
+    def breach(self, what: str) -> None:
+        if what not in self.breaches:
+            self.breaches.append(what)
+            log.error("INVARIANT BREACH: %s", what)
+            self.on_breach(what)
+
+    def later(self, delay: float, check: Callable[[], Awaitable[None] | None]) -> None:
+        async def run() -> None:
+            await asyncio.sleep(delay)
+            result = check()
+            if result is not None:
+                await result
+        self.tasks.append(asyncio.create_task(run()))
+
+    # ---------------------------------------------------------------- pods
+    def _ours(self, pod: Obj) -> bool:
+        return (pod.get("spec") or {}).get("schedulerName") == self.scheduler_name
+
+    def node_views(self, now: float) -> dict[str, NodeView]:
+        """Nodes as a scheduler may rightly have seen them: taints younger than ``RECENT``
+        seconds left out (the node-lifecycle controller's not-ready taint lands while pods
+        are being bound; a scheduler's cache learns of it a moment later)."""
+        views = {}
+        for node in self.nodes.items.values():
+            name = str((node.get("metadata") or {}).get("name"))
+            since = self.taint_since.get(name, {})
+            taints = (node.get("spec") or {}).get("taints") or []
+            settled = [t for t in taints
+                       if now - since.get((t.get("key"), t.get("effect")), 0.0) >= RECENT]
+            if len(settled) != len(taints):
+                node = {**node, "spec": {**(node.get("spec") or {}), "taints": settled},
+                        "metadata": {**(node.get("metadata") or {}), "uid": None}}
+            views[name] = NodeView.from_dict(node)
+        return views
+
+    def _pod(self, kind: str, pod: Obj, old: Obj | None) -> None:
+        now = time.time()
+        meta = pod.get("metadata") or {}
+        uid = str(meta.get("uid"))
+        node_name = (pod.get("spec") or {}).get("nodeName") or ""
+        self._pdb_transition(pod, old, kind)
+        if kind == "DELETED":
+            self.gone.append((now, PodView.from_dict(pod)))
+            self.gone = [(t, p) for t, p in self.gone if now - t < RECENT]
+            self.first_node.pop(uid, None)
+            return
+        if uid not in self.created_at and self._ours(pod):
+            self.created_at[uid] = stamp_seconds(meta.get("creationTimestamp")) or now
+            self.figures.pods_created += 1
+        if not node_name:
+            return
+        first = self.first_node.get(uid)
+        twice = rules.rebinding(first, node_name)
+        if twice:
+            self.breach(f"{key_of(pod)}: {twice}")
+        if first is not None or (old is not None and (old.get("spec") or {}).get("nodeName")):
+            self.first_node.setdefault(uid, node_name)
+            return
+        self.first_node[uid] = node_name
+        if not self._ours(pod) or uid in self.bound_at:
+            return
+        self.bound_at[uid] = now
+        self.figures.pods_bound += 1
+        nodes = self.node_views(now)
+        view = PodView.from_dict(pod)
+        others = [PodView.from_dict(p) for p in self.pods.items.values()]
+        recent = [p for t, p in self.gone if now - t < RECENT]
+        for problem in rules.bind_breaches(view, nodes.get(node_name), others, nodes, recent):
+            self.breach(problem)
+        node = nodes.get(node_name)
+        if node is not None:
+            for problem in rules.overcommit(node, others):
+                self.breach(problem)
+
+    # ---------------------------------------------------------------- budgets
+    def _pdb_transition(self, pod: Obj, old: Obj | None, kind: str) -> None:
+        before_healthy = old is not None and rules.healthy(old)
+        after_healthy = kind != "DELETED" and rules.healthy(pod)
+        if not before_healthy or after_healthy:
+            return
+        if kind != "DELETED" and not (pod.get("metadata") or {}).get("deletionTimestamp"):
+            return  # turned unready (a NotReady node), not disrupted through the API
+        labels = (pod.get("metadata") or {}).get("labels") or {}
+        namespace = (pod.get("metadata") or {}).get("namespace")
+        for pdb in self.pdbs.items.values():
+            if (pdb.get("metadata") or {}).get("namespace") != namespace:
+                continue
+            selector = ((pdb.get("spec") or {}).get("selector") or {}).get("matchLabels") or {}
+            if not selector or any(labels.get(k) != v for k, v in selector.items()):
+                continue
+            members = [p for p in self.pods.items.values()
+                       if (p.get("metadata") or {}).get("namespace") == namespace and
+                       all(((p.get("metadata") or {}).get("labels") or {}).get(k) == v
+                           for k, v in selector.items())]
+            after = sum(1 for p in members if rules.healthy(p))
+            expected = int((pdb.get("status") or {}).get("expectedPods") or len(members))
+            minimum = rules.pdb_minimum(pdb, expected)
+            if minimum is None:
+                continue
+            problem = rules.pdb_breach(key_of(pdb), minimum, after + 1, after, key_of(pod))
+            if problem:
+                self.breach(problem)
+
+    def _ignore(self, kind: str, obj: Obj, old: Obj | None) -> None:
+        return None
+
+    # ---------------------------------------------------------------- nodes
+    def _node(self, kind: str, node: Obj, old: Obj | None) -> None:
+        name = str((node.get("metadata") or {}).get("name"))
+        if kind != "DELETED":
+            since = self.taint_since.setdefault(name, {})
+            now = time.time()
+            current = {(t.get("key"), t.get("effect"))
+                       for t in (node.get("spec") or {}).get("taints") or []}
+            for taint in current - set(since):
+                since[taint] = now if old is not None else 0.0
+            for taint in set(since) - current:
+                del since[taint]
+            return
+        self.taint_since.pop(name, None)
+        for machine in list(self.machines.items.values()):
+            if ((machine.get("status") or {}).get("nodeRef") or {}).get("name") == name:
+                self.later(3.0, functools.partial(self._instance_check, key_of(machine)))
+
+    def _instance_check(self, machine_key: str) -> None:
+        machine = self.machines.items.get(machine_key)
+        if machine is None:
+            return
+        node = ((machine.get("status") or {}).get("nodeRef") or {}).get("name")
+        problem = rules.instance_gone_early(machine, f"/{node}" in self.nodes.items)
+        if problem:
+            self.breach(problem)
+
+    # ---------------------------------------------------------------- events
+    def _event(self, kind: str, event: Obj, old: Obj | None) -> None:
+        if kind == "DELETED":
+            return
+        involved = event.get("involvedObject") or {}
+        reason = str(event.get("reason") or "")
+        when = event.get("firstTimestamp") or event.get("eventTime") or ""
+        if involved.get("kind") == "Pod" and reason == "Scheduled":
+            reporter = str(event.get("reportingInstance") or "")
+            if old is None and reporter:
+                self.figures.binds_by_reporter[reporter] = \
+                    self.figures.binds_by_reporter.get(reporter, 0) + 1
+            counts = self.scheduled.setdefault(str(involved.get("uid")), {})
+            counts[str((event.get("metadata") or {}).get("uid"))] = int(event.get("count") or 1)
+            twice = rules.scheduled_twice(f"{involved.get('namespace')}/{involved.get('name')}",
+                                          counts.values())
+            if twice:
+                self.breach(twice)
+            stamped = stamp_seconds(when)
+            observed = self.bound_at.get(str(involved.get("uid")))
+            at = min(x for x in (stamped, observed, time.time()) if x is not None)
+            problem = rules.bind_after_lost_lease(reporter, at, self.takeovers, LEASE_GRACE)
+            if problem:
+                self.breach(f"{involved.get('namespace')}/{involved.get('name')}: {problem}")
+        elif involved.get("kind") == "Pod" and reason == "Preempted" and old is None:
+            reporter = str(event.get("reportingInstance") or "")
+            at = stamp_seconds(when) or time.time()
+            problem = rules.bind_after_lost_lease(reporter, at, self.takeovers, LEASE_GRACE,
+                                                  "preempted a pod")
+            if problem:
+                self.breach(f"{involved.get('namespace')}/{involved.get('name')}: {problem}")
+        elif involved.get("kind") == "Pod" and reason == "FailedScheduling":
+            self.failed_scheduling[str(involved.get("uid"))] = time.time()
+        elif involved.get("kind") == "Machine" and reason in rules.DELETION_EVENTS:
+            uid = str((event.get("metadata") or {}).get("uid"))
+            self.machine_events.setdefault(str(involved.get("name")), {})[uid] = (
+                reason, int(event.get("count") or 1), str(when))
+            name = str(involved.get("name"))
+            for problem in rules.deletion_event_breaches(
+                    name, list(self.machine_events[name].values())):
+                self.breach(problem)
+
+    # ---------------------------------------------------------------- leases
+    def _lease(self, kind: str, lease: Obj, old: Obj | None) -> None:
+        if (lease.get("metadata") or {}).get("name") != self.lease_name or kind == "DELETED":
+            return
+        spec = lease.get("spec") or {}
+        holder = str(spec.get("holderIdentity") or "")
+        if holder and holder != self.holder:
+            if self.holder:
+                at = stamp_seconds(spec.get("acquireTime")) or time.time()
+                self.takeovers.append(rules.Takeover(at, self.holder, holder))
+                self.figures.takeovers += 1
+            self.holder = holder
+
+    # ---------------------------------------------------------------- machines
+    def _machine(self, kind: str, machine: Obj, old: Obj | None) -> None:
+        if kind == "DELETED":
+            self.figures.machines_deleted += 1
+            return
+        for problem in rules.machine_breaches(machine):
+            self.breach(problem)
+
+    def _machine_set(self, kind: str, machine_set: Obj, old: Obj | None) -> None:
+        if kind == "DELETED":
+            return
+        problem = rules.replicas_breach(machine_set)
+        if problem:
+            self.breach(problem)
+        if old is not None:
+            before = int((old.get("spec") or {}).get("replicas") or 0)
+            after = int((machine_set.get("spec") or {}).get("replicas") or 0)
+            if after > before:
+                self.figures.scale_ups += 1
+                problem = rules.cluster_limit_breach(self.machine_sets.items.values(),
+                                                     len(self.static_nodes),
+                                                     self.max_nodes_total)
+                if problem:
+                    self.breach(problem)
+            elif after < before:
+                self.figures.scale_downs += 1
+
+    def _autoscaler(self, kind: str, obj: Obj, old: Obj | None) -> None:
+        limits = (obj.get("spec") or {}).get("resourceLimits") or {}
+        if kind != "DELETED" and "maxNodesTotal" in limits:
+            self.max_nodes_total = int(limits["maxNodesTotal"])
+
+    # ---------------------------------------------------------------- at the end
+    def pending(self) -> list[Obj]:
+        return [p for p in self.pods.items.values() if self._ours(p)
+                and not (p.get("spec") or {}).get("nodeName")
+                and not (p.get("metadata") or {}).get("deletionTimestamp")
+                and (p.get("status") or {}).get("phase") in (None, "Pending")]

@@ -1,0 +1,149 @@
+"""The MutatingWebhookConfiguration and ValidatingWebhookConfiguration, and their caBundle.
+
+Choices (explained for users in docs/admission.md):
+
+- ``failurePolicy: Fail`` by default: the whitelists and PodNodeConstraints are policy, and a
+  policy that lapses whenever the operator restarts is none; ``Ignore`` is offered for clusters
+  that prefer availability. The excluded namespaces keep the cluster and berthmaster itself
+  able to start pods while the webhook is down.
+- ``timeoutSeconds: 5``: a decision costs a namespace read and at most a node read and a
+  SubjectAccessReview (cached); five seconds is generous for that and short beside the API
+  server's own 60-second request budget, as two webhooks may each wait.
+- ``namespaceSelector``: every namespace except kube-system, kube-public, kube-node-lease and
+  berthmaster's own (by the ``kubernetes.io/metadata.name`` label the API server sets).
+- ``reinvocationPolicy: IfNeeded``: if a later mutating webhook changes the pod, ours runs again,
+  so its merges apply to the final object; they are idempotent, so a second run changes
+  nothing else. The validating configuration then checks what was finally stored.
+- ``sideEffects: None``: a decision writes nothing (a SubjectAccessReview is a read), so dry-run
+  requests are served too.
+
+Two ways to point the API server at the webhook: a Service (the chart installs both
+configurations without a caBundle; the operator fills it in, :func:`inject_ca_bundle`), or a
+URL (``--admission-listen`` outside a cluster; the operator writes the whole configurations,
+:func:`apply_configurations`).
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from berthmaster.kube import KubeClient, KubeError, group_path, resource_path
+from berthmaster.operator.admission.podnodeconstraints import POD_SPEC_PATHS
+
+ADMISSIONREGISTRATION = group_path("admissionregistration.k8s.io", "v1")
+MUTATING, VALIDATING = "mutatingwebhookconfigurations", "validatingwebhookconfigurations"
+WEBHOOK_NAME = "pod-placement.berthmaster.io"
+SYSTEM_NAMESPACES = ("kube-system", "kube-public", "kube-node-lease")
+FIELD_MANAGER = "berthmaster-operator"
+VERSIONS = {"": "v1", "apps": "v1", "batch": "v1", "apps.openshift.io": "v1"}
+
+
+@dataclass(frozen=True)
+class Target:
+    """Where the API server sends reviews: a URL base, or a Service (namespace, name, port)."""
+
+    url: str = ""
+    service: tuple[str, str, int] | None = None
+
+    def client_config(self, path: str, ca_bundle: str) -> dict[str, Any]:
+        config: dict[str, Any] = {"caBundle": base64.b64encode(ca_bundle.encode()).decode()}
+        if self.service is not None:
+            namespace, name, port = self.service
+            config["service"] = {"namespace": namespace, "name": name, "path": path,
+                                 "port": port}
+        else:
+            config["url"] = self.url.rstrip("/") + path
+        return config
+
+
+def namespace_selector(own_namespace: str) -> dict[str, Any]:
+    excluded = [*SYSTEM_NAMESPACES, *([own_namespace] if own_namespace else [])]
+    return {"matchExpressions": [{"key": "kubernetes.io/metadata.name", "operator": "NotIn",
+                                  "values": excluded}]}
+
+
+def _common(failure_policy: str, timeout: int, own_namespace: str) -> dict[str, Any]:
+    return {"name": WEBHOOK_NAME, "admissionReviewVersions": ["v1"], "sideEffects": "None",
+            "failurePolicy": failure_policy, "timeoutSeconds": timeout,
+            "matchPolicy": "Equivalent", "namespaceSelector": namespace_selector(own_namespace)}
+
+
+def pod_rule() -> dict[str, Any]:
+    return {"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE", "UPDATE"],
+            "resources": ["pods"], "scope": "Namespaced"}
+
+
+def template_rules() -> list[dict[str, Any]]:
+    """One rule per API group of the workload kinds PodNodeConstraints covers."""
+    by_group: dict[str, list[str]] = {}
+    for group, resource in POD_SPEC_PATHS:
+        if (group, resource) != ("", "pods"):
+            by_group.setdefault(group, []).append(resource)
+    return [{"apiGroups": [group], "apiVersions": [VERSIONS[group]],
+             "operations": ["CREATE", "UPDATE"], "resources": sorted(resources),
+             "scope": "Namespaced"} for group, resources in sorted(by_group.items())]
+
+
+def build_configurations(name: str, target: Target, ca_bundle: str, own_namespace: str,
+                         failure_policy: str = "Fail", timeout: int = 5,
+                         labels: dict[str, str] | None = None
+                         ) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(MutatingWebhookConfiguration, ValidatingWebhookConfiguration) named ``name``."""
+    metadata = {"name": name, "labels": dict(labels or {"app.kubernetes.io/name": "berthmaster",
+                                                        "app.kubernetes.io/component":
+                                                        "admission"})}
+    mutating = {**_common(failure_policy, timeout, own_namespace),
+                "clientConfig": target.client_config("/mutate", ca_bundle),
+                "rules": [pod_rule()], "reinvocationPolicy": "IfNeeded"}
+    validating = {**_common(failure_policy, timeout, own_namespace),
+                  "clientConfig": target.client_config("/validate", ca_bundle),
+                  "rules": [pod_rule(), *template_rules()]}
+    return ({"apiVersion": "admissionregistration.k8s.io/v1",
+             "kind": "MutatingWebhookConfiguration", "metadata": metadata,
+             "webhooks": [mutating]},
+            {"apiVersion": "admissionregistration.k8s.io/v1",
+             "kind": "ValidatingWebhookConfiguration", "metadata": dict(metadata),
+             "webhooks": [validating]})
+
+
+async def apply_configurations(client: KubeClient, configurations: Sequence[dict[str, Any]]
+                               ) -> None:
+    """Create or update the configurations (server-side apply, this operator's fields)."""
+    for configuration in configurations:
+        plural = MUTATING if configuration["kind"].startswith("Mutating") else VALIDATING
+        await client.patch(resource_path(ADMISSIONREGISTRATION, plural,
+                                         name=configuration["metadata"]["name"]),
+                           configuration, kind="apply", fieldManager=FIELD_MANAGER,
+                           force="true")
+
+
+async def inject_ca_bundle(client: KubeClient, name: str, ca_bundle: str) -> list[str]:
+    """Set every webhook's caBundle in both configurations named ``name``; returns the ones
+    that do not exist (the chart was installed without admission.enabled)."""
+    encoded = base64.b64encode(ca_bundle.encode()).decode()
+    missing = []
+    for plural in (MUTATING, VALIDATING):
+        path = resource_path(ADMISSIONREGISTRATION, plural, name=name)
+        for _attempt in range(5):
+            try:
+                current = await client.get(path)
+            except KubeError as error:
+                if not error.not_found:
+                    raise
+                missing.append(f"{plural}/{name}")
+                break
+            webhooks = current.get("webhooks") or []
+            if all((w.get("clientConfig") or {}).get("caBundle") == encoded for w in webhooks):
+                break
+            for webhook in webhooks:
+                webhook.setdefault("clientConfig", {})["caBundle"] = encoded
+            try:
+                await client.replace(path, current)
+                break
+            except KubeError as error:
+                if not error.conflict:
+                    raise
+    return missing

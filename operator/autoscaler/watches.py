@@ -1,0 +1,109 @@
+"""The autoscaler's watch caches: each loop reads the cluster from memory, not from LISTs.
+
+Design: upstream's cluster-autoscaler reads every kind through client-go listers (informers),
+and so do we, with the scheduler's :class:`~berthmaster.scheduler.daemon.cache.Informer` (the
+project's one list+watch): per kind one paged LIST served from the API server's watch cache
+(``resourceVersion=0``), then a WATCH from that list's resourceVersion with bookmarks; a stream
+that ends is re-opened from the last version seen, ``410 Gone`` relists, any other error backs
+off (capped) and retries. At rest the autoscaler so costs one open watch per kind, re-opened
+every five minutes, instead of six LISTs (every pod in the cluster among them) every 10 s.
+
+What runs when: the caches start on the first loop that reads them (an operator without a
+ClusterAutoscaler watches nothing more) and run until the operator stops (:meth:`stop`, from
+kopf's cleanup). A loop waits for a kind's first sync, at most ``sync_timeout`` seconds, then
+fails like a failed LIST (:class:`KubeError`; the next loop tries again). A loop reads the
+objects as the watch has delivered them so far: its own writes of the previous loop arrive
+within the watch's delivery delay, as with upstream's listers, and every decision is made again
+from the newer state on the next loop. The cached objects are shared between loops; the loop
+never changes them (the simulation works on copies).
+
+Terminal pods (Succeeded/Failed) are filtered out on the server, as the LIST did. The Priority
+expander's ConfigMap is watched by name (a field selector), once a configuration asks for it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from berthmaster.kube import CORE, KubeClient, KubeError, resource_path
+from berthmaster.operator.autoscaler.config import AutoscalerConfig
+from berthmaster.operator.autoscaler.expanders import PRIORITY_CONFIGMAP
+from berthmaster.operator.autoscaler.loop import (
+    ACTIVE_PODS,
+    MACHINE_API,
+    POLICY_API,
+    SCHEDULING_API,
+    ClusterState,
+)
+from berthmaster.scheduler.daemon.cache import Informer, Resource
+
+JSON = dict[str, Any]
+SYNC_TIMEOUT = 60.0
+
+NODES = Resource("Node", resource_path(CORE, "nodes"))
+PODS = Resource("Pod", resource_path(CORE, "pods"), field_selector=ACTIVE_PODS)
+PDBS = Resource("PodDisruptionBudget", resource_path(POLICY_API, "poddisruptionbudgets"))
+PRIORITY_CLASSES = Resource("PriorityClass", resource_path(SCHEDULING_API, "priorityclasses"))
+MACHINE_SETS = Resource("MachineSet", resource_path(MACHINE_API, "machinesets"))
+MACHINES = Resource("Machine", resource_path(MACHINE_API, "machines"))
+PRIORITY_EXPANDER_CONFIGMAP = Resource("ConfigMap", resource_path(CORE, "configmaps"),
+                                       field_selector=f"metadata.name={PRIORITY_CONFIGMAP}")
+
+
+def _ignore(kind: str, event: str, obj: JSON, old: JSON | None) -> None:
+    """The loop reads the informers' objects when it runs; no change needs handling at once."""
+
+
+class WatchedCluster:
+    """The autoscaler's informers, started on first use; see the module docstring."""
+
+    def __init__(self, kube: KubeClient, sync_timeout: float = SYNC_TIMEOUT,
+                 watch_timeout: int = 300):
+        self.kube = kube
+        self.sync_timeout = sync_timeout
+        self.watch_timeout = watch_timeout
+        self.informers: dict[str, Informer] = {}
+        self._tasks: list[asyncio.Task[None]] = []
+
+    def _informer(self, resource: Resource) -> Informer:
+        key = f"{resource.path}?{resource.field_selector or ''}"
+        informer = self.informers.get(key)
+        if informer is None:
+            informer = self.informers[key] = Informer(self.kube, resource, _ignore,
+                                                      watch_timeout=self.watch_timeout)
+            # run() lists first (the version is still empty), then watches for ever
+            self._tasks.append(asyncio.create_task(
+                informer.run(), name=f"autoscaler-watch-{resource.kind}"))
+        return informer
+
+    async def items(self, resource: Resource) -> list[JSON]:
+        """The cached objects of one kind, after its first sync."""
+        informer = self._informer(resource)
+        if not informer.synced.is_set():
+            try:
+                await asyncio.wait_for(informer.synced.wait(), self.sync_timeout)
+            except TimeoutError:
+                raise KubeError(0, "NotSynced", f"the {resource.kind} watch cache has not "
+                                f"synced in {self.sync_timeout:g} s") from None
+        return list(informer.known.values())
+
+    async def read(self, config: AutoscalerConfig) -> ClusterState:
+        """What one loop decides on (the watch-cache twin of ``loop.read_cluster``)."""
+        kinds = [NODES, PODS, PDBS, PRIORITY_CLASSES, MACHINE_SETS, MACHINES]
+        if "Priority" in config.expanders:
+            kinds.append(PRIORITY_EXPANDER_CONFIGMAP)
+        for resource in kinds:  # start every watch before waiting on any
+            self._informer(resource)
+        nodes, pods, pdbs, classes, machine_sets, machines, *configmaps = [
+            await self.items(resource) for resource in kinds]
+        found = configmaps[0] if configmaps else []
+        return ClusterState(nodes, pods, pdbs, {c["metadata"]["name"]: c for c in classes},
+                            machine_sets, machines, found[0] if found else None)
+
+    async def stop(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        self._tasks = []
+        self.informers = {}

@@ -1,0 +1,95 @@
+"""The operator's ``/metrics``, ``/healthz`` and ``/readyz`` (``--metrics-bind-address``).
+
+Design: the same server as the scheduler's (berthmaster.serving), started in kopf's event loop
+by a startup handler and stopped by a cleanup handler. ``/metrics`` exposes prometheus_client's
+default registry: the capabilities' collectors (``cluster_autoscaler_*``, ``mapi_*``,
+``descheduler_*``) and the process and Python runtime collectors it carries by default.
+
+``/readyz`` answers 200 once the operator is connected and running its handlers:
+
+- kopf's startup handlers have finished (kopf raises its ready flag after them; every
+  capability's runtime is made there), and
+- the API server answered the last check, made every ``CHECK_SECONDS`` through the operator's
+  shared client (one GET /version: connected, and the credentials still accepted).
+
+kopf keeps its watch state to itself (it has no public "listed" signal), so "caches synced" is
+kopf's own ordering: it starts its watches only after the startup handlers; the operator's
+own caches, made in those handlers, are part of the first condition. ``/healthz`` answers 200
+while the process serves (kopf's own liveness endpoint, ``--liveness``, stays as it was).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import threading
+from typing import Any
+
+from aiohttp import web
+from prometheus_client import REGISTRY, generate_latest
+
+from berthmaster.errors import CommandError
+from berthmaster.kube import KubeError
+from berthmaster.serving import serve
+
+log = logging.getLogger("berthmaster.operator.health")
+
+CHECK_SECONDS = 10.0
+
+
+class Readiness:
+    """What ``/readyz`` reports; ``started`` is kopf's ready flag."""
+
+    def __init__(self) -> None:
+        self.started = threading.Event()
+        self.api_problem: str | None = "the API server has not been checked yet"
+
+    def __call__(self) -> tuple[bool, str]:
+        if not self.started.is_set():
+            return False, "kopf's startup handlers have not finished"
+        if self.api_problem is not None:
+            return False, self.api_problem
+        return True, "ok"
+
+    async def check_api(self) -> None:
+        from berthmaster.operator.client import operator_client
+
+        try:
+            client = await operator_client()
+            await client.check_reachable(attempts=1)
+        except (CommandError, KubeError, OSError) as error:
+            if self.api_problem is None:
+                log.warning("not ready: %s", error)
+            self.api_problem = str(error)
+            return
+        if self.api_problem is not None and self.started.is_set():
+            log.info("ready: connected to the API server")
+        self.api_problem = None
+
+    async def keep_checking(self) -> None:
+        while True:
+            await self.check_api()
+            await asyncio.sleep(CHECK_SECONDS)
+
+
+class HealthServer:
+    def __init__(self, address: str, readiness: Readiness):
+        self.address = address
+        self.readiness = readiness
+        self._runner: web.AppRunner | None = None
+        self._checking: asyncio.Task[None] | None = None
+
+    async def start(self, **_: Any) -> None:
+        self._runner = await serve(lambda: generate_latest(REGISTRY), self.address,
+                                   lambda: (True, "ok"), self.readiness)
+        self._checking = asyncio.create_task(self.readiness.keep_checking(),
+                                             name="readiness-check")
+
+    async def stop(self, **_: Any) -> None:
+        if self._checking is not None:
+            self._checking.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._checking
+        if self._runner is not None:
+            await self._runner.cleanup()
