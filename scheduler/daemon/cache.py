@@ -43,6 +43,7 @@ JSON = dict[str, Any]
 log = logging.getLogger("berthmaster.scheduler.cache")
 
 ADDED, MODIFIED, DELETED, BOOKMARK = "ADDED", "MODIFIED", "DELETED", "BOOKMARK"
+LIST_PAGE_SIZE = 500  # client-go's reflector pages its lists by 500 too
 _APPS = group_path("apps", "v1")
 
 
@@ -131,12 +132,28 @@ class Informer:
         return {"fieldSelector": selector} if selector else {}
 
     async def list_objects(self) -> list[JSON]:
-        # resourceVersion=0 is served from the API server's watch cache (as client-go's
-        # informers list), sparing etcd a full read per relist.
-        items, self.version = await self.kube.list_all(self.resource.path, resourceVersion="0",
-                                                       **self._params())
         transform = self.resource.transform
-        return items if transform is None else [transform(item) for item in items]
+        if transform is None:
+            # resourceVersion=0 is served from the API server's watch cache (as client-go's
+            # informers list), sparing etcd a full read per relist.
+            whole, self.version = await self.kube.list_all(
+                self.resource.path, resourceVersion="0", **self._params())
+            return whole
+        # Trimmed kinds (Pods, Nodes: the big collections) are listed in pages and trimmed
+        # page by page, so the whole untrimmed collection is never held at once: it set the
+        # process's peak memory. (A resourceVersion=0 list ignores the limit, so these lists are
+        # consistent reads, which kube-apiserver 1.35 serves from its watch cache too.)
+        items: list[JSON] = []
+        token: str | None = None
+        while True:
+            page = await self.kube.request("GET", self.resource.path, params={
+                **self._params(), "limit": LIST_PAGE_SIZE, "continue": token})
+            items.extend(transform(item) for item in page.get("items") or ())
+            meta = page.get("metadata") or {}
+            token = meta.get("continue") or None
+            if not token:
+                self.version = str(meta.get("resourceVersion") or "")
+                return items
 
     def replace(self, items: list[JSON], initial: bool) -> None:
         """Make ``known`` equal to ``items``; changes go to ``apply`` unless this is the

@@ -159,11 +159,11 @@ def test_initial_list_is_retried_not_fatal() -> None:
     class Flaky:
         calls = 0
 
-        async def list_all(self, path: str, **params: Any) -> tuple[list[JSON], str]:
+        async def request(self, method: str, path: str, params: Any) -> JSON:
             Flaky.calls += 1
             if Flaky.calls == 1:
                 raise KubeError(0, "ConnectionError", "GET /api/v1/nodes: TimeoutError()")
-            return [make_node("n1")], "9"
+            return {"items": [make_node("n1")], "metadata": {"resourceVersion": "9"}}
 
     resource = next(r for r in RESOURCES if r.kind == "Node")
     informer = Informer(Flaky(), resource, lambda *_: None)  # type: ignore[arg-type]

@@ -160,8 +160,11 @@ def test_informers_trim_what_they_list_and_watch() -> None:
     full = as_served(PODS[1])
 
     class Kube:
-        async def list_all(self, path: str, **params: Any) -> tuple[list[JSON], str]:
-            return [copy.deepcopy(full)], "5"
+        async def request(self, method: str, path: str, params: Any) -> JSON:
+            # two pages: the informer trims each as it comes
+            if params.get("continue"):
+                return {"items": [copy.deepcopy(full)], "metadata": {"resourceVersion": "5"}}
+            return {"items": [copy.deepcopy(full)], "metadata": {"continue": "next"}}
 
         async def watch(self, path: str, version: str, **params: Any) -> Any:
             yield {"type": "MODIFIED", "object": copy.deepcopy(full)}
@@ -170,5 +173,6 @@ def test_informers_trim_what_they_list_and_watch() -> None:
     pods = next(r for r in RESOURCES if r.kind == "Pod")
     informer = Informer(Kube(), pods, lambda kind, event, obj, old: seen.append(obj))  # type: ignore[arg-type]
     listed = asyncio.run(informer.list_objects())
+    assert listed == [trim_pod(copy.deepcopy(full))] * 2 and informer.version == "5"
     asyncio.run(informer._watch())
-    assert listed == seen == [trim_pod(copy.deepcopy(full))]
+    assert seen == [trim_pod(copy.deepcopy(full))]
