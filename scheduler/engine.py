@@ -43,6 +43,7 @@ from typing import Any
 from berthmaster.scheduler.model import Obj, PodView
 from berthmaster.scheduler.plugins.base import (
     Check,
+    NarrowedCheck,
     Predicate,
     Status,
     narrowing,
@@ -246,7 +247,7 @@ class Engine:
                             total_nodes=total)
         percentage = self.percentage_of_nodes_to_score if sample else 100
         walk = _Walk(self._next_start % total, num_feasible_nodes_to_find(total, percentage))
-        allowed = _narrowest(checks)
+        allowed = _narrowed(checks)
         if len(checks) == 1 and not self.policy.always_check_all_predicates:
             self._walk_single(walk, checks[0], _rotation(nodes, walk.start))
         elif allowed is not None and len(allowed) < total:
@@ -319,7 +320,10 @@ class Engine:
         total, start = len(nodes), walk.start
         positions = _allowed_positions(snapshot, nodes, allowed)
         first = bisect_left(positions, start)
-        last = self._walk_every(walk, checks, (
+        # a check that declared exactly the nodes it passes passes every node visited here
+        visiting = checks if self.policy.always_check_all_predicates else [
+            (p, c) for p, c in checks if not (isinstance(c, NarrowedCheck) and c.exact)]
+        last = self._walk_every(walk, visiting, (
             nodes[p] for p in chain(islice(positions, first, None), islice(positions, 0, first))))
         feasible = walk.feasible
         stopped_early = len(feasible) >= walk.to_find and last is not None
@@ -458,13 +462,16 @@ def _rotation(nodes: list[NodeInfo], start: int) -> Iterable[NodeInfo]:
     return chain(islice(nodes, start, None), islice(nodes, 0, start))
 
 
-def _narrowest(checks: list[tuple[Predicate, Check]]) -> Set[str] | None:
-    """The smallest node set a check declares it can pass (None: no check narrows)."""
-    allowed: Set[str] | None = None
-    for _, check in checks:
-        declared = narrowing(check)
-        if declared is not None and (allowed is None or len(declared) < len(allowed)):
-            allowed = declared
+def _narrowed(checks: list[tuple[Predicate, Check]]) -> Set[str] | None:
+    """The nodes every narrowing check can pass (the intersection of their declared sets;
+    None: no check narrows). A node outside it is rejected by some check for sure."""
+    declared = [a for a in (narrowing(c) for _, c in checks) if a is not None]
+    if len(declared) <= 1:
+        return declared[0] if declared else None
+    declared.sort(key=len)
+    allowed = set(declared[0])
+    for other in declared[1:]:
+        allowed &= other  # type: ignore[assignment]
     return allowed
 
 
@@ -492,16 +499,24 @@ def _position(snapshot: Snapshot, nodes: list[NodeInfo], name: str) -> int:
     return _position_index(snapshot, nodes)[name]
 
 
+_POSITIONS_CACHED = 64
+
+
 def _allowed_positions(snapshot: Snapshot, nodes: list[NodeInfo], allowed: Set[str]
                        ) -> list[int]:
-    """Sorted positions (in the rotation order) of the ``allowed`` nodes, cached per set."""
-    key = ("allowed-positions", id(allowed))
-    cached = snapshot.node_cache.get(key)
+    """Sorted positions (in the rotation order) of the ``allowed`` nodes, cached per set (the
+    sets the plugins keep in the node cache come back pod after pod; the per-pod ones do not,
+    so the cache is bounded rather than growing by one entry per pod)."""
+    cache: dict[int, tuple[Set[str], list[int]]] = snapshot.node_cache.setdefault(
+        "allowed-positions", {})
+    cached = cache.get(id(allowed))
     if cached is not None and cached[0] is allowed:
-        return cached[1]  # type: ignore[no-any-return]
+        return cached[1]
     index = _position_index(snapshot, nodes)
     positions = sorted(index[n] for n in allowed if n in index)
-    snapshot.node_cache[key] = (allowed, positions)
+    if len(cache) >= _POSITIONS_CACHED:
+        cache.clear()
+    cache[id(allowed)] = (allowed, positions)
     return positions
 
 

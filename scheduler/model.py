@@ -402,7 +402,9 @@ class Volume:
     read_only: bool
 
 
-def _volume(raw: Obj) -> Volume | None:
+def pod_volume(raw: Obj) -> Volume | None:
+    """The volume placement reads from one entry of spec.volumes, or None (a source no
+    predicate looks at: service-account tokens, config maps, secrets, emptyDirs...)."""
     name = str(raw.get("name", ""))
     if (g := raw.get("gcePersistentDisk")) is not None:
         return Volume(name, "gcePersistentDisk", str(g.get("pdName", "")), bool(g.get("readOnly")))
@@ -674,7 +676,7 @@ class PodView:
                              str(c.get("nodeAffinityPolicy") or "Honor"),
                              str(c.get("nodeTaintsPolicy") or "Ignore"))
             for c in spec.get("topologySpreadConstraints") or ())
-        v.volumes = tuple(vol for vol in (_volume(x) for x in spec.get("volumes") or ()) if vol)
+        v.volumes = tuple(vol for vol in (pod_volume(x) for x in spec.get("volumes") or ()) if vol)
         v.images = tuple(str(c.get("image", "")) for c in spec.get("containers") or ())
         owners = meta.get("ownerReferences") or ()
         ctl = next((o for o in owners if o.get("controller")), None)

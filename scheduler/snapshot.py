@@ -526,6 +526,7 @@ class Snapshot:
         if selector.matches_nothing:
             return []
         candidates: set[str] | None = None
+        exact = True  # every requirement answered by the index: the candidates all match
         for r in selector.requirements:
             if r.operator == "In":
                 values = self.pod_label_index.get(r.key, {})
@@ -537,11 +538,17 @@ class Snapshot:
                 for uids in self.pod_label_index.get(r.key, {}).values():
                     found |= uids
             else:
+                exact = False
                 continue
             candidates = found if candidates is None else candidates & found
             if not candidates:
                 return []
         ns = None if namespaces is None else set(namespaces)
+        if candidates is not None and exact:
+            pods = self._pods
+            if ns is None:
+                return [pods[u] for u in candidates]
+            return [p for p in (pods[u] for u in candidates) if p.namespace in ns]
         pool: Iterable[PodView] = (self._pods[u] for u in candidates) \
             if candidates is not None else self.assigned_pods()
         return [p for p in pool if (ns is None or p.namespace in ns)

@@ -15,6 +15,9 @@ each change to :class:`ClusterCache`, which
 - tells the queue which cluster event happened, so parked pods that it could help are retried.
 
 No request is ever made per pod: the watch is the only source of truth after the first list.
+Pods and Nodes are trimmed on arrival to the fields placement reads (:mod:`.trim`, as
+kube-scheduler's informer transform drops managedFields), so every holder of an object shares
+one small dict.
 Terminal pods (Succeeded/Failed) are filtered out on the server, as kube-scheduler does.
 """
 
@@ -31,6 +34,7 @@ from berthmaster.kube import CORE, KubeClient, KubeError, group_path, resource_p
 from berthmaster.scheduler.daemon import hints
 from berthmaster.scheduler.daemon.hints import ClusterEvent
 from berthmaster.scheduler.daemon.queue import SchedulingQueue
+from berthmaster.scheduler.daemon.trim import trim_node, trim_pod
 from berthmaster.scheduler.model import resolve_priority
 from berthmaster.scheduler.pods import pod_ref
 from berthmaster.scheduler.snapshot import Snapshot, pod_key
@@ -39,6 +43,7 @@ JSON = dict[str, Any]
 log = logging.getLogger("berthmaster.scheduler.cache")
 
 ADDED, MODIFIED, DELETED, BOOKMARK = "ADDED", "MODIFIED", "DELETED", "BOOKMARK"
+LIST_PAGE_SIZE = 500  # client-go's reflector pages its lists by 500 too
 _APPS = group_path("apps", "v1")
 
 
@@ -50,6 +55,8 @@ class Resource:
     event: str = ""  # the queue's cluster event on any change ("" = none)
     # name the event by the change instead: event + "/Add", "/Update" or "/Delete"
     by_action: bool = False
+    # applied to each object as it arrives, before anything stores it (see .trim)
+    transform: Callable[[JSON], JSON] | None = None
 
     def event_for(self, change: str) -> str:
         """The queue's cluster event for one change (ADDED, MODIFIED, DELETED) of this kind."""
@@ -60,9 +67,9 @@ class Resource:
 
 
 RESOURCES: tuple[Resource, ...] = (
-    Resource("Node", resource_path(CORE, "nodes")),
+    Resource("Node", resource_path(CORE, "nodes"), transform=trim_node),
     Resource("Pod", resource_path(CORE, "pods"),
-             field_selector="status.phase!=Succeeded,status.phase!=Failed"),
+             field_selector="status.phase!=Succeeded,status.phase!=Failed", transform=trim_pod),
     Resource("Namespace", resource_path(CORE, "namespaces"), event=hints.NAMESPACE_CHANGE),
     Resource("Service", resource_path(CORE, "services"), event=hints.SERVICE_CHANGE),
     Resource("ReplicationController", resource_path(CORE, "replicationcontrollers"),
@@ -125,11 +132,28 @@ class Informer:
         return {"fieldSelector": selector} if selector else {}
 
     async def list_objects(self) -> list[JSON]:
-        # resourceVersion=0 is served from the API server's watch cache (as client-go's
-        # informers list), sparing etcd a full read per relist.
-        items, self.version = await self.kube.list_all(self.resource.path, resourceVersion="0",
-                                                       **self._params())
-        return items
+        transform = self.resource.transform
+        if transform is None:
+            # resourceVersion=0 is served from the API server's watch cache (as client-go's
+            # informers list), sparing etcd a full read per relist.
+            whole, self.version = await self.kube.list_all(
+                self.resource.path, resourceVersion="0", **self._params())
+            return whole
+        # Trimmed kinds (Pods, Nodes: the big collections) are listed in pages and trimmed
+        # page by page, so the whole untrimmed collection is never held at once: it set the
+        # process's peak memory. (A resourceVersion=0 list ignores the limit, so these lists are
+        # consistent reads, which kube-apiserver 1.35 serves from its watch cache too.)
+        items: list[JSON] = []
+        token: str | None = None
+        while True:
+            page = await self.kube.request("GET", self.resource.path, params={
+                **self._params(), "limit": LIST_PAGE_SIZE, "continue": token})
+            items.extend(transform(item) for item in page.get("items") or ())
+            meta = page.get("metadata") or {}
+            token = meta.get("continue") or None
+            if not token:
+                self.version = str(meta.get("resourceVersion") or "")
+                return items
 
     def replace(self, items: list[JSON], initial: bool) -> None:
         """Make ``known`` equal to ``items``; changes go to ``apply`` unless this is the
@@ -186,6 +210,8 @@ class Informer:
                 self.version = version
             if kind == BOOKMARK:
                 continue
+            if self.resource.transform is not None:
+                obj = self.resource.transform(obj)
             key = object_key(obj)
             old = self.known.get(key)
             if kind == DELETED:
@@ -215,7 +241,8 @@ class ClusterCache:
     async def start(self) -> None:
         """List everything (concurrently), load it, then start the watches."""
         started = time.perf_counter()
-        lists = await asyncio.gather(*(informer.list_objects() for informer in self.informers))
+        lists = await asyncio.gather(*(self._first_list(informer)
+                                       for informer in self.informers))
         order = {"Namespace": 0, "PriorityClass": 1, "Node": 8, "Pod": 9}
         ordered = sorted(zip(self.informers, lists, strict=True),
                          key=lambda pair: order.get(pair[0].resource.kind, 2))
@@ -228,6 +255,21 @@ class ClusterCache:
                                          **self.snapshot.describe()})
         self._tasks = [asyncio.create_task(informer.run(), name=f"watch-{informer.resource.kind}")
                        for informer in self.informers]
+
+    @staticmethod
+    async def _first_list(informer: Informer) -> list[JSON]:
+        """The initial list, retried with a capped backoff (as client-go's reflector retries
+        ListAndWatch) so a slow or restarting API server delays the start instead of ending
+        the process."""
+        delay = 0.5
+        while True:
+            try:
+                return await informer.list_objects()
+            except KubeError as error:
+                log.warning("initial list failed; retrying", extra={
+                    "kind": informer.resource.kind, "error": str(error), "delay": delay})
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 30.0)
 
     async def stop(self) -> None:
         for task in self._tasks:

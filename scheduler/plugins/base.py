@@ -55,10 +55,13 @@ Check = Callable[[NodeInfo], Status | None]
 class NarrowedCheck:
     """A per-node check plus the nodes it can pass: every node outside ``allowed`` is rejected
     by ``check`` for sure (the engine visits ``allowed`` alone and asks ``check`` for the
-    others' reasons only when it reports them). Callable like any other check."""
+    others' reasons only when it reports them). ``exact`` also promises that every node in
+    ``allowed`` passes, so the engine need not run ``check`` on the nodes it visits. Callable
+    like any other check."""
 
     check: Check
     allowed: Set[str]
+    exact: bool = False
 
     def __call__(self, node: NodeInfo) -> Status | None:
         return self.check(node)

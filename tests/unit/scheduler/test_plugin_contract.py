@@ -3,16 +3,19 @@ full (unsampled) decision asked for by argument rather than by rewriting engine 
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
 
+from berthmaster.devcluster.schedulers import comparison_policy
 from berthmaster.scheduler.engine import Engine
 from berthmaster.scheduler.model import PodView
 from berthmaster.scheduler.plugins.base import NarrowedCheck, narrowing
 from berthmaster.scheduler.plugins.general import GeneralPredicates
 from berthmaster.scheduler.plugins.node_affinity import NodeAffinity
 from berthmaster.scheduler.plugins.pod_topology_spread import PodTopologySpread
+from berthmaster.scheduler.policy import load_policy
 from berthmaster.scheduler.snapshot import Snapshot
 from tests.support.builders import make_node, make_pod
 
@@ -77,3 +80,43 @@ def test_unsampled_decision_leaves_the_engine_setting_alone() -> None:
     assert engine.schedule(make_pod("p"), snapshot).feasible == 100  # sampled: the minimum
     full = engine.schedule(make_pod("p"), snapshot, sample=False)
     assert full.feasible == 300 and engine.percentage_of_nodes_to_score == 10
+
+
+@pytest.mark.parametrize(("tolerations", "allowed"), [
+    ([], {"clean"}),
+    ([{"key": "dedicated", "operator": "Exists", "effect": "NoSchedule"}],
+     {"clean", "dedicated"}),
+    # every taint tolerated: the predicate cannot reject a node, so it hands back no check
+    ([{"operator": "Exists"}], None),
+])
+def test_taints_declare_the_tolerated_nodes_exactly(tolerations: list[dict[str, Any]],
+                                                    allowed: set[str] | None) -> None:
+    from berthmaster.scheduler.plugins.taint_toleration import TaintToleration
+    from tests.support.builders import taint
+
+    snapshot = Snapshot.build(nodes=[
+        make_node("clean"), make_node("dedicated", taints=[taint("dedicated", "x")]),
+        make_node("gone", taints=[taint("gone", "", "NoExecute")])])
+    check = TaintToleration().prefilter(
+        PodView.from_dict(make_pod("p", tolerations=tolerations)), snapshot)
+    if allowed is None:
+        assert check is None
+        return
+    assert isinstance(check, NarrowedCheck) and check.exact and check.allowed == allowed
+    # exact: the check passes every declared node and rejects every other one
+    for info in snapshot.node_list():
+        assert (check(info) is None) == (info.name in allowed)
+
+
+def test_per_pod_narrowing_does_not_grow_the_node_cache() -> None:
+    """Topology spread declares a new node set for every pod; the engine's positions cache
+    (keyed by set) used to keep one entry per pod until a node changed."""
+    nodes = [make_node(f"n{i:02d}", labels={"zone": f"z{i % 4}"}) for i in range(40)]
+    snapshot = Snapshot.build(nodes=nodes)
+    engine = Engine(load_policy(json.dumps(comparison_policy())), seed=3)
+    for k in range(300):
+        pod = make_pod(f"p{k}", cpu="10m", labels={"app": "web"}, spread=SPREAD)
+        decision = engine.schedule(pod, snapshot)
+        assert decision.node is not None
+        snapshot.assume(pod, decision.node)
+    assert len(snapshot.node_cache) < 100

@@ -6,7 +6,14 @@ from typing import Any
 
 import pytest
 
-from berthmaster.scheduler.daemon.cache import ADDED, DELETED, MODIFIED, ClusterCache, Informer
+from berthmaster.scheduler.daemon.cache import (
+    ADDED,
+    DELETED,
+    MODIFIED,
+    RESOURCES,
+    ClusterCache,
+    Informer,
+)
 from berthmaster.scheduler.daemon.hints import node_change
 from berthmaster.scheduler.daemon.queue import SchedulingQueue
 from berthmaster.scheduler.snapshot import Snapshot
@@ -139,3 +146,26 @@ def test_an_unreadable_object_is_skipped_not_fatal(cache: ClusterCache) -> None:
     cache.apply("Pod", ADDED, broken, None)  # logged, skipped
     cache.apply("Pod", ADDED, make_pod("fine"), None)
     assert "ns/fine" in cache.queue
+
+
+def test_initial_list_is_retried_not_fatal() -> None:
+    """A timed-out first list (an overloaded API server) delays the start; the process used to
+    end with the KubeError. client-go's reflector retries ListAndWatch the same way
+    (tools/cache/reflector.go, Run: wait.BackoffUntil)."""
+    import asyncio
+
+    from berthmaster.kube import KubeError
+
+    class Flaky:
+        calls = 0
+
+        async def request(self, method: str, path: str, params: Any) -> JSON:
+            Flaky.calls += 1
+            if Flaky.calls == 1:
+                raise KubeError(0, "ConnectionError", "GET /api/v1/nodes: TimeoutError()")
+            return {"items": [make_node("n1")], "metadata": {"resourceVersion": "9"}}
+
+    resource = next(r for r in RESOURCES if r.kind == "Node")
+    informer = Informer(Flaky(), resource, lambda *_: None)  # type: ignore[arg-type]
+    items = asyncio.run(ClusterCache._first_list(informer))
+    assert Flaky.calls == 2 and [i["metadata"]["name"] for i in items] == ["n1"]

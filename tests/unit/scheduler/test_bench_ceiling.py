@@ -1,0 +1,46 @@
+"""The scheduler benchmark says plainly whether its bind-only stub was a ceiling (issue 16.1)."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+BENCH = Path(__file__).resolve().parents[3] / "bench" / "bench_scheduler.py"
+
+
+@pytest.fixture(scope="module")
+def bench() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("bench_scheduler", BENCH)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["bench_scheduler"] = module  # dataclasses look their module up by name
+    spec.loader.exec_module(module)
+    return module
+
+
+def result(bench: ModuleType, scheduler: str, workload: str, rate: float) -> Any:
+    return bench.Result(scheduler, workload, 100, 100, 100 / rate, 1.0, 2.0, 1.0, 100.0)
+
+
+def test_the_stub_binds_with_berthmasters_concurrency(bench: ModuleType) -> None:
+    assert bench.berthmaster_bind_concurrency() == 64  # berthmaster's default
+    assert bench.berthmaster_bind_concurrency(["--bind-concurrency", "128"]) == 128
+
+
+@pytest.mark.parametrize(("rates", "want"), [
+    ({"stub": 150.0, "berthmaster": 145.0, "kube-scheduler": 97.0},
+     ["basic: the stub is a ceiling: 150.0 pods/s, at least as fast as every scheduler of the "
+      "run"]),
+    ({"stub": 81.0, "berthmaster": 145.0, "kube-scheduler": 97.0},
+     ["basic: the stub is NOT a ceiling: it bound 81.0 pods/s, slower than berthmaster 145.0, "
+      "kube-scheduler 97.0; x R_ceil means nothing here"]),
+    ({"berthmaster": 145.0}, []),  # no stub in the run: nothing to say
+])
+def test_ceiling_verdict(bench: ModuleType, rates: dict[str, float], want: list[str]) -> None:
+    results = [result(bench, name, "basic", rate) for name, rate in rates.items()]
+    assert bench.ceiling_verdicts(results) == want
