@@ -352,7 +352,8 @@ class Checker:
                 self.breach(f"{involved.get('namespace')}/{involved.get('name')}: {problem}")
         elif involved.get("kind") == "Pod" and reason == "FailedScheduling":
             self.failed_scheduling[str(involved.get("uid"))] = time.time()
-        elif involved.get("kind") == "Machine" and reason in rules.DELETION_EVENTS:
+        elif involved.get("kind") == "Machine" and (reason in rules.DELETION_EVENTS
+                                                     or reason == rules.DRAIN_REQUEUED):
             uid = str((event.get("metadata") or {}).get("uid"))
             self.machine_events.setdefault(str(involved.get("name")), {})[uid] = (
                 reason, int(event.get("count") or 1), str(when))

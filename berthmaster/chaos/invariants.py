@@ -27,6 +27,7 @@ MAX_SIZE_KEY = "machine.openshift.io/cluster-api-autoscaler-node-group-max-size"
 # A Machine deletion's events, in the order the drain step posts them (operator/machines/
 # events.py: upstream's "Deleted" ('Node "<name>" drained') comes before DrainSucceeded).
 DELETION_EVENTS = ("DrainProceeds", "Deleted", "DrainSucceeded")
+DRAIN_REQUEUED = "DrainRequeued"
 
 
 def occupies(pod: PodView) -> bool:
@@ -289,18 +290,25 @@ def instance_gone_early(machine: Obj, instance_exists: bool) -> str | None:
 
 
 def deletion_event_breaches(machine: str, events: Sequence[tuple[str, int, str]]) -> list[str]:
-    """The Machine's deletion events (reason, count, first time): each at most once, in
-    ``DELETION_EVENTS`` order."""
+    """The Machine's deletion events (reason, count, first time) first appear in
+    ``DELETION_EVENTS`` order; Deleted and DrainSucceeded happen at most once, and DrainProceeds
+    once per drain attempt: once more than DrainRequeued (machine-api-operator's drain
+    controller records DrainProceeds at each attempt and DrainRequeued at each one that failed,
+    e.g. on a PodDisruptionBudget that refuses an eviction past the attempt's timeout)."""
     found = []
     first: dict[str, str] = {}
     totals: Counter[str] = Counter()
     for reason, count, when in events:
-        if reason in DELETION_EVENTS:
+        if reason in DELETION_EVENTS or reason == DRAIN_REQUEUED:
             totals[reason] += count
+        if reason in DELETION_EVENTS:
             first[reason] = min(first.get(reason, when), when)
     for reason, total in sorted(totals.items()):
-        if total > 1:
-            found.append(f"Machine {machine}: {reason} happened {total} times")
+        allowed = totals[DRAIN_REQUEUED] + 1 if reason == "DrainProceeds" else 1
+        if reason in DELETION_EVENTS and total > allowed:
+            found.append(f"Machine {machine}: {reason} happened {total} times"
+                         + (f" after {totals[DRAIN_REQUEUED]} DrainRequeued"
+                            if reason == "DrainProceeds" else ""))
     seen = [r for r in DELETION_EVENTS if r in first]
     for earlier, later in pairwise(seen):
         if first[later] < first[earlier]:

@@ -224,9 +224,17 @@ def test_instance_gone_early(obj: dict[str, Any], exists: bool, breach: bool) ->
 
 @pytest.mark.parametrize(("events", "expected"), [
     ([("DrainProceeds", 1, "t1"), ("Deleted", 1, "t2"), ("DrainSucceeded", 1, "t2")], []),
-    ([("DrainProceeds", 2, "t1")], ["Machine m: DrainProceeds happened 2 times"]),
+    ([("DrainProceeds", 2, "t1")],
+     ["Machine m: DrainProceeds happened 2 times after 0 DrainRequeued"]),
     ([("DrainProceeds", 1, "t1"), ("DrainProceeds", 1, "t2")],
-     ["Machine m: DrainProceeds happened 2 times"]),
+     ["Machine m: DrainProceeds happened 2 times after 0 DrainRequeued"]),
+    # a drain attempt that failed (a PDB refused past the attempt's timeout) is retried: one
+    # DrainProceeds per attempt, each failed one followed by DrainRequeued
+    ([("DrainProceeds", 2, "t1"), ("DrainRequeued", 1, "t2"), ("Deleted", 1, "t3"),
+      ("DrainSucceeded", 1, "t3")], []),
+    ([("DrainProceeds", 3, "t1"), ("DrainRequeued", 1, "t2")],
+     ["Machine m: DrainProceeds happened 3 times after 1 DrainRequeued"]),
+    ([("Deleted", 2, "t1")], ["Machine m: Deleted happened 2 times"]),
     ([("DrainSucceeded", 1, "t1"), ("Deleted", 1, "t2")],
      ["Machine m: DrainSucceeded (t1) before Deleted (t2)"]),
     ([("Deleted", 1, "t1"), ("DrainProceeds", 1, "t2")],
