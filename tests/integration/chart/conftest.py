@@ -18,8 +18,10 @@ from tests.integration.chart.chartkit import CHART, helm
 INSTALLED_VALUES = ["scheduler.name=zonal"]
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def installed(cluster: RunningCluster) -> Iterator[dict[str, str]]:
+    """A release of the chart for one test module, uninstalled after it (a release kept for
+    the session would leave its scheduler-policy ConfigMap for ``explain`` to find)."""
     release = f"bm{uuid.uuid4().hex[:5]}"
     namespace = f"{release}-system"
     args = ["install", release, str(CHART), "--namespace", namespace, "--create-namespace",

@@ -27,6 +27,7 @@ from typing import Any
 import pytest
 
 from berthmaster.kube import CORE, KubeClient, group_path, resource_path
+from berthmaster.scheduler.live import CHART_POLICY_LABELS, CHART_POLICY_SUFFIX
 from tests.integration.cli.test_cli_failures import closed_port, kubeconfig, one_line
 from tests.support.accounts import account_kubeconfig, granted
 from tests.support.waiting import wait_for
@@ -55,7 +56,13 @@ def pod(name: str, namespace: str, group: str, cpu: str, **spec: Any) -> dict[st
 async def scene(kube: KubeClient, namespace: str, nodes: Any) -> dict[str, str]:
     """Two nodes of one group (4 and 1 CPUs), a running pod on the big one, and two pending
     berthmaster pods: ``a-nowhere`` (8 CPUs: fits no node) then ``b-somewhere`` (1500m: only
-    the big node has room)."""
+    the big node has room).
+
+    The session's cluster is shared: chart tests before this one install releases whose
+    scheduler-policy ConfigMap lives on while their namespace terminates. The tests here assert
+    what explain says with no such ConfigMap, so the scene starts once they are gone."""
+    await wait_for(lambda: _no_chart_policy(kube), timeout=180,
+                   what="no chart scheduler-policy ConfigMap left by earlier tests")
     group = f"explain-{uuid.uuid4().hex[:6]}"
     big = await nodes.create(labels={"sim": group},
                              capacity={"cpu": "4", "memory": "8Gi", "pods": "110"})
@@ -325,3 +332,14 @@ async def test_no_kubeconfig_outside_a_pod(tmp_path: Path) -> None:
         assert one_line(result) == (
             f"berthmaster {argv[0]}: no kubeconfig and not running in a Pod "
             "(KUBERNETES_SERVICE_HOST is not set); pass --kubeconfig FILE or set KUBECONFIG")
+
+
+async def _no_chart_policy(kube: KubeClient) -> bool:
+    """True when no ConfigMap exists that explain would take for the chart's policy (the
+    leftovers are named in the timeout message)."""
+    listed, _ = await kube.list_all(resource_path(CORE, "configmaps"),
+                                    labelSelector=CHART_POLICY_LABELS)
+    left = [f"{c['metadata']['namespace']}/{c['metadata']['name']}" for c in listed
+            if c["metadata"]["name"].endswith(CHART_POLICY_SUFFIX)]
+    assert not left, f"still there: {left}"
+    return True
