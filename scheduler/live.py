@@ -174,6 +174,18 @@ async def configured_policy(kube: KubeClient, configmap: str | None = None,
     return await _chart_policy(kube)
 
 
+async def labelled_policy_configmaps(kube: KubeClient) -> list[JSON]:
+    """Every ConfigMap, in any namespace, that a chart release made for its scheduler's Policy
+    (the chart's labels and a name ending in ``-scheduler-policy``)."""
+    try:
+        listed, _ = await kube.list_all(resource_path(CORE, "configmaps"),
+                                        labelSelector=CHART_POLICY_LABELS)
+    except KubeError as error:
+        raise api_error("list", "configmaps", error) from error
+    return [c for c in listed
+            if str((c.get("metadata") or {}).get("name", "")).endswith(CHART_POLICY_SUFFIX)]
+
+
 async def _chart_policy(kube: KubeClient) -> ConfiguredPolicy:
     namespace, name = CHART_POLICY_CONFIGMAP
     candidates: list[JSON] = []
@@ -182,13 +194,7 @@ async def _chart_policy(kube: KubeClient) -> ConfiguredPolicy:
         if well_known is not None:
             candidates = [well_known]
         else:
-            try:
-                listed, _ = await kube.list_all(resource_path(CORE, "configmaps"),
-                                                labelSelector=CHART_POLICY_LABELS)
-            except KubeError as error:
-                raise api_error("list", "configmaps", error) from error
-            candidates = [c for c in listed if str((c.get("metadata") or {}).get("name", ""))
-                          .endswith(CHART_POLICY_SUFFIX)]
+            candidates = await labelled_policy_configmaps(kube)
     except ConfigurationError as error:  # RBAC: explain with the default policy, and say so
         return ConfiguredPolicy(default_policy(), "the default policy", note=(
             f"explained with the default policy: {error}; or pass --policy FILE (in the "

@@ -27,7 +27,7 @@ from typing import Any
 import pytest
 
 from berthmaster.kube import CORE, KubeClient, group_path, resource_path
-from berthmaster.scheduler.live import CHART_POLICY_LABELS, CHART_POLICY_SUFFIX
+from berthmaster.scheduler.live import labelled_policy_configmaps
 from tests.integration.cli.test_cli_failures import closed_port, kubeconfig, one_line
 from tests.support.accounts import account_kubeconfig, granted
 from tests.support.waiting import wait_for
@@ -337,9 +337,7 @@ async def test_no_kubeconfig_outside_a_pod(tmp_path: Path) -> None:
 async def _no_chart_policy(kube: KubeClient) -> bool:
     """True when no ConfigMap exists that explain would take for the chart's policy (the
     leftovers are named in the timeout message)."""
-    listed, _ = await kube.list_all(resource_path(CORE, "configmaps"),
-                                    labelSelector=CHART_POLICY_LABELS)
-    left = [f"{c['metadata']['namespace']}/{c['metadata']['name']}" for c in listed
-            if c["metadata"]["name"].endswith(CHART_POLICY_SUFFIX)]
+    left = [f"{c['metadata']['namespace']}/{c['metadata']['name']}"
+            for c in await labelled_policy_configmaps(kube)]
     assert not left, f"still there: {left}"
     return True
