@@ -19,7 +19,7 @@ import signal
 import ssl
 import time
 import urllib.request
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -67,6 +67,23 @@ class Stage:
 
     def component(self, name: str) -> Component:
         return self.cluster.components[name]
+
+    @contextlib.asynccontextmanager
+    async def holding(self, name: str) -> AsyncIterator[None]:
+        """A fault handles component ``name`` meanwhile: the supervisor leaves it alone."""
+        self.held.add(name)
+        try:
+            yield
+        finally:
+            self.held.discard(name)
+
+    async def kill_and_restart(self, name: str) -> None:
+        """kill -9 of ``name``, reaped; started again 1-3 s later."""
+        pid = self.component(name).pid
+        signal_pid(pid, signal.SIGKILL)
+        reap(pid)
+        await asyncio.sleep(self.rng.uniform(1, 3))
+        await self.start(name)
 
     async def start(self, name: str) -> None:
         launch = self.launches[name]
@@ -157,15 +174,8 @@ async def scheduler_leader_kill(stage: Stage) -> None:
     if name is None:
         stage.note("no leader to kill")
         return
-    stage.held.add(name)
-    try:
-        pid = stage.component(name).pid
-        signal_pid(pid, signal.SIGKILL)
-        reap(pid)
-        await asyncio.sleep(stage.rng.uniform(1, 3))
-        await stage.start(name)
-    finally:
-        stage.held.discard(name)
+    async with stage.holding(name):
+        await stage.kill_and_restart(name)
 
 
 async def scheduler_leader_stop(stage: Stage) -> None:
@@ -175,11 +185,8 @@ async def scheduler_leader_stop(stage: Stage) -> None:
     if name is None:
         stage.note("no leader to stop")
         return
-    stage.held.add(name)
-    try:
+    async with stage.holding(name):
         await _stop_leader(stage, name)
-    finally:
-        stage.held.discard(name)
 
 
 async def _stop_leader(stage: Stage, name: str) -> None:
@@ -232,15 +239,8 @@ async def operator_kill(stage: Stage) -> None:
         await stage.churn.pool_burst(5)
     await wait_until(lambda: _activity(stage) is not None, 5 * stage.hold)
     stage.note(f"operator killed during {_activity(stage) or 'idle'}")
-    stage.held.add("operator")
-    try:
-        pid = stage.component("operator").pid
-        signal_pid(pid, signal.SIGKILL)
-        reap(pid)
-        await asyncio.sleep(stage.rng.uniform(1, 3))
-        await stage.start("operator")
-    finally:
-        stage.held.discard("operator")
+    async with stage.holding("operator"):
+        await stage.kill_and_restart("operator")
 
 
 # ------------------------------------------------------------------ the control plane
@@ -326,11 +326,8 @@ async def hook_controller_fault(stage: Stage) -> None:
     """A hook controller dies (kill -9) or turns slow (SIGSTOP) for a while, leaving its hooks
     in place; then it is back."""
     name = stage.rng.choice(("hook-replacement", "hook-log-flush"))
-    stage.held.add(name)
-    try:
+    async with stage.holding(name):
         await _hook_fault(stage, name)
-    finally:
-        stage.held.discard(name)
 
 
 async def _hook_fault(stage: Stage, name: str) -> None:
