@@ -14,6 +14,9 @@
    nodes alone (``_walk_narrowed``);
 3. **score** — each priority scores the feasible nodes 0..10; the weighted sum decides;
    priorities that score every node alike are skipped (a constant cannot change the winner);
+   the node-local priorities' sum (the resource ones: see ``Priority.local_key``) is kept in
+   each node's memo until that node changes, so a node unchanged since the last pod of the
+   same requests costs one lookup;
 4. **select** — the highest total wins, ties broken by the engine's seedable random generator.
 
 A pod with ``status.nominatedNodeName`` (preemption made room for it) is first tried on that
@@ -37,7 +40,7 @@ from bisect import bisect_left
 from collections import Counter
 from collections.abc import Iterable, Mapping, Set
 from dataclasses import dataclass, field
-from itertools import chain, islice
+from itertools import chain, count, islice
 from typing import Any
 
 from berthmaster.scheduler.model import Obj, PodView
@@ -45,6 +48,7 @@ from berthmaster.scheduler.plugins.base import (
     Check,
     NarrowedCheck,
     Predicate,
+    Priority,
     Status,
     narrowing,
     unresolvable,
@@ -57,6 +61,8 @@ MIN_FEASIBLE_NODES_TO_FIND = 100
 MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND = 5
 DEFAULT_PERCENTAGE_OF_NODES_TO_SCORE = 0  # adaptive
 NO_NODES_AVAILABLE = "no nodes available to schedule pods"
+_MEMO_ENTRIES = 16  # node-local score sums kept per node (one per pod shape)
+_ENGINES = count()
 
 
 def num_feasible_nodes_to_find(num_all_nodes: int, percentage: int = 0) -> int:
@@ -80,9 +86,14 @@ def fit_error_message(num_all_nodes: int, statuses: Mapping[str, Status],
     message = f"0/{num_all_nodes} nodes are available:"
     if prefilter_message:
         return f"{message} {prefilter_message}."
+    # predicates hand back one Status object per distinct rejection, so count those first
+    # (a node each) and their reasons after
+    by_status = Counter(map(id, statuses.values()))
+    first = {id(s): s for s in statuses.values()}
     histogram: Counter[str] = Counter()
-    for status in statuses.values():
-        histogram.update(status.reasons)
+    for ident, nodes in by_status.items():
+        for reason in first[ident].reasons:
+            histogram[reason] += nodes
     parts = sorted(f"{count} {reason}" for reason, count in histogram.items())
     if parts:
         message += f" {', '.join(parts)}."
@@ -128,6 +139,8 @@ class Engine:
         self.random = random.Random(seed)
         self.percentage_of_nodes_to_score = percentage_of_nodes_to_score
         self._next_start = 0
+        # names this engine's entries in NodeInfo.memo (another engine may share the snapshot)
+        self._memo_token = f"e{next(_ENGINES)}"
 
     # ------------------------------------------------------------------ filtering
     def prefilter(self, pod: PodView, snapshot: Snapshot
@@ -393,24 +406,72 @@ class Engine:
 
     def _score(self, pod: PodView, snapshot: Snapshot, nodes: list[NodeInfo], explain: bool
                ) -> tuple[list[int], dict[str, dict[str, int]]]:
-        totals = [0] * len(nodes)
-        breakdown: dict[str, dict[str, int]] = {n.name: {} for n in nodes} if explain else {}
-        for priority in self.policy.priorities:
+        if explain:
+            return self._score_each(pod, snapshot, nodes)
+        totals, rest = self._local_totals(pod, snapshot, nodes)
+        for priority in rest:
             result = priority.scores(pod, snapshot, nodes)
-            weight = priority.weight
             if isinstance(result, int):
-                if explain:
-                    for n in nodes:
-                        breakdown[n.name][priority.name] = result
-                    totals = [t + weight * result for t in totals]
-                continue
+                continue  # a constant cannot change the winner
+            weight = priority.weight
             if weight == 1:
                 totals = [t + s for t, s in zip(totals, result, strict=True)]
             else:
                 totals = [t + weight * s for t, s in zip(totals, result, strict=True)]
-            if explain:
-                for n, s in zip(nodes, result, strict=True):
-                    breakdown[n.name][priority.name] = s
+        return totals, {}
+
+    def _local_totals(self, pod: PodView, snapshot: Snapshot, nodes: list[NodeInfo]
+                      ) -> tuple[list[int], list[Priority]]:
+        """The weighted sum of the node-local priorities per node (see plugins.base), taken
+        from each node's memo where it holds one and computed (and kept) for the others; and
+        the priorities left to score."""
+        local: list[Priority] = []
+        rest: list[Priority] = []
+        parts = [self._memo_token]
+        for index, priority in enumerate(self.policy.priorities):
+            key = priority.local_key(pod)
+            if key is None:
+                rest.append(priority)
+            else:
+                local.append(priority)
+                parts.append(f"{index}={key}")
+        if not local:
+            return [0] * len(nodes), rest
+        key = "|".join(parts)  # built once: its hash is cached for every lookup below
+        found = [n.memo.get(key) for n in nodes]
+        missing = [i for i, total in enumerate(found) if total is None]
+        if missing:
+            fresh = [nodes[i] for i in missing]
+            sums = [0] * len(fresh)
+            for priority in local:
+                result, weight = priority.scores(pod, snapshot, fresh), priority.weight
+                if isinstance(result, int):
+                    sums = [t + weight * result for t in sums]
+                else:
+                    sums = [t + weight * s for t, s in zip(sums, result, strict=True)]
+            for i, node, total in zip(missing, fresh, sums, strict=True):
+                memo = node.memo
+                if len(memo) >= _MEMO_ENTRIES:
+                    memo.clear()  # many pod shapes in a row: keep the memo small
+                memo[key] = found[i] = total
+        return found, rest  # type: ignore[return-value]  # every None was filled above
+
+    def _score_each(self, pod: PodView, snapshot: Snapshot, nodes: list[NodeInfo]
+                    ) -> tuple[list[int], dict[str, dict[str, int]]]:
+        """Every priority's scores, node by node, for ``explain`` (no memo, no skipping)."""
+        totals = [0] * len(nodes)
+        breakdown: dict[str, dict[str, int]] = {n.name: {} for n in nodes}
+        for priority in self.policy.priorities:
+            result = priority.scores(pod, snapshot, nodes)
+            weight = priority.weight
+            if isinstance(result, int):
+                for n in nodes:
+                    breakdown[n.name][priority.name] = result
+                totals = [t + weight * result for t in totals]
+                continue
+            totals = [t + weight * s for t, s in zip(totals, result, strict=True)]
+            for n, s in zip(nodes, result, strict=True):
+                breakdown[n.name][priority.name] = s
         return totals, breakdown
 
     def _verdicts(self, pod: PodView, snapshot: Snapshot, feasible: list[NodeInfo],

@@ -84,13 +84,19 @@ def _object_key(kind: str, obj: Obj) -> str:
 
 
 class NodeInfo:
-    """A node and the aggregate of the pods counted on it (the per-node path reads only this)."""
+    """A node and the aggregate of the pods counted on it (the per-node path reads only this).
+
+    ``memo`` holds results computed from this node's own state alone (the engine's node-local
+    scores, keyed by what the pod contributes): every change to the node or to the pods counted
+    on it empties it, so an entry is always the value a fresh computation would give.
+    """
 
     __slots__ = ("alloc_cpu", "alloc_ephemeral", "alloc_memory", "alloc_pods", "allocatable",
-                 "labels", "name", "nonzero_cpu", "nonzero_memory", "pods", "req_cpu",
+                 "labels", "memo", "name", "nonzero_cpu", "nonzero_memory", "pods", "req_cpu",
                  "req_ephemeral", "req_memory", "requested", "taints", "used_ports", "view")
 
     def __init__(self, view: NodeView) -> None:
+        self.memo: dict[str, Any] = {}
         self.pods: dict[str, PodView] = {}
         self.requested: dict[str, int] = {}
         self.used_ports: dict[tuple[str, str, int], int] = {}
@@ -99,6 +105,7 @@ class NodeInfo:
         self.set_view(view)
 
     def set_view(self, view: NodeView) -> None:
+        self.memo.clear()
         self.view = view
         self.name = view.name
         self.labels = view.labels
@@ -110,6 +117,7 @@ class NodeInfo:
         self.alloc_pods = view.allocatable.get(PODS, 110 if PODS not in view.allocatable else 0)
 
     def add_pod(self, pod: PodView, sign: int = 1) -> None:
+        self.memo.clear()
         if sign > 0:
             self.pods[pod.uid] = pod
         else:
@@ -135,6 +143,7 @@ class NodeInfo:
         other = NodeInfo.__new__(NodeInfo)
         for slot in NodeInfo.__slots__:
             setattr(other, slot, getattr(self, slot))
+        other.memo = {}
         other.pods = dict(self.pods)
         other.requested = dict(self.requested)
         other.used_ports = dict(self.used_ports)

@@ -9,7 +9,11 @@ set, so the engine can visit those nodes alone.
 
 A priority's ``scores(pod, snapshot, nodes)`` returns one 0..10 score per node (in ``nodes``
 order), or a single int when every node scores the same (the engine then skips the sum, since
-a constant cannot change the winner).
+a constant cannot change the winner). A priority whose score for a node depends on nothing but
+that node's own ``NodeInfo`` and the pod (no other node, no normalisation over the set, no
+other object of the snapshot) says so by returning, from ``local_key(pod)``, a string naming
+everything it reads of the pod; the engine then keeps its node's score in ``NodeInfo.memo``
+until the node changes (the resource priorities: the pod's requests alone decide them).
 
 ``Status.unresolvable`` mirrors kube-scheduler's UnschedulableAndUnresolvable: preemption
 cannot help such a node. ``Status.reasons`` are kube-scheduler's words, counted in the
@@ -122,6 +126,11 @@ class Priority:
     def scores(self, pod: PodView, snapshot: Snapshot,
                nodes: Sequence[NodeInfo]) -> list[int] | int:
         raise NotImplementedError
+
+    def local_key(self, pod: PodView) -> str | None:
+        """What this priority reads of ``pod``, when a node's score depends only on that and
+        the node's own state (see the module docstring); None: not node-local."""
+        return None
 
 
 def normalize(raw: list[int], reverse: bool = False) -> list[int]:

@@ -7,6 +7,9 @@ request-less pods still spread), against allocatable, on the seed's 0..10 scale:
 - least: ((allocatable - requested) * 10 / allocatable), averaged over cpu and memory;
 - most: (requested * 10 / allocatable), averaged; 0 for an over-committed resource;
 - balanced: 10 * (1 - |cpu fraction - memory fraction|); 0 when either fraction reaches 1.
+
+Each reads the node's own totals and the pod's non-zero cpu and memory requests alone, so each
+is node-local (``local_key``): the engine reuses a node's score until the node changes.
 """
 
 from __future__ import annotations
@@ -46,8 +49,19 @@ def balanced(cpu: int, cpu_cap: int, mem: int, mem_cap: int) -> int:
     return int((1 - abs(cpu_fraction - mem_fraction)) * MAX_PRIORITY)
 
 
+def nonzero_requests_key(pod: PodView) -> str:
+    """All three priorities read of the pod: its non-zero cpu and memory requests."""
+    return f"{pod.nonzero_cpu}/{pod.nonzero_memory}"
+
+
 @dataclass
-class LeastRequested(Priority):
+class _ResourcePriority(Priority):
+    def local_key(self, pod: PodView) -> str | None:
+        return nonzero_requests_key(pod)
+
+
+@dataclass
+class LeastRequested(_ResourcePriority):
     NAME = LEAST_NAME
     ALIASES = LEAST_ALIASES
 
@@ -65,7 +79,7 @@ class LeastRequested(Priority):
 
 
 @dataclass
-class MostRequested(Priority):
+class MostRequested(_ResourcePriority):
     NAME = MOST_NAME
     ALIASES = MOST_ALIASES
 
@@ -77,7 +91,7 @@ class MostRequested(Priority):
 
 
 @dataclass
-class BalancedAllocation(Priority):
+class BalancedAllocation(_ResourcePriority):
     NAME = BALANCED_NAME
     ALIASES = BALANCED_ALIASES
 
