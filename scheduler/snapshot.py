@@ -75,6 +75,16 @@ def pod_key(pod: Obj) -> str:
     return f"{meta.get('namespace') or 'default'}/{meta.get('name') or meta.get('generateName')}"
 
 
+def placement_view(pod: Obj) -> tuple[Any, ...]:
+    """The parts of a pod that placement reads once it is bound (status churn such as
+    conditions, IPs and container states is left out, so it costs no snapshot update)."""
+    meta = pod.get("metadata") or {}
+    status = pod.get("status") or {}
+    return (pod.get("spec"), meta.get("labels"), meta.get("deletionTimestamp"),
+            meta.get("ownerReferences"), status.get("phase"), status.get("startTime"),
+            status.get("nominatedNodeName"))
+
+
 def _object_key(kind: str, obj: Obj) -> str:
     meta = obj.get("metadata") or {}
     name = str(meta.get("name") or "")
@@ -362,6 +372,31 @@ class Snapshot:
         self._remove_view(uid)
         if previous is not None:
             self._add_view(previous)
+
+    def confirm(self, pod: Obj) -> bool:
+        """The watch shows an assumed pod bound: when it is bound where it was assumed and
+        nothing placement reads differs from the assumed copy, the assumed view takes the
+        API's object as its own (no view is rebuilt, no node total moves) and the pod is no
+        longer assumed; returns whether it did. Otherwise the caller upserts the pod."""
+        uid = pod_key(pod)
+        view = self._pods.get(uid)
+        if uid not in self._assumed_previous or view is None \
+                or view.node_name != (pod.get("spec") or {}).get("nodeName") \
+                or placement_view(view.raw) != placement_view(pod):
+            return False
+        del self._assumed_previous[uid]
+        confirmed = view.bound(pod, view.node_name)
+        self._pods[uid] = confirmed
+        on_node = self._pods_by_node.get(view.node_name)
+        if on_node is not None and uid in on_node:
+            on_node[uid] = confirmed
+        info = self._nodes.get(view.node_name)
+        if info is not None and uid in info.pods:
+            info.pods[uid] = confirmed
+        for held in (self.pods_with_required_anti, self.pods_with_affinity_terms):
+            if uid in held:
+                held[uid] = confirmed
+        return True
 
     def is_assumed(self, uid: str) -> bool:
         return uid in self._assumed_previous

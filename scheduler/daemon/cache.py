@@ -37,7 +37,7 @@ from berthmaster.scheduler.daemon.queue import SchedulingQueue
 from berthmaster.scheduler.daemon.trim import trim_node, trim_pod
 from berthmaster.scheduler.model import resolve_priority
 from berthmaster.scheduler.pods import pod_ref
-from berthmaster.scheduler.snapshot import Snapshot, pod_key
+from berthmaster.scheduler.snapshot import Snapshot, placement_view, pod_key
 
 JSON = dict[str, Any]
 log = logging.getLogger("berthmaster.scheduler.cache")
@@ -100,16 +100,6 @@ def object_key(obj: JSON) -> str:
 
 def resource_version(obj: JSON) -> str:
     return str((obj.get("metadata") or {}).get("resourceVersion") or "")
-
-
-def _placement_view(pod: JSON) -> tuple[Any, ...]:
-    """The parts of a bound pod that placement reads (status churn such as conditions, IPs and
-    container states is left out, so it costs no snapshot update)."""
-    meta = pod.get("metadata") or {}
-    status = pod.get("status") or {}
-    return (pod.get("spec"), meta.get("labels"), meta.get("deletionTimestamp"),
-            meta.get("ownerReferences"), status.get("phase"), status.get("startTime"),
-            status.get("nominatedNodeName"))
 
 
 class Informer:
@@ -338,10 +328,11 @@ class ClusterCache:
                 self.queue.move_for_event(ClusterEvent(hints.ASSIGNED_POD_DELETE))
             return
         if spec.get("nodeName"):
-            if old is not None and _placement_view(old) == _placement_view(pod) \
-                    and not self.snapshot.is_assumed(uid):
+            assumed = self.snapshot.is_assumed(uid)
+            if old is not None and not assumed and placement_view(old) == placement_view(pod):
                 return  # kubelet/kwok status churn: nothing placement reads has changed
-            self.snapshot.upsert_pod(pod)  # replaces an assumed placement with the real one
+            if not (assumed and self.snapshot.confirm(pod)):
+                self.snapshot.upsert_pod(pod)  # replaces an assumed placement with the real one
             self.queue.delete(key)
             if initial:
                 return

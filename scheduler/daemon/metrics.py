@@ -18,6 +18,8 @@ Python counterparts of Go's ``process_*``/``go_*``.
 
 from __future__ import annotations
 
+from typing import Any
+
 from prometheus_client import (
     CollectorRegistry,
     Counter,
@@ -37,6 +39,7 @@ class SchedulerMetrics:
     def __init__(self, profile: str):
         self.profile = profile
         self.registry = CollectorRegistry()
+        self._children: dict[tuple[int, tuple[str, ...]], Any] = {}
         r = self.registry
         register_runtime_collectors(r)
         self.schedule_attempts = Counter(
@@ -99,27 +102,36 @@ class SchedulerMetrics:
             self.pending_pods.labels(queue).set(0)
 
     # ---- observations used by the scheduler loop --------------------------------------------
+    def _child(self, metric: Any, *values: str) -> Any:
+        """``metric.labels(*values)``, kept: the labelled children are few and fixed, and the
+        client's lookup (a lock and a label check) ran several times per pod otherwise."""
+        key = (id(metric), values)
+        child = self._children.get(key)
+        if child is None:
+            child = self._children[key] = metric.labels(*values)
+        return child
+
     def attempt(self, result: str, seconds: float) -> None:
-        self.schedule_attempts.labels(result, self.profile).inc()
-        self.attempt_duration.labels(result, self.profile).observe(seconds)
+        self._child(self.schedule_attempts, result, self.profile).inc()
+        self._child(self.attempt_duration, result, self.profile).observe(seconds)
 
     def scheduled(self, attempts: int, since_first_seen: float) -> None:
-        self.sli_duration.labels(str(attempts)).observe(since_first_seen)
+        self._child(self.sli_duration, str(attempts)).observe(since_first_seen)
         self.scheduling_attempts.observe(attempts)
 
     def pending(self, counts: dict[str, int]) -> None:
         for queue, count in counts.items():
-            self.pending_pods.labels(queue).set(count)
+            self._child(self.pending_pods, queue).set(count)
 
     def incoming(self, queue: str, event: str) -> None:
-        self.queue_incoming.labels(queue, event).inc()
+        self._child(self.queue_incoming, queue, event).inc()
 
     def unschedulable(self, plugins: frozenset[str], delta: int) -> None:
         for plugin in plugins:
             self.unschedulable_pods.labels(plugin, self.profile).inc(delta)
 
     def bind(self, status: str, seconds: float) -> None:
-        self.binding_duration.labels("Bind", status, self.profile).observe(seconds)
+        self._child(self.binding_duration, "Bind", status, self.profile).observe(seconds)
 
     def leading(self, lease: str, leader: bool) -> None:
         self.leader_status.labels(lease).set(1 if leader else 0)

@@ -16,7 +16,9 @@ Design (kube-scheduler's PriorityQueue, in one asyncio thread so no locks are ne
 
 A cluster event that arrives while a pod is being scheduled could be the very one that helps
 it; as upstream (in-flight events) such a pod goes to backoff instead of parking. Events scan
-only the parked and in-flight pods, so a flood of bindings costs nothing per active pod.
+only the parked pods, so a flood of bindings costs nothing per active pod; while any pod is in
+flight they are also logged, and a pod that comes back unschedulable asks the events logged
+since it was popped (most attempts succeed, so most never ask).
 Time comes from an injected clock, so the unit tests run on a fake one.
 """
 
@@ -61,7 +63,7 @@ class QueuedPod:
     backoff_expiry: float = 0.0
     cycle: int = 0  # the scheduling cycle that popped it last
     deleted: bool = False  # deleted from the API while in flight
-    helped: bool = False  # an event that could help it arrived while it was in flight
+    events_from: int = 0  # the in-flight event log's position when it was popped
     hint_events: frozenset[str] | None = None  # what could help it, per the rejecting predicates
     rejected_by: frozenset[str] = frozenset()  # the predicates that made it unschedulable
     where: str = ""
@@ -85,6 +87,10 @@ class SchedulingQueue:
         self._pods: dict[str, QueuedPod] = {}  # every pod the queue knows, wherever it is
         self._parked: dict[str, QueuedPod] = {}  # the unschedulable ones (events scan only these)
         self._in_flight: dict[str, QueuedPod] = {}
+        # events since the oldest in-flight pod was popped; _log_base is the first one's index
+        self._log: list[ClusterEvent] = []
+        self._log_base = 0
+        self._trim_at = _LOG_TRIM_AT
         self._active: list[tuple[int, float, int, str]] = []
         self._backoff: list[tuple[float, int, str]] = []
         self._counter = itertools.count()
@@ -106,6 +112,9 @@ class SchedulingQueue:
                 self.on_unschedulable(info.rejected_by, -1)
         elif info.where == INFLIGHT:
             self._in_flight.pop(info.key, None)
+            if not self._in_flight:
+                self._log_base += len(self._log)
+                self._log.clear()
 
     def _place(self, info: QueuedPod, where: str, event: str) -> None:
         self._leave(info)
@@ -197,10 +206,26 @@ class SchedulingQueue:
             if self.helps(info.pod, event, info.hint_events):
                 self._place(info, self._requeue_target(info, now), event.kind)
                 moved += 1
-        for info in self._in_flight.values():
-            if not info.helped and self.helps(info.pod, event, info.hint_events):
-                info.helped = True
+        if self._in_flight:
+            self._log.append(event)
+            if len(self._log) > self._trim_at:
+                self._trim_log()
         return moved
+
+    def _trim_log(self) -> None:
+        """Drop the logged events every in-flight pod was popped after."""
+        oldest = min(info.events_from for info in self._in_flight.values())
+        cut = oldest - self._log_base
+        if cut > 0:
+            del self._log[:cut]
+            self._log_base = oldest
+        # a long attempt may hold the log: try again only once it has doubled (amortised)
+        self._trim_at = max(_LOG_TRIM_AT, 2 * len(self._log))
+
+    def _helped_in_flight(self, info: QueuedPod, hint_events: frozenset[str] | None) -> bool:
+        """Whether an event logged while ``info`` was in flight could help it."""
+        since = max(0, info.events_from - self._log_base)
+        return any(self.helps(info.pod, event, hint_events) for event in self._log[since:])
 
     # ---- the scheduling cycle ----------------------------------------------------------------
     def flush(self) -> None:
@@ -227,7 +252,7 @@ class SchedulingQueue:
             self._counts[ACTIVE] -= 1
             info.where = INFLIGHT
             self._in_flight[key] = info
-            info.helped = False
+            info.events_from = self._log_base + len(self._log)
             info.attempts += 1
             self._cycle += 1
             info.cycle = self._cycle
@@ -282,7 +307,7 @@ class SchedulingQueue:
         info.backoff_expiry = now + self._backoff_duration(info.attempts)
         if is_gated(info.pod):
             self._place(info, GATED, "ScheduleAttemptFailure")
-        elif unschedulable and not info.helped:
+        elif unschedulable and not self._helped_in_flight(info, hint_events):
             info.unschedulable_since = now
             self._place(info, UNSCHEDULABLE, "ScheduleAttemptFailure")
         else:
@@ -290,6 +315,8 @@ class SchedulingQueue:
             info.unschedulable_since = None
             self._place(info, BACKOFF, "ScheduleAttemptFailure")
 
+
+_LOG_TRIM_AT = 1024  # logged in-flight events before the log drops what no pod needs
 
 _IGNORED_META = ("resourceVersion", "generation", "managedFields", "annotations")
 

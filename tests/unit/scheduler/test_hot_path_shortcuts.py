@@ -1,6 +1,7 @@
 """Shortcuts on the scheduling hot path give the same answers as the long way round.
 
 - ``PodView.bound`` (used by ``Snapshot.assume``) equals a view built from the bound pod;
+- ``Snapshot.confirm`` (an assumed pod seen bound) leaves the snapshot as an upsert would;
 - equal node taint sets share one tuple (``model.intern_taints``), which the taint predicate's
   per-decision memo relies on, and its verdicts match ``untolerated_taint`` node by node.
 """
@@ -75,3 +76,53 @@ def test_the_taint_memo_gives_each_node_its_own_verdict() -> None:
                 assert status.detail == detail(bad), info.name
     rejected = [n.name for n in snapshot.node_list() if check(n) is not None]
     assert rejected == ["n2"]
+
+
+def _bound_by_api(pod: dict, node: str, version: str) -> dict:
+    """The pod as the watch shows it after the binding: nodeName set, a new resourceVersion."""
+    bound = copy.deepcopy(pod)
+    bound["spec"]["nodeName"] = node
+    bound["metadata"]["resourceVersion"] = version
+    return bound
+
+
+def test_confirming_an_assumed_pod_equals_upserting_it() -> None:
+    """``Snapshot.confirm`` (the watch shows an assumed pod bound where it was assumed) leaves
+    the snapshot as ``upsert_pod`` of the API's object would, without rebuilding the view."""
+    pod = make_pod("p", cpu="500m", labels={"app": "a"}, pod_anti_affinity=[{
+        "labelSelector": {"matchLabels": {"app": "a"}}, "topologyKey": "kubernetes.io/hostname"}])
+    pod["metadata"]["resourceVersion"] = "3"
+    confirmed = Snapshot.build(nodes=[make_node("n1"), make_node("n2")])
+    upserted = Snapshot.build(nodes=[make_node("n1"), make_node("n2")])
+    for snapshot in (confirmed, upserted):
+        snapshot.assume(pod, "n1")
+    from_api = _bound_by_api(pod, "n1", "4")
+    assert confirmed.confirm(from_api)
+    upserted.upsert_pod(from_api)
+    for snapshot in (confirmed, upserted):
+        uid = str(pod["metadata"]["uid"])
+        assert not snapshot.is_assumed(uid)
+        view = snapshot.get_pod(uid)
+        assert view is not None and view.raw is from_api
+        assert snapshot.pods_on("n1") == [view]
+        assert snapshot.pods_with_required_anti[uid] is view
+        node = snapshot.node("n1")
+        assert node is not None and node.req_cpu == 500 and node.pods[uid] is view
+    built = PodView._build(from_api)
+    view = confirmed.get_pod(str(pod["metadata"]["uid"]))
+    for slot in PodView.__slots__:
+        assert getattr(view, slot) == getattr(built, slot), slot
+
+
+def test_a_pod_changed_or_bound_elsewhere_is_not_confirmed() -> None:
+    pod = make_pod("p", cpu="500m", labels={"app": "a"})
+    pod["metadata"]["resourceVersion"] = "3"
+    snapshot = Snapshot.build(nodes=[make_node("n1"), make_node("n2")])
+    snapshot.assume(pod, "n1")
+    relabelled = _bound_by_api(pod, "n1", "4")
+    relabelled["metadata"]["labels"] = {"app": "b"}
+    assert not snapshot.confirm(relabelled)
+    assert not snapshot.confirm(_bound_by_api(pod, "n2", "4"))
+    assert snapshot.is_assumed(str(pod["metadata"]["uid"]))
+    other = make_pod("q", cpu="1")
+    assert not snapshot.confirm(_bound_by_api(other, "n1", "5"))  # never assumed

@@ -137,6 +137,43 @@ def test_event_during_attempt_sends_pod_to_backoff_not_parking(
     assert queue.counts() == {"active": 0, "backoff": 1, "unschedulable": 0, "gated": 0}
 
 
+def test_only_events_after_its_pop_count_for_an_in_flight_pod(
+    queue: SchedulingQueue, clock: FakeClock
+) -> None:
+    """The in-flight log: an event logged while another pod was in flight, before this one
+    was popped, is not one that arrived during this pod's attempt."""
+    queue.add(make_pod("a"), priority=1)
+    queue.add(make_pod("b"), priority=0)
+    first = queue.pop_nowait()
+    assert first is not None and first.key == "default/a"
+    queue.move_for_event(ClusterEvent(NODE_ADD))  # during a's attempt only
+    second = queue.pop_nowait()
+    assert second is not None and second.key == "default/b"
+    queue.requeue(second, unschedulable=True)
+    assert queue.counts()["unschedulable"] == 1  # b saw no event of its own
+    queue.requeue(first, unschedulable=True)
+    assert queue.counts()["backoff"] == 1  # a did
+
+
+def test_the_in_flight_log_keeps_what_a_long_attempt_still_needs(
+    queue: SchedulingQueue, clock: FakeClock
+) -> None:
+    """A pod in flight across many events (a slow binding) still sees the one that could help
+    it after the log has been trimmed for the pods that came and went."""
+    queue.add(make_pod("slow"), priority=1)
+    slow = queue.pop_nowait()
+    assert slow is not None
+    queue.move_for_event(ClusterEvent(NODE_ADD))
+    for i in range(3000):
+        queue.add(make_pod(f"p{i}"), priority=0)
+        info = queue.pop_nowait()
+        assert info is not None
+        queue.move_for_event(ClusterEvent(ASSIGNED_POD_ADD))
+        queue.done(info.key)
+    queue.requeue(slow, unschedulable=True)
+    assert queue.counts()["backoff"] == 1
+
+
 def test_in_flight_pod_is_not_popped_twice_and_keeps_latest_object(
     queue: SchedulingQueue,
 ) -> None:

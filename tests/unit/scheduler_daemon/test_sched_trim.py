@@ -17,12 +17,11 @@ from typing import Any
 
 import pytest
 
-from berthmaster.scheduler.daemon.cache import _placement_view
 from berthmaster.scheduler.daemon.hints import node_change
 from berthmaster.scheduler.daemon.queue import _spec_changed
 from berthmaster.scheduler.daemon.trim import trim_node, trim_pod
 from berthmaster.scheduler.model import NodeView, PodView
-from berthmaster.scheduler.snapshot import PREFER_AVOID_PODS_ANNOTATION
+from berthmaster.scheduler.snapshot import PREFER_AVOID_PODS_ANNOTATION, placement_view
 from tests.support.builders import make_node, make_pod, match_expression, pod_affinity_term
 
 JSON = dict[str, Any]
@@ -93,7 +92,7 @@ def test_trimmed_pod_reads_the_same(pod: JSON) -> None:
     # status churn: ignored by the cache before and after trimming alike
     churned = copy.deepcopy(full)
     churned["status"]["podIP"] = "10.244.0.10"
-    assert _placement_view(trim_pod(copy.deepcopy(churned))) == _placement_view(trimmed)
+    assert placement_view(trim_pod(copy.deepcopy(churned))) == placement_view(trimmed)
     # a relabel is a spec change to the queue, trimmed or not; an annotation is not
     relabelled = copy.deepcopy(full)
     relabelled["metadata"].setdefault("labels", {})["new"] = "x"
