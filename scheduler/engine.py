@@ -272,21 +272,27 @@ class Engine:
         return self._conclude(walk, view, snapshot, explain)
 
     def _walk_single(self, walk: _Walk, only: tuple[Predicate, Check],
-                     ordered: Iterable[NodeInfo]) -> None:
-        """Walk 1: one check to run per node, from the rotating start, until enough fit."""
+                     ordered: Iterable[NodeInfo]) -> NodeInfo | None:
+        """Walk 1: one check to run per node, from the rotating start, until enough fit;
+        returns the last node visited."""
         predicate, check = only
         feasible, failed, to_find = walk.feasible, walk.failed, walk.to_find
         fn = unwrap(check)
+        append = feasible.append
+        found = len(feasible)
+        node = None
         for node in ordered:
             rejection = fn(node)
             if rejection is None:
-                feasible.append(node)
-                if len(feasible) >= to_find:
+                append(node)
+                found += 1
+                if found >= to_find:
                     break
             else:
                 failed[node.name] = rejection
         if failed:
             walk.rejected_by.add(predicate.NAME)
+        return node
 
     def _walk_every(self, walk: _Walk, checks: list[tuple[Predicate, Check]],
                     ordered: Iterable[NodeInfo]) -> NodeInfo | None:
@@ -331,13 +337,16 @@ class Engine:
         when it needs no more, else None (the walk is then as complete as walk 2's)."""
         nodes = snapshot.node_list()
         total, start = len(nodes), walk.start
-        positions = _allowed_positions(snapshot, nodes, allowed)
+        positions, members = _allowed_positions(snapshot, nodes, allowed)
         first = bisect_left(positions, start)
         # a check that declared exactly the nodes it passes passes every node visited here
         visiting = checks if self.policy.always_check_all_predicates else [
             (p, c) for p, c in checks if not (isinstance(c, NarrowedCheck) and c.exact)]
-        last = self._walk_every(walk, visiting, (
-            nodes[p] for p in chain(islice(positions, first, None), islice(positions, 0, first))))
+        ordered = chain(islice(members, first, None), islice(members, 0, first))
+        if len(visiting) == 1 and not self.policy.always_check_all_predicates:
+            last = self._walk_single(walk, visiting[0], ordered)
+        else:
+            last = self._walk_every(walk, visiting, ordered)
         feasible = walk.feasible
         stopped_early = len(feasible) >= walk.to_find and last is not None
         if not explain and stopped_early:
@@ -397,8 +406,10 @@ class Engine:
                             evaluated=evaluated, total_nodes=total)
         totals, breakdown = self._score(view, snapshot, feasible, explain)
         best = max(totals)
-        winners = [i for i, t in enumerate(totals) if t == best]
-        chosen = winners[0] if len(winners) == 1 else self.random.choice(winners)
+        if totals.count(best) == 1:
+            chosen = totals.index(best)
+        else:
+            chosen = self.random.choice([i for i, t in enumerate(totals) if t == best])
         scores = {n.name: t for n, t in zip(feasible, totals, strict=True)} if explain else {}
         return Decision(view.key, feasible[chosen].name, "", reasons, scores,
                         feasible=len(feasible), evaluated=evaluated, total_nodes=total,
@@ -439,8 +450,8 @@ class Engine:
             return [0] * len(nodes), rest
         key = "|".join(parts)  # built once: its hash is cached for every lookup below
         found = [n.memo.get(key) for n in nodes]
-        missing = [i for i, total in enumerate(found) if total is None]
-        if missing:
+        if None in found:
+            missing = [i for i, total in enumerate(found) if total is None]
             fresh = [nodes[i] for i in missing]
             sums = [0] * len(fresh)
             for priority in local:
@@ -564,21 +575,23 @@ _POSITIONS_CACHED = 64
 
 
 def _allowed_positions(snapshot: Snapshot, nodes: list[NodeInfo], allowed: Set[str]
-                       ) -> list[int]:
-    """Sorted positions (in the rotation order) of the ``allowed`` nodes, cached per set (the
-    sets the plugins keep in the node cache come back pod after pod; the per-pod ones do not,
-    so the cache is bounded rather than growing by one entry per pod)."""
-    cache: dict[int, tuple[Set[str], list[int]]] = snapshot.node_cache.setdefault(
-        "allowed-positions", {})
+                       ) -> tuple[list[int], list[NodeInfo]]:
+    """Sorted positions (in the rotation order) of the ``allowed`` nodes and those nodes in
+    that order, cached per set (the sets the plugins keep in the node cache come back pod after
+    pod; the per-pod ones do not, so the cache is bounded rather than growing by one entry per
+    pod). The node cache is emptied whenever a node comes, goes or changes."""
+    cache: dict[int, tuple[Set[str], list[int], list[NodeInfo]]] = \
+        snapshot.node_cache.setdefault("allowed-positions", {})
     cached = cache.get(id(allowed))
     if cached is not None and cached[0] is allowed:
-        return cached[1]
+        return cached[1], cached[2]
     index = _position_index(snapshot, nodes)
     positions = sorted(index[n] for n in allowed if n in index)
+    members = [nodes[p] for p in positions]
     if len(cache) >= _POSITIONS_CACHED:
         cache.clear()
-    cache[id(allowed)] = (allowed, positions)
-    return positions
+    cache[id(allowed)] = (allowed, positions, members)
+    return positions, members
 
 
 def _unbound_view(pod: Obj) -> PodView:
