@@ -7,20 +7,37 @@ carry required anti-affinity too); preferred pod affinity. Prints the median and
 median process CPU time (less sensitive to other load on a shared machine), with the default
 policy and upstream's adaptive percentageOfNodesToScore (``--percentage`` to change it).
 
+``--stream N`` instead places a stream of N pods per workload of ``bench_scheduler.py``
+(basic, anti-affinity, preferred-affinity, spread, same pod bodies) on a cluster shaped as that
+benchmark's (half the nodes tainted, ten zones, 500 existing pods for basic), deciding and
+assuming each pod as the running scheduler does, so every decision sees the previous ones:
+the engine's part of the scheduler's CPU per pod, without the API server. It prints CPU ms per
+pod and a digest of the decisions (seeded: equal digests across commits mean equal decisions).
+
     .venv/bin/python bench/bench_engine.py              # 5000 nodes
     .venv/bin/python bench/bench_engine.py --nodes 500  # quick
+    .venv/bin/python bench/bench_engine.py --nodes 2000 --stream 1500
 """
 
 from __future__ import annotations
 
 import argparse
 import gc
+import hashlib
+import importlib.util
+import json
 import statistics
+import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
+from types import ModuleType
 from typing import Any
 
+from berthmaster.devcluster.nodes import fake_node
+from berthmaster.devcluster.schedulers import comparison_policy
 from berthmaster.scheduler.engine import Engine
+from berthmaster.scheduler.policy import load_policy
 from berthmaster.scheduler.snapshot import Snapshot
 
 ZONES = ("zone-a", "zone-b", "zone-c")
@@ -95,13 +112,84 @@ CASES: dict[str, Callable[[], dict[str, Any]]] = {
 }
 
 
+STREAM_WORKLOADS = ("basic", "anti-affinity", "preferred-affinity", "spread")
+
+
+def bench_scheduler() -> ModuleType:
+    """bench_scheduler.py beside this file (bench/ is not a package), for its pod bodies."""
+    spec = importlib.util.spec_from_file_location(
+        "bench_scheduler", Path(__file__).with_name("bench_scheduler.py"))
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["bench_scheduler"] = module  # its dataclasses look their module up by name
+    spec.loader.exec_module(module)
+    return module
+
+
+def bench_cluster(bench: ModuleType, nodes: int, existing: int) -> Snapshot:
+    """The cluster bench_scheduler.py builds (create_nodes, measure), as a snapshot."""
+    node_objs = []
+    for i in range(nodes):
+        dedicated = i % 2 == 0
+        node = fake_node(
+            f"bench-node-{i:05d}",
+            labels={bench.POOL_LABEL: "dedicated" if dedicated else "shared"},
+            taints=[{"key": bench.POOL_TAINT, "value": "bench", "effect": "NoSchedule"}]
+            if dedicated else None, zone=f"zone-{(i // 2) % bench.ZONES}",
+            capacity={"cpu": "64", "memory": "256Gi", "pods": "250"})
+        node["metadata"].update(uid=f"n{i}", resourceVersion="1")
+        node_objs.append(node)
+    pods = []
+    for i in range(existing):
+        body = bench.pod_body(f"existing-{i}", "none", "basic", i,
+                              node=f"bench-node-{i % nodes:05d}")
+        body["metadata"].update(namespace="bench", uid=f"e{i}", resourceVersion="1")
+        pods.append(body)
+    return Snapshot.build(nodes=node_objs, pods=pods)
+
+
+def stream(nodes: int, count: int, percentage: int) -> None:
+    """Decide and assume ``count`` pods per workload, each on a fresh cluster."""
+    bench = bench_scheduler()
+    policy = load_policy(json.dumps(comparison_policy()))
+    print(f"{'workload':20} {'placed':>11} {'cpu ms/pod':>11}  decisions")
+    for workload in STREAM_WORKLOADS:
+        snapshot = bench_cluster(bench, nodes, 500 if workload == "basic" else 0)
+        engine = Engine(policy, seed=1, percentage_of_nodes_to_score=percentage)
+        # the scheduler's anti-affinity workload is capped at half the nodes (one pod per node)
+        pods = count if workload != "anti-affinity" else min(count, nodes // 2)
+        bodies = []
+        for i in range(pods):
+            body = bench.pod_body(f"p-{i}", "bench", workload, i)
+            body["metadata"].update(namespace="bench", uid=f"{workload}-{i}",
+                                    resourceVersion="1")
+            bodies.append(body)
+        gc.collect()
+        chosen: list[str | None] = []
+        started = time.process_time()
+        for body in bodies:
+            decision = engine.schedule(body, snapshot)
+            chosen.append(decision.node)
+            if decision.node:
+                snapshot.assume(body, decision.node)
+        cpu = time.process_time() - started
+        placed = sum(1 for node in chosen if node)
+        digest = hashlib.sha1(repr(chosen).encode()).hexdigest()[:12]
+        print(f"{workload:20} {f'{placed}/{pods}':>11} {cpu * 1000 / pods:11.3f}  {digest}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--nodes", type=int, default=5000)
     parser.add_argument("--runs", type=int, default=200)
     parser.add_argument("--percentage", type=int, default=0,
                         help="percentageOfNodesToScore (0 = adaptive)")
+    parser.add_argument("--stream", type=int, default=0, metavar="N",
+                        help="place N pods per bench_scheduler workload instead (see above)")
     args = parser.parse_args()
+    if args.stream:
+        stream(args.nodes, args.stream, args.percentage)
+        return
     started = time.perf_counter()
     snapshot = build(args.nodes)
     # the snapshot lives as long as the process: keep the cyclic collector from re-scanning it
