@@ -31,6 +31,14 @@ laptop; ``--full`` is the issue's size (5,000 nodes, 1,000 existing + 10,000 mea
     .venv/bin/python bench/bench_scheduler.py                 # small, all schedulers/workloads
     .venv/bin/python bench/bench_scheduler.py --full          # the issue's size
     .venv/bin/python bench/bench_scheduler.py --workloads basic --rate 100
+
+``--sync N`` measures the initial sync alone, side by side: N pods bound round-robin to the
+nodes are created once (namespace ``bench-sync``, kept for the next ``--sync`` run on the same
+``--kubeconfig``), then each scheduler in turn starts, binds one warm-up pod (process start
+to that bind is its sync) and is stopped; reported with its memory (VmRSS after the bind and
+VmHWM, the peak) and the CPU seconds it spent to get there.
+
+    .venv/bin/python bench/bench_scheduler.py --nodes 5000 --sync 20000
 """
 
 from __future__ import annotations
@@ -300,6 +308,23 @@ async def measure(kube: KubeClient, args: argparse.Namespace, kind: str, workloa
         with contextlib.suppress(KubeError):
             await kube.request("DELETE", resource_path(CORE, "pods", namespace),
                                params={"gracePeriodSeconds": 0})
+        await wait_pods_gone(kube, namespace)
+
+
+async def wait_pods_gone(kube: KubeClient, namespace: str, timeout: float = 180.0) -> None:
+    """Wait until the namespace's pods are gone, so the next run's scheduler neither lists
+    them nor spends its measured CPU on their deletion events."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            page = await kube.request("GET", resource_path(CORE, "pods", namespace),
+                                      params={"limit": 1})
+        except KubeError:
+            return
+        if not page.get("items"):
+            return
+        await asyncio.sleep(0.5)
+    print(f"  (pods of {namespace} still there after {timeout:.0f} s)", flush=True)
 
 
 async def wait_default_account(kube: KubeClient, namespace: str) -> None:
@@ -363,6 +388,82 @@ async def watch_binds(kube: KubeClient, namespace: str, bound_at: dict[str, floa
                     bound_at[name] = time.monotonic()
 
 
+# ---- the initial sync alone (--sync) ------------------------------------------------------------
+@dataclass
+class SyncResult:
+    scheduler: str
+    first_bind_s: float
+    rss_mib: float
+    peak_mib: float
+    cpu_s: float
+    own_sync_s: float | None
+
+
+async def measure_sync(kube: KubeClient, args: argparse.Namespace, nodes: list[str],
+                       workdir: Path) -> list[SyncResult]:
+    """--sync: ``args.sync`` bound pods created once, then each scheduler's start to first
+    bind, and its memory and CPU at that moment."""
+    namespace = "bench-sync"
+    with contextlib.suppress(KubeError):
+        await kube.create(resource_path(CORE, "namespaces"), {
+            "apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
+    await wait_default_account(kube, namespace)
+    have, _ = await kube.list_all(resource_path(CORE, "pods", namespace))
+    names = {p["metadata"]["name"] for p in have}
+    started = time.monotonic()
+    await create_pods(kube, namespace, [
+        pod_body(f"existing-{i}", "none", "basic", i, node=nodes[i % len(nodes)])
+        for i in range(args.sync) if f"existing-{i}" not in names], rate=0)
+    print(f"{args.sync} bound pods ready in {time.monotonic() - started:.1f} s", flush=True)
+    results = []
+    for kind in [k for _ in range(args.rounds) for k in args.schedulers]:
+        if kind == "stub":
+            continue  # places nothing, keeps nothing: no sync to compare
+        probe = f"bench-sync-{kind}-{uuid.uuid4().hex[:4]}"
+        await kube.create(resource_path(CORE, "namespaces"), {
+            "apiVersion": "v1", "kind": "Namespace", "metadata": {"name": probe}})
+        await wait_default_account(kube, probe)
+        launched = time.monotonic()
+        proc, name = start_scheduler(kind, args.kubeconfig, workdir,
+                                     Path(args.kube_scheduler_binary),
+                                     shlex.split(args.berthmaster_args))
+        try:
+            first_bind = await wait_ready(kube, probe, name) - launched
+            cpu = proc.cpu_seconds()
+            rss = current_rss_mib(proc)
+            results.append(SyncResult(kind, first_bind, rss, proc.peak_rss_mib(), cpu,
+                                      sync_seconds(proc.log) if kind == "berthmaster"
+                                      else None))
+            print(f"  sync {kind:<22} first bind after {first_bind:.2f} s, {rss:.0f} MiB "
+                  f"(peak {results[-1].peak_mib:.0f}), {cpu:.1f} cpu s", flush=True)
+        finally:
+            proc.stop()
+            with contextlib.suppress(KubeError):
+                await kube.delete(resource_path(CORE, "namespaces", name=probe),
+                                  {"kind": "DeleteOptions", "gracePeriodSeconds": 0})
+    return results
+
+
+def current_rss_mib(proc: Proc) -> float:
+    for line in Path(f"/proc/{proc.popen.pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def sync_report(results: Sequence[SyncResult]) -> str:
+    lines = [f"{'scheduler':<23}{'first bind s':>13}{'cpu s':>8}{'rss MiB':>9}{'peak MiB':>10}"
+             f"{'x ks':>7}"]
+    ks = next((r for r in results if r.scheduler == "kube-scheduler"), None)
+    for r in results:
+        ratio = f"{r.first_bind_s / ks.first_bind_s:.2f}" if ks and ks.first_bind_s else "-"
+        lines.append(f"{r.scheduler:<23}{r.first_bind_s:>13.2f}{r.cpu_s:>8.1f}"
+                     f"{r.rss_mib:>9.0f}{r.peak_mib:>10.0f}{ratio:>7}")
+        if r.own_sync_s is not None:
+            lines.append(f"{'':<23}(its own log: caches synced in {r.own_sync_s:.2f} s)")
+    return "\n".join(lines)
+
+
 # ---- report ----------------------------------------------------------------------------------
 def ceiling_verdicts(results: Sequence[Result]) -> list[str]:
     """Per workload with a stub run: whether the stub was at least as fast as every scheduler
@@ -415,8 +516,11 @@ async def bench(args: argparse.Namespace) -> list[Result]:
         started = time.monotonic()
         nodes = await create_nodes(kube, args.nodes)
         print(f"{len(nodes)} kwok nodes ready in {time.monotonic() - started:.1f} s", flush=True)
-        results = []
+        results: list[Result] = []
         with tempfile.TemporaryDirectory(prefix="bench-sched-") as tmp:
+            if args.sync:
+                args.sync_results = await measure_sync(kube, args, nodes, Path(tmp))
+                return results
             for workload in args.workloads:
                 for kind in args.schedulers:
                     result = await measure(kube, args, kind, workload, nodes, Path(tmp))
@@ -448,6 +552,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--berthmaster-args", default="",
                         help="extra flags for berthmaster's scheduler, e.g. "
                              "'--bind-concurrency 64'")
+    parser.add_argument("--sync", type=int, default=0, metavar="N",
+                        help="measure the initial sync alone with N bound pods (see above)")
+    parser.add_argument("--rounds", type=int, default=1,
+                        help="with --sync: start every scheduler this many times, in turn")
     parser.add_argument("--run-stub", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--stub-name", default="bench-stub", help=argparse.SUPPRESS)
     parser.add_argument("--stub-concurrency", type=int, default=0, help=argparse.SUPPRESS)
@@ -482,6 +590,10 @@ def main(argv: list[str] | None = None) -> int:
         if plane is not None:
             plane.down(quiet=True)
     print()
+    if args.sync:
+        print(f"nodes={args.nodes} bound pods={args.sync}: start to first bind")
+        print(sync_report(args.sync_results))
+        return 0
     print(f"nodes={args.nodes} existing={args.existing} pods={args.pods} "
           f"rate={'max' if not args.rate else args.rate}")
     print(report(results))
