@@ -33,8 +33,7 @@ laptop; ``--full`` is the issue's size (5,000 nodes, 1,000 existing + 10,000 mea
     .venv/bin/python bench/bench_scheduler.py --workloads basic --rate 100
 
 ``--sync N`` measures the initial sync alone, side by side: N pods bound round-robin to the
-nodes are created once (namespace ``bench-sync``, kept for the next ``--sync`` run on the same
-``--kubeconfig``), then each scheduler in turn starts, binds one warm-up pod (process start
+nodes are created once, then each scheduler in turn starts, binds one warm-up pod (process start
 to that bind is its sync) and is stopped; reported with its memory (VmRSS after the bind and
 VmHWM, the peak) and the CPU seconds it spent to get there.
 
@@ -403,18 +402,29 @@ async def measure_sync(kube: KubeClient, args: argparse.Namespace, nodes: list[s
                        workdir: Path) -> list[SyncResult]:
     """--sync: ``args.sync`` bound pods created once, then each scheduler's start to first
     bind, and its memory and CPU at that moment."""
-    namespace = "bench-sync"
-    with contextlib.suppress(KubeError):
-        await kube.create(resource_path(CORE, "namespaces"), {
-            "apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
+    namespace = f"bench-sync-{uuid.uuid4().hex[:4]}"
+    await kube.create(resource_path(CORE, "namespaces"), {
+        "apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
     await wait_default_account(kube, namespace)
-    have, _ = await kube.list_all(resource_path(CORE, "pods", namespace))
-    names = {p["metadata"]["name"] for p in have}
     started = time.monotonic()
     await create_pods(kube, namespace, [
         pod_body(f"existing-{i}", "none", "basic", i, node=nodes[i % len(nodes)])
-        for i in range(args.sync) if f"existing-{i}" not in names], rate=0)
+        for i in range(args.sync)], rate=0)
     print(f"{args.sync} bound pods ready in {time.monotonic() - started:.1f} s", flush=True)
+    try:
+        return await _sync_rounds(kube, args, workdir)
+    finally:
+        with contextlib.suppress(KubeError):
+            await kube.delete(resource_path(CORE, "namespaces", name=namespace),
+                              {"kind": "DeleteOptions", "gracePeriodSeconds": 0})
+        with contextlib.suppress(KubeError):
+            await kube.request("DELETE", resource_path(CORE, "pods", namespace),
+                               params={"gracePeriodSeconds": 0})
+        await wait_pods_gone(kube, namespace)
+
+
+async def _sync_rounds(kube: KubeClient, args: argparse.Namespace, workdir: Path
+                       ) -> list[SyncResult]:
     results = []
     for kind in [k for _ in range(args.rounds) for k in args.schedulers]:
         if kind == "stub":
