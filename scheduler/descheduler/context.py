@@ -16,7 +16,8 @@ decision stays pure while limits, PodDisruptionBudgets and the API have the last
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Generator, Iterable, Mapping
+from collections.abc import Callable, Generator, Hashable, Iterable, Mapping
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -140,7 +141,8 @@ class ClusterState:
         self._pod_views: dict[int, PodView] = {}
         self._owner_counts: Counter[str] | None = None
         self._node_views: dict[int, NodeView] = {}
-        self._node_entries: dict[str, list[tuple[str, bool, Pod]]] = {}
+        self._node_entries: dict[str, NodePods] = {}
+        self._protection: dict[Hashable, dict[int, tuple[Pod, list[str]]]] = {}
 
     def owner_replicas(self, pod: Pod) -> int:
         """How many listed pods share this pod's controller (DefaultEvictor's minReplicas)."""
@@ -190,15 +192,56 @@ class ClusterState:
         (Succeeded/Failed) only when asked, as upstream's ListPodsOnANode."""
         entries = self._node_entries.get(node_name)
         if entries is None:
-            # (uid, terminal, pod) read once per node and pass: strategies ask for the same
-            # node's pods again and again, and a listed pod does not change within a pass
-            entries = self._node_entries[node_name] = [
-                (uid(p), (p.get("status") or {}).get("phase") in TERMINAL_PHASES, p)
-                for p in self.pods_by_node.get(node_name, ())
-            ]
-        evicted = self.evicted
-        return [p for key, terminal, p in entries
+            # read once per node and pass: strategies ask for the same node's pods again and
+            # again, and a listed pod does not change within a pass
+            entries = self._node_entries[node_name] = NodePods.of(
+                self.pods_by_node.get(node_name, ()))
+        return entries.live(self.evicted, include_terminal)
+
+    def protection(self, pod: Pod, settings: EvictorSettings, threshold: int | None,
+                   key: Hashable) -> list[str]:
+        """``protection_reasons(pod, settings, threshold)``, worked out once per pod and
+        ``key`` (:func:`protection_key` of those settings) in a pass: a listed pod does not
+        change, and every strategy of a profile asks with the same settings."""
+        memo = self._protection.setdefault(key, {})
+        found = memo.get(id(pod))
+        if found is None or found[0] is not pod:
+            found = memo[id(pod)] = (pod, protection_reasons(pod, settings, threshold))
+        return found[1]
+
+
+class NodePods:
+    """One node's listed pods, split once: every pod, the non-terminal ones, and their uids, so
+    a node none of whose pods was evicted yet (most of them, most of the time) is answered
+    with a copy of a ready list instead of a walk."""
+
+    __slots__ = ("every", "keyed", "running", "uids")
+
+    def __init__(self, keyed: list[tuple[str, bool, Pod]]):
+        self.keyed = keyed  # (uid, terminal, pod) in listing order
+        self.uids = frozenset(key for key, _, _ in keyed)
+        self.every = [pod for _, _, pod in keyed]
+        self.running = [pod for _, terminal, pod in keyed if not terminal]
+
+    @classmethod
+    def of(cls, pods: Iterable[Pod]) -> NodePods:
+        return cls([(uid(p), (p.get("status") or {}).get("phase") in TERMINAL_PHASES, p)
+                    for p in pods])
+
+    def live(self, evicted: AbstractSet[str], include_terminal: bool) -> list[Pod]:
+        """The pods not in ``evicted``, terminal ones only with ``include_terminal``."""
+        if evicted.isdisjoint(self.uids):
+            return list(self.every if include_terminal else self.running)
+        return [p for key, terminal, p in self.keyed
                 if key not in evicted and (include_terminal or not terminal)]
+
+
+def protection_key(settings: EvictorSettings, threshold: int | None) -> Hashable:
+    """What :func:`protection_reasons` reads of the settings and the resolved threshold."""
+    return (settings.evict_local_storage_pods, settings.evict_daemonset_pods,
+            settings.evict_system_critical_pods, settings.ignore_pvc_pods,
+            settings.evict_failed_bare_pods, settings.protect_resource_claims,
+            settings.no_eviction_policy, threshold)
 
 
 class StrategyContext:
@@ -209,6 +252,7 @@ class StrategyContext:
         self.settings = settings
         self.tally = tally
         self.threshold = self._resolve_threshold()
+        self._protection_key = protection_key(settings, self.threshold)
         self._selector = PodFilter(None, settings.label_selector)
         chosen = settings.namespace_label_selector or {}
         # an empty namespaceLabelSelector filters nothing (upstream's PreEvictionFilter)
@@ -250,7 +294,8 @@ class StrategyContext:
 
     def evictable(self, pod: Pod) -> bool:
         """The DefaultEvictor filter; a refusal is tallied under its first reason."""
-        reasons = protection_reasons(pod, self.settings, self.threshold)
+        reasons = self.state.protection(pod, self.settings, self.threshold,
+                                        self._protection_key)
         if reasons:
             self.tally.skipped[reasons[0]] += 1
             return False
