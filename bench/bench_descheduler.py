@@ -23,7 +23,12 @@ import time
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from berthmaster.scheduler.descheduler.cycle import ClusterObjects, plan_pass, prepare
+from berthmaster.scheduler.descheduler.cycle import (
+    ClusterObjects,
+    freeze_pass_state,
+    plan_pass,
+    prepare,
+)
 from berthmaster.scheduler.descheduler.policy import parse_policy
 from berthmaster.scheduler.descheduler.summary import render
 
@@ -170,6 +175,7 @@ def main() -> None:
     objects = cluster(nodes, pods)
     generated = clock.lap()
     state = prepare(objects, policy, now=NOW)
+    freeze_pass_state()  # as the command does
     prepared = clock.lap()
     tallies = plan_pass(state, policy)
     planned = clock.lap()

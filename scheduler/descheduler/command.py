@@ -16,7 +16,12 @@ from berthmaster.documents import DocumentError
 from berthmaster.errors import PolicyError
 from berthmaster.kube import KubeClient, KubeError
 from berthmaster.scheduler.descheduler import metrics
-from berthmaster.scheduler.descheduler.cycle import list_cluster, prepare, run_pass
+from berthmaster.scheduler.descheduler.cycle import (
+    freeze_pass_state,
+    list_cluster,
+    prepare,
+    run_pass,
+)
 from berthmaster.scheduler.descheduler.policy import load_policy_file
 from berthmaster.scheduler.descheduler.summary import (
     EXIT_API_ERROR,
@@ -54,6 +59,7 @@ async def deschedule(policy_file: str, dry_run: bool, kubeconfig: str | None) ->
             print(f"cannot list the cluster: {error}", file=sys.stderr)
             return EXIT_API_ERROR
         state = prepare(objects, policy)
+        freeze_pass_state()
         print(f"descheduler pass ({policy.api_version}): {len(state.nodes)} of "
               f"{len(state.all_nodes)} nodes, {len(objects.pods)} pods"
               + (" [dry run]" if dry_run else ""), flush=True)
