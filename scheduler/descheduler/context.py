@@ -126,6 +126,10 @@ class ClusterState:
             if node_is_ready(n) and admits((n.get("metadata") or {}).get("labels") or {})
         ]
         self.node_order = [n["metadata"]["name"] for n in self.nodes]
+        # Ready node names per selector: one list object per selector, so answers over it can
+        # be remembered by its identity (the policy's selector is node_order itself)
+        self._ready_names: dict[str | None, list[str]] = {node_selector: self.node_order}
+        self._fits_elsewhere: dict[tuple[int, str], bool] = {}
         self.node_names = set(self.node_order)
         self.nodes_by_name = {n["metadata"]["name"]: n for n in self.all_nodes}
         self.pods_by_node: dict[str, list[Pod]] = {}
@@ -173,12 +177,42 @@ class ClusterState:
     def view(self, pod: Pod) -> PodView:
         """The placement model's view of a listed pod, built once per pass."""
         found = self._pod_views.get(id(pod))
-        if found is None:
-            shared = getattr(self.node_fit, "view_of", None)  # the engine's snapshot has one
+        if found is None and not self._pod_views:
+            # the engine's snapshot has a view of every listed pod: index them all at once
+            listed = getattr(self.node_fit, "listed_views", None)
+            if listed is not None:
+                self._pod_views.update((id(v.raw), v) for v in listed())
+                found = self._pod_views.get(id(pod))
+        if found is None or found.raw is not pod:
+            shared = getattr(self.node_fit, "view_of", None)
             found = shared(pod) if shared is not None else None
             if found is None or found.raw is not pod:
                 found = PodView.from_dict(pod)
             self._pod_views[id(pod)] = found
+        return found
+
+    def ready_names(self, selector: str | None) -> list[str]:
+        """The names of the Ready nodes ``selector`` admits, in listing order (the same list
+        object for the same selector, all pass long)."""
+        found = self._ready_names.get(selector)
+        if found is None:
+            admits = parse_label_selector(selector).matches
+            found = self._ready_names[selector] = [
+                n["metadata"]["name"] for n in self.all_nodes
+                if node_is_ready(n) and admits((n.get("metadata") or {}).get("labels") or {})]
+        return found
+
+    def fits_elsewhere(self, pod: Pod, names: list[str]) -> bool:
+        """Upstream's PodFitsAnyOtherNode: some node of ``names`` (a :meth:`ready_names`
+        list) other than the pod's own takes it. Remembered per pod and list for the pass:
+        the snapshot nodeFit asks does not change within a pass, so a pod a strategy and then
+        the DefaultEvictor ask about over the same nodes is answered once."""
+        key = (id(names), uid(pod))
+        found = self._fits_elsewhere.get(key)
+        if found is None:
+            current = str((pod.get("spec") or {}).get("nodeName") or "")
+            found = self._fits_elsewhere[key] = any_node_fits(self.node_fit, pod, names,
+                                                              current)
         return found
 
     def node_view(self, node: Node) -> NodeView:
@@ -259,9 +293,6 @@ class StrategyContext:
         self._namespace_selector: LabelSelector | None = (
             compile_selector(chosen) if chosen.get("matchLabels") or chosen.get(
                 "matchExpressions") else None)
-        self._fits_elsewhere: dict[str, bool] = {}
-        self._evictor_fits_elsewhere: dict[str, bool] = {}
-        self._evictor_nodes: list[str] | None = None
 
     def _resolve_threshold(self) -> int | None:
         if self.settings.priority_threshold is not None:
@@ -338,36 +369,16 @@ class StrategyContext:
         """Upstream's PodFitsAnyOtherNode over the nodes a strategy works on (Ready, admitted by
         the policy's nodeSelector); strategies use it. The DefaultEvictor's nodeFit uses
         :meth:`evictor_fits_other_node`."""
-        key = uid(pod)
-        if key not in self._fits_elsewhere:
-            current = str((pod.get("spec") or {}).get("nodeName") or "")
-            self._fits_elsewhere[key] = self.any_node_fits(pod, self.state.node_order, current)
-        return self._fits_elsewhere[key]
+        return self.state.fits_elsewhere(pod, self.state.node_order)
 
     def evictor_fits_other_node(self, pod: Pod) -> bool:
         """The DefaultEvictor's nodeFit: upstream's PodFitsAnyOtherNode over ReadyNodes(...,
         the evictor's own nodeSelector) - every Ready node unless that selector narrows it,
         whatever the policy's top-level nodeSelector."""
-        if self._evictor_nodes is None:
-            admits = parse_label_selector(self.settings.node_selector).matches
-            self._evictor_nodes = [
-                n["metadata"]["name"] for n in self.state.all_nodes
-                if node_is_ready(n) and admits((n.get("metadata") or {}).get("labels") or {})]
-        key = uid(pod)
-        if key not in self._evictor_fits_elsewhere:
-            current = str((pod.get("spec") or {}).get("nodeName") or "")
-            self._evictor_fits_elsewhere[key] = self.any_node_fits(pod, self._evictor_nodes,
-                                                                   current)
-        return self._evictor_fits_elsewhere[key]
+        return self.state.fits_elsewhere(pod, self.state.ready_names(self.settings.node_selector))
 
     def any_node_fits(self, pod: Pod, names: list[str], exclude: str = "") -> bool:
-        fit = self.state.node_fit
-        if fit is None:
-            return any(name != exclude for name in names)
-        any_node = getattr(fit, "any_node", None)
-        if any_node is not None:
-            return bool(any_node(pod, names, exclude))
-        return any(name != exclude and fit(pod, name) for name in names)
+        return any_node_fits(self.state.node_fit, pod, names, exclude)
 
     def feasible_nodes(self, pod: Pod, names: list[str]) -> list[str]:
         fit = self.state.node_fit
@@ -378,6 +389,17 @@ class StrategyContext:
             return list(feasible(pod, names))
         return [name for name in names if fit(pod, name)]
 
+
+
+def any_node_fits(fit: NodeFit | None, pod: Pod, names: list[str], exclude: str = "") -> bool:
+    """Whether ``fit`` takes the pod on some node of ``names`` other than ``exclude`` (any
+    such node when there is no ``fit``)."""
+    if fit is None:
+        return any(name != exclude for name in names)
+    any_node = getattr(fit, "any_node", None)
+    if any_node is not None:
+        return bool(any_node(pod, names, exclude))
+    return any(name != exclude and fit(pod, name) for name in names)
 
 
 def settings_selector_rejects(selector: PodFilter, pod: Pod) -> bool:

@@ -62,6 +62,10 @@ class EngineFit:
 
         return self.snapshot.get_pod(pod_key(pod))
 
+    def listed_views(self) -> Iterable[PodView]:
+        """Every view the snapshot holds (each over the very dict that was listed)."""
+        return self.snapshot.pods.values()
+
     def __call__(self, pod: Pod, node_name: str) -> bool:
         from berthmaster.scheduler.snapshot import pod_key
 
