@@ -25,9 +25,8 @@ from typing import Any
 
 from berthmaster.scheduler.descheduler.cycle import (
     ClusterObjects,
-    freeze_pass_state,
     plan_pass,
-    prepare,
+    prepare_for_pass,
 )
 from berthmaster.scheduler.descheduler.policy import parse_policy
 from berthmaster.scheduler.descheduler.summary import render
@@ -174,8 +173,7 @@ def main() -> None:
     clock = Clock()
     objects = cluster(nodes, pods)
     generated = clock.lap()
-    state = prepare(objects, policy, now=NOW)
-    freeze_pass_state()  # as the command does
+    state = prepare_for_pass(objects, policy, now=NOW)  # as the command does
     prepared = clock.lap()
     tallies = plan_pass(state, policy)
     planned = clock.lap()

@@ -12,10 +12,10 @@ recorded as failed and the pass goes on with the next one.
 :func:`prepare` runs with the cyclic garbage collector paused (:func:`gc_paused`): it allocates
 about a million objects (views, indexes) that all live for the whole pass and form no garbage,
 and every generation-2 collection those allocations trigger re-scans all of them and the listed
-objects — about a quarter of the build at 50,000 pods. The command then freezes what the build
-left (:func:`freeze_pass_state`, as the scheduler daemon does after its initial sync) so the
-decisions and the evictions do not re-scan it either; :func:`plan_pass`, pure and bounded,
-pauses the collector as :func:`prepare` does.
+objects — about a quarter of the build at 50,000 pods. The command prepares through
+:func:`prepare_for_pass`, which also freezes what the build left (as the scheduler daemon does
+after its initial sync) so the decisions and the evictions do not re-scan it either;
+:func:`plan_pass`, pure and bounded, pauses the collector as :func:`prepare` does.
 """
 
 from __future__ import annotations
@@ -138,10 +138,16 @@ def plan_pass(state: ClusterState, policy: DeschedulerPolicy) -> list[Tally]:
     return tallies
 
 
-def freeze_pass_state() -> None:
-    """Move everything alive (the LISTed objects and the state :func:`prepare` built, which
-    live until the pass ends) into the collector's permanent generation, so the collections
-    the decisions and the evictions trigger do not re-scan them. Process-wide: for the
-    command, which runs one pass per process (the descheduler Job), not for a library
-    caller."""
-    gc.freeze()
+def prepare_for_pass(
+    objects: ClusterObjects, policy: DeschedulerPolicy, now: datetime | None = None,
+) -> ClusterState:
+    """:func:`prepare` for a process that runs one pass (the command, as the descheduler Job
+    runs it, and the benchmark): what was LISTed and built lives until the pass ends, so it is
+    moved into the collector's permanent generation (``gc.freeze``, as the scheduler daemon
+    does after its initial sync) before the collector resumes. Frozen while still paused:
+    resuming first would make the next allocation collect the million objects the build left
+    in the youngest generation. Process-wide, so not for a library caller."""
+    with gc_paused():
+        state = prepare(objects, policy, now=now)
+        gc.freeze()
+    return state
