@@ -463,7 +463,14 @@ def pod_requests(spec: Obj, where: str = "spec") -> tuple[dict[str, int], dict[s
 
     Sum of the app containers (plus restartable init containers, i.e. sidecars), at least the
     largest init container (plus the sidecars started before it), plus the pod overhead.
+    A pod with neither init containers nor overhead (most of them) takes
+    :func:`_app_container_requests`, the same sums without the init bookkeeping.
     """
+    if not spec.get("initContainers") and not spec.get("overhead"):
+        try:
+            return _app_container_requests(spec.get("containers") or ())
+        except QuantityError:
+            pass  # the general walk below names the container in its error
     total: dict[str, int] = {}
     total_nz: dict[str, int] = {}
     for i, c in enumerate(spec.get("containers") or ()):
@@ -497,6 +504,27 @@ def pod_requests(spec: Obj, where: str = "spec") -> tuple[dict[str, int], dict[s
     _add(total, overhead)
     _add(total_nz, {k: v for k, v in overhead.items() if k in (CPU, MEMORY)})
     return total, total_nz
+
+
+def _app_container_requests(containers: Iterable[Obj]) -> tuple[dict[str, int], dict[str, int]]:
+    """pod_requests of app containers alone: each container's requests (a missing one defaulted
+    to its limit), summed, and the non-zero cpu/memory sums (empty without containers)."""
+    total: dict[str, int] = {}
+    nonzero_cpu = nonzero_memory = 0
+    seen = False
+    for c in containers:
+        seen = True
+        res = c.get("resources") or {}
+        requests = resource_list(res.get("requests"))
+        limits = res.get("limits")
+        if limits:
+            for name, amount in resource_list(limits).items():
+                requests.setdefault(name, amount)
+        for name, amount in requests.items():
+            total[name] = total.get(name, 0) + amount
+        nonzero_cpu += requests.get(CPU) or DEFAULT_MILLI_CPU_REQUEST
+        nonzero_memory += requests.get(MEMORY) or DEFAULT_MEMORY_REQUEST
+    return total, ({CPU: nonzero_cpu, MEMORY: nonzero_memory} if seen else {})
 
 
 def resolve_priority(pod: Obj, priority_classes: Mapping[str, Obj]) -> int:

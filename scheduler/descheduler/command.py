@@ -16,7 +16,11 @@ from berthmaster.documents import DocumentError
 from berthmaster.errors import PolicyError
 from berthmaster.kube import KubeClient, KubeError
 from berthmaster.scheduler.descheduler import metrics
-from berthmaster.scheduler.descheduler.cycle import list_cluster, prepare, run_pass
+from berthmaster.scheduler.descheduler.cycle import (
+    list_cluster,
+    prepare_for_pass,
+    run_pass,
+)
 from berthmaster.scheduler.descheduler.policy import load_policy_file
 from berthmaster.scheduler.descheduler.summary import (
     EXIT_API_ERROR,
@@ -53,7 +57,7 @@ async def deschedule(policy_file: str, dry_run: bool, kubeconfig: str | None) ->
         except KubeError as error:
             print(f"cannot list the cluster: {error}", file=sys.stderr)
             return EXIT_API_ERROR
-        state = prepare(objects, policy)
+        state = prepare_for_pass(objects, policy)
         print(f"descheduler pass ({policy.api_version}): {len(state.nodes)} of "
               f"{len(state.all_nodes)} nodes, {len(objects.pods)} pods"
               + (" [dry run]" if dry_run else ""), flush=True)

@@ -16,7 +16,8 @@ decision stays pure while limits, PodDisruptionBudgets and the API have the last
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Generator, Iterable, Mapping
+from collections.abc import Callable, Generator, Hashable, Iterable, Mapping
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -125,6 +126,10 @@ class ClusterState:
             if node_is_ready(n) and admits((n.get("metadata") or {}).get("labels") or {})
         ]
         self.node_order = [n["metadata"]["name"] for n in self.nodes]
+        # Ready node names per selector: one list object per selector, so answers over it can
+        # be remembered by its identity (the policy's selector is node_order itself)
+        self._ready_names: dict[str | None, list[str]] = {node_selector: self.node_order}
+        self._fits_elsewhere: dict[tuple[int, str], bool] = {}
         self.node_names = set(self.node_order)
         self.nodes_by_name = {n["metadata"]["name"]: n for n in self.all_nodes}
         self.pods_by_node: dict[str, list[Pod]] = {}
@@ -140,7 +145,8 @@ class ClusterState:
         self._pod_views: dict[int, PodView] = {}
         self._owner_counts: Counter[str] | None = None
         self._node_views: dict[int, NodeView] = {}
-        self._node_entries: dict[str, list[tuple[str, bool, Pod]]] = {}
+        self._node_entries: dict[str, NodePods] = {}
+        self._protection: dict[Hashable, dict[int, tuple[Pod, list[str]]]] = {}
 
     def owner_replicas(self, pod: Pod) -> int:
         """How many listed pods share this pod's controller (DefaultEvictor's minReplicas)."""
@@ -171,12 +177,42 @@ class ClusterState:
     def view(self, pod: Pod) -> PodView:
         """The placement model's view of a listed pod, built once per pass."""
         found = self._pod_views.get(id(pod))
-        if found is None:
-            shared = getattr(self.node_fit, "view_of", None)  # the engine's snapshot has one
+        if found is None and not self._pod_views:
+            # the engine's snapshot has a view of every listed pod: index them all at once
+            listed = getattr(self.node_fit, "listed_views", None)
+            if listed is not None:
+                self._pod_views.update((id(v.raw), v) for v in listed())
+                found = self._pod_views.get(id(pod))
+        if found is None or found.raw is not pod:
+            shared = getattr(self.node_fit, "view_of", None)
             found = shared(pod) if shared is not None else None
             if found is None or found.raw is not pod:
                 found = PodView.from_dict(pod)
             self._pod_views[id(pod)] = found
+        return found
+
+    def ready_names(self, selector: str | None) -> list[str]:
+        """The names of the Ready nodes ``selector`` admits, in listing order (the same list
+        object for the same selector, all pass long)."""
+        found = self._ready_names.get(selector)
+        if found is None:
+            admits = parse_label_selector(selector).matches
+            found = self._ready_names[selector] = [
+                n["metadata"]["name"] for n in self.all_nodes
+                if node_is_ready(n) and admits((n.get("metadata") or {}).get("labels") or {})]
+        return found
+
+    def fits_elsewhere(self, pod: Pod, names: list[str]) -> bool:
+        """Upstream's PodFitsAnyOtherNode: some node of ``names`` (a :meth:`ready_names`
+        list) other than the pod's own takes it. Remembered per pod and list for the pass:
+        the snapshot nodeFit asks does not change within a pass, so a pod a strategy and then
+        the DefaultEvictor ask about over the same nodes is answered once."""
+        key = (id(names), uid(pod))
+        found = self._fits_elsewhere.get(key)
+        if found is None:
+            current = str((pod.get("spec") or {}).get("nodeName") or "")
+            found = self._fits_elsewhere[key] = any_node_fits(self.node_fit, pod, names,
+                                                              current)
         return found
 
     def node_view(self, node: Node) -> NodeView:
@@ -190,15 +226,56 @@ class ClusterState:
         (Succeeded/Failed) only when asked, as upstream's ListPodsOnANode."""
         entries = self._node_entries.get(node_name)
         if entries is None:
-            # (uid, terminal, pod) read once per node and pass: strategies ask for the same
-            # node's pods again and again, and a listed pod does not change within a pass
-            entries = self._node_entries[node_name] = [
-                (uid(p), (p.get("status") or {}).get("phase") in TERMINAL_PHASES, p)
-                for p in self.pods_by_node.get(node_name, ())
-            ]
-        evicted = self.evicted
-        return [p for key, terminal, p in entries
+            # read once per node and pass: strategies ask for the same node's pods again and
+            # again, and a listed pod does not change within a pass
+            entries = self._node_entries[node_name] = NodePods.of(
+                self.pods_by_node.get(node_name, ()))
+        return entries.live(self.evicted, include_terminal)
+
+    def protection(self, pod: Pod, settings: EvictorSettings, threshold: int | None,
+                   key: Hashable) -> list[str]:
+        """``protection_reasons(pod, settings, threshold)``, worked out once per pod and
+        ``key`` (:func:`protection_key` of those settings) in a pass: a listed pod does not
+        change, and every strategy of a profile asks with the same settings."""
+        memo = self._protection.setdefault(key, {})
+        found = memo.get(id(pod))
+        if found is None or found[0] is not pod:
+            found = memo[id(pod)] = (pod, protection_reasons(pod, settings, threshold))
+        return found[1]
+
+
+class NodePods:
+    """One node's listed pods, split once: every pod, the non-terminal ones, and their uids, so
+    a node none of whose pods was evicted yet (most of them, most of the time) is answered
+    with a copy of a ready list instead of a walk."""
+
+    __slots__ = ("every", "keyed", "running", "uids")
+
+    def __init__(self, keyed: list[tuple[str, bool, Pod]]):
+        self.keyed = keyed  # (uid, terminal, pod) in listing order
+        self.uids = frozenset(key for key, _, _ in keyed)
+        self.every = [pod for _, _, pod in keyed]
+        self.running = [pod for _, terminal, pod in keyed if not terminal]
+
+    @classmethod
+    def of(cls, pods: Iterable[Pod]) -> NodePods:
+        return cls([(uid(p), (p.get("status") or {}).get("phase") in TERMINAL_PHASES, p)
+                    for p in pods])
+
+    def live(self, evicted: AbstractSet[str], include_terminal: bool) -> list[Pod]:
+        """The pods not in ``evicted``, terminal ones only with ``include_terminal``."""
+        if evicted.isdisjoint(self.uids):
+            return list(self.every if include_terminal else self.running)
+        return [p for key, terminal, p in self.keyed
                 if key not in evicted and (include_terminal or not terminal)]
+
+
+def protection_key(settings: EvictorSettings, threshold: int | None) -> Hashable:
+    """What :func:`protection_reasons` reads of the settings and the resolved threshold."""
+    return (settings.evict_local_storage_pods, settings.evict_daemonset_pods,
+            settings.evict_system_critical_pods, settings.ignore_pvc_pods,
+            settings.evict_failed_bare_pods, settings.protect_resource_claims,
+            settings.no_eviction_policy, threshold)
 
 
 class StrategyContext:
@@ -209,15 +286,13 @@ class StrategyContext:
         self.settings = settings
         self.tally = tally
         self.threshold = self._resolve_threshold()
+        self._protection_key = protection_key(settings, self.threshold)
         self._selector = PodFilter(None, settings.label_selector)
         chosen = settings.namespace_label_selector or {}
         # an empty namespaceLabelSelector filters nothing (upstream's PreEvictionFilter)
         self._namespace_selector: LabelSelector | None = (
             compile_selector(chosen) if chosen.get("matchLabels") or chosen.get(
                 "matchExpressions") else None)
-        self._fits_elsewhere: dict[str, bool] = {}
-        self._evictor_fits_elsewhere: dict[str, bool] = {}
-        self._evictor_nodes: list[str] | None = None
 
     def _resolve_threshold(self) -> int | None:
         if self.settings.priority_threshold is not None:
@@ -250,7 +325,8 @@ class StrategyContext:
 
     def evictable(self, pod: Pod) -> bool:
         """The DefaultEvictor filter; a refusal is tallied under its first reason."""
-        reasons = protection_reasons(pod, self.settings, self.threshold)
+        reasons = self.state.protection(pod, self.settings, self.threshold,
+                                        self._protection_key)
         if reasons:
             self.tally.skipped[reasons[0]] += 1
             return False
@@ -293,36 +369,16 @@ class StrategyContext:
         """Upstream's PodFitsAnyOtherNode over the nodes a strategy works on (Ready, admitted by
         the policy's nodeSelector); strategies use it. The DefaultEvictor's nodeFit uses
         :meth:`evictor_fits_other_node`."""
-        key = uid(pod)
-        if key not in self._fits_elsewhere:
-            current = str((pod.get("spec") or {}).get("nodeName") or "")
-            self._fits_elsewhere[key] = self.any_node_fits(pod, self.state.node_order, current)
-        return self._fits_elsewhere[key]
+        return self.state.fits_elsewhere(pod, self.state.node_order)
 
     def evictor_fits_other_node(self, pod: Pod) -> bool:
         """The DefaultEvictor's nodeFit: upstream's PodFitsAnyOtherNode over ReadyNodes(...,
         the evictor's own nodeSelector) - every Ready node unless that selector narrows it,
         whatever the policy's top-level nodeSelector."""
-        if self._evictor_nodes is None:
-            admits = parse_label_selector(self.settings.node_selector).matches
-            self._evictor_nodes = [
-                n["metadata"]["name"] for n in self.state.all_nodes
-                if node_is_ready(n) and admits((n.get("metadata") or {}).get("labels") or {})]
-        key = uid(pod)
-        if key not in self._evictor_fits_elsewhere:
-            current = str((pod.get("spec") or {}).get("nodeName") or "")
-            self._evictor_fits_elsewhere[key] = self.any_node_fits(pod, self._evictor_nodes,
-                                                                   current)
-        return self._evictor_fits_elsewhere[key]
+        return self.state.fits_elsewhere(pod, self.state.ready_names(self.settings.node_selector))
 
     def any_node_fits(self, pod: Pod, names: list[str], exclude: str = "") -> bool:
-        fit = self.state.node_fit
-        if fit is None:
-            return any(name != exclude for name in names)
-        any_node = getattr(fit, "any_node", None)
-        if any_node is not None:
-            return bool(any_node(pod, names, exclude))
-        return any(name != exclude and fit(pod, name) for name in names)
+        return any_node_fits(self.state.node_fit, pod, names, exclude)
 
     def feasible_nodes(self, pod: Pod, names: list[str]) -> list[str]:
         fit = self.state.node_fit
@@ -333,6 +389,17 @@ class StrategyContext:
             return list(feasible(pod, names))
         return [name for name in names if fit(pod, name)]
 
+
+
+def any_node_fits(fit: NodeFit | None, pod: Pod, names: list[str], exclude: str = "") -> bool:
+    """Whether ``fit`` takes the pod on some node of ``names`` other than ``exclude`` (any
+    such node when there is no ``fit``)."""
+    if fit is None:
+        return any(name != exclude for name in names)
+    any_node = getattr(fit, "any_node", None)
+    if any_node is not None:
+        return bool(any_node(pod, names, exclude))
+    return any(name != exclude and fit(pod, name) for name in names)
 
 
 def settings_selector_rejects(selector: PodFilter, pod: Pod) -> bool:

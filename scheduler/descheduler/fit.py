@@ -62,6 +62,10 @@ class EngineFit:
 
         return self.snapshot.get_pod(pod_key(pod))
 
+    def listed_views(self) -> Iterable[PodView]:
+        """Every view the snapshot holds (each over the very dict that was listed)."""
+        return self.snapshot.pods.values()
+
     def __call__(self, pod: Pod, node_name: str) -> bool:
         from berthmaster.scheduler.snapshot import pod_key
 
@@ -77,10 +81,23 @@ class EngineFit:
             return self.engine.feasible_nodes(pod, self.snapshot, candidates=names)
 
     def any_node(self, pod: Pod, names: Sequence[str], exclude: str = "") -> bool:
-        """Whether the pod fits on at least one of ``names`` other than ``exclude``."""
-        with self._without(pod):
+        """Whether the pod fits on at least one of ``names`` other than ``exclude``.
+
+        Asked once per evicted pod (the DefaultEvictor's nodeFit), so :meth:`_without` is
+        written out here: a generator-based context manager costs as much as the removal."""
+        from berthmaster.scheduler.snapshot import pod_key
+
+        snapshot = self.snapshot
+        key = pod_key(pod)
+        present = snapshot.get_pod(key)
+        if present is not None:
+            snapshot.remove_pod(key)
+        try:
             others = (n for n in names if n != exclude)
-            return self.engine.first_feasible(pod, self.snapshot, others) is not None
+            return self.engine.first_feasible(pod, snapshot, others) is not None
+        finally:
+            if present is not None:
+                snapshot.upsert_view(present)
 
 
 def engine_node_fit(

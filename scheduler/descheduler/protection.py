@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from fractions import Fraction
+from functools import lru_cache
 from typing import Any
 
 from berthmaster.scheduler.model import QuantityError, parse_quantity
@@ -163,22 +164,50 @@ def qos_class(pod: Mapping[str, Any]) -> str:
     """status.qosClass when the API server set it, else computed as upstream's ComputePodQOS
     (pkg/apis/core/helper/qos): only positive cpu and memory quantities count, summed over the
     containers and init containers (or the pod-level ``spec.resources`` when set); Guaranteed
-    needs both limits on every container and requests equal to limits."""
+    needs both limits on every container and requests equal to limits.
+
+    The computation reads only the cpu and memory quantities of each source (and whether it
+    has limits at all), so it is memoised on those (:func:`_qos_of_fields`): pods of one owner
+    share them, and sorting every node's pods for eviction asks for each pod."""
     declared = (pod.get("status") or {}).get("qosClass")
     if declared:
         return str(declared)
     spec = pod.get("spec") or {}
-    requests: dict[str, Fraction] = {}
-    limits: dict[str, Fraction] = {}
-    guaranteed = True
     pod_level = spec.get("resources")
     sources = [pod_level] if pod_level else [
         c.get("resources") or {}
         for c in list(spec.get("containers") or []) + list(spec.get("initContainers") or [])]
-    for resources in sources:
-        _add_qos_quantities(requests, resources.get("requests") or {})
-        found = _add_qos_quantities(limits, resources.get("limits") or {})
-        if (resources.get("limits") or not pod_level) and found != {"cpu", "memory"}:
+    fields = (bool(pod_level), tuple(_qos_fields(resources) for resources in sources))
+    # only strings are memoised: 1, 1.0 and True are one key to a dict, but not one quantity
+    if all(type(value) is str or value is None for source in fields[1] for value in source[:4]):
+        return _qos_of_fields(fields)
+    return _qos_from_fields(*fields)
+
+
+QosFields = tuple[Any, Any, Any, Any, bool]
+
+
+def _qos_fields(resources: Mapping[str, Any]) -> QosFields:
+    """(requests cpu, requests memory, limits cpu, limits memory, has limits); None: absent."""
+    requests = resources.get("requests") or {}
+    limits = resources.get("limits") or {}
+    return (requests.get("cpu"), requests.get("memory"), limits.get("cpu"), limits.get("memory"),
+            bool(limits))
+
+
+@lru_cache(maxsize=4096)
+def _qos_of_fields(fields: tuple[bool, tuple[QosFields, ...]]) -> str:
+    return _qos_from_fields(*fields)
+
+
+def _qos_from_fields(pod_level: bool, sources: tuple[QosFields, ...]) -> str:
+    requests: dict[str, Fraction] = {}
+    limits: dict[str, Fraction] = {}
+    guaranteed = True
+    for request_cpu, request_memory, limit_cpu, limit_memory, has_limits in sources:
+        _add_qos_quantities(requests, request_cpu, request_memory)
+        found = _add_qos_quantities(limits, limit_cpu, limit_memory)
+        if (has_limits or not pod_level) and found != {"cpu", "memory"}:
             guaranteed = False
     if not requests and not limits:
         return "BestEffort"
@@ -188,14 +217,15 @@ def qos_class(pod: Mapping[str, Any]) -> str:
     return "Burstable"
 
 
-def _add_qos_quantities(total: dict[str, Fraction], resources: Mapping[str, Any]) -> set[str]:
-    """Add the positive cpu/memory quantities of ``resources`` to ``total``; their names."""
+def _add_qos_quantities(total: dict[str, Fraction], cpu: Any, memory: Any) -> set[str]:
+    """Add the positive ones of the cpu/memory quantities (None: absent) to ``total``; their
+    names."""
     found = set()
-    for name in ("cpu", "memory"):
-        if name not in resources:
+    for name, value in (("cpu", cpu), ("memory", memory)):
+        if value is None:
             continue
         try:
-            amount = parse_quantity(resources[name])
+            amount = parse_quantity(value)
         except QuantityError:
             continue
         if amount > 0:

@@ -109,7 +109,10 @@ def decide(params: Params, ctx: StrategyContext) -> CandidateStream:
     pods = [ctx.state.view(p) for name in nodes for p in ctx.consider(ctx.pods_on(name))]
     by_namespace: dict[str, NamespacePods] = {}
     for pod in pods:
-        by_namespace.setdefault(pod.namespace, NamespacePods()).add(pod)
+        group = by_namespace.get(pod.namespace)
+        if group is None:
+            group = by_namespace[pod.namespace] = NamespacePods()
+        group.add(pod)
     seen: set[tuple[str, SpreadConstraint, tuple[object, ...]]] = set()
     # Which nodes take part, and in which domain, depends on the pod and the constraint only
     # through _eligibility: worked out once per distinct answer, not once per constraint (each
