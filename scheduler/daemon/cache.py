@@ -121,10 +121,7 @@ class Informer:
         selector = self.resource.field_selector
         return {"fieldSelector": selector} if selector else {}
 
-    async def list_objects(self, on_page: Callable[[list[JSON]], None] | None = None
-                           ) -> list[JSON]:
-        """The whole collection (and ``version`` set to the list's resourceVersion). Trimmed
-        kinds are listed in pages, each handed to ``on_page`` as soon as it is trimmed."""
+    async def list_objects(self) -> list[JSON]:
         transform = self.resource.transform
         if transform is None:
             # resourceVersion=0 is served from the API server's watch cache (as client-go's
@@ -137,30 +134,16 @@ class Informer:
         # process's peak memory. (A resourceVersion=0 list ignores the limit, so these lists are
         # consistent reads, which kube-apiserver 1.35 serves from its watch cache too.)
         items: list[JSON] = []
-        page = await self._page(None)
-        upcoming: asyncio.Future[JSON] | None = None
-        try:
-            while True:
-                meta = page.get("metadata") or {}
-                token = meta.get("continue") or None
-                # ask for the next page before working on this one: the API server encodes it
-                # while this process trims and applies the one it has
-                upcoming = asyncio.ensure_future(self._page(token)) if token else None
-                trimmed = [transform(item) for item in page.get("items") or ()]
-                items.extend(trimmed)
-                if on_page is not None:
-                    on_page(trimmed)
-                if upcoming is None:
-                    self.version = str(meta.get("resourceVersion") or "")
-                    return items
-                page = await upcoming
-        finally:
-            if upcoming is not None and not upcoming.done():
-                upcoming.cancel()
-
-    async def _page(self, token: str | None) -> JSON:
-        return await self.kube.request("GET", self.resource.path, params={
-            **self._params(), "limit": LIST_PAGE_SIZE, "continue": token})
+        token: str | None = None
+        while True:
+            page = await self.kube.request("GET", self.resource.path, params={
+                **self._params(), "limit": LIST_PAGE_SIZE, "continue": token})
+            items.extend(transform(item) for item in page.get("items") or ())
+            meta = page.get("metadata") or {}
+            token = meta.get("continue") or None
+            if not token:
+                self.version = str(meta.get("resourceVersion") or "")
+                return items
 
     def replace(self, items: list[JSON], initial: bool) -> None:
         """Make ``known`` equal to ``items``; changes go to ``apply`` unless this is the
@@ -228,13 +211,6 @@ class Informer:
             self.apply(self.resource.kind, str(kind), obj, old)
 
 
-def _loaded_by_page(kind: str, obj: JSON) -> bool:
-    """What the initial sync loads as its page arrives: nodes, and pods already bound (they
-    need nothing else of the cache to be counted; a pending pod of ours waits for the priority
-    classes its queue position depends on)."""
-    return kind == "Node" or (kind == "Pod" and bool((obj.get("spec") or {}).get("nodeName")))
-
-
 class ClusterCache:
     """Keeps the snapshot and the queue in step with the API; see the module docstring."""
 
@@ -253,11 +229,7 @@ class ClusterCache:
         return all(informer.synced.is_set() for informer in self.informers)
 
     async def start(self) -> None:
-        """List everything (concurrently), load it, then start the watches.
-
-        Nodes and bound pods (the bulk) are loaded page by page while the next page is on its
-        way; the rest once every list is in, namespaces and priority classes first, so a
-        pending pod is queued with its priority resolved."""
+        """List everything (concurrently), load it, then start the watches."""
         started = time.perf_counter()
         lists = await asyncio.gather(*(self._first_list(informer)
                                        for informer in self.informers))
@@ -265,10 +237,8 @@ class ClusterCache:
         ordered = sorted(zip(self.informers, lists, strict=True),
                          key=lambda pair: order.get(pair[0].resource.kind, 2))
         for informer, items in ordered:
-            kind = informer.resource.kind
             for item in items:
-                if not _loaded_by_page(kind, item):
-                    self.apply(kind, ADDED, item, None, initial=True)
+                self.apply(informer.resource.kind, ADDED, item, None, initial=True)
             informer.replace(items, initial=True)
         self.sync_seconds = time.perf_counter() - started
         log.info("caches synced", extra={"seconds": round(self.sync_seconds, 3),
@@ -276,35 +246,20 @@ class ClusterCache:
         self._tasks = [asyncio.create_task(informer.run(), name=f"watch-{informer.resource.kind}")
                        for informer in self.informers]
 
-    async def _first_list(self, informer: Informer) -> list[JSON]:
+    @staticmethod
+    async def _first_list(informer: Informer) -> list[JSON]:
         """The initial list, retried with a capped backoff (as client-go's reflector retries
         ListAndWatch) so a slow or restarting API server delays the start instead of ending
-        the process. What :func:`_loaded_by_page` names is loaded as each page arrives; an
-        object loaded by a failed attempt that the final list no longer holds is removed."""
-        kind = informer.resource.kind
-        loaded: dict[str, JSON] = {}
-
-        def load(page: list[JSON]) -> None:
-            for item in page:
-                if _loaded_by_page(kind, item):
-                    self.apply(kind, ADDED, item, None, initial=True)
-                    loaded[object_key(item)] = item
-
+        the process."""
         delay = 0.5
         while True:
             try:
-                items = await informer.list_objects(load)
-                break
+                return await informer.list_objects()
             except KubeError as error:
                 log.warning("initial list failed; retrying", extra={
-                    "kind": kind, "error": str(error), "delay": delay})
+                    "kind": informer.resource.kind, "error": str(error), "delay": delay})
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 30.0)
-        listed = {object_key(item) for item in items}
-        for key, gone in loaded.items():
-            if key not in listed:
-                self.apply(kind, DELETED, gone, gone, initial=True)
-        return items
 
     async def stop(self) -> None:
         for task in self._tasks:

@@ -167,50 +167,5 @@ def test_initial_list_is_retried_not_fatal() -> None:
 
     resource = next(r for r in RESOURCES if r.kind == "Node")
     informer = Informer(Flaky(), resource, lambda *_: None)  # type: ignore[arg-type]
-    cache = ClusterCache(kube=Flaky(), snapshot=Snapshot(),  # type: ignore[arg-type]
-                         queue=SchedulingQueue(), scheduler_name="berthmaster", resources=())
-    items = asyncio.run(cache._first_list(informer))
+    items = asyncio.run(ClusterCache._first_list(informer))
     assert Flaky.calls == 2 and [i["metadata"]["name"] for i in items] == ["n1"]
-    assert cache.snapshot.node("n1") is not None  # loaded as its page arrived
-
-
-def test_the_first_list_loads_bound_pods_page_by_page_and_undoes_a_failed_attempt() -> None:
-    """Bound pods are counted as their page arrives (the next page is already asked for); a
-    list that fails after its first page is retried whole, and a pod the first attempt loaded
-    but the retry no longer lists (deleted meanwhile) leaves the snapshot. A pending pod waits
-    for the end of the sync (its queue position needs the priority classes)."""
-    import asyncio
-
-    from berthmaster.kube import KubeError
-
-    pages = {  # (attempt, continue token) -> page
-        (1, None): {"items": [make_pod("a", node="n1"), make_pod("b", node="n1")],
-                    "metadata": {"continue": "t1"}},
-        (2, None): {"items": [make_pod("a", node="n1")], "metadata": {"continue": "t2"}},
-        (2, "t2"): {"items": [make_pod("c")], "metadata": {"resourceVersion": "12"}},
-    }
-
-    class Pages:
-        attempt = 0
-        asked: list[tuple[int, str | None]] = []
-
-        async def request(self, method: str, path: str, params: Any) -> JSON:
-            token = params.get("continue")
-            if token is None:
-                Pages.attempt += 1
-            Pages.asked.append((Pages.attempt, token))
-            if (Pages.attempt, token) not in pages:
-                raise KubeError(500, "InternalError", "etcd leader changed")
-            return pages[(Pages.attempt, token)]
-
-    resource = next(r for r in RESOURCES if r.kind == "Pod")
-    cache = ClusterCache(kube=Pages(), snapshot=Snapshot(),  # type: ignore[arg-type]
-                         queue=SchedulingQueue(), scheduler_name="berthmaster", resources=())
-    cache.snapshot.upsert_node(make_node("n1"))
-    informer = Informer(Pages(), resource, cache.apply)  # type: ignore[arg-type]
-    items = asyncio.run(cache._first_list(informer))
-    assert Pages.asked == [(1, None), (1, "t1"), (2, None), (2, "t2")]
-    assert [i["metadata"]["name"] for i in items] == ["a", "c"]
-    assert [p.name for p in cache.snapshot.pods_on("n1")] == ["a"]
-    assert informer.version == "12"
-    assert "ns/c" not in cache.queue  # loaded by start(), after every list
