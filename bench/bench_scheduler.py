@@ -263,10 +263,7 @@ def percentile(values: list[float], q: float) -> float:
 
 async def measure(kube: KubeClient, args: argparse.Namespace, kind: str, workload: str,
                   nodes: list[str], workdir: Path) -> Result:
-    namespace = f"bench-{workload}-{kind}-{uuid.uuid4().hex[:4]}"
-    await kube.create(resource_path(CORE, "namespaces"),
-                      {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
-    await wait_default_account(kube, namespace)
+    namespace = await create_namespace(kube, f"bench-{workload}-{kind}-{uuid.uuid4().hex[:4]}")
     count = args.pods if workload != "anti-affinity" else min(args.pods, len(nodes) // 2)
     # Pre-bound existing pods (basic only), created before the scheduler starts.
     if workload == "basic" and args.existing:
@@ -301,13 +298,18 @@ async def measure(kube: KubeClient, args: argparse.Namespace, kind: str, workloa
                       sync_seconds(proc.log) if kind == "berthmaster" else None, first_bind)
     finally:
         proc.stop()
-        with contextlib.suppress(KubeError):
-            await kube.delete(resource_path(CORE, "namespaces", name=namespace),
-                              {"kind": "DeleteOptions", "gracePeriodSeconds": 0})
-        with contextlib.suppress(KubeError):
-            await kube.request("DELETE", resource_path(CORE, "pods", namespace),
-                               params={"gracePeriodSeconds": 0})
-        await wait_pods_gone(kube, namespace)
+        await remove_namespace(kube, namespace)
+
+
+async def remove_namespace(kube: KubeClient, namespace: str) -> None:
+    """Delete a run's namespace and its pods at once, and wait until the pods are gone."""
+    with contextlib.suppress(KubeError):
+        await kube.delete(resource_path(CORE, "namespaces", name=namespace),
+                          {"kind": "DeleteOptions", "gracePeriodSeconds": 0})
+    with contextlib.suppress(KubeError):
+        await kube.request("DELETE", resource_path(CORE, "pods", namespace),
+                           params={"gracePeriodSeconds": 0})
+    await wait_pods_gone(kube, namespace)
 
 
 async def wait_pods_gone(kube: KubeClient, namespace: str, timeout: float = 180.0) -> None:
@@ -324,6 +326,14 @@ async def wait_pods_gone(kube: KubeClient, namespace: str, timeout: float = 180.
             return
         await asyncio.sleep(0.5)
     print(f"  (pods of {namespace} still there after {timeout:.0f} s)", flush=True)
+
+
+async def create_namespace(kube: KubeClient, namespace: str) -> str:
+    """A run's namespace, once its default service account exists (pods need it)."""
+    await kube.create(resource_path(CORE, "namespaces"),
+                      {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
+    await wait_default_account(kube, namespace)
+    return namespace
 
 
 async def wait_default_account(kube: KubeClient, namespace: str) -> None:
@@ -402,10 +412,7 @@ async def measure_sync(kube: KubeClient, args: argparse.Namespace, nodes: list[s
                        workdir: Path) -> list[SyncResult]:
     """--sync: ``args.sync`` bound pods created once, then each scheduler's start to first
     bind, and its memory and CPU at that moment."""
-    namespace = f"bench-sync-{uuid.uuid4().hex[:4]}"
-    await kube.create(resource_path(CORE, "namespaces"), {
-        "apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
-    await wait_default_account(kube, namespace)
+    namespace = await create_namespace(kube, f"bench-sync-{uuid.uuid4().hex[:4]}")
     started = time.monotonic()
     await create_pods(kube, namespace, [
         pod_body(f"existing-{i}", "none", "basic", i, node=nodes[i % len(nodes)])
@@ -414,13 +421,7 @@ async def measure_sync(kube: KubeClient, args: argparse.Namespace, nodes: list[s
     try:
         return await _sync_rounds(kube, args, workdir)
     finally:
-        with contextlib.suppress(KubeError):
-            await kube.delete(resource_path(CORE, "namespaces", name=namespace),
-                              {"kind": "DeleteOptions", "gracePeriodSeconds": 0})
-        with contextlib.suppress(KubeError):
-            await kube.request("DELETE", resource_path(CORE, "pods", namespace),
-                               params={"gracePeriodSeconds": 0})
-        await wait_pods_gone(kube, namespace)
+        await remove_namespace(kube, namespace)
 
 
 async def _sync_rounds(kube: KubeClient, args: argparse.Namespace, workdir: Path
@@ -429,10 +430,7 @@ async def _sync_rounds(kube: KubeClient, args: argparse.Namespace, workdir: Path
     for kind in [k for _ in range(args.rounds) for k in args.schedulers]:
         if kind == "stub":
             continue  # places nothing, keeps nothing: no sync to compare
-        probe = f"bench-sync-{kind}-{uuid.uuid4().hex[:4]}"
-        await kube.create(resource_path(CORE, "namespaces"), {
-            "apiVersion": "v1", "kind": "Namespace", "metadata": {"name": probe}})
-        await wait_default_account(kube, probe)
+        probe = await create_namespace(kube, f"bench-sync-{kind}-{uuid.uuid4().hex[:4]}")
         launched = time.monotonic()
         proc, name = start_scheduler(kind, args.kubeconfig, workdir,
                                      Path(args.kube_scheduler_binary),
@@ -440,7 +438,7 @@ async def _sync_rounds(kube: KubeClient, args: argparse.Namespace, workdir: Path
         try:
             first_bind = await wait_ready(kube, probe, name) - launched
             cpu = proc.cpu_seconds()
-            rss = current_rss_mib(proc)
+            rss = proc.rss_mib()
             results.append(SyncResult(kind, first_bind, rss, proc.peak_rss_mib(), cpu,
                                       sync_seconds(proc.log) if kind == "berthmaster"
                                       else None))
@@ -448,17 +446,8 @@ async def _sync_rounds(kube: KubeClient, args: argparse.Namespace, workdir: Path
                   f"(peak {results[-1].peak_mib:.0f}), {cpu:.1f} cpu s", flush=True)
         finally:
             proc.stop()
-            with contextlib.suppress(KubeError):
-                await kube.delete(resource_path(CORE, "namespaces", name=probe),
-                                  {"kind": "DeleteOptions", "gracePeriodSeconds": 0})
+            await remove_namespace(kube, probe)
     return results
-
-
-def current_rss_mib(proc: Proc) -> float:
-    for line in Path(f"/proc/{proc.popen.pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return 0.0
 
 
 def sync_report(results: Sequence[SyncResult]) -> str:

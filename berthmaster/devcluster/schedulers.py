@@ -43,8 +43,14 @@ class Proc:
         return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
     def peak_rss_mib(self) -> float:
+        return self._status_mib("VmHWM:")
+
+    def rss_mib(self) -> float:
+        return self._status_mib("VmRSS:")
+
+    def _status_mib(self, field: str) -> float:
         for line in Path(f"/proc/{self.popen.pid}/status").read_text().splitlines():
-            if line.startswith("VmHWM:"):
+            if line.startswith(field):
                 return int(line.split()[1]) / 1024
         return 0.0
 
