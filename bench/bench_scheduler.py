@@ -196,6 +196,21 @@ async def create_nodes(kube: KubeClient, count: int) -> list[str]:
     return want
 
 
+async def wait_nodes_ready(kube: KubeClient, names: set[str], timeout: float = 300.0) -> None:
+    """Wait until kwok reports every bench node Ready, so the first run's scheduler does not
+    meet NotReady nodes (and pay for unschedulable attempts the later runs never see)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        listed, _ = await kube.list_all(resource_path(CORE, "nodes"), labelSelector="type=kwok")
+        ready = {n["metadata"]["name"] for n in listed if any(
+            c.get("type") == "Ready" and c.get("status") == "True"
+            for c in (n.get("status") or {}).get("conditions") or ())}
+        if names <= ready:
+            return
+        await asyncio.sleep(1.0)
+    print(f"  (not every node Ready after {timeout:.0f} s)", flush=True)
+
+
 # ---- scheduler processes ---------------------------------------------------------------------
 def start_scheduler(kind: str, kubeconfig: str, workdir: Path, binary: Path,
                     extra: Sequence[str] = ()) -> tuple[Proc, str]:
@@ -514,6 +529,7 @@ async def bench(args: argparse.Namespace) -> list[Result]:
     try:
         started = time.monotonic()
         nodes = await create_nodes(kube, args.nodes)
+        await wait_nodes_ready(kube, set(nodes))
         print(f"{len(nodes)} kwok nodes ready in {time.monotonic() - started:.1f} s", flush=True)
         results: list[Result] = []
         with tempfile.TemporaryDirectory(prefix="bench-sched-") as tmp:
