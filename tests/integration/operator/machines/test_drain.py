@@ -84,6 +84,18 @@ def global_timeout(namespace: str, pod_name: str) -> str:
     return f'error when evicting pods/"{pod_name}" -n "{namespace}": global timeout reached: 20s'
 
 
+async def machine_with_drain_error(kube: KubeClient, namespace: str, name: str
+                                   ) -> dict[str, Any]:
+    """The Machine once its Drained condition says DrainError. The DrainRequeued event is
+    recorded before the reconcile writes the status (drainNode's eventRecorder call precedes
+    the condition update in machine-api-operator too), so the condition may lag the event."""
+    async def failed() -> dict[str, Any] | None:
+        machine = await get_machine(kube, namespace, name)
+        return machine if condition(machine, "Drained").get("reason") == "DrainError" else None
+
+    return await wait_for(failed, timeout=30, what="Drained=False/DrainError")
+
+
 async def test_drain_blocked_by_pdb_retries_until_it_allows(
         kube: KubeClient, namespace: str, operator: OperatorProcess,
         cleanup_nodes: list[str]) -> None:
@@ -110,8 +122,7 @@ async def test_drain_blocked_by_pdb_retries_until_it_allows(
     refused = (f"[{global_timeout(namespace, 'web-0')}, "
                f"{global_timeout(namespace, 'web-1')}]")
     assert events["DrainRequeued"]["message"] == f"Node drain requeued: {refused}"
-    machine = await get_machine(kube, namespace, name)
-    drained = condition(machine, "Drained")
+    drained = condition(await machine_with_drain_error(kube, namespace, name), "Drained")
     assert (drained["status"], drained["reason"], drained["message"]) == (
         "False", "DrainError", f"could not drain machine: {refused}")
     assert {"web-0", "web-1"} <= await pods_named(kube, namespace)
@@ -163,7 +174,7 @@ async def test_control_plane_node_waits_while_another_is_cordoned(
     events = await wait_for(requeued, timeout=60, what="the drain not permitted")
     assert events["DrainRequeued"]["message"] == (
         "Node drain requeued: drain not permitted: requeue in: 20s")
-    machine = await get_machine(kube, namespace, name)
+    machine = await machine_with_drain_error(kube, namespace, name)
     drained = condition(machine, "Drained")
     assert (drained["status"], drained["reason"], drained["message"]) == (
         "False", "DrainError", "could not drain machine: drain not permitted: requeue in: 20s")
