@@ -1,4 +1,5 @@
-"""Waiting for the cluster to reach a state, with a timeout that says what was awaited."""
+"""Waiting for the cluster to reach a state, with a timeout that says what was awaited (and a
+single GET to poll an HTTP endpoint with)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,8 @@ import inspect
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
+
+import aiohttp
 
 T = TypeVar("T")
 
@@ -38,3 +41,13 @@ async def wait_for(
             raise AssertionError(
                 f"timed out after {timeout:.0f}s waiting for {what} (last: {last!r})")
         await asyncio.sleep(interval)
+
+
+async def http_get(url: str) -> tuple[int, str]:
+    """GET ``url`` once: (status, body), or (0, "") when nothing answers (for polling an
+    endpoint that is still starting with :func:`wait_for`)."""
+    try:
+        async with aiohttp.ClientSession() as session, session.get(url) as response:
+            return response.status, await response.text()
+    except aiohttp.ClientError:
+        return 0, ""

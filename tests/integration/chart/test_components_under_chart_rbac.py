@@ -19,7 +19,6 @@ from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any
 
-import aiohttp
 import yaml
 
 from berthmaster.devcluster.cluster import RunningCluster
@@ -28,7 +27,7 @@ from tests.integration.chart.chartkit import one, render
 from tests.integration.chart.conftest import INSTALLED_VALUES
 from tests.integration.conftest import NodeFactory
 from tests.support.accounts import service_account_kubeconfig
-from tests.support.waiting import wait_for
+from tests.support.waiting import http_get, wait_for
 
 LEASES = group_path("coordination.k8s.io", "v1")
 MACHINES = group_path("machine.openshift.io", "v1beta1")
@@ -82,14 +81,6 @@ def refusals(log: Path) -> list[str]:
     because it is being terminated"), which is no RBAC gap."""
     return [line for line in log.read_text().splitlines()
             if "forbidden" in line.lower() and " cannot " in line]
-
-
-async def http_get(url: str) -> tuple[int, str]:
-    try:
-        async with aiohttp.ClientSession() as session, session.get(url) as response:
-            return response.status, await response.text()
-    except aiohttp.ClientError:
-        return 0, ""
 
 
 async def test_scheduler_binds_with_only_the_chart_rbac(

@@ -30,7 +30,6 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
-import aiohttp
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -42,7 +41,7 @@ from tests.integration.cli.test_cli_failures import closed_port
 from tests.integration.conftest import NodeFactory
 from tests.integration.scheduler.schedkit import create_pod, make_pod, node_of
 from tests.support.promql import selectors
-from tests.support.waiting import wait_for
+from tests.support.waiting import http_get, wait_for
 
 ROOT = Path(__file__).resolve().parents[3]
 SUFFIXES = {"histogram": ("_bucket", "_sum", "_count"), "summary": ("_sum", "_count")}
@@ -97,14 +96,6 @@ def process(args: list[str], log: Path, env: dict[str, str]) -> Iterator[Any]:
         except subprocess.TimeoutExpired:
             child.kill()
             child.wait()
-
-
-async def http_get(url: str) -> tuple[int, str]:
-    try:
-        async with aiohttp.ClientSession() as session, session.get(url) as response:
-            return response.status, await response.text()
-    except aiohttp.ClientError:
-        return 0, ""
 
 
 async def ready(base: str) -> bool:
