@@ -10,8 +10,9 @@
    ``percentageOfNodesToScore`` (at least 100 nodes, ``max(5, 50 - nodes/125)`` percent) or a
    fixed percentage. The walk takes one of three shapes, each its own method: one check per
    node (``_walk_single``), every check per node (``_walk_every``), or, when a check declares
-   the only nodes it can pass (a ``NarrowedCheck``: node affinity, topology spread), those
-   nodes alone (``_walk_narrowed``);
+   the only nodes it can pass (a ``NarrowedCheck``: node affinity, topology spread) or nodes it
+   rejects for sure (an ``ExcludingCheck``: required anti-affinity), the nodes left
+   (``_walk_narrowed``);
 3. **score** — each priority scores the feasible nodes 0..10; the weighted sum decides;
    priorities that score every node alike are skipped (a constant cannot change the winner);
    the node-local priorities' sum (the resource ones: see ``Priority.local_key``) is kept in
@@ -40,7 +41,7 @@ from bisect import bisect_left
 from collections import Counter
 from collections.abc import Iterable, Mapping, Set
 from dataclasses import dataclass, field
-from itertools import chain, count, islice
+from itertools import chain, compress, count, islice
 from typing import Any
 
 from berthmaster.scheduler.model import Obj, PodView
@@ -50,6 +51,7 @@ from berthmaster.scheduler.plugins.base import (
     Predicate,
     Priority,
     Status,
+    exclusion,
     narrowing,
     unresolvable,
     unwrap,
@@ -94,7 +96,7 @@ def fit_error_message(num_all_nodes: int, statuses: Mapping[str, Status],
     for ident, nodes in by_status.items():
         for reason in first[ident].reasons:
             histogram[reason] += nodes
-    parts = sorted(f"{count} {reason}" for reason, count in histogram.items())
+    parts = sorted(f"{nodes} {reason}" for reason, nodes in histogram.items())
     if parts:
         message += f" {', '.join(parts)}."
     return message
@@ -261,12 +263,15 @@ class Engine:
         percentage = self.percentage_of_nodes_to_score if sample else 100
         walk = _Walk(self._next_start % total, num_feasible_nodes_to_find(total, percentage))
         allowed = _narrowed(checks)
-        if len(checks) == 1 and not self.policy.always_check_all_predicates:
-            self._walk_single(walk, checks[0], _rotation(nodes, walk.start))
-        elif allowed is not None and len(allowed) < total:
-            early = self._walk_narrowed(walk, checks, view, snapshot, allowed, explain)
+        if allowed is not None and len(allowed) >= total:
+            allowed = None
+        blocked = _excluded(checks, total)
+        if allowed is not None or blocked is not None:
+            early = self._walk_narrowed(walk, checks, view, snapshot, allowed, blocked, explain)
             if early is not None:
                 return early
+        elif len(checks) == 1 and not self.policy.always_check_all_predicates:
+            self._walk_single(walk, checks[0], _rotation(nodes, walk.start))
         else:
             self._walk_every(walk, checks, _rotation(nodes, walk.start))
         return self._conclude(walk, view, snapshot, explain)
@@ -329,15 +334,22 @@ class Engine:
         return last
 
     def _walk_narrowed(self, walk: _Walk, checks: list[tuple[Predicate, Check]],
-                       view: PodView, snapshot: Snapshot, allowed: Set[str], explain: bool
-                       ) -> Decision | None:
-        """Walk 3: a check declared the only nodes it can pass; visit those alone, in rotation
-        order. The skipped nodes are rejected for sure; they get their true reasons (a check
-        each) only when someone reads them: nothing fit, or ``explain``. Returns the decision
-        when it needs no more, else None (the walk is then as complete as walk 2's)."""
+                       view: PodView, snapshot: Snapshot, allowed: Set[str] | None,
+                       blocked: Set[str] | None, explain: bool) -> Decision | None:
+        """Walk 3: checks declared the only nodes they can pass (``allowed``) or nodes they
+        reject for sure (``blocked``); visit the rest alone, in rotation order. The skipped
+        nodes are rejected for sure; they get their true reasons (a check each) only when
+        someone reads them: nothing fit, or ``explain``. Returns the decision when it needs no
+        more, else None (the walk is then as complete as walk 2's)."""
         nodes = snapshot.node_list()
         total, start = len(nodes), walk.start
-        positions, members = _allowed_positions(snapshot, nodes, allowed)
+        if allowed is not None:
+            positions, members = _allowed_positions(snapshot, nodes, allowed)
+        else:
+            positions, members = _all_positions(snapshot, nodes), nodes
+        if blocked is not None:
+            keep = [n.name not in blocked for n in members]
+            positions, members = list(compress(positions, keep)), list(compress(members, keep))
         first = bisect_left(positions, start)
         # a check that declared exactly the nodes it passes passes every node visited here
         visiting = checks if self.policy.always_check_all_predicates else [
@@ -547,6 +559,21 @@ def _narrowed(checks: list[tuple[Predicate, Check]]) -> Set[str] | None:
     return allowed
 
 
+# leave blocked nodes out of the walk when they are at least 1/64 of the cluster: filtering
+# costs a set lookup per node, a blocked node visited costs its checks (a few microseconds)
+_EXCLUDE_FROM = 64
+
+
+def _excluded(checks: list[tuple[Predicate, Check]], total: int) -> Set[str] | None:
+    """The nodes some check rejects for sure (the union of the declared sets), when there are
+    enough of them to be worth leaving out of the walk; else None."""
+    declared = [b for b in (exclusion(c) for _, c in checks) if b]
+    if not declared:
+        return None
+    blocked = declared[0] if len(declared) == 1 else set().union(*declared)
+    return blocked if len(blocked) * _EXCLUDE_FROM >= total else None
+
+
 def _prefilter_rejection(view: PodView, nodes: list[NodeInfo], predicate: Predicate,
                          status: Status) -> Decision:
     """The decision when a prefilter rejected every node at once."""
@@ -569,6 +596,14 @@ def _position_index(snapshot: Snapshot, nodes: list[NodeInfo]) -> dict[str, int]
 
 def _position(snapshot: Snapshot, nodes: list[NodeInfo], name: str) -> int:
     return _position_index(snapshot, nodes)[name]
+
+
+def _all_positions(snapshot: Snapshot, nodes: list[NodeInfo]) -> list[int]:
+    """0 .. len(nodes)-1, kept in the node cache (the positions of every node)."""
+    positions: list[int] | None = snapshot.node_cache.get("all-positions")
+    if positions is None or len(positions) != len(nodes):
+        positions = snapshot.node_cache["all-positions"] = list(range(len(nodes)))
+    return positions
 
 
 _POSITIONS_CACHED = 64

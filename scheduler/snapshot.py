@@ -10,7 +10,10 @@ O(labels):
   finds matching pods without scanning them all;
 - the distinct affinity terms of assigned pods, counted per node (``term_index``) and filed by
   the pod labels they could select (``term_anchors``), so the "existing pods' anti-affinity"
-  check meets only the terms that might select the incoming pod.
+  check meets only the terms that might select the incoming pod;
+- pods per topology domain for the anti-affinity terms and the selectors decisions ask about
+  (``carrier_domains``, ``matching_domains``; see ``domains``), updated per pod add and
+  remove and rebuilt when a node change bumps ``topology_epoch``.
 
 Pods with ``spec.nodeName`` count on that node (terminal pods never do); pods without it are
 remembered (``get_pod``) but use nothing. ``assume`` counts a pod on a node before its binding
@@ -27,6 +30,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
+from berthmaster.scheduler.domains import WATCHES, Domains
 from berthmaster.scheduler.model import (
     CPU,
     EPHEMERAL_STORAGE,
@@ -214,6 +218,12 @@ class Snapshot:
         # the same distinct terms filed by the pod labels they could select (term_anchors)
         self.term_anchors: dict[str, TermsBySelector] = {
             kind: TermsBySelector() for kind in TERM_KINDS}
+        # pods per topology domain (see domains): per required anti-affinity term of assigned
+        # pods, the pods carrying it; per watched selector, the pods it matches
+        self.topology_epoch = 0
+        self._carriers: dict[AffinityTerm, Domains] = {}
+        self._watches: dict[AffinityTerm, Domains] = {}
+        self._watch_anchors = TermsBySelector()
         self._assumed_previous: dict[str, PodView | None] = {}
         self.prefer_no_schedule_nodes: set[str] = set()
         self.tainted_nodes: set[str] = set()  # nodes with a NoSchedule or NoExecute taint
@@ -289,7 +299,10 @@ class Snapshot:
                 self._order.append(info)
             for pod in self._pods_by_node.get(name, {}).values():
                 info.add_pod(pod)
+            self.topology_epoch += 1
         else:
+            if info.labels != view.labels:
+                self.topology_epoch += 1
             self._unindex_node(info)
             info.set_view(view)
         self._index_node(info)
@@ -302,6 +315,7 @@ class Snapshot:
             return
         self._unindex_node(info)
         self._order = None
+        self.topology_epoch += 1
         self.node_cache.clear()
         self.generation += 1
 
@@ -435,6 +449,8 @@ class Snapshot:
             info.add_pod(view)
         for k, v in view.labels.items():
             self.pod_label_index.setdefault(k, {}).setdefault(v, set()).add(uid)
+        if self._watches:
+            self._tally_watches(view, 1)
         if view.anti_required:
             self.pods_with_required_anti[uid] = view
         if view.anti_required or view.affinity_required or view.affinity_preferred \
@@ -470,6 +486,8 @@ class Snapshot:
                     del values[v]
                 if not values:
                     del self.pod_label_index[k]
+        if self._watches:
+            self._tally_watches(view, -1)
         self.pods_with_required_anti.pop(uid, None)
         if self.pods_with_affinity_terms.pop(uid, None) is not None:
             self._index_terms(view, -1)
@@ -491,6 +509,83 @@ class Snapshot:
                     if not by_node:
                         del index[term]
                         self.term_anchors[kind].discard(term)
+                        if kind == "anti_required":
+                            self._carriers.pop(term, None)
+                        continue
+                if kind == "anti_required" and term in self._carriers:
+                    self._tally(self._carriers[term], view, sign, False)
+
+    def _tally(self, domains: Domains, view: PodView, sign: int, deleting: bool) -> None:
+        """Count (sign 1) or uncount (-1) the assigned ``view`` in ``domains`` (as being
+        deleted when ``deleting``), when the tally is current and the pod's node is in one of
+        its domains."""
+        if domains.epoch != self.topology_epoch:
+            return  # rebuilt from the pods on its next read
+        info = self._nodes.get(view.node_name)
+        if info is None:
+            return
+        value = info.labels.get(domains.key)
+        if value is not None:
+            domains.add(value, sign, deleting, self.label_index[domains.key][value])
+
+    def _tally_watches(self, view: PodView, sign: int) -> None:
+        watches, labels = self._watches, view.labels
+        for term in self._watch_anchors.candidates(labels):
+            if view.namespace in term.namespaces and term.selector.matches(labels):
+                self._tally(watches[term], view, sign, view.deleting)
+
+    def carrier_domains(self, term: AffinityTerm) -> Domains:
+        """The domains of ``term.topology_key`` holding an assigned pod that carries ``term``
+        as a required anti-affinity term (see ``domains``)."""
+        domains = self._carriers.get(term)
+        if domains is not None and domains.epoch == self.topology_epoch:
+            return domains
+        domains = Domains(term.topology_key, self.topology_epoch)
+        by_value = self.label_index.get(term.topology_key, {})
+        for node_name, count in self.term_index["anti_required"].get(term, {}).items():
+            info = self._nodes.get(node_name)
+            value = None if info is None else info.labels.get(term.topology_key)
+            if value is not None:
+                domains.add(value, count, False, by_value[value])
+        if term in self.term_index["anti_required"]:
+            self._carriers[term] = domains
+        return domains
+
+    def matching_domains(self, term: AffinityTerm) -> Domains:
+        """The domains of ``term.topology_key`` holding an assigned pod that ``term``'s
+        selector matches in ``term.namespaces`` (its ``namespace_selector`` must be None, its
+        weight is not read); watched from now on (see ``domains``)."""
+        if term.namespace_selector is not None:
+            raise ValueError("matching_domains answers for explicit namespaces only")
+        domains = self._watches.get(term)
+        if domains is not None and domains.epoch == self.topology_epoch:
+            return domains
+        if domains is None:
+            if len(self._watches) >= WATCHES:
+                oldest = next(iter(self._watches))
+                del self._watches[oldest]
+                self._watch_anchors.discard(oldest)
+            self._watch_anchors.add(term)
+        domains = self._watches[term] = Domains(term.topology_key, self.topology_epoch)
+        by_value = self.label_index.get(term.topology_key, {})
+        nodes = self._nodes
+        for pod in self.pods_matching(term.selector, term.namespaces):
+            info = nodes.get(pod.node_name)
+            value = None if info is None else info.labels.get(term.topology_key)
+            if value is not None:
+                domains.add(value, 1, pod.deleting, by_value[value])
+        return domains
+
+    def own_domain(self, uid: str, term: AffinityTerm) -> tuple[PodView, str] | None:
+        """The counted pod ``uid`` and its domain value, when ``term`` (selector and explicit
+        namespaces) selects it: what a tally counts for the pod itself."""
+        view = self._pods.get(uid)
+        if view is None or not _counts_on_node(view) or view.namespace not in term.namespaces \
+                or not term.selector.matches(view.labels):
+            return None
+        info = self._nodes.get(view.node_name)
+        value = None if info is None else info.labels.get(term.topology_key)
+        return None if value is None else (view, value)
 
     # ---------------------------------------------------------------- other kinds
     def upsert(self, kind: str, obj: Obj) -> None:

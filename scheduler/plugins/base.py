@@ -5,7 +5,9 @@ A predicate's ``prefilter(pod, snapshot)`` runs once per decision and returns ei
 rejected, e.g. an unbound immediate claim), or a ``check(node_info) -> Status | None`` closure
 that holds the pod-only work and stays tiny per node. A predicate that already knows, from an
 index, the only nodes it can pass wraps its check in a :class:`NarrowedCheck` declaring that
-set, so the engine can visit those nodes alone.
+set, so the engine can visit those nodes alone; one that knows nodes it rejects for sure (the
+domains barred by required anti-affinity) wraps it in an :class:`ExcludingCheck`, so the engine
+can leave them out of its walk.
 
 A priority's ``scores(pod, snapshot, nodes)`` returns one 0..10 score per node (in ``nodes``
 order), or a single int when every node scores the same (the engine then skips the sum, since
@@ -71,14 +73,34 @@ class NarrowedCheck:
         return self.check(node)
 
 
+@dataclass(frozen=True, slots=True)
+class ExcludingCheck:
+    """A per-node check plus nodes it rejects for sure (``blocked``): the engine may leave
+    them out of its walk, and asks ``check`` for their reasons only when it reports them, as
+    for a :class:`NarrowedCheck`'s outsiders. Callable like any other check."""
+
+    check: Check
+    blocked: Set[str]
+
+    def __call__(self, node: NodeInfo) -> Status | None:
+        return self.check(node)
+
+
 def narrowing(check: Check) -> Set[str] | None:
     """The nodes ``check`` can pass when it declares them (a NarrowedCheck), else None."""
     return check.allowed if isinstance(check, NarrowedCheck) else None
 
 
+def exclusion(check: Check) -> Set[str] | None:
+    """The nodes ``check`` rejects for sure when it declares them (an ExcludingCheck)."""
+    return check.blocked if isinstance(check, ExcludingCheck) else None
+
+
 def unwrap(check: Check) -> Check:
     """The bare per-node function of ``check`` (the engine's hot loop calls it directly)."""
-    return check.check if isinstance(check, NarrowedCheck) else check
+    if isinstance(check, NarrowedCheck | ExcludingCheck):
+        return check.check
+    return check
 
 
 PrefilterResult = Check | Status | None

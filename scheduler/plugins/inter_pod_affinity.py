@@ -12,7 +12,11 @@ Filter, with the pod-only work done once per decision (as upstream's PreFilter):
 
 Term namespaces: ``namespaces`` plus ``namespaceSelector`` (empty selector = all namespaces),
 defaulting to the pod's own namespace. Domains are turned into node-name sets through the
-snapshot's label index, so the per-node check is three set lookups. Existing pods' terms are
+snapshot's label index, so the per-node check is three set lookups. The barred domains' nodes
+(2 and 3) come from tallies the snapshot keeps up to date pod by pod (``domains``): reading
+them costs nothing per matching pod, and the engine leaves barred nodes out of its walk (an
+``ExcludingCheck``); required affinity declares exactly the nodes that pass (a
+``NarrowedCheck``). Existing pods' terms are
 read from the snapshot's term index: each distinct term is matched once, however many pods
 carry it, and only the terms whose anchor requirement the pod's labels satisfy are matched at
 all (``snapshot.term_anchors``, see ``term_anchors``), so a decision costs O(the pod's labels +
@@ -29,12 +33,14 @@ InterPodAffinity scoring (interpodaffinity/scoring.go, processExistingPod, with
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Sequence, Set
 from dataclasses import dataclass
 
 from berthmaster.scheduler.model import AffinityTerm, PodView
 from berthmaster.scheduler.plugins.base import (
     MAX_PRIORITY,
+    ExcludingCheck,
+    NarrowedCheck,
     Predicate,
     PrefilterResult,
     Priority,
@@ -99,24 +105,37 @@ def _domains_of(pods: Iterable[PodView], key: str, snapshot: Snapshot) -> set[st
 
 
 def existing_anti_affinity_blocked(pod: PodView, snapshot: Snapshot) -> set[str]:
-    """Nodes barred because an existing pod's required anti-affinity matches ``pod``."""
+    """Nodes barred because an existing pod's required anti-affinity matches ``pod``: the
+    domains holding a pod that carries such a term (the snapshot's tally per term)."""
     blocked: set[str] = set()
-    nodes = snapshot.nodes
-    index = snapshot.term_index["anti_required"]
     for term in snapshot.term_anchors["anti_required"].candidates(pod.labels):
-        if not term_matches(term, pod, snapshot):
-            continue
-        by_node = index[term]
-        values = {nodes[n].labels.get(term.topology_key) for n in by_node if n in nodes}
-        values.discard(None)
-        blocked |= _domain_nodes(snapshot, term.topology_key, values)  # type: ignore[arg-type]
+        if term_matches(term, pod, snapshot):
+            blocked |= snapshot.carrier_domains(term).blocked
     return blocked
 
 
+def anti_affinity_blocked(term: AffinityTerm, pod: PodView, snapshot: Snapshot) -> Set[str]:
+    """Nodes barred by ``pod``'s own required anti-affinity ``term``: the domains holding a
+    pod the term selects, ``pod`` itself left out. Read from the snapshot's tally for terms
+    with explicit namespaces; a namespaceSelector's namespaces are matched pod by pod.
+    The set returned may be the tally's own: read it, never change it, and do not keep it
+    past the next change to the snapshot."""
+    if term.namespace_selector is not None:
+        pods = [p for p in matching_pods(term, snapshot) if p.uid != pod.uid]
+        return _domain_nodes(snapshot, term.topology_key,
+                             _domains_of(pods, term.topology_key, snapshot))
+    domains = snapshot.matching_domains(term)
+    own = snapshot.own_domain(pod.uid, term)
+    if own is not None and domains.pods.get(own[1]) == 1:
+        # the pod is the only one in its domain: that domain is not barred by the pod itself
+        return domains.blocked - snapshot.label_index[term.topology_key][own[1]]
+    return domains.blocked
+
+
 def prefilter_state(pod: PodView, snapshot: Snapshot
-                    ) -> tuple[set[str] | None, tuple[str, ...], bool, set[str], set[str]]:
+                    ) -> tuple[set[str] | None, tuple[str, ...], bool, Set[str], Set[str]]:
     """(affinity-allowed nodes or None, affinity keys, first-pod exception, anti-barred nodes,
-    existing-anti-barred nodes)."""
+    existing-anti-barred nodes). The barred sets may be the snapshot's own: read-only."""
     allowed: set[str] | None = None
     keys: tuple[str, ...] = ()
     first_pod = False
@@ -134,11 +153,10 @@ def prefilter_state(pod: PodView, snapshot: Snapshot
         else:
             first_pod = all(term_matches(t, pod, snapshot) for t in terms)
             allowed = set()
-    anti: set[str] = set()
+    anti: Set[str] = frozenset()
     for t in pod.anti_required:
-        pods = [p for p in matching_pods(t, snapshot) if p.uid != pod.uid]
-        anti |= _domain_nodes(snapshot, t.topology_key, _domains_of(pods, t.topology_key,
-                                                                    snapshot))
+        barred = anti_affinity_blocked(t, pod, snapshot)
+        anti = barred if not anti else anti | barred
     existing = existing_anti_affinity_blocked(pod, snapshot) \
         if snapshot.term_index["anti_required"] else set()
     return allowed, keys, first_pod, anti, existing
@@ -170,6 +188,13 @@ class InterPodAffinity(Predicate):
                 return _FAIL_EXISTING
             return None
 
+        if allowed is not None and not first_pod:
+            # every node outside the affinity domains fails, every node inside them passes
+            # unless barred: declare exactly the nodes that pass
+            return NarrowedCheck(check, allowed - anti - existing, exact=True)
+        if anti or existing:
+            return ExcludingCheck(check, anti if not existing else
+                                  existing if not anti else anti | existing)
         return check
 
 

@@ -6,7 +6,10 @@ constraint (carrying all the constraints' keys; matching the pod's node affinity
 ``nodeAffinityPolicy: Ignore``; tolerated taints only when ``nodeTaintsPolicy: Honor``). A node
 fits when, for every constraint, ``count(domain) + self - min(count) <= maxSkew`` (the minimum
 is 0 while fewer than ``minDomains`` domains exist). A node without the key is rejected as
-unresolvable.
+unresolvable. The counts come from the snapshot's per-domain tally of the selector's pods when
+every node with the key is eligible (``domains``), so a decision does not walk the matching
+pods; the passing domains' nodes are declared to the engine (a ``NarrowedCheck``, exact when
+every constraint narrowed).
 
 Score (``ScheduleAnyway``): fewer matching pods in the node's domains is better; each
 constraint weighs log(domains + 2); scaled to 0..10, nodes without the keys score 0.
@@ -15,10 +18,10 @@ constraint weighs log(domains + 2); scaled to 0..10, nodes without the keys scor
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Sequence, Set
 from dataclasses import dataclass
 
-from berthmaster.scheduler.model import PodView, SpreadConstraint
+from berthmaster.scheduler.model import AffinityTerm, PodView, SpreadConstraint
 from berthmaster.scheduler.plugins import node_affinity
 from berthmaster.scheduler.plugins.base import (
     MAX_PRIORITY,
@@ -55,9 +58,20 @@ def _eligible(pod: PodView, c: SpreadConstraint, node: NodeInfo,
                 and untolerated_taint(pod.tolerations, node.taints) is not None)
 
 
+@dataclass(frozen=True, slots=True)
+class _Eligible:
+    """The nodes eligible for a constraint: name -> domain value, the domain values, and
+    whether they are every node carrying the constraint's key (the snapshot's domain tallies
+    then hold the counts)."""
+
+    nodes: dict[str, str]
+    values: frozenset[str]
+    whole: bool
+
+
 def _eligible_nodes(pod: PodView, c: SpreadConstraint, keys: Sequence[str],
-                    snapshot: Snapshot, nodes: Sequence[NodeInfo]) -> dict[str, str]:
-    """node name -> its value for the constraint's key, over the eligible nodes.
+                    snapshot: Snapshot, nodes: Sequence[NodeInfo]) -> _Eligible:
+    """The nodes eligible for ``c``, with their values for its key.
 
     Depends only on the nodes and on the pod's node affinity/tolerations, so it is cached in
     the snapshot's node cache when ``nodes`` is the whole cluster (pods of one workload share it).
@@ -73,23 +87,39 @@ def _eligible_nodes(pod: PodView, c: SpreadConstraint, keys: Sequence[str],
         if cached is not None:
             return cached  # type: ignore[no-any-return]
     eligible = {n.name: n.labels[c.topology_key] for n in nodes if _eligible(pod, c, n, keys)}
+    carrying = sum(map(len, snapshot.label_index.get(c.topology_key, {}).values()))
+    out = _Eligible(eligible, frozenset(eligible.values()), whole and len(eligible) == carrying)
     if key is not None:
-        snapshot.node_cache[key] = eligible
-    return eligible
+        snapshot.node_cache[key] = out
+    return out
 
 
 def domain_counts(pod: PodView, constraints: Sequence[SpreadConstraint], snapshot: Snapshot,
                   nodes: Sequence[NodeInfo]) -> list[dict[str, int]]:
-    """Per constraint: topology value -> matching pods, over the eligible ``nodes``."""
+    """Per constraint: topology value -> matching pods, over the eligible ``nodes``.
+
+    When the eligible nodes are every node carrying the key, the counts are the snapshot's
+    tally of the selector's pods per domain (``Snapshot.matching_domains``), less the pods
+    being deleted and the pod itself; otherwise the matching pods are counted one by one."""
     keys = [c.topology_key for c in constraints]
     out: list[dict[str, int]] = []
     for c in constraints:
         eligible = _eligible_nodes(pod, c, keys, snapshot, nodes)
-        counts = dict.fromkeys(eligible.values(), 0)
+        if eligible.whole:
+            watch = AffinityTerm(c.selector, c.topology_key, frozenset((pod.namespace,)), None)
+            live = snapshot.matching_domains(watch).live
+            counts = {v: live(v) for v in eligible.values}
+            own = snapshot.own_domain(pod.uid, watch)
+            if own is not None and not own[0].deleting:
+                counts[own[1]] -= 1
+            out.append(counts)
+            continue
+        by_node = eligible.nodes
+        counts = dict.fromkeys(eligible.values, 0)
         for p in snapshot.pods_matching(c.selector, (pod.namespace,)):
             if p.deleting or p.uid == pod.uid:
                 continue
-            v = eligible.get(p.node_name)
+            v = by_node.get(p.node_name)
             if v is not None:
                 counts[v] += 1
         out.append(counts)
@@ -97,24 +127,32 @@ def domain_counts(pod: PodView, constraints: Sequence[SpreadConstraint], snapsho
 
 
 def allowed_nodes(plan: Sequence[tuple[str, dict[str, int], int]], snapshot: Snapshot
-                  ) -> set[str] | None:
+                  ) -> tuple[Set[str] | None, bool]:
     """The nodes the filter can pass: with the key, in a domain at or under its limit, for
-    every constraint; None when that is every node with the keys (no narrowing to gain).
+    every constraint; None when that is every node with the keys (no narrowing to gain). And
+    whether every node of the set passes (each constraint narrowed it, so each node carries
+    every key).
 
     Read from the snapshot's label index, so the engine can walk only these nodes: a full
-    walk of a cluster where most domains are at their limit costs a check per node."""
-    allowed: set[str] | None = None
+    walk of a cluster where most domains are at their limit costs a check per node. The set
+    of one constraint depends only on which of its domains pass, so it is kept in the node
+    cache under those domains (pods of one workload meet the same few sets again and again,
+    and the engine's walk order per set is cached by identity)."""
+    allowed: Set[str] | None = None
+    narrowed = 0
     for key, by_value, limit in plan:
         domains = snapshot.label_index.get(key, {})
-        full = [v for v in domains if by_value.get(v, 0) > limit]
-        if not full:
+        passing_values = frozenset(v for v in domains if by_value.get(v, 0) <= limit)
+        if len(passing_values) == len(domains):
             continue  # every node with the key passes this constraint
-        passing: set[str] = set()
-        for v, names in domains.items():
-            if by_value.get(v, 0) <= limit:
-                passing |= names
+        narrowed += 1
+        cache_key = ("spread-allowed", key, passing_values)
+        passing: Set[str] | None = snapshot.node_cache.get(cache_key)
+        if passing is None:
+            passing = frozenset().union(*(domains[v] for v in passing_values))
+            snapshot.node_cache[cache_key] = passing
         allowed = passing if allowed is None else allowed & passing
-    return allowed
+    return allowed, narrowed == len(plan)
 
 
 @dataclass
@@ -146,9 +184,9 @@ class PodTopologySpread(Predicate):
                     return _FAIL
             return None
 
-        allowed = allowed_nodes(plan, snapshot)
+        allowed, exact = allowed_nodes(plan, snapshot)
         # the engine's narrowing: it visits the allowed nodes alone
-        return check if allowed is None else NarrowedCheck(check, allowed)
+        return check if allowed is None else NarrowedCheck(check, allowed, exact=exact)
 
 
 @dataclass

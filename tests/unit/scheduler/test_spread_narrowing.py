@@ -71,6 +71,6 @@ def test_narrowed_walk_decides_as_the_full_walk(layout: tuple[list[int], list[bo
     nodes, pods = cluster(zones, tainted, placed)
     narrowed = run(nodes, pods, new, max_skew, taints_policy)
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(pod_topology_spread, "allowed_nodes", lambda plan, snapshot: None)
+        patch.setattr(pod_topology_spread, "allowed_nodes", lambda plan, snapshot: (None, False))
         full = run(nodes, pods, new, max_skew, taints_policy)
     assert narrowed == full
