@@ -2,7 +2,8 @@
 
 Design: ``kubernetes_asyncio`` supplies what is hard to get right — kubeconfig and in-cluster
 loading, TLS contexts with client certificates, bearer tokens and their refresh hooks — and its
-aiohttp connector. Requests and watches go through an aiohttp session as raw JSON: objects are
+aiohttp connector (imported without its generated API and model modules, which nothing here
+reads: ``lean_client``). Requests and watches go through an aiohttp session as raw JSON: objects are
 plain ``dict``\\ s decoded by orjson (several times faster than the standard library's decoder,
 which was a fifth of the scheduler's CPU), never generated models, so the watch and bind hot
 paths pay for no model deserialisation. Every component (scheduler, operator, descheduler,
@@ -35,10 +36,14 @@ import aiohttp
 import orjson
 import yarl
 from aiohttp.helpers import get_env_proxy_for_url
-from kubernetes_asyncio import client as k8s_client
-from kubernetes_asyncio import config as k8s_config
 
+from berthmaster import lean_client
 from berthmaster.errors import ConfigurationError, ConnectivityError
+
+lean_client.load()  # before kubernetes_asyncio's first import: see lean_client
+
+from kubernetes_asyncio import client as k8s_client  # noqa: E402
+from kubernetes_asyncio import config as k8s_config  # noqa: E402
 
 _log = logging.getLogger("berthmaster.kube")
 
