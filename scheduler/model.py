@@ -5,9 +5,9 @@ them: ``PodView.from_dict`` / ``NodeView.from_dict`` read every field the placem
 once, normalise it (quantities become integers: CPU in millicores, everything else in units,
 rounded up as the API server's ``MilliValue``/``Value`` do) and keep it in ``__slots__``. A view
 is built once per object version and reused by every decision (the snapshot stores views; a
-cache keyed by uid and resourceVersion serves repeated ``from_dict`` calls; it holds at least
-twice the pods of the largest snapshot, and when full drops its older half, so a big cluster's
-views are never rebuilt in a loop).
+cache keyed by uid and resourceVersion serves repeated ``from_dict`` calls for as long as
+something holds the view: its values are weak references, so it never keeps the view of a
+deleted pod or of an earlier version alive).
 
 The matching helpers here are the single truth for selectors and tolerations, used by the
 predicates, the priorities, the descheduler and the autoscaler:
@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import math
 import re
+import weakref
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
@@ -550,32 +551,14 @@ def resolve_priority(pod: Obj, priority_classes: Mapping[str, Obj]) -> int:
 # Views
 # --------------------------------------------------------------------------------------------
 
-_POD_CACHE: dict[tuple[str, str], PodView] = {}
-_NODE_CACHE: dict[tuple[str, str], NodeView] = {}
-# Entries per cache. Snapshots raise it to twice their pod count (reserve_view_cache), so the
-# views of the largest cluster seen always fit and stale versions stay bounded by the live ones.
-_cache_limit = 50_000
-
-
-def view_cache_limit() -> int:
-    return _cache_limit
-
-
-def reserve_view_cache(entries: int) -> None:
-    """Let each view cache hold at least ``entries`` views (it never shrinks)."""
-    global _cache_limit
-    _cache_limit = max(_cache_limit, entries)
-
-
-def _cache_put(cache: dict[tuple[str, str], Any], key: tuple[str, str], value: Any) -> None:
-    if key in cache:
-        del cache[key]  # re-inserted below: the newest entries are the last evicted
-    elif len(cache) >= _cache_limit:
-        # drop the older half (dicts keep insertion order) rather than everything: the views
-        # in use right now survive
-        for old in list(cache)[:len(cache) // 2]:
-            del cache[old]
-    cache[key] = value
+# Views are cached by (uid, resourceVersion) for as long as something holds them (a snapshot,
+# a decision in progress): the values are weak, so the view of a deleted pod or of a version
+# since replaced goes with its last holder. (A bounded plain dict kept every pod's earlier
+# versions and every deleted pod's view until it filled, megabytes per thousand pods.)
+_POD_CACHE: weakref.WeakValueDictionary[tuple[str, str], PodView] = \
+    weakref.WeakValueDictionary()
+_NODE_CACHE: weakref.WeakValueDictionary[tuple[str, str], NodeView] = \
+    weakref.WeakValueDictionary()
 
 
 def _labels(meta: Obj) -> dict[str, str]:
@@ -586,7 +569,7 @@ class PodView:
     """Everything placement needs from one pod; built once, never mutated, dict untouched."""
 
     __slots__ = (
-        "affinity_preferred", "affinity_required", "anti_preferred", "anti_required",
+        "__weakref__", "affinity_preferred", "affinity_required", "anti_preferred", "anti_required",
         "controller", "created", "deleting", "host_ports", "images", "key", "labels", "name",
         "namespace", "node_name", "node_selector", "nominated_node", "nonzero_cpu",
         "nonzero_memory", "owner_kinds", "phase", "preemption_policy", "preferred_node_affinity",
@@ -638,7 +621,7 @@ class PodView:
                 return cached
         view = cls._build(pod)
         if uid and rv:
-            _cache_put(_POD_CACHE, (uid, rv), view)
+            _POD_CACHE[uid, rv] = view
         return view
 
     @classmethod
@@ -724,7 +707,7 @@ class PodView:
         than rebuilt; the result is not cached (the bound view keeps its cache entry).
         """
         v = PodView.__new__(PodView)
-        for slot in PodView.__slots__:
+        for slot in VIEW_FIELDS:
             setattr(v, slot, getattr(self, slot))
         v.raw = raw
         v.node_name = ""
@@ -734,18 +717,22 @@ class PodView:
         """This view as if ``spec.nodeName`` were ``node_name``, over ``raw`` (that bound copy),
         cached as ``from_dict(raw)`` would be; like :meth:`unbound`, nothing is rebuilt."""
         v = PodView.__new__(PodView)
-        for slot in PodView.__slots__:
+        for slot in VIEW_FIELDS:
             setattr(v, slot, getattr(self, slot))
         v.raw = raw
         v.node_name = node_name
         meta = raw.get("metadata") or {}
         uid, rv = meta.get("uid"), meta.get("resourceVersion")
         if uid and rv:
-            _cache_put(_POD_CACHE, (uid, rv), v)
+            _POD_CACHE[uid, rv] = v
         return v
 
     def __repr__(self) -> str:
         return f"PodView({self.key})"
+
+
+# the slots a copy of a view carries over (``__weakref__`` belongs to each object alone)
+VIEW_FIELDS = tuple(slot for slot in PodView.__slots__ if slot != "__weakref__")
 
 
 def _spread_selector(c: Obj, pod_labels: Mapping[str, str]) -> LabelSelector:
@@ -778,8 +765,8 @@ def intern_taints(taints: tuple[Taint, ...]) -> tuple[Taint, ...]:
 class NodeView:
     """Everything placement needs from one node."""
 
-    __slots__ = ("allocatable", "annotations", "conditions", "images", "labels", "name", "raw",
-                 "taints", "unschedulable")
+    __slots__ = ("__weakref__", "allocatable", "annotations", "conditions", "images", "labels",
+                 "name", "raw", "taints", "unschedulable")
 
     raw: Obj
     name: str
@@ -820,7 +807,7 @@ class NodeView:
                 images[str(n)] = size
         v.images = images
         if uid and rv:
-            _cache_put(_NODE_CACHE, (uid, rv), v)
+            _NODE_CACHE[uid, rv] = v
         return v
 
     def __repr__(self) -> str:

@@ -43,10 +43,8 @@ from berthmaster.scheduler.model import (
     Obj,
     PodView,
     label_selector,
-    reserve_view_cache,
     resolve_priority,
     selector_from_map,
-    view_cache_limit,
 )
 from berthmaster.scheduler.term_anchors import TermsBySelector
 
@@ -435,9 +433,6 @@ class Snapshot:
     def _add_view(self, view: PodView) -> None:
         uid = view.uid
         self._pods[uid] = view
-        if 2 * len(self._pods) > view_cache_limit():
-            # keep every pod of this snapshot cacheable, or rebuilding views would thrash
-            reserve_view_cache(2 * len(self._pods))
         if not _counts_on_node(view):
             if view.nominated_node and not view.node_name \
                     and view.phase not in ("Succeeded", "Failed"):

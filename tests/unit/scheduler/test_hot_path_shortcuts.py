@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import copy
 
-from berthmaster.scheduler.model import NodeView, PodView
+from berthmaster.scheduler.model import VIEW_FIELDS, NodeView, PodView
 from berthmaster.scheduler.plugins.taint_toleration import (
     REASON,
     TaintToleration,
@@ -29,7 +29,7 @@ def test_a_bound_view_equals_one_built_from_the_bound_pod() -> None:
     bound["spec"]["nodeName"] = "n1"
     shortcut = PodView.from_dict(pod).bound(bound, "n1")
     built = PodView._build(bound)
-    for slot in PodView.__slots__:
+    for slot in VIEW_FIELDS:
         assert getattr(shortcut, slot) == getattr(built, slot), slot
     assert PodView.from_dict(bound) is shortcut  # cached as from_dict would cache it
 
@@ -110,7 +110,7 @@ def test_confirming_an_assumed_pod_equals_upserting_it() -> None:
         assert node is not None and node.req_cpu == 500 and node.pods[uid] is view
     built = PodView._build(from_api)
     view = confirmed.get_pod(str(pod["metadata"]["uid"]))
-    for slot in PodView.__slots__:
+    for slot in VIEW_FIELDS:
         assert getattr(view, slot) == getattr(built, slot), slot
 
 

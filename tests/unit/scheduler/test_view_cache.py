@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import gc
 
 import pytest
 
@@ -19,26 +20,27 @@ def versioned(pod: dict, rv: str = "1") -> dict:
     return pod
 
 
-@pytest.fixture
-def small_cache(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(model, "_cache_limit", 4)
-    monkeypatch.setattr(model, "_POD_CACHE", {})
-
-
-def test_a_full_cache_drops_its_older_half_not_everything(small_cache: None) -> None:
-    pods = [versioned(make_pod(f"p{i}")) for i in range(5)]
+def test_the_cache_serves_a_view_while_it_is_held_and_forgets_it_after() -> None:
+    pods = [versioned(make_pod(f"p{i}")) for i in range(3)]
     views = [PodView.from_dict(p) for p in pods]
-    # the fifth view made room by dropping p0 and p1; the recent ones are still served
-    assert PodView.from_dict(pods[3]) is views[3] and PodView.from_dict(pods[4]) is views[4]
-    assert PodView.from_dict(pods[0]) is not views[0]
+    assert all(PodView.from_dict(p) is v for p, v in zip(pods, views, strict=True))
+    del views
+    gc.collect()
+    assert not any((p["metadata"]["uid"], "1") in model._POD_CACHE for p in pods)
 
 
-def test_a_snapshot_reserves_room_for_all_its_views(small_cache: None) -> None:
+def test_a_snapshot_s_views_are_served_again_and_replaced_versions_dropped() -> None:
     pods = [versioned(make_pod(f"p{i}", node_name="a")) for i in range(10)]
     snap = Snapshot.build(nodes=[make_node("a")], pods=pods)
-    assert model.view_cache_limit() >= 20
     # every view the snapshot holds is what from_dict serves again: nothing was rebuilt
     assert all(PodView.from_dict(p) is snap.get_pod(p["metadata"]["uid"]) for p in pods)
+    newer = versioned(copy.deepcopy(pods[0]), "2")
+    snap.upsert_pod(newer)
+    snap.remove_pod(pods[1]["metadata"]["uid"])
+    gc.collect()
+    assert (pods[0]["metadata"]["uid"], "1") not in model._POD_CACHE  # replaced by version 2
+    assert (pods[1]["metadata"]["uid"], "1") not in model._POD_CACHE  # deleted
+    assert PodView.from_dict(newer) is snap.get_pod(newer["metadata"]["uid"])
 
 
 def test_unbound_view_equals_a_view_built_without_node_name() -> None:
@@ -51,7 +53,7 @@ def test_unbound_view_equals_a_view_built_without_node_name() -> None:
     clone["spec"] = {k: v for k, v in raw["spec"].items() if k != "nodeName"}
     shortcut = PodView.from_dict(raw).unbound(clone)
     built = PodView._build(clone)
-    for slot in PodView.__slots__:
+    for slot in model.VIEW_FIELDS:
         assert getattr(shortcut, slot) == getattr(built, slot), slot
     assert shortcut.raw is clone and shortcut.node_name == ""
 
