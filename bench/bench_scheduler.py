@@ -317,17 +317,29 @@ async def measure(kube: KubeClient, args: argparse.Namespace, kind: str, workloa
 
 
 async def remove_namespace(kube: KubeClient, namespace: str) -> None:
-    """Delete a run's namespace and its pods at once, and wait until the pods are gone."""
+    """Delete a run's pods (64 at a time, at once: grace period 0) and its namespace, and
+    wait until the pods are gone. A DeleteCollection of the pods is served one pod at a time
+    (kube-apiserver's --delete-collection-workers defaults to 1): ten thousand pods took over
+    three minutes, and the next run started among them."""
+    path = resource_path(CORE, "pods", namespace)
+    with contextlib.suppress(KubeError):
+        items, _ = await kube.list_all(path)
+        slots = asyncio.Semaphore(64)
+
+        async def one(name: str) -> None:
+            async with slots:
+                with contextlib.suppress(KubeError):
+                    await kube.delete(resource_path(CORE, "pods", namespace, name),
+                                      {"kind": "DeleteOptions", "gracePeriodSeconds": 0})
+
+        await asyncio.gather(*(one(pod["metadata"]["name"]) for pod in items))
     with contextlib.suppress(KubeError):
         await kube.delete(resource_path(CORE, "namespaces", name=namespace),
                           {"kind": "DeleteOptions", "gracePeriodSeconds": 0})
-    with contextlib.suppress(KubeError):
-        await kube.request("DELETE", resource_path(CORE, "pods", namespace),
-                           params={"gracePeriodSeconds": 0})
     await wait_pods_gone(kube, namespace)
 
 
-async def wait_pods_gone(kube: KubeClient, namespace: str, timeout: float = 180.0) -> None:
+async def wait_pods_gone(kube: KubeClient, namespace: str, timeout: float = 600.0) -> None:
     """Wait until the namespace's pods are gone, so the next run's scheduler neither lists
     them nor spends its measured CPU on their deletion events."""
     deadline = time.monotonic() + timeout
