@@ -22,6 +22,7 @@ from berthmaster.scheduler.plugins import inter_pod_affinity
 from berthmaster.scheduler.policy import load_policy
 from berthmaster.scheduler.snapshot import Snapshot
 from tests.support.builders import make_node, make_pod, pod_affinity_term, taint
+from tests.support.layouts import zoned_nodes
 
 POLICY = {"kind": "Policy", "apiVersion": "v1",
           "predicates": [{"name": "PodToleratesNodeTaints"}, {"name": "PodFitsResources"},
@@ -69,10 +70,7 @@ def run(nodes: list[dict[str, Any]], pods: list[dict[str, Any]],
 
 
 @settings(max_examples=120, deadline=None)
-@given(st.lists(st.integers(0, 3), min_size=2, max_size=30).flatmap(
-           lambda zones: st.tuples(st.just(zones),
-                                   st.lists(st.booleans(), min_size=len(zones),
-                                            max_size=len(zones)))),
+@given(zoned_nodes(4, 30),
        st.lists(st.tuples(st.integers(0, 29), st.sampled_from(["web", "db"]), st.booleans()),
                 max_size=20),
        st.lists(incoming, min_size=1, max_size=12))

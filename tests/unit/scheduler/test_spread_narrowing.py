@@ -20,6 +20,7 @@ from berthmaster.scheduler.plugins import pod_topology_spread
 from berthmaster.scheduler.policy import load_policy
 from berthmaster.scheduler.snapshot import Snapshot
 from tests.support.builders import make_node, make_pod, taint
+from tests.support.layouts import zoned_nodes
 
 POLICY = {"kind": "Policy", "apiVersion": "v1",
           "predicates": [{"name": "PodToleratesNodeTaints"}, {"name": "PodFitsResources"},
@@ -58,10 +59,7 @@ def run(nodes: list[dict[str, Any]], pods: list[dict[str, Any]], new: int, max_s
 
 
 @settings(max_examples=120, deadline=None)
-@given(st.lists(st.integers(0, 4), min_size=2, max_size=40).flatmap(
-           lambda zones: st.tuples(st.just(zones),
-                                   st.lists(st.booleans(), min_size=len(zones),
-                                            max_size=len(zones)))),
+@given(zoned_nodes(5, 40),
        st.lists(st.integers(0, 39), max_size=30), st.integers(1, 12), st.integers(1, 2),
        st.sampled_from(["Ignore", "Honor"]))
 def test_narrowed_walk_decides_as_the_full_walk(layout: tuple[list[int], list[bool]],
