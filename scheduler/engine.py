@@ -519,14 +519,16 @@ class Engine:
             out[node.name] = row
         return out
 
-    def unschedulable_events(self, decision: Decision) -> frozenset[str]:
-        """Cluster events that could make ``decision``'s pod schedulable ("Kind/Action")."""
+    def unschedulable_events(self, decision: Decision, pod: PodView | None = None
+                             ) -> frozenset[str]:
+        """Cluster events that could make ``decision``'s pod schedulable ("Kind/Action");
+        with ``pod``, as each predicate that rejected it judges for that pod."""
         events: set[str] = set()
         by_name = {p.NAME: p for p in self.policy.predicates}
         for name in decision.rejected_by:
             predicate = by_name.get(name)
             if predicate is not None:
-                events.update(predicate.EVENTS)
+                events.update(predicate.EVENTS if pod is None else predicate.events_for(pod))
         return frozenset(events)
 
 

@@ -309,7 +309,7 @@ class ClusterCache:
             if not changes:
                 return  # a heartbeat: placement reads nothing that changed
             self.snapshot.upsert_node(node)
-            self.queue.move_for_event(ClusterEvent(hints.NODE_UPDATE, changes))
+            self.queue.move_for_event(ClusterEvent(hints.NODE_UPDATE, changes, node))
             return
         self.snapshot.upsert_node(node)
         if not initial:

@@ -11,8 +11,12 @@ strands a pod until the five-minute flush.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
+
+from berthmaster.scheduler.model import NodeView, PodView
+from berthmaster.scheduler.plugins.node_unschedulable import tolerates_unschedulable
+from berthmaster.scheduler.plugins.taint_toleration import untolerated_taint
 
 JSON = dict[str, Any]
 
@@ -34,10 +38,12 @@ FORCE_ACTIVATE = "ForceActivate"
 @dataclass(frozen=True)
 class ClusterEvent:
     """One change in the cluster, as the queue sees it: its kind and, for node updates, what
-    changed (``labels``, ``taints``, ``allocatable``, ``unschedulable``, ``conditions``)."""
+    changed (``labels``, ``taints``, ``allocatable``, ``unschedulable``, ``conditions``) and
+    the node as it is now."""
 
     kind: str
     changes: frozenset[str] = frozenset()
+    node: JSON | None = field(default=None, compare=False, hash=False)
 
 
 def node_change(old: JSON, new: JSON) -> frozenset[str]:
@@ -61,6 +67,15 @@ def node_change(old: JSON, new: JSON) -> frozenset[str]:
     return frozenset(changes)
 
 
+def tolerates_node(pod: JSON, node: JSON) -> bool:
+    """Whether ``pod`` tolerates every NoSchedule/NoExecute taint of ``node`` and, when the
+    node is cordoned, its unschedulable taint."""
+    view, node_view = PodView.from_dict(pod), NodeView.from_dict(node)
+    if node_view.unschedulable and not tolerates_unschedulable(view):
+        return False
+    return untolerated_taint(view.tolerations, node_view.taints) is None
+
+
 def _condition_statuses(status: JSON) -> dict[str, str]:
     return {c.get("type", ""): c.get("status", "") for c in status.get("conditions") or []}
 
@@ -79,10 +94,11 @@ def _has_spread(pod: JSON) -> bool:
     return bool((pod.get("spec") or {}).get("topologySpreadConstraints"))
 
 
+TAINT_UPDATE = "Node/UpdateNodeTaint"
 _NODE_UPDATES = {
     "labels": "Node/UpdateNodeLabel",
-    "taints": "Node/UpdateNodeTaint",
-    "unschedulable": "Node/UpdateNodeTaint",
+    "taints": TAINT_UPDATE,
+    "unschedulable": TAINT_UPDATE,
     "allocatable": "Node/UpdateNodeAllocatable",
     "conditions": "Node/UpdateNodeCondition",
 }
@@ -119,7 +135,13 @@ def could_help(pod: JSON, event: ClusterEvent,
     if registered:
         names = event_names(event)
         if names:
-            return bool(names & registered)
+            relevant = names & registered
+            if relevant == {TAINT_UPDATE} and event.node is not None:
+                # only TaintToleration or NodeUnschedulable asked for it: the change helps a pod
+                # that now tolerates the node's taints (upstream's queueing hints,
+                # isSchedulableAfterNodeChange), not every pod a taint once kept off some node
+                return tolerates_node(pod, event.node)
+            return bool(relevant)
     if kind in (NODE_ADD, ASSIGNED_POD_DELETE):
         return True
     if kind == NODE_UPDATE:

@@ -25,6 +25,7 @@ from berthmaster.scheduler.daemon.metrics import SchedulerMetrics
 from berthmaster.scheduler.daemon.preempt import Preemptor
 from berthmaster.scheduler.daemon.queue import QueuedPod, SchedulingQueue
 from berthmaster.scheduler.engine import Decision, Engine
+from berthmaster.scheduler.model import PodView
 from berthmaster.scheduler.preemption import (
     PreemptionResult,
     evaluate_preemption,
@@ -97,7 +98,8 @@ class SchedulingLoop:
             pod, events.unschedulable_status_patch(message, nominated_node=nominated),
             still_wanted=lambda: key in self.queue and not self.snapshot.is_assumed(uid))
         self.queue.requeue(info, unschedulable=True,
-                           hint_events=self.engine.unschedulable_events(decision) or None,
+                           hint_events=self.engine.unschedulable_events(
+                               decision, PodView.from_dict(pod)) or None,
                            rejected_by=decision.rejected_by)
 
     def _try_preemption(self, pod: JSON, decision: Decision

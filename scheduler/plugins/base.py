@@ -124,6 +124,11 @@ class Predicate:
     def prefilter(self, pod: PodView, snapshot: Snapshot) -> PrefilterResult:
         raise NotImplementedError
 
+    def events_for(self, pod: PodView) -> tuple[str, ...]:
+        """The cluster events that could make a node this predicate rejected ``pod`` on fit
+        (upstream's queueing hints, as far as they read the pod alone): ``EVENTS``."""
+        return self.EVENTS
+
     def fits(self, pod: PodView, snapshot: Snapshot, node: NodeInfo) -> bool:
         check = self.prefilter(pod, snapshot)
         if check is None:

@@ -168,6 +168,14 @@ class InterPodAffinity(Predicate):
     ALIASES = ALIASES
     EVENTS = ("Pod/Add", "Pod/UpdatePodLabel", "Pod/Delete", "Node/Add", "Node/UpdateNodeLabel")
 
+    def events_for(self, pod: PodView) -> tuple[str, ...]:
+        # a pod added can satisfy required affinity; it never lifts anti-affinity (its own
+        # terms or existing pods'): upstream's isSchedulableAfterPodChange skips an added pod
+        # that matches none of the pod's affinity terms
+        if pod.affinity_required:
+            return self.EVENTS
+        return tuple(e for e in self.EVENTS if e != "Pod/Add")
+
     def prefilter(self, pod: PodView, snapshot: Snapshot) -> PrefilterResult:
         if not pod.affinity_required and not pod.anti_required \
                 and not snapshot.term_index["anti_required"]:
