@@ -372,19 +372,14 @@ class Engine:
             return self._select(view, snapshot, feasible, {}, explain, total, total)
         # every node visited counts as evaluated: give the skipped ones their true reasons
         stop = _position(snapshot, nodes, last.name) if stopped_early and last else None
-        seen = {n.name for n in feasible} | set(walk.failed)
-        for i in range(total):
-            at = (start + i) % total
-            if at == stop:
-                break
-            node = nodes[at]
-            if node.name in seen:
-                continue
-            outcome = self._run_checks(checks, node)
-            if outcome is None:  # cannot happen: the narrowing check rejects it
-                continue
-            walk.failed[node.name] = outcome[0]
-            walk.rejected_by.add(outcome[1])
+        seen = {n.name for n in feasible}
+        seen.update(walk.failed)
+        visited = total if stop is None else (stop - start) % total
+        skipped = [n for n in islice(_rotation(nodes, start), visited) if n.name not in seen]
+        # walk 2 over them, into this walk's reasons: each fails a check for sure, so nothing
+        # is found feasible and the walk runs to their end
+        self._walk_every(_Walk(start, total + 1, [], walk.failed, walk.rejected_by), checks,
+                         skipped)
         return None
 
     def _conclude(self, walk: _Walk, view: PodView, snapshot: Snapshot, explain: bool
