@@ -516,10 +516,7 @@ class Snapshot:
         its domains."""
         if domains.epoch != self.topology_epoch:
             return  # rebuilt from the pods on its next read
-        info = self._nodes.get(view.node_name)
-        if info is None:
-            return
-        value = info.labels.get(domains.key)
+        value = self._domain_value(view.node_name, domains.key)
         if value is not None:
             domains.add(value, sign, deleting, self.label_index[domains.key][value])
 
@@ -535,14 +532,10 @@ class Snapshot:
         domains = self._carriers.get(term)
         if domains is not None and domains.epoch == self.topology_epoch:
             return domains
-        domains = Domains(term.topology_key, self.topology_epoch)
-        by_value = self.label_index.get(term.topology_key, {})
-        for node_name, count in self.term_index["anti_required"].get(term, {}).items():
-            info = self._nodes.get(node_name)
-            value = None if info is None else info.labels.get(term.topology_key)
-            if value is not None:
-                domains.add(value, count, False, by_value[value])
-        if term in self.term_index["anti_required"]:
+        carriers = self.term_index["anti_required"].get(term, {})
+        domains = self._counted(term.topology_key,
+                                ((node, count, False) for node, count in carriers.items()))
+        if carriers:
             self._carriers[term] = domains
         return domains
 
@@ -561,14 +554,20 @@ class Snapshot:
                 del self._watches[oldest]
                 self._watch_anchors.discard(oldest)
             self._watch_anchors.add(term)
-        domains = self._watches[term] = Domains(term.topology_key, self.topology_epoch)
-        by_value = self.label_index.get(term.topology_key, {})
-        nodes = self._nodes
-        for pod in self.pods_matching(term.selector, term.namespaces):
-            info = nodes.get(pod.node_name)
-            value = None if info is None else info.labels.get(term.topology_key)
+        domains = self._watches[term] = self._counted(term.topology_key, (
+            (pod.node_name, 1, pod.deleting)
+            for pod in self.pods_matching(term.selector, term.namespaces)))
+        return domains
+
+    def _counted(self, key: str, counts: Iterable[tuple[str, int, bool]]) -> Domains:
+        """A fresh tally of ``key``'s domains from (node name, pods, being deleted) counts;
+        nodes the snapshot does not know, or without the key, count nowhere."""
+        domains = Domains(key, self.topology_epoch)
+        by_value = self.label_index.get(key, {})
+        for node_name, count, deleting in counts:
+            value = self._domain_value(node_name, key)
             if value is not None:
-                domains.add(value, 1, pod.deleting, by_value[value])
+                domains.add(value, count, deleting, by_value[value])
         return domains
 
     def own_domain(self, uid: str, term: AffinityTerm) -> tuple[PodView, str] | None:
@@ -578,9 +577,13 @@ class Snapshot:
         if view is None or not _counts_on_node(view) or view.namespace not in term.namespaces \
                 or not term.selector.matches(view.labels):
             return None
-        info = self._nodes.get(view.node_name)
-        value = None if info is None else info.labels.get(term.topology_key)
+        value = self._domain_value(view.node_name, term.topology_key)
         return None if value is None else (view, value)
+
+    def _domain_value(self, node_name: str, key: str) -> str | None:
+        """The domain of ``key`` that node ``node_name`` is in (None: unknown node, no key)."""
+        info = self._nodes.get(node_name)
+        return None if info is None else info.labels.get(key)
 
     # ---------------------------------------------------------------- other kinds
     def upsert(self, kind: str, obj: Obj) -> None:
