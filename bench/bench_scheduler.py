@@ -196,18 +196,37 @@ async def create_nodes(kube: KubeClient, count: int) -> list[str]:
     return want
 
 
-async def wait_nodes_ready(kube: KubeClient, names: set[str], timeout: float = 300.0) -> None:
-    """Wait until kwok reports every bench node Ready, so the first run's scheduler does not
-    meet NotReady nodes (and pay for unschedulable attempts the later runs never see)."""
+def node_lease_seconds(nodes: int) -> int:
+    """A lease long enough that kwok renews at most 50 of them a second (it renews each at a
+    quarter of its duration): 40 s up to 500 nodes, 160 s at 2,000, 400 s at 5,000. The
+    default 40 s at 5,000 nodes is 500 updates a second, which this machine's API server
+    cannot serve beside a benchmark (the nodes then flap NotReady; cluster.Options)."""
+    return max(40, -(-nodes * 4 // 50))
+
+
+async def not_ready_nodes(kube: KubeClient, names: set[str]) -> set[str]:
+    """The bench nodes that are not Ready or carry a taint kwok's nodes never have (the node
+    lifecycle controller's not-ready/unreachable taints)."""
+    listed, _ = await kube.list_all(resource_path(CORE, "nodes"), labelSelector="type=kwok")
+    healthy = {n["metadata"]["name"] for n in listed if any(
+        c.get("type") == "Ready" and c.get("status") == "True"
+        for c in (n.get("status") or {}).get("conditions") or ()) and not any(
+        t.get("key", "").startswith("node.kubernetes.io/")
+        for t in (n.get("spec") or {}).get("taints") or ())}
+    return names - healthy
+
+
+async def wait_nodes_ready(kube: KubeClient, names: set[str]) -> None:
+    """Wait until kwok reports every bench node Ready and untainted, so the first run's
+    scheduler does not meet NotReady nodes (and pay for unschedulable attempts the later runs
+    never see). 5,000 nodes take about five minutes here; the wait allows a fifth of a second
+    a node, at least 300 s."""
+    timeout = max(300.0, 0.2 * len(names))
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        listed, _ = await kube.list_all(resource_path(CORE, "nodes"), labelSelector="type=kwok")
-        ready = {n["metadata"]["name"] for n in listed if any(
-            c.get("type") == "Ready" and c.get("status") == "True"
-            for c in (n.get("status") or {}).get("conditions") or ())}
-        if names <= ready:
+        if not await not_ready_nodes(kube, names):
             return
-        await asyncio.sleep(1.0)
+        await asyncio.sleep(2.0)
     print(f"  (not every node Ready after {timeout:.0f} s)", flush=True)
 
 
@@ -285,6 +304,7 @@ async def measure(kube: KubeClient, args: argparse.Namespace, kind: str, workloa
         await create_pods(kube, namespace, [
             pod_body(f"existing-{i}", "none", workload, i, node=nodes[i % len(nodes)])
             for i in range(args.existing)], rate=0)
+    await wait_nodes_ready(kube, set(nodes))
     launched = time.monotonic()
     proc, name = start_scheduler(kind, args.kubeconfig, workdir,
                                  Path(args.kube_scheduler_binary),
@@ -305,12 +325,14 @@ async def measure(kube: KubeClient, args: argparse.Namespace, kind: str, workloa
             await asyncio.sleep(0.1)
         cpu = proc.cpu_seconds() - cpu_before
         watcher.cancel()
+        lost = len(await not_ready_nodes(kube, set(nodes)))
         latencies = [(bound_at[n] - created[n]) * 1000 for n in bound_at if n in created]
         end = max(bound_at.values()) if bound_at else time.monotonic()
         return Result(kind, workload, count, len(bound_at), end - start,
                       percentile(latencies, 0.5), percentile(latencies, 0.99),
                       cpu * 1000 / max(1, len(bound_at)), proc.peak_rss_mib(),
-                      sync_seconds(proc.log) if kind == "berthmaster" else None, first_bind)
+                      sync_seconds(proc.log) if kind == "berthmaster" else None, first_bind,
+                      {"not_ready_after": lost})
     finally:
         proc.stop()
         await remove_namespace(kube, namespace)
@@ -553,7 +575,8 @@ async def bench(args: argparse.Namespace) -> list[Result]:
                     result = await measure(kube, args, kind, workload, nodes, Path(tmp))
                     print(f"  {workload:<19} {kind:<22} {result.bound}/{result.pods} bound, "
                           f"{result.rate:.1f} pods/s, p99 {result.p99_ms:.0f} ms, "
-                          f"{result.cpu_per_pod_ms:.2f} cpu ms/pod, {result.rss_mib:.0f} MiB",
+                          f"{result.cpu_per_pod_ms:.2f} cpu ms/pod, {result.rss_mib:.0f} MiB, "
+                          f"{result.extra['not_ready_after']} nodes not Ready after",
                           flush=True)
                     results.append(result)
         return results
@@ -583,6 +606,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="measure the initial sync alone with N bound pods (see above)")
     parser.add_argument("--rounds", type=int, default=1,
                         help="with --sync: start every scheduler this many times, in turn")
+    parser.add_argument("--node-lease-seconds", type=int, default=0,
+                        help="the kwok nodes' lease (default: 40 s, longer above 500 nodes so "
+                             "that leases renew at most 50 times a second)")
     parser.add_argument("--run-stub", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--stub-name", default="bench-stub", help=argparse.SUPPRESS)
     parser.add_argument("--stub-concurrency", type=int, default=0, help=argparse.SUPPRESS)
@@ -608,8 +634,9 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     plane = None
     if not args.kubeconfig:
-        from berthmaster.devcluster.cluster import ControlPlane
-        plane = ControlPlane(f"bench-{os.getpid()}")
+        from berthmaster.devcluster.cluster import ControlPlane, Options
+        plane = ControlPlane(f"bench-{os.getpid()}", options=Options(
+            node_lease_seconds=args.node_lease_seconds or node_lease_seconds(args.nodes)))
         args.kubeconfig = str(plane.up().kubeconfig)
     try:
         results = asyncio.run(bench(args))
