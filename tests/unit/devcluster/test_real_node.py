@@ -83,6 +83,7 @@ def test_mounts_under_the_node_are_released_deepest_first() -> None:
     ({"kubelets": 2}, "one real node per machine"),
     ({"kwok": "cluster"}, "needs a real node"),
     ({"kwok": "elsewhere"}, "choose one of"),
+    ({"node_lease_seconds": 10}, "at least 40 s"),
 ])
 def test_cluster_shapes_that_cannot_run_say_why(options: dict[str, object], problem: str) -> None:
     with pytest.raises(ClusterError, match=problem):

@@ -44,3 +44,12 @@ def test_the_stub_binds_with_berthmasters_concurrency(bench: ModuleType) -> None
 def test_ceiling_verdict(bench: ModuleType, rates: dict[str, float], want: list[str]) -> None:
     results = [result(bench, name, "basic", rate) for name, rate in rates.items()]
     assert bench.ceiling_verdicts(results) == want
+
+
+def test_kwok_leases_renew_at_most_50_times_a_second(bench: ModuleType) -> None:
+    """kwok renews a lease at a quarter of its duration: nodes * 4 / lease <= 50."""
+    assert bench.node_lease_seconds(200) == 40  # the kubelet's default, small clusters
+    for nodes in (500, 501, 2000, 5000, 12345):
+        lease = bench.node_lease_seconds(nodes)
+        assert lease >= 40 and nodes * 4 / lease <= 50
+        assert nodes * 4 / (lease - 1) > 50 or lease == 40  # and no longer than that
