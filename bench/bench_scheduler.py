@@ -536,6 +536,10 @@ def ceiling_verdicts(results: Sequence[Result]) -> list[str]:
             beaten = ", ".join(f"{r.scheduler} {r.rate:.1f}" for r in faster)
             lines.append(f"{workload}: the stub is NOT a ceiling: it bound {stub.rate:.1f} "
                          f"pods/s, slower than {beaten}; x R_ceil means nothing here")
+            created = stub.extra.get("created_s")
+            if created and created >= 0.9 * stub.seconds:
+                lines.append(f"  (creating the stub run's pods took {created:.1f} of its "
+                             f"{stub.seconds:.1f} s: the harness's pod creation set its pace)")
         else:
             lines.append(f"{workload}: the stub is a ceiling: {stub.rate:.1f} pods/s, at least "
                          "as fast as every scheduler of the run")

@@ -46,6 +46,16 @@ def test_ceiling_verdict(bench: ModuleType, rates: dict[str, float], want: list[
     assert bench.ceiling_verdicts(results) == want
 
 
+def test_a_stub_paced_by_pod_creation_is_named(bench: ModuleType) -> None:
+    stub = result(bench, "stub", "basic", 100.0)  # 100 pods in 1.0 s
+    stub.extra["created_s"] = 0.92
+    lines = bench.ceiling_verdicts([stub, result(bench, "berthmaster", "basic", 120.0)])
+    assert lines[1] == ("  (creating the stub run's pods took 0.9 of its 1.0 s: the harness's "
+                        "pod creation set its pace)")
+    stub.extra["created_s"] = 0.5
+    assert len(bench.ceiling_verdicts([stub, result(bench, "berthmaster", "basic", 120.0)])) == 1
+
+
 def test_kwok_leases_renew_at_most_50_times_a_second(bench: ModuleType) -> None:
     """kwok renews a lease at a quarter of its duration: nodes * 4 / lease <= 50."""
     assert bench.node_lease_seconds(200) == 40  # the kubelet's default, small clusters
