@@ -6,13 +6,16 @@ decision, quadratic over a workload that matches itself (one pod per node, or sp
 zones). The snapshot instead keeps a ``Domains`` tally per question and updates it on each pod
 add and remove, so a decision reads the answer:
 
-- per distinct required anti-affinity term of the assigned pods, the pods *carrying* the term
-  (``Snapshot.carrier_domains``): the nodes an incoming pod that the term selects may not use;
+- per distinct affinity term of the assigned pods (once a decision asked about it), the pods
+  *carrying* the term (``Snapshot.carrier_domains``): for a required anti-affinity term, the
+  nodes an incoming pod that the term selects may not use; for the other kinds, the weight the
+  term adds to each domain in the inter-pod affinity score;
 - per *watch*, a (selector, namespaces, topology key) an incoming pod asked about, the pods the
   selector *matches* (``Snapshot.matching_domains``): the pod's own required anti-affinity,
-  and topology spread's counts. Watches are made on first use and the most recent ``WATCHES``
-  are kept; a pod add or remove meets only the watches whose anchor its labels satisfy
-  (``term_anchors``), so keeping them costs O(the pod's labels) per pod.
+  topology spread's counts and the pod's own preferred terms in the score. Watches are made
+  on first use and the most recent ``WATCHES`` are kept; a pod add or remove meets only the
+  watches whose anchor its labels satisfy (``term_anchors``), so keeping them costs O(the
+  pod's labels) per pod.
 
 A tally counts, per domain value, the pods there and how many of them are being deleted
 (topology spread leaves those out), and keeps ``blocked``: the names of the nodes in every

@@ -11,8 +11,8 @@ O(labels):
 - the distinct affinity terms of assigned pods, counted per node (``term_index``) and filed by
   the pod labels they could select (``term_anchors``), so the "existing pods' anti-affinity"
   check meets only the terms that might select the incoming pod;
-- pods per topology domain for the anti-affinity terms and the selectors decisions ask about
-  (``carrier_domains``, ``matching_domains``; see ``domains``), updated per pod add and
+- pods per topology domain for the affinity terms of assigned pods and the selectors decisions
+  ask about (``carrier_domains``, ``matching_domains``; see ``domains``), updated per pod add and
   remove and rebuilt when a node change bumps ``topology_epoch``.
 
 Pods with ``spec.nodeName`` count on that node (terminal pods never do); pods without it are
@@ -26,6 +26,7 @@ The snapshot is not thread-safe: the running scheduler mutates it from its singl
 from __future__ import annotations
 
 import copy
+import dataclasses
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
@@ -216,10 +217,11 @@ class Snapshot:
         # the same distinct terms filed by the pod labels they could select (term_anchors)
         self.term_anchors: dict[str, TermsBySelector] = {
             kind: TermsBySelector() for kind in TERM_KINDS}
-        # pods per topology domain (see domains): per required anti-affinity term of assigned
-        # pods, the pods carrying it; per watched selector, the pods it matches
+        # pods per topology domain (see domains): per kind and affinity term of assigned pods
+        # (asked for once), the pods carrying it; per watched selector, the pods it matches
         self.topology_epoch = 0
-        self._carriers: dict[AffinityTerm, Domains] = {}
+        self._carriers: dict[str, dict[AffinityTerm, Domains]] = {
+            kind: {} for kind in TERM_KINDS}
         self._watches: dict[AffinityTerm, Domains] = {}
         self._watch_anchors = TermsBySelector()
         self._assumed_previous: dict[str, PodView | None] = {}
@@ -491,6 +493,7 @@ class Snapshot:
     def _index_terms(self, view: PodView, sign: int) -> None:
         for kind in TERM_KINDS:
             index = self.term_index[kind]
+            carriers = self._carriers[kind]
             for term in getattr(view, kind):
                 by_node = index.get(term)
                 if by_node is None:
@@ -504,11 +507,11 @@ class Snapshot:
                     if not by_node:
                         del index[term]
                         self.term_anchors[kind].discard(term)
-                        if kind == "anti_required":
-                            self._carriers.pop(term, None)
+                        carriers.pop(term, None)
                         continue
-                if kind == "anti_required" and term in self._carriers:
-                    self._tally(self._carriers[term], view, sign, False)
+                tally = carriers.get(term)
+                if tally is not None:
+                    self._tally(tally, view, sign, False)
 
     def _tally(self, domains: Domains, view: PodView, sign: int, deleting: bool) -> None:
         """Count (sign 1) or uncount (-1) the assigned ``view`` in ``domains`` (as being
@@ -526,25 +529,30 @@ class Snapshot:
             if view.namespace in term.namespaces and term.selector.matches(labels):
                 self._tally(watches[term], view, sign, view.deleting)
 
-    def carrier_domains(self, term: AffinityTerm) -> Domains:
+    def carrier_domains(self, term: AffinityTerm, kind: str = "anti_required") -> Domains:
         """The domains of ``term.topology_key`` holding an assigned pod that carries ``term``
-        as a required anti-affinity term (see ``domains``)."""
-        domains = self._carriers.get(term)
+        as a term of ``kind`` (one of ``TERM_KINDS``), with how many such pods each holds
+        (see ``domains``)."""
+        kept = self._carriers[kind]
+        domains = kept.get(term)
         if domains is not None and domains.epoch == self.topology_epoch:
             return domains
-        carriers = self.term_index["anti_required"].get(term, {})
+        carriers = self.term_index[kind].get(term, {})
         domains = self._counted(term.topology_key,
                                 ((node, count, False) for node, count in carriers.items()))
         if carriers:
-            self._carriers[term] = domains
+            kept[term] = domains
         return domains
 
     def matching_domains(self, term: AffinityTerm) -> Domains:
         """The domains of ``term.topology_key`` holding an assigned pod that ``term``'s
         selector matches in ``term.namespaces`` (its ``namespace_selector`` must be None, its
-        weight is not read); watched from now on (see ``domains``)."""
+        weight is not read: terms that differ by weight share one watch); watched from now on
+        (see ``domains``)."""
         if term.namespace_selector is not None:
             raise ValueError("matching_domains answers for explicit namespaces only")
+        if term.weight:
+            term = dataclasses.replace(term, weight=0)
         domains = self._watches.get(term)
         if domains is not None and domains.epoch == self.topology_epoch:
             return domains

@@ -33,7 +33,7 @@ InterPodAffinity scoring (interpodaffinity/scoring.go, processExistingPod, with
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence, Set
+from collections.abc import Iterable, Mapping, Sequence, Set
 from dataclasses import dataclass
 
 from berthmaster.scheduler.model import AffinityTerm, PodView
@@ -209,37 +209,51 @@ class InterPodAffinity(Predicate):
 def topology_scores(pod: PodView, snapshot: Snapshot,
                     hard_pod_affinity_weight: int = HARD_POD_AFFINITY_WEIGHT
                     ) -> dict[str, dict[str, int]]:
-    """topology key -> value -> summed weight, from every term that concerns ``pod``."""
-    out: dict[str, dict[str, int]] = {}
-    nodes = snapshot.nodes
+    """topology key -> value -> summed weight, from every term that concerns ``pod``.
 
-    def add(key: str, value: str | None, weight: int) -> None:
-        if value is not None and weight:
+    Read from the snapshot's tallies, so a decision costs O(the occupied domains of each
+    term), not O(the pods): the pod's own preferred terms count the pods they select per
+    domain (``matching_domains``, the pod itself left out), and every existing pod's term
+    that selects the pod counts its carriers per domain (``carrier_domains``). Terms with a
+    namespaceSelector are matched pod by pod."""
+    out: dict[str, dict[str, int]] = {}
+
+    def add(key: str, counts: Mapping[str, int], weight: int) -> None:
+        if weight and counts:
             by_value = out.setdefault(key, {})
-            by_value[value] = by_value.get(value, 0) + weight
+            for value, count in counts.items():
+                by_value[value] = by_value.get(value, 0) + weight * count
 
     for sign, terms in ((1, pod.affinity_preferred), (-1, pod.anti_preferred)):
         for t in terms:
-            for p in matching_pods(t, snapshot):
-                if p.uid == pod.uid:
-                    continue
-                node = nodes.get(p.node_name)
-                if node is not None:
-                    add(t.topology_key, node.labels.get(t.topology_key), sign * t.weight)
+            key = t.topology_key
+            if t.namespace_selector is not None:
+                pods = (p for p in matching_pods(t, snapshot) if p.uid != pod.uid)
+                add(key, _pods_per_domain(pods, key, snapshot), sign * t.weight)
+                continue
+            add(key, snapshot.matching_domains(t).pods, sign * t.weight)
+            own = snapshot.own_domain(pod.uid, t)
+            if own is not None:
+                add(key, {own[1]: 1}, -sign * t.weight)
     for kind, sign in (("affinity_preferred", 1), ("anti_preferred", -1),
                        ("affinity_required", 1)):
-        index = snapshot.term_index[kind]
         for term in snapshot.term_anchors[kind].candidates(pod.labels):
-            if not term_matches(term, pod, snapshot):
-                continue
-            by_node = index[term]
-            weight = hard_pod_affinity_weight if kind == "affinity_required" else term.weight
-            for name, count in by_node.items():
-                node = nodes.get(name)
-                if node is not None:
-                    add(term.topology_key, node.labels.get(term.topology_key),
-                        sign * weight * count)
+            if term_matches(term, pod, snapshot):
+                weight = hard_pod_affinity_weight if kind == "affinity_required" else term.weight
+                add(term.topology_key, snapshot.carrier_domains(term, kind).pods, sign * weight)
     return out
+
+
+def _pods_per_domain(pods: Iterable[PodView], key: str, snapshot: Snapshot) -> dict[str, int]:
+    nodes = snapshot.nodes
+    counts: dict[str, int] = {}
+    for p in pods:
+        node = nodes.get(p.node_name)
+        if node is not None:
+            value = node.labels.get(key)
+            if value is not None:
+                counts[value] = counts.get(value, 0) + 1
+    return counts
 
 
 @dataclass

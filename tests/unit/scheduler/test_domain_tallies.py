@@ -6,10 +6,11 @@ sequence (so they are updated incrementally, or rebuilt after node changes). Aft
 
 - each watched selector's tally (pods per domain, pods being deleted, the occupied domains'
   nodes) equals a count over the assigned pods;
-- each required anti-affinity term's carrier tally equals a count over the term index;
+- each affinity term's carrier tally (every kind) equals a count over the term index;
 - the plugins' answers built on the tallies equal the pod-by-pod computations they replaced:
   the nodes barred by a pod's own anti-affinity (including for a pod that is itself counted,
-  as the descheduler asks) and topology spread's counts.
+  as the descheduler asks), topology spread's counts and the inter-pod affinity score's
+  weights per domain.
 """
 
 from __future__ import annotations
@@ -23,10 +24,13 @@ from berthmaster.scheduler.domains import Domains
 from berthmaster.scheduler.model import AffinityTerm, PodView, affinity_term
 from berthmaster.scheduler.plugins import pod_topology_spread
 from berthmaster.scheduler.plugins.inter_pod_affinity import (
+    HARD_POD_AFFINITY_WEIGHT,
     _domain_nodes,
     _domains_of,
     anti_affinity_blocked,
     matching_pods,
+    term_matches,
+    topology_scores,
 )
 from berthmaster.scheduler.snapshot import Snapshot
 from tests.support.builders import make_node, make_pod, pod_affinity_term
@@ -62,6 +66,11 @@ WATCHED = watch_terms()
 pod_shape = st.fixed_dictionaries({
     "app": st.sampled_from(APPS), "tier": st.booleans(), "ns": st.sampled_from(NAMESPACES),
     "anti": st.sampled_from([None, (0, HOSTNAME), (1, "zone"), (2, HOSTNAME)]),
+    # (kind, selector, topology key, weight): the pod's preferred or required affinity
+    "terms": st.lists(st.sampled_from([
+        ("preferred", 0, HOSTNAME, 3), ("preferred", 1, "zone", 5), ("preferred", 0, "zone", 2),
+        ("preferred-anti", 2, "zone", 4), ("preferred-anti", 0, HOSTNAME, 1),
+        ("required", 1, "zone", 0)]), max_size=2),
     "node": st.integers(0, NODES + 1),  # NODES and NODES+1: nodes that may not exist yet
 })
 step = st.one_of(
@@ -88,8 +97,15 @@ def pod(uid: str, shape: dict[str, Any], deleting: bool = False) -> dict[str, An
         spec = SELECTORS[selector]
         anti.append(pod_affinity_term(spec.get("labels"), key,
                                       expressions=spec.get("expressions", ())))
+    terms: dict[str, list[Any]] = {"preferred": [], "preferred-anti": [], "required": []}
+    for kind, selector, key, weight in shape.get("terms", ()):
+        spec = SELECTORS[selector]
+        raw = pod_affinity_term(spec.get("labels"), key, expressions=spec.get("expressions", ()))
+        terms[kind].append(raw if kind == "required" else (weight, raw))
     return make_pod(uid, shape["ns"], labels=labels, uid=uid, node_name=f"n{shape['node']}",
-                    pod_anti_affinity=anti,
+                    pod_anti_affinity=anti, pod_affinity=terms["required"],
+                    preferred_pod_affinity=terms["preferred"],
+                    preferred_pod_anti_affinity=terms["preferred-anti"],
                     deleted_at="2026-01-01T00:00:00Z" if deleting else None)
 
 
@@ -118,17 +134,51 @@ def assert_tallies_agree(snapshot: Snapshot) -> None:
         expected = fresh(snapshot, term.topology_key, selected)
         assert_same(tally, expected, f"watch {term}")
         assert tally.deleting == expected.deleting
-    for term, by_node in snapshot.term_index["anti_required"].items():
-        carriers = [(p, 1) for p in assigned if term in p.anti_required]
-        assert sum(by_node.values()) == len(carriers)
-        assert_same(snapshot.carrier_domains(term), fresh(snapshot, term.topology_key, carriers),
-                    f"carriers of {term}")
+    for kind, index in snapshot.term_index.items():
+        for term, by_node in index.items():
+            carriers = [(p, 1) for p in assigned for t in getattr(p, kind) if t == term]
+            assert sum(by_node.values()) == len(carriers)
+            assert_same(snapshot.carrier_domains(term, kind),
+                        fresh(snapshot, term.topology_key, carriers), f"{kind} carriers {term}")
+
+
+def scores_pod_by_pod(view: PodView, snapshot: Snapshot) -> dict[str, dict[str, int]]:
+    """The inter-pod affinity score's weights per domain, summed over the pods one by one."""
+    out: dict[str, dict[str, int]] = {}
+
+    def add(key: str, node_name: str, weight: int) -> None:
+        info = snapshot.nodes.get(node_name)
+        value = None if info is None else info.labels.get(key)
+        if value is not None:
+            out.setdefault(key, {})[value] = out.get(key, {}).get(value, 0) + weight
+
+    for sign, terms in ((1, view.affinity_preferred), (-1, view.anti_preferred)):
+        for t in terms:
+            for p in matching_pods(t, snapshot):
+                if p.uid != view.uid:
+                    add(t.topology_key, p.node_name, sign * t.weight)
+    for p in snapshot.assigned_pods():
+        for kind, sign in (("affinity_preferred", 1), ("anti_preferred", -1),
+                           ("affinity_required", 1)):
+            for t in getattr(p, kind):
+                if term_matches(t, view, snapshot):
+                    add(t.topology_key, p.node_name,
+                        sign * (HARD_POD_AFFINITY_WEIGHT if kind == "affinity_required"
+                                else t.weight))
+    return nonzero(out)
+
+
+def nonzero(by_key: dict[str, dict[str, int]]) -> dict[str, dict[str, int]]:
+    """Weights that cancel out to 0 score nothing: left out before comparing."""
+    kept = {key: {v: w for v, w in by_value.items() if w} for key, by_value in by_key.items()}
+    return {key: by_value for key, by_value in kept.items() if by_value}
 
 
 def assert_plugins_agree(snapshot: Snapshot) -> None:
     """The tally-based answers equal the pod-by-pod ones, for incoming and counted pods."""
-    probes = [PodView.from_dict(pod("incoming", {"app": "x", "tier": True, "ns": "ns1",
-                                                 "anti": (0, HOSTNAME), "node": 0}))]
+    probes = [PodView.from_dict(pod("incoming", {
+        "app": "x", "tier": True, "ns": "ns1", "anti": (0, HOSTNAME), "node": 0,
+        "terms": [("preferred", 1, "zone", 5), ("preferred-anti", 0, HOSTNAME, 2)]}))]
     probes += list(snapshot.assigned_pods())[:4]
     for view in probes:
         for term in WATCHED[:8]:
@@ -142,6 +192,7 @@ def assert_plugins_agree(snapshot: Snapshot) -> None:
         tallied = pod_topology_spread.domain_counts(view, [constraint], snapshot, nodes)
         counted = pod_topology_spread.domain_counts(view, [constraint], snapshot, list(nodes))
         assert tallied == counted
+        assert nonzero(topology_scores(view, snapshot)) == scores_pod_by_pod(view, snapshot)
 
 
 @settings(max_examples=150, deadline=None)
