@@ -43,6 +43,8 @@ PRIORITY_ALIASES = ("PodTopologySpread",)
 REASON = "node(s) didn't match pod topology spread constraints"
 REASON_MISSING_LABEL = (
     "node(s) didn't match pod topology spread constraints (missing required label)")
+# node sets kept per topology key by allowed_nodes, at most
+UNIONS = 16
 _FAIL = unschedulable(REASON)
 _FAIL_MISSING = unresolvable(REASON_MISSING_LABEL)
 
@@ -135,9 +137,11 @@ def allowed_nodes(plan: Sequence[tuple[str, dict[str, int], int]], snapshot: Sna
 
     Read from the snapshot's label index, so the engine can walk only these nodes: a full
     walk of a cluster where most domains are at their limit costs a check per node. The set
-    of one constraint depends only on which of its domains pass, so it is kept in the node
-    cache under those domains (pods of one workload meet the same few sets again and again,
-    and the engine's walk order per set is cached by identity)."""
+    of one constraint depends only on which of its domains pass, so the last ``UNIONS`` such
+    sets are kept in the node cache under those domains (pods of one workload meet the same
+    sets again, and the engine's walk order per set is cached by identity). The cache is
+    bounded: the passing domains of a workload that fills its domains in turn go through
+    ever new subsets, and every set kept holds the names of the nodes of its domains."""
     allowed: Set[str] | None = None
     narrowed = 0
     for key, by_value, limit in plan:
@@ -146,11 +150,14 @@ def allowed_nodes(plan: Sequence[tuple[str, dict[str, int], int]], snapshot: Sna
         if len(passing_values) == len(domains):
             continue  # every node with the key passes this constraint
         narrowed += 1
-        cache_key = ("spread-allowed", key, passing_values)
-        passing: Set[str] | None = snapshot.node_cache.get(cache_key)
+        unions: dict[frozenset[str], frozenset[str]] = snapshot.node_cache.setdefault(
+            ("spread-allowed", key), {})
+        passing: Set[str] | None = unions.get(passing_values)
         if passing is None:
-            passing = frozenset().union(*(domains[v] for v in passing_values))
-            snapshot.node_cache[cache_key] = passing
+            if len(unions) >= UNIONS:
+                del unions[next(iter(unions))]  # the oldest
+            passing = unions[passing_values] = frozenset().union(
+                *(domains[v] for v in passing_values))
         allowed = passing if allowed is None else allowed & passing
     return allowed, narrowed == len(plan)
 

@@ -72,3 +72,16 @@ def test_narrowed_walk_decides_as_the_full_walk(layout: tuple[list[int], list[bo
         patch.setattr(pod_topology_spread, "allowed_nodes", lambda plan, snapshot: (None, False))
         full = run(nodes, pods, new, max_skew, taints_policy)
     assert narrowed == full
+
+
+def test_the_node_sets_kept_per_key_are_bounded() -> None:
+    """A workload that fills its domains in turn meets ever new sets of passing domains; the
+    node cache keeps the last UNIONS of them, each still the right set."""
+    nodes = [make_node(f"n{i:02d}", labels={"zone": f"z{i % 10}"}) for i in range(30)]
+    snapshot = Snapshot.build(nodes=nodes)
+    for mask in range(1, 2 ** 10 - 1):  # every proper subset of the ten zones passes once
+        counts = {f"z{z}": 0 if mask >> z & 1 else 1 for z in range(10)}
+        allowed, exact = pod_topology_spread.allowed_nodes([("zone", counts, 0)], snapshot)
+        assert exact and allowed == {f"n{i:02d}" for i in range(30) if mask >> (i % 10) & 1}
+        kept = snapshot.node_cache[("spread-allowed", "zone")]
+        assert len(kept) <= pod_topology_spread.UNIONS
