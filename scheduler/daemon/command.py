@@ -23,7 +23,6 @@ import gc
 import logging
 import signal
 import sys
-from collections.abc import Callable
 from typing import Any
 
 log = logging.getLogger("berthmaster.scheduler")
@@ -43,22 +42,9 @@ def run(args: argparse.Namespace) -> int:
         log.warning("%s is kube-scheduler's and has no effect on berthmaster; ignored", flag,
                     extra={"flag": flag})
     try:
-        with asyncio.Runner(loop_factory=event_loop_factory()) as runner:
-            return runner.run(main(args))
+        return asyncio.run(main(args))
     except KeyboardInterrupt:
         return 130
-
-
-def event_loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
-    """uvloop's event loop when it is installed (a dependency: the image always has it),
-    else asyncio's own. The scheduler's CPU outside the engine is mostly the event loop and
-    TLS: the watch streams and two POSTs per pod (binding, Event), which uvloop's libuv loop
-    and its SSL transport serve with less Python in between."""
-    try:
-        import uvloop
-    except ImportError:
-        return None
-    return uvloop.new_event_loop
 
 
 def load_configured_policy(path: str | None) -> Any:

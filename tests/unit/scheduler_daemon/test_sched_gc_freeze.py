@@ -1,5 +1,4 @@
-"""The scheduler process: the collector is off while the initial lists load and back on after,
-and its event loop is uvloop's (daemon/command.py)."""
+"""The collector is off while the initial lists load and back on after (daemon/command.py)."""
 
 from __future__ import annotations
 
@@ -55,18 +54,3 @@ def test_a_run_stopped_before_its_sync_leaves_the_collector_on() -> None:
 
     asyncio.run(scenario())
     assert gc.isenabled()
-
-
-def test_the_scheduler_runs_on_uvloop() -> None:
-    """uvloop is a dependency: the scheduler's loop is libuv's, not asyncio's own."""
-    import uvloop
-
-    from berthmaster.scheduler.daemon.command import event_loop_factory
-
-    factory = event_loop_factory()
-    assert factory is uvloop.new_event_loop
-    loop = factory()
-    try:
-        assert isinstance(loop, uvloop.Loop)
-    finally:
-        loop.close()
