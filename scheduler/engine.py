@@ -618,8 +618,11 @@ def _allowed_positions(snapshot: Snapshot, nodes: list[NodeInfo], allowed: Set[s
     if cached is not None and cached[0] is allowed:
         return cached[1], cached[2]
     index = _position_index(snapshot, nodes)
-    positions = sorted(index[n] for n in allowed if n in index)
-    members = [nodes[p] for p in positions]
+    try:  # the plugins name known nodes: map is the fast way, the filter the safe one
+        positions = sorted(map(index.__getitem__, allowed))
+    except KeyError:
+        positions = sorted(index[n] for n in allowed if n in index)
+    members = list(map(nodes.__getitem__, positions))
     if len(cache) >= _POSITIONS_CACHED:
         cache.clear()
     cache[id(allowed)] = (allowed, positions, members)
