@@ -39,6 +39,12 @@ many nodes were lost by its end and how long creating its pods took (when that i
 run, the harness, not the scheduler, set the rate). The kwok nodes' leases are lengthened above
 500 nodes (``--node-lease-seconds``), so their renewals stay at 50 a second.
 
+``--backlog`` creates each run's pods before its scheduler starts and measures binding alone:
+pods/s from the first bind to the last, CPU from the first bind on (the sync is left out; its
+start-to-first-bind line still says how long it took), create-to-bind latency including the
+wait for the scheduler. Then no pod creation runs beside the binds, and the stub is the
+ceiling of this API server and machine, not of the harness.
+
 ``--sync N`` measures the initial sync alone, side by side: N pods bound round-robin to the
 nodes are created once, then each scheduler in turn starts, binds one warm-up pod (process start
 to that bind is its sync) and is stopped; reported with its memory (VmRSS after the bind and
@@ -80,6 +86,8 @@ JSON = dict[str, Any]
 WORKLOADS = ("basic", "affinity-taints", "anti-affinity", "preferred-affinity", "spread")
 SCHEDULERS = ("stub", "berthmaster", "kube-scheduler", "kube-scheduler-lifted")
 LIFTED_QPS, LIFTED_BURST = 5000, 10000
+SCHEDULER_NAMES = {"stub": "bench-stub", "berthmaster": "berthmaster-bench"}
+KUBE_SCHEDULER_NAME = "kube-scheduler-bench"  # both kube-scheduler runs
 POOL_LABEL, POOL_TAINT = "bench.berthmaster.io/pool", "bench.berthmaster.io/dedicated"
 ZONES = 10
 
@@ -241,14 +249,13 @@ async def wait_nodes_ready(kube: KubeClient, names: set[str]) -> None:
 def start_scheduler(kind: str, kubeconfig: str, workdir: Path, binary: Path,
                     extra: Sequence[str] = ()) -> tuple[Proc, str]:
     log = workdir / f"{kind}.log"
+    name = SCHEDULER_NAMES.get(kind, KUBE_SCHEDULER_NAME)
     if kind in ("stub", "berthmaster"):
         if kind == "stub":
-            name = "bench-stub"
             command = [sys.executable, __file__, "--run-stub", "--kubeconfig", kubeconfig,
                        "--stub-name", name, "--stub-concurrency",
                        str(berthmaster_bind_concurrency(extra))]
         else:
-            name = "berthmaster-bench"
             policy_file = workdir / "policy.json"
             policy_file.write_text(json.dumps(comparison_policy()))
             command = [sys.executable, "-m", "berthmaster.cli", "scheduler", "--kubeconfig",
@@ -259,7 +266,6 @@ def start_scheduler(kind: str, kubeconfig: str, workdir: Path, binary: Path,
         handle = log.open("wb")
         popen = subprocess.Popen(command, stdout=handle, stderr=subprocess.STDOUT)
         return Proc(popen, log), name
-    name = "kube-scheduler-bench"
     lifted = kind.endswith("lifted")
     config = kube_scheduler_config(kubeconfig, name, qps=LIFTED_QPS if lifted else 50,
                                    burst=LIFTED_BURST if lifted else 100)
@@ -313,27 +319,44 @@ async def measure(kube: KubeClient, args: argparse.Namespace, kind: str, workloa
             pod_body(f"existing-{i}", "none", workload, i, node=nodes[i % len(nodes)])
             for i in range(args.existing)], rate=0)
     await wait_nodes_ready(kube, set(nodes))
-    launched = time.monotonic()
-    proc, name = start_scheduler(kind, args.kubeconfig, workdir,
-                                 Path(args.kube_scheduler_binary),
-                                 shlex.split(args.berthmaster_args))
+    bodies = [pod_body(f"p-{i}", SCHEDULER_NAMES.get(kind, KUBE_SCHEDULER_NAME), workload, i)
+              for i in range(count)]
+    created: dict[str, float] = {}
+    bound_at: dict[str, float] = {}
+    watching = asyncio.Event()
+    watcher = asyncio.create_task(watch_binds(kube, namespace, bound_at, watching))
+    await watching.wait()
+    proc: Proc | None = None
     try:
-        first_bind = await wait_ready(kube, namespace, name) - launched
-        cpu_before = proc.cpu_seconds()
-        bodies = [pod_body(f"p-{i}", name, workload, i) for i in range(count)]
-        created: dict[str, float] = {}
-        bound_at: dict[str, float] = {}
-        watching = asyncio.Event()
-        watcher = asyncio.create_task(watch_binds(kube, namespace, bound_at, watching))
-        await watching.wait()
-        start = time.monotonic()
-        await create_pods(kube, namespace, bodies, rate=args.rate, created=created)
-        created_s = time.monotonic() - start
+        if args.backlog:
+            # every pod waits before the scheduler starts: the run measures binding alone,
+            # from the first bind to the last, with no pod creation beside it
+            start = time.monotonic()
+            await create_pods(kube, namespace, bodies, rate=0, created=created)
+            created_s = time.monotonic() - start
+            launched = time.monotonic()
+            proc, _ = start_scheduler(kind, args.kubeconfig, workdir,
+                                      Path(args.kube_scheduler_binary),
+                                      shlex.split(args.berthmaster_args))
+            while not bound_at:  # noqa: ASYNC110
+                await asyncio.sleep(0.01)
+            cpu_before = proc.cpu_seconds()
+            start = min(bound_at.values())
+            first_bind = start - launched
+        else:
+            launched = time.monotonic()
+            proc, name = start_scheduler(kind, args.kubeconfig, workdir,
+                                         Path(args.kube_scheduler_binary),
+                                         shlex.split(args.berthmaster_args))
+            first_bind = await wait_ready(kube, namespace, name) - launched
+            cpu_before = proc.cpu_seconds()
+            start = time.monotonic()
+            await create_pods(kube, namespace, bodies, rate=args.rate, created=created)
+            created_s = time.monotonic() - start
         deadline = time.monotonic() + args.timeout
         while len(bound_at) < count and time.monotonic() < deadline:  # noqa: ASYNC110
             await asyncio.sleep(0.1)
         cpu = proc.cpu_seconds() - cpu_before
-        watcher.cancel()
         lost = len(await not_ready_nodes(kube, set(nodes)))
         latencies = [(bound_at[n] - created[n]) * 1000 for n in bound_at if n in created]
         end = max(bound_at.values()) if bound_at else time.monotonic()
@@ -343,7 +366,9 @@ async def measure(kube: KubeClient, args: argparse.Namespace, kind: str, workloa
                       sync_seconds(proc.log) if kind == "berthmaster" else None, first_bind,
                       {"not_ready_after": lost, "created_s": created_s})
     finally:
-        proc.stop()
+        watcher.cancel()
+        if proc is not None:
+            proc.stop()
         await remove_namespace(kube, namespace)
 
 
@@ -628,6 +653,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="measure the initial sync alone with N bound pods (see above)")
     parser.add_argument("--rounds", type=int, default=1,
                         help="with --sync: start every scheduler this many times, in turn")
+    parser.add_argument("--backlog", action="store_true",
+                        help="create each run's pods before its scheduler starts, and measure "
+                             "from its first bind to its last (binding alone, no creation)")
     parser.add_argument("--warm-up", type=int, default=-1, metavar="N",
                         help="pods the stub places before the first measured run, unreported "
                              "(default: a fifth of --pods, at most 2,000; 0: none)")
