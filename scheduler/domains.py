@@ -38,13 +38,16 @@ WATCHES = 64
 
 
 class Domains:
-    """Pods per domain value of one topology key, and the nodes of the occupied domains."""
+    """Pods per domain value of one topology key, and the nodes of the occupied domains
+    (``blocked``, kept only when ``keep_nodes``: what the filters read; a score reads only the
+    counts, and the nodes of every occupied zone would cost each tally a set of most nodes)."""
 
-    __slots__ = ("blocked", "deleting", "epoch", "key", "pods")
+    __slots__ = ("blocked", "deleting", "epoch", "keep_nodes", "key", "pods")
 
-    def __init__(self, key: str, epoch: int) -> None:
+    def __init__(self, key: str, epoch: int, keep_nodes: bool = True) -> None:
         self.key = key
         self.epoch = epoch  # the snapshot's topology_epoch when this was built
+        self.keep_nodes = keep_nodes
         self.pods: dict[str, int] = {}
         self.deleting: dict[str, int] = {}
         self.blocked: set[str] = set()
@@ -56,11 +59,11 @@ class Domains:
         after = before + delta
         if after > 0:
             self.pods[value] = after
-            if before == 0:
+            if before == 0 and self.keep_nodes:
                 self.blocked |= members
         else:
             self.pods.pop(value, None)
-            if before > 0:
+            if before > 0 and self.keep_nodes:
                 self.blocked -= members
         if deleting:
             left = self.deleting.get(value, 0) + delta

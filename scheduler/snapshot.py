@@ -532,14 +532,16 @@ class Snapshot:
     def carrier_domains(self, term: AffinityTerm, kind: str = "anti_required") -> Domains:
         """The domains of ``term.topology_key`` holding an assigned pod that carries ``term``
         as a term of ``kind`` (one of ``TERM_KINDS``), with how many such pods each holds
-        (see ``domains``)."""
+        (see ``domains``; the nodes of those domains are kept for required anti-affinity
+        only, the one kind a filter reads)."""
         kept = self._carriers[kind]
         domains = kept.get(term)
         if domains is not None and domains.epoch == self.topology_epoch:
             return domains
         carriers = self.term_index[kind].get(term, {})
         domains = self._counted(term.topology_key,
-                                ((node, count, False) for node, count in carriers.items()))
+                                ((node, count, False) for node, count in carriers.items()),
+                                keep_nodes=kind == "anti_required")
         if carriers:
             kept[term] = domains
         return domains
@@ -567,10 +569,11 @@ class Snapshot:
             for pod in self.pods_matching(term.selector, term.namespaces)))
         return domains
 
-    def _counted(self, key: str, counts: Iterable[tuple[str, int, bool]]) -> Domains:
+    def _counted(self, key: str, counts: Iterable[tuple[str, int, bool]],
+                 keep_nodes: bool = True) -> Domains:
         """A fresh tally of ``key``'s domains from (node name, pods, being deleted) counts;
         nodes the snapshot does not know, or without the key, count nowhere."""
-        domains = Domains(key, self.topology_epoch)
+        domains = Domains(key, self.topology_epoch, keep_nodes)
         by_value = self.label_index.get(key, {})
         for node_name, count, deleting in counts:
             value = self._domain_value(node_name, key)
