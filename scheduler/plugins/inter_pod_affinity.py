@@ -93,15 +93,8 @@ def _domain_nodes(snapshot: Snapshot, key: str, values: Iterable[str]) -> set[st
 
 
 def _domains_of(pods: Iterable[PodView], key: str, snapshot: Snapshot) -> set[str]:
-    nodes = snapshot.nodes
-    values: set[str] = set()
-    for p in pods:
-        node = nodes.get(p.node_name)
-        if node is not None:
-            v = node.labels.get(key)
-            if v is not None:
-                values.add(v)
-    return values
+    """The domains of ``key`` holding one of ``pods``."""
+    return set(_pods_per_domain(pods, key, snapshot))
 
 
 def existing_anti_affinity_blocked(pod: PodView, snapshot: Snapshot) -> set[str]:
@@ -245,6 +238,8 @@ def topology_scores(pod: PodView, snapshot: Snapshot,
 
 
 def _pods_per_domain(pods: Iterable[PodView], key: str, snapshot: Snapshot) -> dict[str, int]:
+    """Domain value of ``key`` -> how many of ``pods`` sit there (pods on unknown nodes, or on
+    nodes without the key, count nowhere)."""
     nodes = snapshot.nodes
     counts: dict[str, int] = {}
     for p in pods:
