@@ -88,6 +88,11 @@ SCHEDULERS = ("stub", "berthmaster", "kube-scheduler", "kube-scheduler-lifted")
 LIFTED_QPS, LIFTED_BURST = 5000, 10000
 SCHEDULER_NAMES = {"stub": "bench-stub", "berthmaster": "berthmaster-bench"}
 KUBE_SCHEDULER_NAME = "kube-scheduler-bench"  # both kube-scheduler runs
+
+
+def scheduler_name(kind: str) -> str:
+    """The schedulerName a run of scheduler ``kind`` places pods for."""
+    return SCHEDULER_NAMES.get(kind, KUBE_SCHEDULER_NAME)
 POOL_LABEL, POOL_TAINT = "bench.berthmaster.io/pool", "bench.berthmaster.io/dedicated"
 ZONES = 10
 
@@ -249,7 +254,7 @@ async def wait_nodes_ready(kube: KubeClient, names: set[str]) -> None:
 def start_scheduler(kind: str, kubeconfig: str, workdir: Path, binary: Path,
                     extra: Sequence[str] = ()) -> tuple[Proc, str]:
     log = workdir / f"{kind}.log"
-    name = SCHEDULER_NAMES.get(kind, KUBE_SCHEDULER_NAME)
+    name = scheduler_name(kind)
     if kind in ("stub", "berthmaster"):
         if kind == "stub":
             command = [sys.executable, __file__, "--run-stub", "--kubeconfig", kubeconfig,
@@ -319,14 +324,19 @@ async def measure(kube: KubeClient, args: argparse.Namespace, kind: str, workloa
             pod_body(f"existing-{i}", "none", workload, i, node=nodes[i % len(nodes)])
             for i in range(args.existing)], rate=0)
     await wait_nodes_ready(kube, set(nodes))
-    bodies = [pod_body(f"p-{i}", SCHEDULER_NAMES.get(kind, KUBE_SCHEDULER_NAME), workload, i)
-              for i in range(count)]
+    name = scheduler_name(kind)
+    bodies = [pod_body(f"p-{i}", name, workload, i) for i in range(count)]
     created: dict[str, float] = {}
     bound_at: dict[str, float] = {}
     watching = asyncio.Event()
     watcher = asyncio.create_task(watch_binds(kube, namespace, bound_at, watching))
     await watching.wait()
     proc: Proc | None = None
+
+    def launch() -> Proc:
+        return start_scheduler(kind, args.kubeconfig, workdir, Path(args.kube_scheduler_binary),
+                               shlex.split(args.berthmaster_args))[0]
+
     try:
         if args.backlog:
             # every pod waits before the scheduler starts: the run measures binding alone,
@@ -335,28 +345,20 @@ async def measure(kube: KubeClient, args: argparse.Namespace, kind: str, workloa
             await create_pods(kube, namespace, bodies, rate=0, created=created)
             created_s = time.monotonic() - start
             launched = time.monotonic()
-            proc, _ = start_scheduler(kind, args.kubeconfig, workdir,
-                                      Path(args.kube_scheduler_binary),
-                                      shlex.split(args.berthmaster_args))
-            deadline = launched + args.timeout
-            while not bound_at and time.monotonic() < deadline:  # noqa: ASYNC110
-                await asyncio.sleep(0.01)
+            proc = launch()
+            await wait_bound(bound_at, 1, launched + args.timeout, poll=0.01)
             cpu_before = proc.cpu_seconds()
             start = min(bound_at.values(), default=time.monotonic())
             first_bind = start - launched
         else:
             launched = time.monotonic()
-            proc, name = start_scheduler(kind, args.kubeconfig, workdir,
-                                         Path(args.kube_scheduler_binary),
-                                         shlex.split(args.berthmaster_args))
+            proc = launch()
             first_bind = await wait_ready(kube, namespace, name) - launched
             cpu_before = proc.cpu_seconds()
             start = time.monotonic()
             await create_pods(kube, namespace, bodies, rate=args.rate, created=created)
             created_s = time.monotonic() - start
-        deadline = time.monotonic() + args.timeout
-        while len(bound_at) < count and time.monotonic() < deadline:  # noqa: ASYNC110
-            await asyncio.sleep(0.1)
+        await wait_bound(bound_at, count, time.monotonic() + args.timeout, poll=0.1)
         cpu = proc.cpu_seconds() - cpu_before
         lost = len(await not_ready_nodes(kube, set(nodes)))
         latencies = [(bound_at[n] - created[n]) * 1000 for n in bound_at if n in created]
@@ -371,6 +373,13 @@ async def measure(kube: KubeClient, args: argparse.Namespace, kind: str, workloa
         if proc is not None:
             proc.stop()
         await remove_namespace(kube, namespace)
+
+
+async def wait_bound(bound_at: dict[str, float], want: int, deadline: float,
+                     poll: float) -> None:
+    """Until the watch has seen ``want`` pods bound, or ``deadline`` (time.monotonic())."""
+    while len(bound_at) < want and time.monotonic() < deadline:  # noqa: ASYNC110
+        await asyncio.sleep(poll)
 
 
 async def remove_namespace(kube: KubeClient, namespace: str) -> None:
