@@ -153,7 +153,8 @@ def scores_pod_by_pod(view: PodView, snapshot: Snapshot) -> dict[str, dict[str, 
         info = snapshot.nodes.get(node_name)
         value = None if info is None else info.labels.get(key)
         if value is not None:
-            out.setdefault(key, {})[value] = out.get(key, {}).get(value, 0) + weight
+            by_value = out.setdefault(key, {})
+            by_value[value] = by_value.get(value, 0) + weight
 
     for sign, terms in ((1, view.affinity_preferred), (-1, view.anti_preferred)):
         for t in terms:
