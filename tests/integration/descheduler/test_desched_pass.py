@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -257,6 +258,8 @@ async def test_eviction_failure_event_notification_records_refused_evictions(
     for name in names:
         await make_pod(kube, namespace, name, node, owner)
     await wait_running(kube, namespace, names)
+    # a pod's age counts in whole seconds, and PodLifeTime evicts only past the limit (0 s)
+    await asyncio.sleep(1.1)
 
     result = await run_pass(cluster.kubeconfig, v1alpha2(
         "PodLifeTime", {"maxPodLifeTimeSeconds": 0, "namespaces": {"include": [namespace]}},
