@@ -13,7 +13,7 @@
    the only nodes it can pass (a ``NarrowedCheck``: node affinity, topology spread) or nodes it
    rejects for sure (an ``ExcludingCheck``: required anti-affinity), the nodes left
    (``_walk_narrowed``);
-3. **score** — each priority scores the feasible nodes 0..10; the weighted sum decides;
+3. **score** — each priority scores the feasible nodes 0..100; the weighted sum decides;
    priorities that score every node alike are skipped (a constant cannot change the winner);
    the node-local priorities' sum (the resource ones: see ``Priority.local_key``) is kept in
    each node's memo until that node changes, so a node unchanged since the last pod of the
@@ -56,7 +56,7 @@ from berthmaster.scheduler.plugins.base import (
     unresolvable,
     unwrap,
 )
-from berthmaster.scheduler.policy import Policy, default_policy
+from berthmaster.scheduler.policy import Policy
 from berthmaster.scheduler.snapshot import NodeInfo, Snapshot
 
 MIN_FEASIBLE_NODES_TO_FIND = 100
@@ -137,9 +137,16 @@ class Engine:
                  ) -> None:
         if not 0 <= percentage_of_nodes_to_score <= 100:
             raise ValueError("percentage_of_nodes_to_score must be within 0..100 (0 = adaptive)")
-        self.policy = policy if policy is not None else default_policy()
+        if policy is None:
+            from berthmaster.scheduler.config import default_profile
+
+            policy = default_profile()
+        self.policy = policy
         self.random = random.Random(seed)
-        self.percentage_of_nodes_to_score = percentage_of_nodes_to_score
+        # a profile's own percentageOfNodesToScore wins over the configuration's
+        self.percentage_of_nodes_to_score = (
+            percentage_of_nodes_to_score if policy.percentage_of_nodes_to_score is None
+            else policy.percentage_of_nodes_to_score)
         self._next_start = 0
         # names this engine's entries in NodeInfo.memo (another engine may share the snapshot)
         self._memo_token = f"e{next(_ENGINES)}"
@@ -513,6 +520,13 @@ class Engine:
                     row[predicate.name] = "" if status is None else status.explain()
             out[node.name] = row
         return out
+
+    def plugin_names(self, canonical: Iterable[str]) -> frozenset[str]:
+        """The names this profile gives the predicates of ``canonical`` names (a
+        KubeSchedulerConfiguration's plugin names, a Policy's entry names): what metrics
+        label them by, as kube-scheduler labels by plugin."""
+        names = {p.NAME: p.name for p in self.policy.predicates}
+        return frozenset(names.get(n, n) for n in canonical)
 
     def unschedulable_events(self, decision: Decision, pod: PodView | None = None
                              ) -> frozenset[str]:

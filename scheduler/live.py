@@ -31,7 +31,8 @@ from berthmaster.documents import read_text
 from berthmaster.errors import ConfigurationError, ConnectivityError
 from berthmaster.kube import CORE, KubeClient, KubeError, resource_path
 from berthmaster.scheduler.daemon.cache import RESOURCES, Resource
-from berthmaster.scheduler.policy import Policy, default_policy, load_policy
+from berthmaster.scheduler.config import default_profile
+from berthmaster.scheduler.policy import Policy, load_policy
 
 JSON = dict[str, Any]
 
@@ -118,6 +119,10 @@ def save_snapshot(objects: list[JSON], path: str) -> None:
                                  "give --save a writable path") from error
 
 
+# what the scheduler runs with no configuration (scheduler/config.py)
+DEFAULT_PROFILE = "the default profile (kube-scheduler 1.35's)"
+
+
 @dataclass(frozen=True)
 class ConfiguredPolicy:
     """The Policy an explanation uses, where it came from, and why, when it is the default."""
@@ -196,8 +201,8 @@ async def _chart_policy(kube: KubeClient) -> ConfiguredPolicy:
         else:
             candidates = await labelled_policy_configmaps(kube)
     except ConfigurationError as error:  # RBAC: explain with the default policy, and say so
-        return ConfiguredPolicy(default_policy(), "the default policy", note=(
-            f"explained with the default policy: {error}; or pass --policy FILE (in the "
+        return ConfiguredPolicy(default_profile(), DEFAULT_PROFILE, note=(
+            f"explained with the default profile: {error}; or pass --policy FILE (in the "
             "scheduler's Pod: --policy /etc/berthmaster/policy.json)"))
     found = [p for p in map(policy_from_configmap, candidates) if p is not None]
     if len(found) > 1:
@@ -207,8 +212,8 @@ async def _chart_policy(kube: KubeClient) -> ConfiguredPolicy:
                                  "--policy-configmap-namespace")
     if found:
         return found[0]
-    return ConfiguredPolicy(default_policy(), "the default policy", note=(
+    return ConfiguredPolicy(default_profile(), DEFAULT_PROFILE, note=(
         f"no berthmaster scheduler policy ConfigMap found ({namespace}/{name}, or labelled "
-        f"{CHART_POLICY_LABELS}); explained with the default policy: pass --policy FILE or "
+        f"{CHART_POLICY_LABELS}); explained with the default profile: pass --policy FILE or "
         "--policy-configmap NAME to use another"))
 

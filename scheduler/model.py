@@ -27,6 +27,7 @@ import weakref
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
+from itertools import chain
 from typing import Any
 
 Obj = Mapping[str, Any]
@@ -688,7 +689,9 @@ class PodView:
                              str(c.get("nodeTaintsPolicy") or "Ignore"))
             for c in spec.get("topologySpreadConstraints") or ())
         v.volumes = tuple(vol for vol in (pod_volume(x) for x in spec.get("volumes") or ()) if vol)
-        v.images = tuple(str(c.get("image", "")) for c in spec.get("containers") or ())
+        # every container's image, init containers first (ImageLocality scores them all)
+        v.images = tuple(str(c.get("image", "")) for c in chain(
+            spec.get("initContainers") or (), spec.get("containers") or ()))
         owners = meta.get("ownerReferences") or ()
         ctl = next((o for o in owners if o.get("controller")), None)
         v.controller = None if ctl is None else (

@@ -69,6 +69,13 @@ class Policy:
     source: str = "<policy>"
     always_check_all_predicates: bool = False
     hard_pod_affinity_weight: int = 1
+    # a profile's settings (a KubeSchedulerConfiguration's; a Policy file has the defaults)
+    scheduler_name: str = "berthmaster"
+    percentage_of_nodes_to_score: int | None = None  # None: the configuration's
+    preemption: bool = True  # DefaultPreemption at PostFilter
+    min_candidate_nodes_percentage: int = 10
+    min_candidate_nodes_absolute: int = 100
+    bind_timeout_seconds: int = 600
 
     def describe(self) -> dict[str, Any]:
         return {

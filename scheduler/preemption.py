@@ -214,8 +214,8 @@ def evaluate_preemption(pod: Obj, snapshot: Snapshot, engine: Engine,
         else:
             potential.append(name)
     # as upstream, dry-run from a random offset until enough candidates are found
-    wanted = max(len(potential) * MIN_CANDIDATE_NODES_PERCENTAGE // 100,
-                 MIN_CANDIDATE_NODES_ABSOLUTE)
+    wanted = max(len(potential) * engine.policy.min_candidate_nodes_percentage // 100,
+                 engine.policy.min_candidate_nodes_absolute)
     offset = engine.random.randrange(len(potential)) if potential else 0
     for i in range(len(potential)):
         name = potential[(offset + i) % len(potential)]

@@ -37,7 +37,8 @@ from berthmaster.documents import load_documents, read_text
 from berthmaster.errors import PolicyError
 from berthmaster.scheduler.engine import Decision, Engine
 from berthmaster.scheduler.model import PodView, resolve_priority
-from berthmaster.scheduler.policy import Policy, default_policy, load_policy
+from berthmaster.scheduler.config import default_profile
+from berthmaster.scheduler.policy import Policy, load_policy
 from berthmaster.scheduler.preemption import evaluate_preemption, failed_scheduling_message
 from berthmaster.scheduler.shape import shape_problem
 from berthmaster.scheduler.snapshot import KINDS, Snapshot
@@ -284,7 +285,7 @@ def run(args: argparse.Namespace) -> int:
         return 2
     try:
         policy: Policy = load_policy(read_text(args.policy), args.policy) if args.policy \
-            else default_policy()
+            else default_profile()
         if args.from_cluster:
             sources = [Source("the live cluster", _live_objects(args))]
             if args.pods:

@@ -43,6 +43,7 @@ from berthmaster.scheduler.model import (
     NodeView,
     Obj,
     PodView,
+    Requirement,
     label_selector,
     resolve_priority,
     selector_from_map,
@@ -724,6 +725,27 @@ class Snapshot:
         return [svc for key, svc in self.services.items()
                 if key.startswith(pod.namespace + "/")
                 and self.selector_of("Service", key).matches(pod.labels)]
+
+    def default_selector(self, pod: PodView) -> LabelSelector:
+        """helper/spread.go, DefaultSelector: the requirements of every Service selecting the
+        pod, plus those of its controlling ReplicationController, ReplicaSet or StatefulSet
+        (found by its ownerReference, not by selector); empty when there are none."""
+        requirements: list[Requirement] = []
+        prefix = pod.namespace + "/"
+        for key in self.services:
+            if key.startswith(prefix):
+                selector = self.selector_of("Service", key)
+                if selector.matches(pod.labels):
+                    requirements.extend(selector.requirements)
+        if pod.controller is not None:
+            kind, name, _ = pod.controller
+            if kind in ("ReplicationController", "ReplicaSet", "StatefulSet") and \
+                    prefix + name in getattr(self, NAMESPACED_KINDS[kind]):
+                selector = self.selector_of(kind, prefix + name)
+                if not selector.matches_nothing:
+                    requirements.extend(selector.requirements)
+        unique = tuple(dict.fromkeys(requirements))
+        return LabelSelector(unique)
 
     def controller_selectors(self, pod: PodView) -> list[LabelSelector]:
         """Selectors of the services, RCs, ReplicaSets and StatefulSets that select the pod."""

@@ -26,7 +26,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from typing import Any
 
@@ -215,11 +215,14 @@ class ClusterCache:
     """Keeps the snapshot and the queue in step with the API; see the module docstring."""
 
     def __init__(self, kube: KubeClient, snapshot: Snapshot, queue: SchedulingQueue,
-                 scheduler_name: str, resources: tuple[Resource, ...] = RESOURCES):
+                 scheduler_name: str | Collection[str],
+                 resources: tuple[Resource, ...] = RESOURCES):
         self.kube = kube
         self.snapshot = snapshot
         self.queue = queue
-        self.scheduler_name = scheduler_name
+        # the schedulerNames of this scheduler's profiles
+        self.scheduler_names = frozenset(
+            (scheduler_name,) if isinstance(scheduler_name, str) else scheduler_name)
         self.informers = [Informer(kube, resource, self.apply) for resource in resources]
         self._tasks: list[asyncio.Task[None]] = []
         self.sync_seconds = 0.0
@@ -271,7 +274,7 @@ class ClusterCache:
         return resolve_priority(pod, self.snapshot.priority_classes)
 
     def ours(self, pod: JSON) -> bool:
-        return (pod.get("spec") or {}).get("schedulerName") == self.scheduler_name
+        return (pod.get("spec") or {}).get("schedulerName") in self.scheduler_names
 
     def apply(self, kind: str, event: str, obj: JSON, old: JSON | None,
               initial: bool = False) -> None:

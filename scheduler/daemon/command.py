@@ -48,12 +48,13 @@ def run(args: argparse.Namespace) -> int:
 
 
 def load_configured_policy(path: str | None) -> Any:
+    """The Policy file's profile (exit 2 when it is not valid); without a file, None."""
     from berthmaster.documents import DocumentError, read_text
     from berthmaster.errors import PolicyError
-    from berthmaster.scheduler.policy import default_policy, load_policy
+    from berthmaster.scheduler.policy import load_policy
 
     if not path:
-        return default_policy()
+        return None
     try:
         return load_policy(read_text(path), source=path)
     except PolicyError as error:
@@ -66,11 +67,46 @@ def load_configured_policy(path: str | None) -> Any:
         raise SystemExit(2) from None
 
 
+def load_configuration(args: argparse.Namespace, argv: list[str]) -> Any:
+    """What ``args`` ask to run: ``--config``'s KubeSchedulerConfiguration (its settings
+    applied to ``args`` as kube-scheduler applies them), ``--policy``'s profile, or, with
+    neither, kube-scheduler 1.35's default profile under ``--scheduler-name``. A bad file
+    exits 2 naming every field that is wrong."""
+    from berthmaster.documents import DocumentError, read_text
+    from berthmaster.errors import PolicyError
+    from berthmaster.scheduler.config import default_config, load_config
+    from berthmaster.scheduler.daemon import flags
+
+    if args.config and args.policy:
+        print("berthmaster scheduler: --config and --policy cannot be used together; write "
+              "the Policy as a profile (berthmaster policy convert FILE prints it)",
+              file=sys.stderr)
+        raise SystemExit(2)
+    if args.policy:
+        return load_configured_policy(args.policy)
+    if not args.config:
+        return default_config(args.scheduler_name)
+    try:
+        config = load_config(read_text(args.config), args.config, args.scheduler_name)
+    except PolicyError as error:
+        problems = "\n  ".join(error.problems) or str(error)
+        print(f"berthmaster scheduler: the configuration {args.config} is not valid:\n  "
+              f"{problems}", file=sys.stderr)
+        raise SystemExit(2) from error
+    except DocumentError as error:
+        print(f"berthmaster scheduler: --config: {error}", file=sys.stderr)
+        raise SystemExit(2) from None
+    for flag in flags.apply_config(args, config, flags.given(argv)):
+        log.warning("%s is ignored when --config is given (set it in the configuration file, "
+                    "as kube-scheduler)", flag, extra={"flag": flag})
+    return config
+
+
 async def main(args: argparse.Namespace) -> int:
     from berthmaster.scheduler.daemon.service import SchedulerService
 
-    policy = load_configured_policy(args.policy)
-    service = await SchedulerService.create(args, policy)
+    configuration = load_configuration(args, sys.argv[1:])
+    service = await SchedulerService.create(args, configuration)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):

@@ -59,9 +59,13 @@ class _Ignored(argparse.Action):
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--config", metavar="FILE",
+                        help="a kubescheduler.config.k8s.io/v1 KubeSchedulerConfiguration "
+                             "(profiles, plugins, pluginConfig), read as kube-scheduler 1.35 "
+                             "reads it; default: kube-scheduler 1.35's default profile")
     parser.add_argument("--policy", metavar="FILE",
-                        help="scheduler Policy file (kind: Policy, JSON or YAML); default: "
-                             "the default predicates and priorities")
+                        help="scheduler Policy file (kind: Policy, JSON or YAML), the OpenShift "
+                             "v1 way to write a profile")
     parser.add_argument("--scheduler-name", default="berthmaster",
                         help="schedule pods whose spec.schedulerName is this "
                              "(default: %(default)s)")
@@ -109,3 +113,49 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                             help="kube-scheduler's; accepted and ignored (berthmaster serves "
                                  "plain HTTP and delegates no authentication)")
     parser.set_defaults(ignored_flags=[])
+
+
+# With --config, kube-scheduler honours the leader-election flags alone (cmd/kube-scheduler/
+# app/options/options.go, ApplyTo: "If the --config arg is specified, honor the leader
+# election CLI args only"); these flags are the configuration file's settings instead.
+_LEADER_FLAGS = {
+    "--leader-elect": "leader_elect", "--no-leader-elect": "leader_elect",
+    "--leader-elect-lease-duration": "leader_elect_lease_duration",
+    "--leader-elect-renew-deadline": "leader_elect_renew_deadline",
+    "--leader-elect-retry-period": "leader_elect_retry_period",
+    "--leader-elect-lease-name": "leader_elect_lease_name",
+    "--leader-elect-resource-name": "leader_elect_lease_name",
+    "--leader-elect-lease-namespace": "leader_elect_lease_namespace",
+    "--leader-elect-resource-namespace": "leader_elect_lease_namespace",
+}
+_CONFIG_FLAGS = ("--scheduler-name", "--percentage-of-nodes-to-score", "--kube-api-qps",
+                 "--kube-api-burst")
+
+
+def given(argv: Sequence[str]) -> set[str]:
+    """The long flags written on a command line (``--flag value`` or ``--flag=value``)."""
+    return {arg.split("=", 1)[0] for arg in argv if arg.startswith("--")}
+
+
+def apply_config(args: argparse.Namespace, config: Any, written: set[str]) -> list[str]:
+    """Put a KubeSchedulerConfiguration's settings into ``args`` with kube-scheduler's
+    precedence: leader-election flags written on the command line win over the file; the
+    file's client QPS/burst and percentage win over their flags, which are then reported
+    back (the caller warns about each)."""
+    election = config.leader_election
+    from_file = {
+        "leader_elect": election.leader_elect,
+        "leader_elect_lease_duration": election.lease_duration,
+        "leader_elect_renew_deadline": election.renew_deadline,
+        "leader_elect_retry_period": election.retry_period,
+        "leader_elect_lease_name": election.resource_name,
+        "leader_elect_lease_namespace": election.resource_namespace,
+    }
+    kept = {dest for flag, dest in _LEADER_FLAGS.items() if flag in written}
+    for dest, value in from_file.items():
+        if dest not in kept:
+            setattr(args, dest, value)
+    args.kube_api_qps, args.kube_api_burst = config.qps, config.burst
+    args.percentage_of_nodes_to_score = config.percentage_of_nodes_to_score
+    args.scheduler_name = config.scheduler_names[0]
+    return [flag for flag in _CONFIG_FLAGS if flag in written]

@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from berthmaster.logs import ObjectRef
@@ -48,8 +48,12 @@ class SchedulingLoop:
         recorder: EventRecorder,
         metrics: SchedulerMetrics,
         may_act: Callable[[], bool] = lambda: True,
+        engines: Mapping[str, Engine] | None = None,
     ):
+        # one engine per profile, by schedulerName (one queue serves them all, as upstream);
+        # ``engine`` is the first profile's
         self.engine = engine
+        self.engines: Mapping[str, Engine] = engines or {}
         self.snapshot = snapshot
         self.queue = queue
         self.binder = binder
@@ -73,8 +77,9 @@ class SchedulingLoop:
             self.queue.done(info.key)
             return
         started = time.perf_counter()
+        engine = self.engine_for(pod)
         try:
-            decision = self.engine.schedule(pod, self.snapshot)
+            decision = engine.schedule(pod, self.snapshot)
         except Exception as error:  # an engine bug must not kill the scheduler
             log.exception("scheduling failed", extra={"pod": ObjectRef.from_key(info.key)})
             self.metrics.attempt("error", time.perf_counter() - started)
@@ -87,7 +92,9 @@ class SchedulingLoop:
             self.snapshot.assume(pod, decision.node)
             self.binder.bind(info, decision.node, started)
             return
-        nominated, result = self._try_preemption(pod, decision)
+        nominated, result = None, None
+        if engine.policy.preemption:
+            nominated, result = self._try_preemption(pod, decision, engine)
         self.metrics.attempt("unschedulable", time.perf_counter() - started)
         message = failed_scheduling_message(decision, result)
         log.info("unschedulable", extra={"pod": ObjectRef.from_key(info.key), "reason": message})
@@ -98,17 +105,22 @@ class SchedulingLoop:
             pod, events.unschedulable_status_patch(message, nominated_node=nominated),
             still_wanted=lambda: key in self.queue and not self.snapshot.is_assumed(uid))
         self.queue.requeue(info, unschedulable=True,
-                           hint_events=self.engine.unschedulable_events(
+                           hint_events=engine.unschedulable_events(
                                decision, PodView.from_dict(pod)) or None,
-                           rejected_by=decision.rejected_by)
+                           rejected_by=engine.plugin_names(decision.rejected_by))
 
-    def _try_preemption(self, pod: JSON, decision: Decision
+    def engine_for(self, pod: JSON) -> Engine:
+        """The engine of the pod's profile (its ``spec.schedulerName``)."""
+        name = (pod.get("spec") or {}).get("schedulerName")
+        return self.engines.get(name, self.engine) if name else self.engine
+
+    def _try_preemption(self, pod: JSON, decision: Decision, engine: Engine
                         ) -> tuple[str | None, PreemptionResult | None]:
         """Ask the engine for victims; start evicting them. Returns (nominated node, the
         preemption outcome, None when it failed)."""
         self.metrics.preemption_attempts.inc()
         try:
-            result = evaluate_preemption(pod, self.snapshot, self.engine, decision)
+            result = evaluate_preemption(pod, self.snapshot, engine, decision)
         except Exception:
             log.exception("preemption failed", extra={"pod": ObjectRef.of(pod)})
             return None, None

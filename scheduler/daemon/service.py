@@ -3,7 +3,10 @@
 Design: :class:`SchedulerService` owns every long-lived part (API clients, snapshot, queue,
 cache, recorder, binder, preemptor, loop, elector, metrics server) and the order they start and
 stop in (see :mod:`.command`). It is also what the integration tests run in-process:
-``await SchedulerService.create(options(...), policy)`` then ``await service.run(stop_event)``.
+``await SchedulerService.create(options(...), policy)`` then ``await service.run(stop_event)``,
+where ``policy`` is a loaded KubeSchedulerConfiguration (every profile, served by one queue
+and one cache, each pod decided by its ``schedulerName``'s profile) or one profile (a Policy
+file's), which then serves ``--scheduler-name``.
 """
 
 from __future__ import annotations
@@ -12,12 +15,14 @@ import argparse
 import asyncio
 import contextlib
 import logging
+from dataclasses import replace
 from typing import Any
 
 from aiohttp import web
 
 from berthmaster.access import Access, Needs, check
 from berthmaster.kube import KubeClient
+from berthmaster.scheduler.config import SchedulerConfig
 from berthmaster.scheduler.daemon.binder import Binder
 from berthmaster.scheduler.daemon.cache import ClusterCache
 from berthmaster.scheduler.daemon.events import EventRecorder
@@ -69,22 +74,39 @@ def options(**overrides: Any) -> argparse.Namespace:
     return parsed
 
 
+def as_config(policy: Any, args: argparse.Namespace) -> SchedulerConfig:
+    """What the service runs: a loaded configuration as it is; a Policy (a file's, or any
+    single profile) as the one profile of ``--scheduler-name``, with the flags' settings."""
+    if isinstance(policy, SchedulerConfig):
+        return policy
+    profile = replace(policy, scheduler_name=args.scheduler_name)
+    return SchedulerConfig((profile,),
+                           percentage_of_nodes_to_score=args.percentage_of_nodes_to_score,
+                           source=profile.source)
+
+
 class SchedulerService:
     def __init__(self, args: argparse.Namespace, policy: Any, kube: KubeClient,
                  event_kube: KubeClient, election_kube: KubeClient | None):
         self.args = args
-        self.name: str = args.scheduler_name
+        self.config = as_config(policy, args)
+        # one process, one queue, one cache for every profile (as kube-scheduler); metrics,
+        # Events and the Lease carry the first profile's name
+        self.names = self.config.scheduler_names
+        self.name: str = self.names[0]
         self.identity: str = args.leader_elect_identity or default_identity()
         self.kube = kube
         self.event_kube = event_kube
         self.election_kube = election_kube
         self.metrics = SchedulerMetrics(self.name)
         self.snapshot = Snapshot()
-        self.queue = SchedulingQueue()
+        self.queue = SchedulingQueue(
+            initial_backoff=float(self.config.pod_initial_backoff_seconds),
+            max_backoff=float(self.config.pod_max_backoff_seconds))
         self.queue.on_change = self.metrics.pending
         self.queue.on_incoming = self.metrics.incoming
         self.queue.on_unschedulable = self.metrics.unschedulable
-        self.cache = ClusterCache(kube, self.snapshot, self.queue, self.name)
+        self.cache = ClusterCache(kube, self.snapshot, self.queue, self.names)
         self.recorder = EventRecorder(event_kube, self.name, self.identity)
         self.elector: LeaderElector | None = None
         if election_kube is not None:
@@ -98,9 +120,14 @@ class SchedulerService:
         self.binder = Binder(kube, self.snapshot, self.queue, self.recorder, self.metrics,
                              concurrency=args.bind_concurrency, may_act=self.may_act)
         self.preemptor = Preemptor(kube, self.recorder, self.name, may_act=self.may_act)
-        self.engine = Engine(policy, percentage_of_nodes_to_score=args.percentage_of_nodes_to_score)
+        self.engines = {
+            profile.scheduler_name: Engine(
+                profile, percentage_of_nodes_to_score=self.config.percentage_of_nodes_to_score)
+            for profile in self.config.profiles}
+        self.engine = self.engines[self.name]
         self.loop = SchedulingLoop(self.engine, self.snapshot, self.queue, self.binder,
-                                   self.preemptor, self.recorder, self.metrics, self.may_act)
+                                   self.preemptor, self.recorder, self.metrics, self.may_act,
+                                   engines=self.engines)
         self._http: web.AppRunner | None = None
         self.leading = asyncio.Event()
 

@@ -9,9 +9,11 @@ set, so the engine can visit those nodes alone; one that knows nodes it rejects 
 domains barred by required anti-affinity) wraps it in an :class:`ExcludingCheck`, so the engine
 can leave them out of its walk.
 
-A priority's ``scores(pod, snapshot, nodes)`` returns one 0..10 score per node (in ``nodes``
-order), or a single int when every node scores the same (the engine then skips the sum, since
-a constant cannot change the winner). A priority whose score for a node depends on nothing but
+A priority's ``scores(pod, snapshot, nodes)`` returns one 0..100 score per node (in ``nodes``
+order; kube-scheduler's MaxNodeScore, k8s.io/kube-scheduler/framework/interface.go, which the
+Policy's priorities have used since the scheduling framework replaced them), or a single int
+when every node scores the same (the engine then skips the sum, since a constant cannot change
+the winner). A priority whose score for a node depends on nothing but
 that node's own ``NodeInfo`` and the pod (no other node, no normalisation over the set, no
 other object of the snapshot) says so by returning, from ``local_key(pod)``, a string naming
 everything it reads of the pod; the engine then keeps its node's score in ``NodeInfo.memo``
@@ -32,7 +34,7 @@ from typing import Any, ClassVar
 from berthmaster.scheduler.model import PodView
 from berthmaster.scheduler.snapshot import NodeInfo, Snapshot
 
-MAX_PRIORITY = 10
+MAX_PRIORITY = 100  # fwk.MaxNodeScore
 
 
 @dataclass(frozen=True, slots=True)

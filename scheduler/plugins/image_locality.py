@@ -1,8 +1,11 @@
-"""ImageLocalityPriority (kube-scheduler: ImageLocality).
+"""ImageLocalityPriority (kube-scheduler: ImageLocality), as 1.35's imagelocality plugin.
 
-Nodes that already hold the pod's container images score higher: the sum of those images'
-sizes, each scaled by the share of nodes holding it (so an image everywhere does not skew the
-choice), mapped linearly from 23 MiB (0) to 1000 MiB per container (10).
+Nodes that already hold the pod's container images score higher. Every container's image
+(init containers included, a repeated image counted each time), looked up by its normalised
+name (``:latest`` added when untagged), adds the image's size scaled by the share of nodes
+holding it, truncated (scaledImageScore); the sum, clamped between 23 MiB and 1000 MiB per
+container, maps linearly onto 0..100 with integer division (calculatePriority). Upstream:
+pkg/scheduler/framework/plugins/imagelocality/image_locality.go.
 """
 
 from __future__ import annotations
@@ -21,10 +24,11 @@ MIN_THRESHOLD = 23 * MB
 MAX_CONTAINER_THRESHOLD = 1000 * MB
 
 
-def image_score(total: float, containers: int) -> int:
-    top = MAX_CONTAINER_THRESHOLD * max(containers, 1)
+def image_score(total: int, containers: int) -> int:
+    """calculatePriority: the summed image scores mapped onto 0..100."""
+    top = MAX_CONTAINER_THRESHOLD * containers
     total = min(max(total, MIN_THRESHOLD), top)
-    return int(MAX_PRIORITY * (total - MIN_THRESHOLD) / (top - MIN_THRESHOLD))
+    return MAX_PRIORITY * (total - MIN_THRESHOLD) // (top - MIN_THRESHOLD)
 
 
 @dataclass
@@ -34,19 +38,15 @@ class ImageLocality(Priority):
 
     def scores(self, pod: PodView, snapshot: Snapshot,
                nodes: Sequence[NodeInfo]) -> list[int] | int:
-        images = []
-        for image in pod.images:
-            for name in (image, normalized_image_name(image)):
-                if name in snapshot.image_index:
-                    images.append(name)
-                    break
-        if not images:
+        wanted = [normalized_image_name(image) for image in pod.images]
+        present = [name for name in wanted if name in snapshot.image_index]
+        if not present:
             return 0
-        total_nodes = max(len(snapshot), 1)
-        spread = {i: len(snapshot.image_index[i]) / total_nodes for i in images}
+        total_nodes = len(snapshot)
+        spread = {name: len(snapshot.image_index[name]) / total_nodes for name in present}
         out = []
         for n in nodes:
             held = n.view.images
-            total = sum(held[i] * spread[i] for i in images if i in held)
-            out.append(image_score(total, len(pod.images)))
+            total = sum(int(held[name] * spread[name]) for name in present if name in held)
+            out.append(image_score(total, len(wanted)))
         return out

@@ -24,7 +24,8 @@ the terms that could select it), not O(every distinct term in the cluster).
 
 Score: for each node, the sum of the weights of the preferred terms (the pod's own, and
 existing pods' towards it; existing pods' required affinity counts 1) satisfied by the pods in
-the node's domains, anti-affinity subtracting; scaled to 0..10 between the lowest and highest.
+the node's domains, anti-affinity subtracting; scaled to 0..100 between the lowest and highest
+(scoring.go, NormalizeScore).
 An existing pod's *required* affinity term that matches the incoming pod counts the Policy's
 ``hardPodAffinitySymmetricWeight`` (default 1), as upstream's
 InterPodAffinity scoring (interpodaffinity/scoring.go, processExistingPod, with
@@ -256,10 +257,16 @@ class InterPodAffinityPriority(Priority):
     NAME = PRIORITY_NAME
     ALIASES = PRIORITY_ALIASES
     hard_pod_affinity_weight: int = HARD_POD_AFFINITY_WEIGHT
+    # InterPodAffinityArgs.ignorePreferredTermsOfExistingPods: a pod without preferred terms
+    # of its own is not scored at all (scoring.go, PreScore's Skip)
+    ignore_preferred_terms_of_existing_pods: bool = False
 
     def scores(self, pod: PodView, snapshot: Snapshot,
                nodes: Sequence[NodeInfo]) -> list[int] | int:
-        if not pod.affinity_preferred and not pod.anti_preferred and not any(
+        own = bool(pod.affinity_preferred or pod.anti_preferred)
+        if self.ignore_preferred_terms_of_existing_pods and not own:
+            return 0
+        if not own and not any(
                 snapshot.term_index[k] for k in ("affinity_preferred", "anti_preferred",
                                                  "affinity_required")):
             return 0
@@ -276,8 +283,9 @@ class InterPodAffinityPriority(Priority):
                 if v is not None:
                     s += values.get(v, 0)
             raw.append(s)
-        top, bottom = max([0, *raw]), min([0, *raw])
+        # NormalizeScore: between the true lowest and highest, in Go's float order
+        top, bottom = max(raw, default=0), min(raw, default=0)
         spread = top - bottom
         if spread <= 0:
             return [0] * len(raw)
-        return [int(MAX_PRIORITY * (s - bottom) / spread) for s in raw]
+        return [int(float(MAX_PRIORITY) * ((s - bottom) / spread)) for s in raw]

@@ -11,8 +11,8 @@ every node with the key is eligible (``domains``), so a decision does not walk t
 pods; the passing domains' nodes are declared to the engine (a ``NarrowedCheck``, exact when
 every constraint narrowed).
 
-Score (``ScheduleAnyway``): fewer matching pods in the node's domains is better; each
-constraint weighs log(domains + 2); scaled to 0..10, nodes without the keys score 0.
+Score (``ScheduleAnyway``, and the system default constraints for pods of services and
+controllers that have none): see :class:`PodTopologySpreadPriority`.
 """
 
 from __future__ import annotations
@@ -97,13 +97,15 @@ def _eligible_nodes(pod: PodView, c: SpreadConstraint, keys: Sequence[str],
 
 
 def domain_counts(pod: PodView, constraints: Sequence[SpreadConstraint], snapshot: Snapshot,
-                  nodes: Sequence[NodeInfo]) -> list[dict[str, int]]:
+                  nodes: Sequence[NodeInfo], keys: Sequence[str] | None = None
+                  ) -> list[dict[str, int]]:
     """Per constraint: topology value -> matching pods, over the eligible ``nodes``.
 
     When the eligible nodes are every node carrying the key, the counts are the snapshot's
     tally of the selector's pods per domain (``Snapshot.matching_domains``), less the pods
     being deleted and the pod itself; otherwise the matching pods are counted one by one."""
-    keys = [c.topology_key for c in constraints]
+    if keys is None:  # a node must carry every constraint's key to count
+        keys = [c.topology_key for c in constraints]
     out: list[dict[str, int]] = []
     for c in constraints:
         eligible = _eligible_nodes(pod, c, keys, snapshot, nodes)
@@ -196,31 +198,128 @@ class PodTopologySpread(Predicate):
         return check if allowed is None else NarrowedCheck(check, allowed, exact=exact)
 
 
+# apis/config/v1/defaults.go: the system default constraints (defaultingType System)
+SYSTEM_DEFAULT_CONSTRAINTS: tuple[tuple[str, int], ...] = (
+    ("kubernetes.io/hostname", 3), ("topology.kubernetes.io/zone", 5))
+HOSTNAME = "kubernetes.io/hostname"
+
+
+@dataclass(frozen=True, slots=True)
+class DefaultConstraint:
+    """A PodTopologySpreadArgs default constraint: the selector is the pod's own, deduced from
+    the services and controllers that select it."""
+
+    max_skew: int
+    topology_key: str
+    when_unsatisfiable: str
+    node_affinity_policy: str = "Honor"
+    node_taints_policy: str = "Ignore"
+
+
+def default_constraints(defaulting: str, listed: Sequence[object] = ()
+                        ) -> tuple[DefaultConstraint, ...]:
+    """The profile's default constraints: the system's, or the listed ones."""
+    if defaulting == "System":
+        return tuple(DefaultConstraint(skew, key, "ScheduleAnyway")
+                     for key, skew in SYSTEM_DEFAULT_CONSTRAINTS)
+    out = []
+    for raw in listed:
+        c = raw if isinstance(raw, dict) else {}
+        out.append(DefaultConstraint(int(c.get("maxSkew", 1)), str(c.get("topologyKey", "")),
+                                     str(c.get("whenUnsatisfiable", "DoNotSchedule")),
+                                     str(c.get("nodeAffinityPolicy") or "Honor"),
+                                     str(c.get("nodeTaintsPolicy") or "Ignore")))
+    return tuple(out)
+
+
+def defaulted_constraints(pod: PodView, snapshot: Snapshot,
+                          defaults: Sequence[DefaultConstraint], action: str
+                          ) -> tuple[SpreadConstraint, ...]:
+    """common.go, buildDefaultConstraints: the defaults of ``action`` with the selector of
+    the services, RCs, ReplicaSets and StatefulSets selecting the pod (helper/spread.go,
+    DefaultSelector: every selector's requirements at once); none when nothing selects it."""
+    wanted = [d for d in defaults if d.when_unsatisfiable == action]
+    if not wanted:
+        return ()
+    selector = snapshot.default_selector(pod)
+    if selector.empty:
+        return ()
+    return tuple(SpreadConstraint(d.max_skew, d.topology_key, action, selector, None,
+                                  d.node_affinity_policy, d.node_taints_policy)
+                 for d in wanted)
+
+
+def _round(value: float) -> int:
+    """Go's math.Round for the non-negative scores here: halves away from zero."""
+    return math.floor(value + 0.5)
+
+
 @dataclass
 class PodTopologySpreadPriority(Priority):
+    """Score as 1.35's podtopologyspread/scoring.go: per node, over the constraints whose key
+    it carries, ``count * log(domains + 2) + maxSkew - 1`` rounded, where ``count`` is the
+    matching pods in the node's domain (on the node itself for the hostname key) over the
+    nodes the constraint includes, and ``domains`` the distinct values among the scored nodes
+    (the scored nodes themselves for the hostname key). A pod's own constraints need every
+    key on a node (nodes without them are ignored and score 0); the system defaults do not.
+    Normalised as ``100 * (max + min - s) // max`` over the nodes not ignored."""
+
     NAME = PRIORITY_NAME
     ALIASES = PRIORITY_ALIASES
+    default_constraints: tuple[DefaultConstraint, ...] = ()
+    # defaultingType System: the pod need not carry every key of the system defaults
+    system_defaulted: bool = False
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if not self.default_constraints and self.system_defaulted:
+            self.default_constraints = default_constraints("System")
+
+    def _constraints(self, pod: PodView, snapshot: Snapshot
+                     ) -> tuple[Sequence[SpreadConstraint], bool]:
+        if pod.spread_constraints:
+            return [c for c in pod.spread_constraints
+                    if c.when_unsatisfiable == "ScheduleAnyway"], True
+        defaulted = defaulted_constraints(pod, snapshot, self.default_constraints,
+                                          "ScheduleAnyway")
+        return defaulted, not self.system_defaulted
 
     def scores(self, pod: PodView, snapshot: Snapshot,
                nodes: Sequence[NodeInfo]) -> list[int] | int:
-        soft = [c for c in pod.spread_constraints if c.when_unsatisfiable == "ScheduleAnyway"]
-        if not soft:
+        soft, require_all = self._constraints(pod, snapshot)
+        if not soft or not len(snapshot):
             return 0
         keys = [c.topology_key for c in soft]
-        counts = domain_counts(pod, soft, snapshot, snapshot.node_list())
+        ignored = [require_all and any(k not in n.labels for k in keys) for n in nodes]
+        kept = len(nodes) - sum(ignored)
         weights = []
+        counts: list[dict[str, int] | None] = []
         for c in soft:
-            domains = {n.labels[c.topology_key] for n in nodes if c.topology_key in n.labels}
-            weights.append(math.log(len(domains) + 2))
+            if c.topology_key == HOSTNAME:
+                weights.append(math.log(kept + 2))
+                counts.append(None)
+                continue
+            values = {n.labels.get(c.topology_key, "")
+                      for n, skip in zip(nodes, ignored, strict=True) if not skip}
+            weights.append(math.log(len(values) + 2))
+            counts.append(domain_counts(pod, [c], snapshot, snapshot.node_list(),
+                                        keys if require_all else [c.topology_key])[0])
         raw: list[int | None] = []
-        for n in nodes:
-            if any(k not in n.labels for k in keys):
+        for n, skip in zip(nodes, ignored, strict=True):
+            if skip:
                 raw.append(None)
                 continue
             s = 0.0
             for c, by_value, w in zip(soft, counts, weights, strict=True):
-                s += by_value.get(n.labels[c.topology_key], 0) * w + (c.max_skew - 1)
-            raw.append(round(s))
+                value = n.labels.get(c.topology_key)
+                if value is None:
+                    continue
+                if by_value is None:
+                    count = _matching_on(pod, c, n)
+                else:
+                    count = by_value.get(value, 0)
+                s += count * w + (c.max_skew - 1)
+            raw.append(_round(s))
         present = [s for s in raw if s is not None]
         if not present:
             return 0
@@ -228,3 +327,14 @@ class PodTopologySpreadPriority(Priority):
         if top == 0:
             return [0 if s is None else MAX_PRIORITY for s in raw]
         return [0 if s is None else MAX_PRIORITY * (top + bottom - s) // top for s in raw]
+
+
+def _matching_on(pod: PodView, c: SpreadConstraint, node: NodeInfo) -> int:
+    """countPodsMatchSelector on one node: pods of the pod's namespace the selector matches,
+    terminating ones left out."""
+    if c.selector.empty:
+        return 0
+    namespace, selector = pod.namespace, c.selector
+    return sum(1 for p in node.pods.values()
+               if not p.deleting and p.namespace == namespace and selector.matches(p.labels)
+               and p.uid != pod.uid)

@@ -62,6 +62,7 @@ _PREDICATE_CLASSES: tuple[type[Predicate], ...] = (
 _PRIORITY_CLASSES: tuple[type[Priority], ...] = (
     resource_allocation.LeastRequested,
     resource_allocation.MostRequested,
+    resource_allocation.NodeResourcesFitScore,
     resource_allocation.BalancedAllocation,
     selector_spread.SelectorSpread,
     inter_pod_affinity.InterPodAffinityPriority,

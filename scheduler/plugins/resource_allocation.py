@@ -1,23 +1,37 @@
-"""LeastRequestedPriority, MostRequestedPriority and BalancedResourceAllocation.
+"""NodeResourcesFit's score (LeastAllocated, MostAllocated, RequestedToCapacityRatio) and
+NodeResourcesBalancedAllocation, as kube-scheduler 1.35 computes them on 0..100.
 
-All three look at the cpu and memory requested on the node *with* the incoming pod, using the
-non-zero requests (a container without requests counts as 100m cpu / 200Mi memory, so
-request-less pods still spread), against allocatable, on the seed's 0..10 scale:
+Upstream: pkg/scheduler/framework/plugins/noderesources/ (resource_allocation.go,
+least_allocated.go, most_allocated.go, requested_to_capacity_ratio.go, balanced_allocation.go).
 
-- least: ((allocatable - requested) * 10 / allocatable), averaged over cpu and memory;
-- most: (requested * 10 / allocatable), averaged; 0 for an over-committed resource;
-- balanced: 10 * (1 - |cpu fraction - memory fraction|); 0 when either fraction reaches 1.
+- **The fit strategies** read each configured resource (default cpu and memory, weight 1 each)
+  requested on the node *with* the incoming pod against allocatable. cpu and memory are the
+  *non-zero* requests (a container without a request counts 100m / 200Mi, so request-less
+  pods still spread: ``useRequested`` false); another resource is skipped when the pod does not
+  request it or the node has none. The per-resource scores are averaged by weight with integer
+  division: least ``(alloc - req) * 100 // alloc``, most ``req * 100 // alloc`` (both 0 past
+  capacity), RequestedToCapacityRatio a piecewise-linear function of ``req * 100 // alloc``
+  through the configured shape (utilization 0..100 -> score 0..10, scaled by 10).
+- **BalancedAllocation** reads the *real* requests (``useRequested`` true), caps each fraction
+  at 1 and scores ``(1 - std) * 100`` (for two resources std is ``|f1 - f2| / 2``); a
+  best-effort pod (no request of any configured resource) is skipped (PreScore's Skip, a
+  constant here).
 
-Each reads the node's own totals and the pod's non-zero cpu and memory requests alone, so each
-is node-local (``local_key``): the engine reuses a node's score until the node changes.
+The Policy priorities map onto these (v1.22 legacy_registry.go): LeastRequestedPriority and
+MostRequestedPriority are NodeResourcesFit's strategies over cpu and memory, weight 1 each;
+BalancedResourceAllocation is BalancedAllocation over cpu and memory.
+
+Each reads the node's own totals and what the pod requests of the configured resources, so
+each is node-local (``local_key``): the engine reuses a node's score until the node changes.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 
-from berthmaster.scheduler.model import PodView
+from berthmaster.scheduler.model import CPU, MEMORY, PodView
 from berthmaster.scheduler.plugins.base import MAX_PRIORITY, Priority
 from berthmaster.scheduler.snapshot import NodeInfo, Snapshot
 
@@ -25,8 +39,21 @@ LEAST_NAME = "LeastRequestedPriority"
 LEAST_ALIASES = ("NodeResourcesLeastAllocated",)
 MOST_NAME = "MostRequestedPriority"
 MOST_ALIASES = ("NodeResourcesMostAllocated",)
+RATIO_NAME = "RequestedToCapacityRatioPriority"
+RATIO_ALIASES = ("RequestedToCapacityRatio",)
+FIT_NAME = "NodeResourcesFit"
 BALANCED_NAME = "BalancedResourceAllocation"
 BALANCED_ALIASES = ("NodeResourcesBalancedAllocation",)
+
+LEAST_ALLOCATED = "LeastAllocated"
+MOST_ALLOCATED = "MostAllocated"
+REQUESTED_TO_CAPACITY_RATIO = "RequestedToCapacityRatio"
+STRATEGIES = (LEAST_ALLOCATED, MOST_ALLOCATED, REQUESTED_TO_CAPACITY_RATIO)
+# apis/config/v1/defaults.go: defaultResourceSpec
+DEFAULT_RESOURCES: tuple[tuple[str, int], ...] = ((CPU, 1), (MEMORY, 1))
+MAX_CUSTOM_PRIORITY_SCORE = 10  # config.MaxCustomPriorityScore: a shape's score scale
+# scalar (extended) resources are those outside the native ones (schedutil.IsScalarResourceName)
+_NATIVE = frozenset((CPU, MEMORY, "ephemeral-storage", "pods"))
 
 
 def least_requested(requested: int, capacity: int) -> int:
@@ -41,70 +68,151 @@ def most_requested(requested: int, capacity: int) -> int:
     return requested * MAX_PRIORITY // capacity
 
 
-def balanced(cpu: int, cpu_cap: int, mem: int, mem_cap: int) -> int:
-    cpu_fraction = cpu / cpu_cap if cpu_cap else 1.0
-    mem_fraction = mem / mem_cap if mem_cap else 1.0
-    if cpu_fraction >= 1 or mem_fraction >= 1:
+def broken_linear(shape: Sequence[tuple[int, int]]) -> Callable[[int], int]:
+    """requested_to_capacity_ratio.go's buildBrokenLinearFunction over ``shape`` (utilization,
+    score) points already scaled to 0..100."""
+
+    def fn(p: int) -> int:
+        for i, (utilization, score) in enumerate(shape):
+            if p <= utilization:
+                if i == 0:
+                    return shape[0][1]
+                u0, s0 = shape[i - 1]
+                return s0 + go_div((score - s0) * (p - u0), utilization - u0)
+        return shape[-1][1]
+
+    return fn
+
+
+def go_div(a: int, b: int) -> int:
+    """Go's integer division: truncated toward zero (Python's ``//`` floors)."""
+    q = abs(a) // abs(b)
+    return q if (a >= 0) == (b > 0) else -q
+
+
+def balanced(fractions: Sequence[float]) -> int:
+    """balancedResourceScorer: (1 - the fractions' standard deviation) * 100, truncated."""
+    capped = [min(f, 1.0) for f in fractions]
+    std = 0.0
+    if len(capped) == 2:
+        std = abs((capped[0] - capped[1]) / 2)
+    elif len(capped) > 2:
+        mean = sum(capped) / len(capped)
+        std = math.sqrt(sum((f - mean) * (f - mean) for f in capped) / len(capped))
+    return int((1 - std) * MAX_PRIORITY)
+
+
+def _pod_request(pod: PodView, resource: str, nonzero: bool) -> int:
+    if nonzero and resource == CPU:
+        return pod.nonzero_cpu
+    if nonzero and resource == MEMORY:
+        return pod.nonzero_memory
+    return pod.requests.get(resource, 0)
+
+
+def _node_requested(node: NodeInfo, resource: str, nonzero: bool) -> int:
+    if resource == CPU:
+        return node.nonzero_cpu if nonzero else node.req_cpu
+    if resource == MEMORY:
+        return node.nonzero_memory if nonzero else node.req_memory
+    return node.requested.get(resource, 0)
+
+
+def allocated(pod: PodView, node: NodeInfo, resources: Sequence[tuple[str, int]],
+              nonzero: bool) -> list[tuple[int, int, int]]:
+    """(requested with the pod, allocatable, weight) per resource the node has and the pod
+    counts for (resource_allocation.go, calculateResourceAllocatableRequest)."""
+    out = []
+    for name, weight in resources:
+        request = _pod_request(pod, name, nonzero)
+        if request == 0 and name not in _NATIVE:
+            continue  # an extended resource the pod does not ask for is not scored
+        alloc = node.allocatable.get(name, 0)
+        if alloc == 0:
+            continue
+        out.append((_node_requested(node, name, nonzero) + request, alloc, weight))
+    return out
+
+
+def fit_score(strategy: str, parts: Sequence[tuple[int, int, int]],
+              shape: Callable[[int], int] | None = None) -> int:
+    """The weighted average of the per-resource scores (integer division, as upstream)."""
+    total = weights = 0
+    for requested, alloc, weight in parts:
+        if strategy == LEAST_ALLOCATED:
+            score = least_requested(requested, alloc)
+        elif strategy == MOST_ALLOCATED:
+            score = most_requested(requested, alloc)
+        else:
+            assert shape is not None
+            score = shape(MAX_PRIORITY if requested > alloc else requested * MAX_PRIORITY // alloc)
+            if score <= 0:
+                continue  # only positive scores count, with their weight
+        total += score * weight
+        weights += weight
+    if weights == 0:
         return 0
-    return int((1 - abs(cpu_fraction - mem_fraction)) * MAX_PRIORITY)
-
-
-def nonzero_requests_key(pod: PodView) -> str:
-    """All three priorities read of the pod: its non-zero cpu and memory requests."""
-    return f"{pod.nonzero_cpu}/{pod.nonzero_memory}"
+    if strategy == REQUESTED_TO_CAPACITY_RATIO:
+        return math.floor(total / weights + 0.5)  # math.Round(nodeScore / weightSum)
+    return total // weights
 
 
 @dataclass
 class _ResourcePriority(Priority):
+    resources: tuple[tuple[str, int], ...] = DEFAULT_RESOURCES
+    NONZERO = True
+
     def local_key(self, pod: PodView) -> str | None:
-        return nonzero_requests_key(pod)
+        asked = [str(_pod_request(pod, name, self.NONZERO)) for name, _ in self.resources]
+        return "/".join(asked)
 
 
 @dataclass
-class LeastRequested(_ResourcePriority):
+class NodeResourcesFitScore(_ResourcePriority):
+    """NodeResourcesFit's Score with its ``scoringStrategy``."""
+
+    NAME = FIT_NAME
+    strategy: str = LEAST_ALLOCATED
+    shape: tuple[tuple[int, int], ...] = ()
+    _shape_fn: Callable[[int], int] | None = field(default=None, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.strategy == REQUESTED_TO_CAPACITY_RATIO:
+            # scaled from 0..10 to 0..100 (requested_to_capacity_ratio.go)
+            scaled = [(u, s * (MAX_PRIORITY // MAX_CUSTOM_PRIORITY_SCORE)) for u, s in self.shape]
+            self._shape_fn = broken_linear(scaled)
+
+    def scores(self, pod: PodView, snapshot: Snapshot,
+               nodes: Sequence[NodeInfo]) -> list[int] | int:
+        strategy, resources, shape = self.strategy, self.resources, self._shape_fn
+        return [fit_score(strategy, allocated(pod, n, resources, True), shape) for n in nodes]
+
+
+@dataclass
+class LeastRequested(NodeResourcesFitScore):
     NAME = LEAST_NAME
     ALIASES = LEAST_ALIASES
-
-    def scores(self, pod: PodView, snapshot: Snapshot,
-               nodes: Sequence[NodeInfo]) -> list[int] | int:
-        cpu, mem = pod.nonzero_cpu, pod.nonzero_memory
-        out = []
-        for n in nodes:
-            c, cc = n.nonzero_cpu + cpu, n.alloc_cpu
-            m, mc = n.nonzero_memory + mem, n.alloc_memory
-            cs = (cc - c) * 10 // cc if cc and c <= cc else 0
-            ms = (mc - m) * 10 // mc if mc and m <= mc else 0
-            out.append((cs + ms) // 2)
-        return out
+    strategy: str = LEAST_ALLOCATED
 
 
 @dataclass
-class MostRequested(_ResourcePriority):
+class MostRequested(NodeResourcesFitScore):
     NAME = MOST_NAME
     ALIASES = MOST_ALIASES
-
-    def scores(self, pod: PodView, snapshot: Snapshot,
-               nodes: Sequence[NodeInfo]) -> list[int] | int:
-        cpu, mem = pod.nonzero_cpu, pod.nonzero_memory
-        return [(most_requested(n.nonzero_cpu + cpu, n.alloc_cpu)
-                 + most_requested(n.nonzero_memory + mem, n.alloc_memory)) // 2 for n in nodes]
+    strategy: str = MOST_ALLOCATED
 
 
 @dataclass
 class BalancedAllocation(_ResourcePriority):
     NAME = BALANCED_NAME
     ALIASES = BALANCED_ALIASES
+    NONZERO = False
 
     def scores(self, pod: PodView, snapshot: Snapshot,
                nodes: Sequence[NodeInfo]) -> list[int] | int:
-        cpu, mem = pod.nonzero_cpu, pod.nonzero_memory
-        out = []
-        for n in nodes:
-            cc, mc = n.alloc_cpu, n.alloc_memory
-            if not cc or not mc:
-                out.append(0)
-                continue
-            cf = (n.nonzero_cpu + cpu) / cc
-            mf = (n.nonzero_memory + mem) / mc
-            out.append(0 if cf >= 1 or mf >= 1 else int((1 - abs(cf - mf)) * 10))
-        return out
+        resources = self.resources
+        if all(_pod_request(pod, name, False) == 0 for name, _ in resources):
+            return 0  # a best-effort pod: PreScore's Skip
+        return [balanced([r / a for r, a, _ in allocated(pod, n, resources, False)])
+                for n in nodes]

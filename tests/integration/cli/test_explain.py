@@ -95,16 +95,16 @@ async def test_explain_json_reasons(cluster: Any, scene: dict[str, str]) -> None
     namespace, big, small = scene["namespace"], scene["big"], scene["small"]
     nowhere = await explain_json(cluster, f"{namespace}/a-nowhere")
     assert nowhere["pod"] == f"{namespace}/a-nowhere"
-    assert nowhere["policy"] == "the default policy"
+    assert nowhere["policy"] == "the default profile (kube-scheduler 1.35's)"
     assert nowhere["notes"][0].startswith("no berthmaster scheduler policy ConfigMap found")
     (placement,) = nowhere["placements"]
     assert placement["node"] is None and placement["nominatedNode"] is None
     assert "2 Insufficient cpu" in placement["message"]
     for node in (big, small):
         assert placement["nodes"][node]["fits"] is False
-        assert placement["nodes"][node]["predicates"]["GeneralPredicates"] == "Insufficient cpu"
+        assert placement["nodes"][node]["predicates"]["NodeResourcesFit"] == "Insufficient cpu"
     others = set(placement["nodes"]) - {big, small}
-    assert all(placement["nodes"][n]["predicates"]["GeneralPredicates"] == NOT_FOUND
+    assert all(placement["nodes"][n]["predicates"]["NodeAffinity"] == NOT_FOUND
                for n in others)
 
     somewhere = await explain_json(cluster, "b-somewhere", "-n", namespace)
@@ -112,8 +112,8 @@ async def test_explain_json_reasons(cluster: Any, scene: dict[str, str]) -> None
     assert placement["node"] == big
     assert placement["message"] == f"Successfully assigned {namespace}/b-somewhere to {big}"
     assert placement["nodes"][big]["fits"] is True
-    assert placement["nodes"][big]["scores"]["LeastRequestedPriority"] >= 0
-    assert placement["nodes"][small]["predicates"]["GeneralPredicates"] == "Insufficient cpu"
+    assert placement["nodes"][big]["scores"]["NodeResourcesFit"] >= 0
+    assert placement["nodes"][small]["predicates"]["NodeResourcesFit"] == "Insufficient cpu"
 
 
 async def test_explain_table(cluster: Any, scene: dict[str, str]) -> None:
@@ -122,12 +122,12 @@ async def test_explain_table(cluster: Any, scene: dict[str, str]) -> None:
                                "--kubeconfig", str(cluster.kubeconfig))
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
-    assert lines[0] == "policy: the default policy"
+    assert lines[0] == "policy: the default profile (kube-scheduler 1.35's)"
     assert lines[1].startswith("note: no berthmaster scheduler policy ConfigMap found")
     assert lines[2].split() == ["POD", "NODE", "NOMINATED", "VICTIMS", "MESSAGE"]
     assert lines[3].split()[:2] == [f"{namespace}/b-somewhere", big]
     assert any(line.startswith(f"    {big}: fits, score ") for line in lines)
-    assert f"    {small}: rejected: GeneralPredicates: Insufficient cpu" in lines
+    assert f"    {small}: rejected: NodeResourcesFit: Insufficient cpu" in lines
 
 
 async def test_explain_agrees_with_simulate_on_the_same_cluster(
@@ -281,10 +281,10 @@ async def test_rbac(kube: KubeClient, cluster: Any, scene: dict[str, str],
                                    "--kubeconfig", str(reader))
         assert result.returncode == 0, result.stderr
         document = json.loads(result.stdout)
-        assert document["policy"] == "the default policy"
+        assert document["policy"] == "the default profile (kube-scheduler 1.35's)"
         (note,) = document["notes"]
         assert note.startswith(
-            "explained with the default policy: the API server refused to get configmaps "
+            "explained with the default profile: the API server refused to get configmaps "
             "berthmaster/berthmaster-scheduler-policy (403 Forbidden: ")
         assert note.endswith("(kubectl auth can-i get configmaps -n berthmaster); or pass "
                              "--policy FILE (in the scheduler's Pod: --policy "

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from berthmaster.scheduler.daemon.service import SchedulerService, options
-from berthmaster.scheduler.policy import default_policy
+from berthmaster.scheduler.config import default_profile
 
 
 @dataclass
@@ -46,7 +46,7 @@ class SchedulerRunner:
                                     "leader_elect": False, "metrics_bind_address": "",
                                     "kube_api_qps": 0.0}
         settings.update(overrides)
-        service = await SchedulerService.create(options(**settings), policy or default_policy())
+        service = await SchedulerService.create(options(**settings), policy or default_profile())
         stop = asyncio.Event()
         handle = RunningScheduler(service, asyncio.create_task(service.run(stop)), stop)
         self.running.append(handle)

@@ -67,7 +67,7 @@ async def test_failed_scheduling_then_bound_when_a_fitting_node_arrives(
     # Parked, or backing off when a cluster event (another test's pod deleted) may have helped.
     assert pending["unschedulable"] + pending["backoff"] + pending["active"] == 1.0, pending
     if pending["unschedulable"] == 1.0:
-        assert (f'scheduler_unschedulable_pods{{plugin="GeneralPredicates",'
+        assert (f'scheduler_unschedulable_pods{{plugin="NodeResourcesFit",'
                 f'profile="{sched.name}"}} 1.0') in text
 
     bigger = await nodes.create(capacity={"cpu": "8", "memory": "16Gi", "pods": "110"})

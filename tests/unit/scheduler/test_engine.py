@@ -74,10 +74,10 @@ def test_explain_reports_verdicts_and_scores():
     nodes = [make_node("a"), make_node("b", taints=[taint("k", "v")])]
     decision = Engine(seed=0).schedule(make_pod("p"), Snapshot.build(nodes=nodes), explain=True)
     assert decision.node == "a"
-    assert decision.verdicts["b"]["PodToleratesNodeTaints"] == \
-        "node(s) had untolerated taint {k: v}"
-    assert decision.verdicts["a"]["PodToleratesNodeTaints"] == ""
-    assert "LeastRequestedPriority" in decision.priority_scores["a"]
+    # the default profile names its plugins as kube-scheduler 1.35's does
+    assert decision.verdicts["b"]["TaintToleration"] == "node(s) had untolerated taint {k: v}"
+    assert decision.verdicts["a"]["TaintToleration"] == ""
+    assert "NodeResourcesFit" in decision.priority_scores["a"]
     assert decision.scores["a"] > 0
 
 

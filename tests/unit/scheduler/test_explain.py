@@ -57,8 +57,8 @@ def test_a_bound_pod_is_explained_without_its_own_placement() -> None:
     assert answer.placement["node"] == "big"
     nodes = answer.placement["nodes"]
     assert nodes["big"]["fits"] is True and "total" in nodes["big"]
-    assert nodes["small"]["predicates"]["GeneralPredicates"] == "Insufficient cpu"
-    assert nodes["other"]["predicates"]["GeneralPredicates"] == \
+    assert nodes["small"]["predicates"]["NodeResourcesFit"] == "Insufficient cpu"
+    assert nodes["other"]["predicates"]["NodeAffinity"] == \
         "node(s) didn't match Pod's node affinity/selector"
     assert answer.notes == ["pod default/web is bound to node big; explained as if it were "
                             "pending (its own placement is not counted)"]
@@ -195,4 +195,4 @@ def test_the_preemption_it_would_try() -> None:
     placement = explain(cluster(low, low_small, urgent), urgent, Engine(seed=0)).placement
     assert placement["node"] is None
     assert placement["nominatedNode"] == "big" and placement["victims"] == ["default/low"]
-    assert placement["nodes"]["big"]["predicates"]["GeneralPredicates"] == "Insufficient cpu"
+    assert placement["nodes"]["big"]["predicates"]["NodeResourcesFit"] == "Insufficient cpu"

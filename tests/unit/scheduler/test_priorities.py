@@ -1,4 +1,5 @@
-"""Every priority, table-driven: scores (0..10) for a pod over a few nodes."""
+"""Every priority, table-driven: scores (0..100, kube-scheduler's MaxNodeScore) for a pod over a
+few nodes; the formulas are 1.35's (pkg/scheduler/framework/plugins/...)."""
 
 from __future__ import annotations
 
@@ -42,17 +43,18 @@ def R(name: str, **args: Any) -> Priority:
 def test_least_requested():
     nodes = [make_node("a", cpu="4", memory="4Gi"), make_node("b", cpu="4", memory="4Gi")]
     existing = [make_pod("o", cpu="3", memory="3Gi", node_name="a")]
-    # a: cpu (4000-3000-1000)*10/4000 = 0, mem (4-3-1)... = 0; b: cpu 7, mem 7
+    # noderesources/least_allocated.go: a: cpu (4000-3000-1000)*100/4000 = 0, memory 0;
+    # b: cpu 3000*100/4000 = 75, memory 75
     got = scores(R("LeastRequestedPriority"), make_pod("p", cpu="1", memory="1Gi"), nodes,
                  existing)
-    assert got == [0, 7]
+    assert got == [0, 75]
 
 
 def test_most_requested_prefers_full_nodes():
     nodes = [make_node("a", cpu="4", memory="4Gi"), make_node("b", cpu="4", memory="4Gi")]
     existing = [make_pod("o", cpu="2", memory="2Gi", node_name="a")]
     got = scores(R("MostRequestedPriority"), make_pod("p", cpu="1", memory="1Gi"), nodes, existing)
-    assert got == [7, 2]
+    assert got == [75, 25]  # most_allocated.go: requested * 100 / allocatable
 
 
 def test_balanced_allocation():
@@ -60,8 +62,9 @@ def test_balanced_allocation():
     existing = [make_pod("o", cpu="2", memory="0", node_name="a")]
     got = scores(R("BalancedResourceAllocation"), make_pod("p", cpu="1", memory="1Gi"), nodes,
                  existing)
-    # a: cpu 3/4, mem 1/4 -> 10*(1-0.5)=5; b: 1/4 and 1/4 -> 10
-    assert got == [5, 10]
+    # balanced_allocation.go: a: cpu 3/4, memory 1/4 -> std 0.25 -> (1 - 0.25) * 100 = 75;
+    # b: 1/4 and 1/4 -> 100
+    assert got == [75, 100]
 
 
 def test_node_affinity_priority_seed_example():
@@ -72,7 +75,8 @@ def test_node_affinity_priority_seed_example():
     nodes = [make_node("a", labels={"e2e-az-EastWest": "e2e-az-East"}),
              make_node("b", labels={"ssd": "", "e2e-az-EastWest": "e2e-az-West"}),
              make_node("c")]
-    assert scores(R("NodeAffinityPriority"), pod, nodes) == [2, 10, 0]
+    # weights 1, 4 and 0, normalised by the highest (helper.DefaultNormalizeScore)
+    assert scores(R("NodeAffinityPriority"), pod, nodes) == [25, 100, 0]
 
 
 def test_taint_toleration_priority_counts_prefer_no_schedule():
@@ -80,8 +84,8 @@ def test_taint_toleration_priority_counts_prefer_no_schedule():
                                     taint("y", "1", "PreferNoSchedule")]),
              make_node("b", taints=[taint("x", "1", "PreferNoSchedule")]), make_node("c")]
     pod = make_pod("p", tolerations=[toleration("y", operator="Exists")])
-    assert scores(R("TaintTolerationPriority"), pod, nodes) == [0, 0, 10]
-    assert scores(R("TaintTolerationPriority"), make_pod("q"), nodes) == [0, 5, 10]
+    assert scores(R("TaintTolerationPriority"), pod, nodes) == [0, 0, 100]
+    assert scores(R("TaintTolerationPriority"), make_pod("q"), nodes) == [0, 50, 100]
 
 
 def test_selector_spread_prefers_nodes_with_fewer_peers():
@@ -92,9 +96,9 @@ def test_selector_spread_prefers_nodes_with_fewer_peers():
                 make_pod("w2", labels={"app": "web"}, node_name="a"),
                 make_pod("w3", labels={"app": "web"}, node_name="b")]
     pod = make_pod("p", labels={"app": "web"})
-    assert scores(R("SelectorSpreadPriority"), pod, nodes, existing, services=[svc]) == [0, 5, 10]
+    assert scores(R("SelectorSpreadPriority"), pod, nodes, existing, services=[svc]) == [0, 50, 100]
     assert scores(R("ServiceSpreadingPriority"), make_pod("q"), nodes, existing,
-                  services=[svc]) == [10, 10, 10]
+                  services=[svc]) == [100, 100, 100]
 
 
 def test_selector_spread_weighs_zones():
@@ -105,8 +109,8 @@ def test_selector_spread_weighs_zones():
     existing = [make_pod("w1", labels={"app": "web"}, node_name="a")]
     got = scores(R("SelectorSpreadPriority"), make_pod("p", labels={"app": "web"}), nodes,
                  existing, replica_sets=[rs])
-    # a: node 0, zone 0 -> 0; b: node 10, zone 0 -> 3; c: 10 and 10 -> 10
-    assert got == [0, 3, 10]
+    # a: node 0, zone 0 -> 0; b: node 100, zone 0 -> 33; c: 100 and 100 -> 100
+    assert got == [0, 33, 100]
 
 
 def test_inter_pod_affinity_priority():
@@ -117,7 +121,8 @@ def test_inter_pod_affinity_priority():
     pod = make_pod("p", preferred_pod_affinity=[(100, pod_affinity_term({"security": "S1"},
                                                                         ZONE))],
                    preferred_pod_anti_affinity=[(100, pod_affinity_term({"security": "S2"}))])
-    assert scores(R("InterPodAffinityPriority"), pod, nodes, existing) == [10, 10, 0]
+    # raw 100, 100 and -100, scaled between the lowest and the highest (scoring.go)
+    assert scores(R("InterPodAffinityPriority"), pod, nodes, existing) == [100, 100, 0]
 
 
 def test_inter_pod_affinity_priority_symmetry():
@@ -127,7 +132,7 @@ def test_inter_pod_affinity_priority_symmetry():
         (50, pod_affinity_term({"app": "web"}))])]
     got = scores(R("InterPodAffinityPriority"), make_pod("p", labels={"app": "web"}), nodes,
                  existing)
-    assert got == [0, 10]
+    assert got == [0, 100]
 
 
 def test_node_prefer_avoid_pods():
@@ -137,8 +142,8 @@ def test_node_prefer_avoid_pods():
                                          annotation}), make_node("b")]
     rc_pod = make_pod("p", owner=("ReplicationController", "rc", "rc-uid"))
     job_pod = make_pod("q", owner=("Job", "j", "rc-uid"))
-    assert scores(R("NodePreferAvoidPodsPriority"), rc_pod, nodes) == [0, 10]
-    assert scores(R("NodePreferAvoidPodsPriority"), job_pod, nodes) == [10, 10]
+    assert scores(R("NodePreferAvoidPodsPriority"), rc_pod, nodes) == [0, 100]
+    assert scores(R("NodePreferAvoidPodsPriority"), job_pod, nodes) == [100, 100]
 
 
 def test_image_locality():
@@ -160,10 +165,12 @@ def test_topology_spread_priority():
         "maxSkew": 1, "topologyKey": ZONE, "whenUnsatisfiable": "ScheduleAnyway",
         "labelSelector": {"matchLabels": {"app": "web"}}}])
     got = scores(R("PodTopologySpread"), pod, nodes, existing)
-    assert got[1] == 10 and got[0] < got[1] and got[2] == 0
+    # c lacks the key: ignored, 0; a: round(1 * log(2 + 2)) = 1, b: 0; normalised
+    # 100 * (max + min - s) / max (podtopologyspread/scoring.go)
+    assert got == [0, 100, 0]
 
 
-@pytest.mark.parametrize(("presence", "want"), [(True, [10, 0]), (False, [0, 10])])
+@pytest.mark.parametrize(("presence", "want"), [(True, [100, 0]), (False, [0, 100])])
 def test_label_preference(presence, want):
     nodes = [make_node("a", labels={"zone": "z1"}), make_node("b")]
     assert scores(LabelPreference(label="zone", presence=presence), make_pod(), nodes) == want
@@ -179,15 +186,16 @@ def test_service_anti_affinity_spreads_over_label_values():
                 make_pod("w3", labels={"app": "web"}, node_name="c")]
     got = scores(ServiceAntiAffinity(label="rack"), make_pod("p", labels={"app": "web"}), nodes,
                  existing, services=[svc])
-    # 3 service pods: r1 holds 2 -> 10*(3-2)/3 = 3; r2 holds 1 -> 6; unlabelled -> 0
-    assert got == [3, 3, 6, 0]
+    # 3 service pods: r1 holds 2 -> 100*(3-2)/3 = 33; r2 holds 1 -> 66; unlabelled -> 0
+    assert got == [33, 33, 66, 0]
 
 
 @pytest.mark.parametrize(("weight", "want_node", "want_scores"), [
-    (None, "b", {"a": 2, "b": 10}),  # default 1: the own preferred term (weight 5) wins
-    (1, "b", {"a": 2, "b": 10}),
-    (10, "a", {"a": 10, "b": 5}),    # the existing pod's required term now outweighs it
-    (0, "b", {"a": 2, "b": 10}),     # 0 is "not set": the default 1 (createFromPolicy)
+    # raw a = the weight, b = 5, scaled between the lowest and the highest
+    (None, "b", {"a": 0, "b": 100}),  # default 1: the own preferred term (weight 5) wins
+    (1, "b", {"a": 0, "b": 100}),
+    (10, "a", {"a": 100, "b": 0}),    # the existing pod's required term now outweighs it
+    (0, "b", {"a": 0, "b": 100}),     # 0 is "not set": the default 1 (createFromPolicy)
 ])
 def test_hard_pod_affinity_symmetric_weight_is_honoured(weight, want_node, want_scores):
     """An existing pod's required affinity term that matches the incoming pod scores its

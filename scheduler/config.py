@@ -1,0 +1,810 @@
+"""``kubescheduler.config.k8s.io/v1`` KubeSchedulerConfiguration -> profiles, as kube-scheduler
+1.35 reads it.
+
+A file is decoded strictly (an unknown field is an error, as upstream's strict decoding),
+defaulted as ``pkg/scheduler/apis/config/v1/defaults.go`` does and validated as
+``pkg/scheduler/apis/config/validation`` does; every problem is reported at once, each as
+``<field path>: <what is wrong>`` in upstream's words (``field.Invalid``'s ``Invalid value:``,
+``field.NotSupported``'s ``Unsupported value:``...).
+
+Plugins: each profile's ``plugins`` is merged with the default profile's (default_plugins.go,
+mergePluginSet: ``disabled`` removes defaults, ``"*"`` all of them; an enabled plugin that is
+also a default replaces it in place; the others are appended), then MultiPoint is expanded to
+every extension point a plugin implements, unless disabled there; a plugin enabled at a
+specific point too takes that entry (its weight) and runs first (runtime/framework.go,
+expandMultiPointPlugins). The result is a :class:`~berthmaster.scheduler.policy.Policy`: the
+filter plugins become predicates, in that order (the FailedScheduling counts follow it), the
+score plugins priorities with their weights (a weight of 0 is 1); PostFilter decides whether
+the profile preempts.
+
+With no file at all, :func:`default_profile` is the result of an empty configuration: the
+1.35 default profile, under berthmaster's own schedulerName.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import yaml
+
+from berthmaster.documents import safe_load
+from berthmaster.errors import PolicyError
+from berthmaster.scheduler.plugins import (
+    csi_volume_limits,
+    image_locality,
+    inter_pod_affinity,
+    node_affinity,
+    node_name,
+    node_ports,
+    node_resources_fit,
+    node_unschedulable,
+    pod_topology_spread,
+    resource_allocation,
+    taint_toleration,
+    volume_binding,
+    volume_restrictions,
+    volume_zone,
+)
+from berthmaster.scheduler.plugins.base import Predicate, Priority
+from berthmaster.scheduler.policy import Policy
+
+API_VERSION = "kubescheduler.config.k8s.io/v1"
+KIND = "KubeSchedulerConfiguration"
+DEFAULT_SCHEDULER_NAME = "berthmaster"
+
+# Extension points, as a profile's ``plugins`` names them, and the Go interface names
+# upstream's errors use.
+POINTS = {
+    "preEnqueue": "PreEnqueuePlugin", "queueSort": "QueueSortPlugin",
+    "preFilter": "PreFilterPlugin", "filter": "FilterPlugin", "postFilter": "PostFilterPlugin",
+    "preScore": "PreScorePlugin", "score": "ScorePlugin", "reserve": "ReservePlugin",
+    "permit": "PermitPlugin", "preBind": "PreBindPlugin", "bind": "BindPlugin",
+    "postBind": "PostBindPlugin",
+}
+
+
+@dataclass(frozen=True)
+class PluginKind:
+    """One in-tree plugin: the extension points it implements and the berthmaster classes
+    that carry its filter and its score."""
+
+    points: frozenset[str]
+    predicate: type[Predicate] | None = None
+    priority: type[Priority] | None = None
+
+
+def _points(*names: str) -> frozenset[str]:
+    return frozenset(names)
+
+
+# The in-tree plugins berthmaster has (pkg/scheduler/framework/plugins/registry.go), with the
+# extension points each implements in 1.35.
+PLUGINS: dict[str, PluginKind] = {
+    "SchedulingGates": PluginKind(_points("preEnqueue")),
+    "PrioritySort": PluginKind(_points("queueSort")),
+    "NodeUnschedulable": PluginKind(_points("filter"), node_unschedulable.NodeUnschedulable),
+    "NodeName": PluginKind(_points("filter"), node_name.NodeName),
+    "TaintToleration": PluginKind(_points("filter", "preScore", "score"),
+                                  taint_toleration.TaintToleration,
+                                  taint_toleration.TaintTolerationPriority),
+    "NodeAffinity": PluginKind(_points("preFilter", "filter", "preScore", "score"),
+                               node_affinity.NodeAffinity, node_affinity.NodeAffinityPriority),
+    "NodePorts": PluginKind(_points("preFilter", "filter"), node_ports.NodePorts),
+    "NodeResourcesFit": PluginKind(_points("preFilter", "filter", "preScore", "score"),
+                                   node_resources_fit.NodeResourcesFit,
+                                   resource_allocation.NodeResourcesFitScore),
+    "VolumeRestrictions": PluginKind(_points("preFilter", "filter"),
+                                     volume_restrictions.VolumeRestrictions),
+    "NodeVolumeLimits": PluginKind(_points("preFilter", "filter"), csi_volume_limits.CSILimits),
+    "VolumeBinding": PluginKind(_points("preFilter", "filter", "reserve", "preBind"),
+                                volume_binding.VolumeBinding),
+    "VolumeZone": PluginKind(_points("preFilter", "filter"), volume_zone.VolumeZone),
+    "PodTopologySpread": PluginKind(_points("preFilter", "filter", "preScore", "score"),
+                                    pod_topology_spread.PodTopologySpread,
+                                    pod_topology_spread.PodTopologySpreadPriority),
+    "InterPodAffinity": PluginKind(_points("preFilter", "filter", "preScore", "score"),
+                                   inter_pod_affinity.InterPodAffinity,
+                                   inter_pod_affinity.InterPodAffinityPriority),
+    "DefaultPreemption": PluginKind(_points("postFilter")),
+    "NodeResourcesBalancedAllocation": PluginKind(_points("preScore", "score"), None,
+                                                  resource_allocation.BalancedAllocation),
+    "ImageLocality": PluginKind(_points("score"), None, image_locality.ImageLocality),
+    "DefaultBinder": PluginKind(_points("bind")),
+}
+
+# apis/config/v1/default_plugins.go, getDefaultPlugins: the MultiPoint set, its order and
+# weights (DynamicResources, which 1.35 adds before DefaultPreemption, is not in berthmaster:
+# see docs/scheduler.md).
+DEFAULT_PLUGINS: tuple[tuple[str, int], ...] = (
+    ("SchedulingGates", 0), ("PrioritySort", 0), ("NodeUnschedulable", 0), ("NodeName", 0),
+    ("TaintToleration", 3), ("NodeAffinity", 2), ("NodePorts", 0), ("NodeResourcesFit", 1),
+    ("VolumeRestrictions", 0), ("NodeVolumeLimits", 0), ("VolumeBinding", 0),
+    ("VolumeZone", 0), ("PodTopologySpread", 2), ("InterPodAffinity", 2),
+    ("DefaultPreemption", 0), ("NodeResourcesBalancedAllocation", 1), ("ImageLocality", 1),
+    ("DefaultBinder", 0),
+)
+
+
+@dataclass(frozen=True)
+class LeaderElection:
+    """componentbaseconfig.LeaderElectionConfiguration, defaulted as kube-scheduler's."""
+
+    leader_elect: bool = True
+    lease_duration: float = 15.0
+    renew_deadline: float = 10.0
+    retry_period: float = 2.0
+    resource_lock: str = "leases"
+    resource_name: str = "berthmaster"
+    resource_namespace: str = "kube-system"
+
+
+@dataclass(frozen=True)
+class SchedulerConfig:
+    """A defaulted, validated KubeSchedulerConfiguration."""
+
+    profiles: tuple[Policy, ...]
+    percentage_of_nodes_to_score: int = 0
+    pod_initial_backoff_seconds: int = 1
+    pod_max_backoff_seconds: int = 10
+    leader_election: LeaderElection = field(default_factory=LeaderElection)
+    qps: float = 50.0
+    burst: int = 100
+    source: str = "<config>"
+
+    @property
+    def scheduler_names(self) -> tuple[str, ...]:
+        return tuple(p.scheduler_name for p in self.profiles)
+
+
+class _Problems:
+    """Collects ``path: message`` problems in upstream's field-error words."""
+
+    def __init__(self) -> None:
+        self.items: list[str] = []
+
+    def invalid(self, path: str, value: Any, detail: str) -> None:
+        self.items.append(f"{path}: Invalid value: {_go_value(value)}: {detail}")
+
+    def required(self, path: str, detail: str = "") -> None:
+        self.items.append(f"{path}: Required value" + (f": {detail}" if detail else ""))
+
+    def duplicate(self, path: str, value: Any) -> None:
+        self.items.append(f"{path}: Duplicate value: {_go_value(value)}")
+
+    def unsupported(self, path: str, value: Any, supported: Sequence[str]) -> None:
+        allowed = ", ".join(f'"{s}"' for s in supported)
+        self.items.append(f"{path}: Unsupported value: {_go_value(value)}: supported values: "
+                          f"{allowed}")
+
+    def forbidden(self, path: str, detail: str) -> None:
+        self.items.append(f"{path}: Forbidden: {detail}")
+
+    def unknown(self, path: str, name: str, known: Sequence[str]) -> None:
+        self.items.append(f'{path}: strict decoding error: unknown field "{name}"; known '
+                          f"fields: {', '.join(known)}")
+
+    def type_error(self, path: str, value: Any, wanted: str) -> None:
+        self.items.append(f"{path}: Invalid value: {_go_value(value)}: must be {wanted}")
+
+
+def _go_value(value: Any) -> str:
+    if isinstance(value, str):
+        return json.dumps(value)
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if value is None:
+        return "null"
+    if isinstance(value, (dict, list)):
+        return json.dumps(value, separators=(",", ":"))
+    return str(value)
+
+
+def _fields(doc: Mapping[str, Any], path: str, known: Sequence[str], problems: _Problems
+            ) -> None:
+    for name in doc:
+        if name not in known:
+            problems.unknown(f"{path}.{name}" if path else str(name), str(name), known)
+
+
+def _object(value: Any, path: str, problems: _Problems) -> Mapping[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        problems.type_error(path, value, "an object")
+        return {}
+    return value
+
+
+def _list(value: Any, path: str, problems: _Problems) -> list[Any]:
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        problems.type_error(path, value, "a list")
+        return []
+    return value
+
+
+def _int(value: Any, path: str, problems: _Problems, default: int) -> int:
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int):
+        problems.type_error(path, value, "an integer")
+        return default
+    return value
+
+
+def _number(value: Any, path: str, problems: _Problems, default: float) -> float:
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        problems.type_error(path, value, "a number")
+        return default
+    return float(value)
+
+
+def _bool(value: Any, path: str, problems: _Problems, default: bool) -> bool:
+    if value is None:
+        return default
+    if not isinstance(value, bool):
+        problems.type_error(path, value, "true or false")
+        return default
+    return value
+
+
+def _duration(value: Any, path: str, problems: _Problems, default: float) -> float:
+    from berthmaster.durations import parse_go_duration
+
+    if value is None:
+        return default
+    if not isinstance(value, str):
+        problems.type_error(path, value, 'a duration such as "15s"')
+        return default
+    try:
+        return parse_go_duration(value)
+    except ValueError as error:
+        problems.invalid(path, value, str(error))
+        return default
+
+
+# ---------------------------------------------------------------------------- plugins
+@dataclass
+class _PluginSet:
+    enabled: list[tuple[str, int]]
+    disabled: list[str]
+
+
+def _plugin_set(raw: Any, path: str, problems: _Problems) -> _PluginSet:
+    doc = _object(raw, path, problems)
+    _fields(doc, path, ("enabled", "disabled"), problems)
+    enabled: list[tuple[str, int]] = []
+    for i, entry in enumerate(_list(doc.get("enabled"), f"{path}.enabled", problems)):
+        where = f"{path}.enabled[{i}]"
+        entry = _object(entry, where, problems)
+        _fields(entry, where, ("name", "weight"), problems)
+        name = entry.get("name")
+        if not isinstance(name, str) or not name:
+            problems.required(f"{where}.name")
+            continue
+        weight = _int(entry.get("weight"), f"{where}.weight", problems, 0)
+        if weight < 0:
+            problems.invalid(f"{where}.weight", weight, "must not be negative")
+        if name != "*" and name not in PLUGINS:
+            problems.invalid(f"{where}.name", name, _unknown_plugin())
+            continue
+        enabled.append((name, weight))
+    disabled: list[str] = []
+    for i, entry in enumerate(_list(doc.get("disabled"), f"{path}.disabled", problems)):
+        where = f"{path}.disabled[{i}]"
+        entry = _object(entry, where, problems)
+        _fields(entry, where, ("name", "weight"), problems)
+        name = entry.get("name")
+        if not isinstance(name, str) or not name:
+            problems.required(f"{where}.name")
+            continue
+        disabled.append(name)
+    return _PluginSet(enabled, disabled)
+
+
+def _unknown_plugin() -> str:
+    return ("no such plugin in berthmaster; its plugins are: " + ", ".join(sorted(PLUGINS)))
+
+
+def merge_plugin_set(default: Sequence[tuple[str, int]], custom: _PluginSet
+                     ) -> tuple[list[tuple[str, int]], set[str]]:
+    """default_plugins.go, mergePluginSet: the enabled list and the disabled names."""
+    disabled = set(custom.disabled)
+    custom_by_name = {name: (i, (name, w)) for i, (name, w) in enumerate(custom.enabled)}
+    replaced: set[int] = set()
+    out: list[tuple[str, int]] = []
+    if "*" not in disabled:
+        for name, weight in default:
+            if name in disabled:
+                continue
+            entry: tuple[str, int] = (name, weight)
+            if name in custom_by_name:
+                index, entry = custom_by_name[name]
+                replaced.add(index)
+            out.append(entry)
+    out.extend(e for i, e in enumerate(custom.enabled) if i not in replaced)
+    return out, disabled
+
+
+def expand(multipoint: Sequence[tuple[str, int]], point: str,
+           specific: Sequence[tuple[str, int]], disabled: set[str], path: str,
+           problems: _Problems) -> list[tuple[str, int]]:
+    """runtime/framework.go, expandMultiPointPlugins, for one extension point: the plugins
+    that run there in order, with their weights."""
+    interface = POINTS[point]
+    for i, (name, _) in enumerate(specific):
+        if point not in PLUGINS[name].points:
+            problems.invalid(f"{path}.{point}.enabled[{i}].name", name,
+                             f"plugin {name!r} does not extend {interface}")
+    enabled_here = {name for name, _ in specific}
+    overrides: list[str] = []
+    from_multipoint: list[tuple[str, int]] = []
+    if "*" not in disabled:
+        for name, weight in multipoint:
+            if point not in PLUGINS[name].points or name in disabled:
+                continue
+            if name in enabled_here:
+                overrides.append(name)
+                continue
+            if any(n == name for n, _ in from_multipoint):
+                problems.invalid(f"{path}.multiPoint", name,
+                                 f"plugin {name!r} already registered as {interface!r}")
+                continue
+            from_multipoint.append((name, weight))
+    specific_by_name = dict(specific)
+    ordered = [(name, specific_by_name[name]) for name in overrides]
+    ordered.extend(from_multipoint)
+    ordered.extend((n, w) for n, w in specific if n not in overrides)
+    return ordered
+
+
+# ---------------------------------------------------------------------------- plugin args
+@dataclass
+class _Args:
+    """Every profile's plugin arguments, defaulted (apis/config/v1/defaults.go)."""
+
+    fit_strategy: str = resource_allocation.LEAST_ALLOCATED
+    fit_resources: tuple[tuple[str, int], ...] = resource_allocation.DEFAULT_RESOURCES
+    fit_shape: tuple[tuple[int, int], ...] = ()
+    balanced_resources: tuple[tuple[str, int], ...] = resource_allocation.DEFAULT_RESOURCES
+    spread_defaulting: str = "System"
+    spread_defaults: tuple[Any, ...] = ()
+    hard_pod_affinity_weight: int = 1
+    ignore_preferred_terms_of_existing_pods: bool = False
+    min_candidate_nodes_percentage: int = 10
+    min_candidate_nodes_absolute: int = 100
+    bind_timeout_seconds: int = 600
+
+
+def _resources(raw: Any, path: str, problems: _Problems, balanced: bool
+               ) -> tuple[tuple[str, int], ...] | None:
+    items = _list(raw, path, problems)
+    if raw is None:
+        return None
+    out: list[tuple[str, int]] = []
+    seen: set[str] = set()
+    for i, entry in enumerate(items):
+        where = f"{path}[{i}]"
+        entry = _object(entry, where, problems)
+        _fields(entry, where, ("name", "weight"), problems)
+        name = entry.get("name")
+        if not isinstance(name, str) or not name:
+            problems.required(f"{where}.name")
+            continue
+        weight = _int(entry.get("weight"), f"{where}.weight", problems, 1 if balanced else 0)
+        if balanced:
+            if name in seen:
+                problems.duplicate(f"{where}.name", name)
+            if weight != 1:
+                problems.invalid(f"{where}.weight", weight, "must be 1")
+        elif not 1 <= weight <= 100:
+            problems.invalid(f"{where}.weight", weight, "resource weight of "
+                             f"{name} should be in the range of 1-100")
+        seen.add(name)
+        out.append((name, weight))
+    return tuple(out)
+
+
+def _fit_args(doc: Mapping[str, Any], path: str, args: _Args, problems: _Problems) -> None:
+    _fields(doc, path, ("ignoredResources", "ignoredResourceGroups", "scoringStrategy"),
+            problems)
+    for name in ("ignoredResources", "ignoredResourceGroups"):
+        if doc.get(name):
+            problems.forbidden(f"{path}.{name}", "not supported by berthmaster yet; remove it")
+    strategy = _object(doc.get("scoringStrategy"), f"{path}.scoringStrategy", problems)
+    spath = f"{path}.scoringStrategy"
+    _fields(strategy, spath, ("type", "resources", "requestedToCapacityRatio"), problems)
+    kind = strategy.get("type", resource_allocation.LEAST_ALLOCATED)
+    if kind not in resource_allocation.STRATEGIES:
+        problems.unsupported(f"{spath}.type", kind, resource_allocation.STRATEGIES)
+        return
+    args.fit_strategy = kind
+    resources = _resources(strategy.get("resources"), f"{spath}.resources", problems, False)
+    if resources is not None:
+        args.fit_resources = resources
+    if kind != resource_allocation.REQUESTED_TO_CAPACITY_RATIO:
+        return
+    ratio = _object(strategy.get("requestedToCapacityRatio"),
+                    f"{spath}.requestedToCapacityRatio", problems)
+    rpath = f"{spath}.requestedToCapacityRatio"
+    _fields(ratio, rpath, ("shape",), problems)
+    shape: list[tuple[int, int]] = []
+    points = _list(ratio.get("shape"), f"{rpath}.shape", problems)
+    if not points:
+        problems.required(f"{rpath}.shape", "at least one point must be specified")
+    for i, point in enumerate(points):
+        where = f"{rpath}.shape[{i}]"
+        point = _object(point, where, problems)
+        _fields(point, where, ("utilization", "score"), problems)
+        u = _int(point.get("utilization"), f"{where}.utilization", problems, 0)
+        s = _int(point.get("score"), f"{where}.score", problems, 0)
+        if shape and u <= shape[-1][0]:
+            problems.invalid(f"{where}.utilization", u, "values must be sorted in increasing "
+                             "order")
+        if not 0 <= u <= 100:
+            problems.invalid(f"{where}.utilization", u, "not in valid range [0, 100]")
+        if not 0 <= s <= resource_allocation.MAX_CUSTOM_PRIORITY_SCORE:
+            problems.invalid(f"{where}.score", s, "not in valid range [0, 10]")
+        shape.append((u, s))
+    args.fit_shape = tuple(shape)
+
+
+def _balanced_args(doc: Mapping[str, Any], path: str, args: _Args, problems: _Problems
+                   ) -> None:
+    _fields(doc, path, ("resources",), problems)
+    resources = _resources(doc.get("resources"), f"{path}.resources", problems, True)
+    if resources is not None:
+        args.balanced_resources = resources
+
+
+def _spread_args(doc: Mapping[str, Any], path: str, args: _Args, problems: _Problems) -> None:
+    _fields(doc, path, ("defaultConstraints", "defaultingType"), problems)
+    kind = doc.get("defaultingType", "System")
+    if kind not in ("System", "List"):
+        problems.unsupported(f"{path}.defaultingType", kind, ("List", "System"))
+        return
+    constraints = _list(doc.get("defaultConstraints"), f"{path}.defaultConstraints", problems)
+    if kind == "System" and constraints:
+        problems.invalid(f"{path}.defaultingType", kind, "when .defaultConstraints are not "
+                         "empty")
+        return
+    seen: set[tuple[str, str]] = set()
+    for i, c in enumerate(constraints):
+        where = f"{path}.defaultConstraints[{i}]"
+        c = _object(c, where, problems)
+        _fields(c, where, ("maxSkew", "topologyKey", "whenUnsatisfiable", "minDomains",
+                           "nodeAffinityPolicy", "nodeTaintsPolicy", "matchLabelKeys",
+                           "labelSelector"), problems)
+        skew = _int(c.get("maxSkew"), f"{where}.maxSkew", problems, 0)
+        if skew <= 0:
+            problems.invalid(f"{where}.maxSkew", skew, "not in valid range (0, inf)")
+        key = c.get("topologyKey")
+        if not key:
+            problems.required(f"{where}.topologyKey", "can not be empty")
+        action = c.get("whenUnsatisfiable")
+        if not action:
+            problems.required(f"{where}.whenUnsatisfiable", "can not be empty")
+        elif action not in ("DoNotSchedule", "ScheduleAnyway"):
+            problems.unsupported(f"{where}.whenUnsatisfiable", action,
+                                 ("DoNotSchedule", "ScheduleAnyway"))
+        if c.get("labelSelector") is not None:
+            problems.forbidden(f"{where}.labelSelector", "constraint must not define a "
+                               "selector, as they deduced for each pod")
+        pair = (str(key), str(action))
+        if pair in seen:
+            problems.duplicate(f"{path}.defaultConstraints[{i}]", f"{{{key}, {action}}}")
+        seen.add(pair)
+    args.spread_defaulting = kind
+    args.spread_defaults = tuple(constraints)
+
+
+def _affinity_args(doc: Mapping[str, Any], path: str, args: _Args, problems: _Problems
+                   ) -> None:
+    _fields(doc, path, ("hardPodAffinityWeight", "ignorePreferredTermsOfExistingPods"),
+            problems)
+    weight = _int(doc.get("hardPodAffinityWeight"), f"{path}.hardPodAffinityWeight", problems,
+                  1)
+    if not 0 <= weight <= 100:
+        problems.invalid(f"{path}.hardPodAffinityWeight", weight, "not in valid range [0, 100]")
+    args.hard_pod_affinity_weight = weight
+    args.ignore_preferred_terms_of_existing_pods = _bool(
+        doc.get("ignorePreferredTermsOfExistingPods"),
+        f"{path}.ignorePreferredTermsOfExistingPods", problems, False)
+
+
+def _node_affinity_args(doc: Mapping[str, Any], path: str, args: _Args, problems: _Problems
+                        ) -> None:
+    _fields(doc, path, ("addedAffinity",), problems)
+    if doc.get("addedAffinity"):
+        problems.forbidden(f"{path}.addedAffinity", "not supported by berthmaster yet; "
+                           "remove it or use the namespace's node selector (docs/admission.md)")
+
+
+def _preemption_args(doc: Mapping[str, Any], path: str, args: _Args, problems: _Problems
+                     ) -> None:
+    _fields(doc, path, ("minCandidateNodesPercentage", "minCandidateNodesAbsolute"), problems)
+    pct = _int(doc.get("minCandidateNodesPercentage"), f"{path}.minCandidateNodesPercentage",
+               problems, 10)
+    absolute = _int(doc.get("minCandidateNodesAbsolute"), f"{path}.minCandidateNodesAbsolute",
+                    problems, 100)
+    if not 0 <= pct <= 100:
+        problems.invalid(f"{path}.minCandidateNodesPercentage", pct,
+                         "not in valid range [0, 100]")
+    if absolute < 0:
+        problems.invalid(f"{path}.minCandidateNodesAbsolute", absolute,
+                         "not in valid range [0, inf)")
+    if pct == 0 and absolute == 0:
+        problems.invalid(f"{path}.minCandidateNodesPercentage", pct,
+                         "cannot be zero at the same time as minCandidateNodesAbsolute")
+        problems.invalid(f"{path}.minCandidateNodesAbsolute", absolute,
+                         "cannot be zero at the same time as minCandidateNodesPercentage")
+    args.min_candidate_nodes_percentage, args.min_candidate_nodes_absolute = pct, absolute
+
+
+def _volume_binding_args(doc: Mapping[str, Any], path: str, args: _Args, problems: _Problems
+                         ) -> None:
+    _fields(doc, path, ("bindTimeoutSeconds", "shape"), problems)
+    timeout = _int(doc.get("bindTimeoutSeconds"), f"{path}.bindTimeoutSeconds", problems, 600)
+    if timeout < 0:
+        problems.invalid(f"{path}.bindTimeoutSeconds", timeout,
+                         "invalid BindTimeoutSeconds, should not be a negative value")
+    if doc.get("shape") is not None:
+        problems.invalid(f"{path}.shape", doc.get("shape"), "unexpected field `shape`, remove "
+                         "it or turn on the feature gate StorageCapacityScoring")
+    args.bind_timeout_seconds = timeout
+
+
+_ARGS: dict[str, tuple[str, Callable[[Mapping[str, Any], str, _Args, _Problems], None]]] = {
+    "NodeResourcesFit": ("NodeResourcesFitArgs", _fit_args),
+    "NodeResourcesBalancedAllocation": ("NodeResourcesBalancedAllocationArgs",
+                                        _balanced_args),
+    "PodTopologySpread": ("PodTopologySpreadArgs", _spread_args),
+    "InterPodAffinity": ("InterPodAffinityArgs", _affinity_args),
+    "NodeAffinity": ("NodeAffinityArgs", _node_affinity_args),
+    "DefaultPreemption": ("DefaultPreemptionArgs", _preemption_args),
+    "VolumeBinding": ("VolumeBindingArgs", _volume_binding_args),
+}
+
+
+def _plugin_args(raw: Any, path: str, problems: _Problems) -> _Args:
+    args = _Args()
+    seen: set[str] = set()
+    for i, entry in enumerate(_list(raw, path, problems)):
+        where = f"{path}[{i}]"
+        entry = _object(entry, where, problems)
+        _fields(entry, where, ("name", "args"), problems)
+        name = entry.get("name")
+        if not isinstance(name, str) or not name:
+            problems.required(f"{where}.name")
+            continue
+        if name in seen:
+            problems.duplicate(where, name)
+        seen.add(name)
+        if name not in _ARGS:
+            detail = ("has no arguments" if name in PLUGINS else _unknown_plugin())
+            problems.invalid(f"{where}.name", name, detail)
+            continue
+        kind, parse = _ARGS[name]
+        body = dict(_object(entry.get("args"), f"{where}.args", problems))
+        for meta in ("apiVersion", "kind"):
+            value = body.pop(meta, None)
+            if meta == "kind" and value is not None and value != kind:
+                problems.invalid(f"{where}.args", value, "has to match plugin args")
+            if meta == "apiVersion" and value is not None and value != API_VERSION:
+                problems.invalid(f"{where}.args.apiVersion", value, f"must be {API_VERSION}")
+        parse(body, f"{where}.args", args, problems)
+    return args
+
+
+# ---------------------------------------------------------------------------- profiles
+def _build_profile(name: str, percentage: int | None, filters: Sequence[tuple[str, int]],
+                   scores: Sequence[tuple[str, int]], post_filters: Sequence[tuple[str, int]],
+                   args: _Args, source: str) -> Policy:
+    predicates: list[Predicate] = []
+    for plugin, _ in filters:
+        cls = PLUGINS[plugin].predicate
+        if cls is not None:
+            predicates.append(cls(name=plugin))
+    priorities: list[Priority] = []
+    for plugin, weight in scores:
+        pcls = PLUGINS[plugin].priority
+        if pcls is None:
+            continue
+        kwargs: dict[str, Any] = {"name": plugin, "weight": weight or 1}
+        if pcls is resource_allocation.NodeResourcesFitScore:
+            kwargs.update(strategy=args.fit_strategy, resources=args.fit_resources,
+                          shape=args.fit_shape)
+        elif pcls is resource_allocation.BalancedAllocation:
+            kwargs["resources"] = args.balanced_resources
+        elif pcls is inter_pod_affinity.InterPodAffinityPriority:
+            kwargs.update(hard_pod_affinity_weight=args.hard_pod_affinity_weight,
+                          ignore_preferred_terms_of_existing_pods=(
+                              args.ignore_preferred_terms_of_existing_pods))
+        elif pcls is pod_topology_spread.PodTopologySpreadPriority:
+            kwargs["default_constraints"] = pod_topology_spread.default_constraints(
+                args.spread_defaulting, args.spread_defaults)
+            kwargs["system_defaulted"] = args.spread_defaulting == "System"
+        priorities.append(pcls(**kwargs))
+    return Policy(tuple(predicates), tuple(priorities), source,
+                  hard_pod_affinity_weight=args.hard_pod_affinity_weight,
+                  scheduler_name=name, percentage_of_nodes_to_score=percentage,
+                  preemption=any(p == "DefaultPreemption" for p, _ in post_filters),
+                  min_candidate_nodes_percentage=args.min_candidate_nodes_percentage,
+                  min_candidate_nodes_absolute=args.min_candidate_nodes_absolute,
+                  bind_timeout_seconds=args.bind_timeout_seconds)
+
+
+_PROFILE_FIELDS = ("schedulerName", "percentageOfNodesToScore", "plugins", "pluginConfig")
+
+
+def _profile(raw: Any, path: str, default_name: str, problems: _Problems,
+             source: str) -> Policy | None:
+    doc = _object(raw, path, problems)
+    _fields(doc, path, _PROFILE_FIELDS, problems)
+    name = doc.get("schedulerName", default_name)
+    if not isinstance(name, str) or not name:
+        problems.required(f"{path}.schedulerName")
+        return None
+    percentage = doc.get("percentageOfNodesToScore")
+    if percentage is not None:
+        percentage = _int(percentage, f"{path}.percentageOfNodesToScore", problems, 0)
+        if not 0 <= percentage <= 100:
+            problems.invalid(f"{path}.percentageOfNodesToScore", percentage,
+                             "not in valid range [0-100]")
+    plugins = _object(doc.get("plugins"), f"{path}.plugins", problems)
+    _fields(plugins, f"{path}.plugins", ("multiPoint", *POINTS), problems)
+    custom_multi = _plugin_set(plugins.get("multiPoint"), f"{path}.plugins.multiPoint",
+                               problems)
+    multipoint, multi_disabled = merge_plugin_set(DEFAULT_PLUGINS, custom_multi)
+    for i, (plugin, _) in enumerate(custom_multi.enabled):
+        if plugin == "*":
+            problems.invalid(f"{path}.plugins.multiPoint.enabled[{i}].name", plugin,
+                             "only disabled may name \"*\"")
+    multipoint = [(n, w) for n, w in multipoint if n != "*" and n not in multi_disabled]
+    by_point: dict[str, list[tuple[str, int]]] = {}
+    for point in POINTS:
+        where = f"{path}.plugins.{point}"
+        custom = _plugin_set(plugins.get(point), where, problems)
+        specific, disabled = merge_plugin_set((), custom)
+        specific = [(n, w) for n, w in specific if n != "*"]
+        by_point[point] = expand(multipoint, point, specific, disabled, f"{path}.plugins",
+                                 problems)
+    for i, (_, weight) in enumerate(by_point["score"]):
+        if weight > 100:
+            problems.invalid(f"{path}.plugins.score[{i}].weight", weight,
+                             "exceeds the maximum weight of a score plugin (100)")
+    sorts = by_point["queueSort"]
+    if len(sorts) > 1:
+        problems.invalid(f"{path}.plugins.queueSort.Enabled", len(sorts),
+                         "only one queue sort plugin can be enabled")
+    if not by_point["bind"]:
+        problems.invalid(f"{path}.plugins.bind", "", "at least one bind plugin is needed")
+    args = _plugin_args(doc.get("pluginConfig"), f"{path}.pluginConfig", problems)
+    return _build_profile(name, percentage, by_point["filter"], by_point["score"],
+                          by_point["postFilter"], args, source)
+
+
+_TOP_FIELDS = ("apiVersion", "kind", "parallelism", "leaderElection", "clientConnection",
+               "healthzBindAddress", "metricsBindAddress", "debuggingConfiguration",
+               "percentageOfNodesToScore", "podInitialBackoffSeconds", "podMaxBackoffSeconds",
+               "profiles", "extenders", "delayCacheUntilActive")
+_LEADER_FIELDS = ("leaderElect", "leaseDuration", "renewDeadline", "retryPeriod",
+                  "resourceLock", "resourceName", "resourceNamespace")
+_CLIENT_FIELDS = ("kubeconfig", "acceptContentTypes", "contentType", "qps", "burst")
+
+
+def _leader_election(raw: Any, problems: _Problems) -> LeaderElection:
+    doc = _object(raw, "leaderElection", problems)
+    _fields(doc, "leaderElection", _LEADER_FIELDS, problems)
+    base = LeaderElection()
+    lock = doc.get("resourceLock", base.resource_lock)
+    if lock != "leases":
+        problems.invalid("leaderElection.resourceLock", lock,
+                         'resourceLock value must be "leases"')
+    out = LeaderElection(
+        leader_elect=_bool(doc.get("leaderElect"), "leaderElection.leaderElect", problems,
+                           base.leader_elect),
+        lease_duration=_duration(doc.get("leaseDuration"), "leaderElection.leaseDuration",
+                                 problems, base.lease_duration),
+        renew_deadline=_duration(doc.get("renewDeadline"), "leaderElection.renewDeadline",
+                                 problems, base.renew_deadline),
+        retry_period=_duration(doc.get("retryPeriod"), "leaderElection.retryPeriod", problems,
+                               base.retry_period),
+        resource_name=str(doc.get("resourceName") or base.resource_name),
+        resource_namespace=str(doc.get("resourceNamespace") or base.resource_namespace))
+    if out.leader_elect:
+        # component-base/config/validation: ValidateLeaderElectionConfiguration
+        if out.lease_duration <= 0:
+            problems.invalid("leaderElection.leaseDuration", doc.get("leaseDuration"),
+                             "must be greater than zero")
+        if out.renew_deadline <= 0:
+            problems.invalid("leaderElection.renewDeadline", doc.get("renewDeadline"),
+                             "must be greater than zero")
+        if out.retry_period <= 0:
+            problems.invalid("leaderElection.retryPeriod", doc.get("retryPeriod"),
+                             "must be greater than zero")
+        if out.lease_duration <= out.renew_deadline:
+            problems.invalid("leaderElection.leaseDuration", doc.get("leaseDuration"),
+                             "LeaseDuration must be greater than RenewDeadline")
+    return out
+
+
+def load_config(text: str, source: str = "<config>",
+                default_scheduler_name: str = DEFAULT_SCHEDULER_NAME) -> SchedulerConfig:
+    """Decode, default and validate a KubeSchedulerConfiguration (YAML or JSON); raise
+    :class:`PolicyError` listing every problem. A profile without ``schedulerName`` gets
+    ``default_scheduler_name`` (berthmaster's, not upstream's ``default-scheduler``, which
+    would take the cluster's own scheduler's pods)."""
+    problems = _Problems()
+    try:
+        doc = safe_load(text) if text.strip() else {}
+    except yaml.YAMLError as error:
+        raise PolicyError(source, [f"not YAML or JSON: {error}"],
+                          document="scheduler configuration") from None
+    if doc is None:
+        doc = {}
+    if not isinstance(doc, Mapping):
+        raise PolicyError(source, ["the file must be an object with kind: "
+                                   "KubeSchedulerConfiguration"],
+                          document="scheduler configuration")
+    if doc.get("kind", KIND) != KIND:
+        problems.invalid("kind", doc.get("kind"), f"must be {KIND}")
+    if doc.get("apiVersion", API_VERSION) != API_VERSION:
+        problems.invalid("apiVersion", doc.get("apiVersion"),
+                         f"must be {API_VERSION} (the only version kube-scheduler 1.35 reads)")
+    _fields(doc, "", _TOP_FIELDS, problems)
+    if doc.get("extenders"):
+        problems.forbidden("extenders", "scheduler extenders are not supported by berthmaster; "
+                           "write a Python plugin instead (docs/scheduler.md)")
+    percentage = _int(doc.get("percentageOfNodesToScore"), "percentageOfNodesToScore",
+                      problems, 0)
+    if not 0 <= percentage <= 100:
+        problems.invalid("percentageOfNodesToScore", percentage, "not in valid range [0-100]")
+    initial = _int(doc.get("podInitialBackoffSeconds"), "podInitialBackoffSeconds", problems, 1)
+    maximum = _int(doc.get("podMaxBackoffSeconds"), "podMaxBackoffSeconds", problems, 10)
+    if initial <= 0:
+        problems.invalid("podInitialBackoffSeconds", initial, "must be greater than 0")
+    if maximum < initial:
+        problems.invalid("podMaxBackoffSeconds", maximum,
+                         "must be greater than or equal to PodInitialBackoffSeconds")
+    parallelism = _int(doc.get("parallelism"), "parallelism", problems, 16)
+    if parallelism <= 0:
+        problems.invalid("parallelism", parallelism, "should be an integer value greater "
+                         "than zero")
+    election = _leader_election(doc.get("leaderElection"), problems)
+    client = _object(doc.get("clientConnection"), "clientConnection", problems)
+    _fields(client, "clientConnection", _CLIENT_FIELDS, problems)
+    qps = _number(client.get("qps"), "clientConnection.qps", problems, 50.0)
+    burst = _int(client.get("burst"), "clientConnection.burst", problems, 100)
+    raw_profiles = _list(doc.get("profiles"), "profiles", problems) or [{}]
+    profiles: list[Policy] = []
+    names: dict[str, int] = {}
+    for i, raw in enumerate(raw_profiles):
+        profile = _profile(raw, f"profiles[{i}]", default_scheduler_name, problems, source)
+        if profile is None:
+            continue
+        if profile.scheduler_name in names:
+            problems.duplicate(f"profiles[{i}].schedulerName",
+                               f"profiles[{names[profile.scheduler_name]}].schedulerName")
+        names.setdefault(profile.scheduler_name, i)
+        profiles.append(profile)
+    if problems.items:
+        raise PolicyError(source, problems.items, document="scheduler configuration")
+    return SchedulerConfig(tuple(profiles), percentage, initial, maximum, election, qps, burst,
+                           source)
+
+
+def default_config(scheduler_name: str = DEFAULT_SCHEDULER_NAME) -> SchedulerConfig:
+    """An empty configuration, defaulted: one profile, kube-scheduler 1.35's default."""
+    return load_config("", "default profile", scheduler_name)
+
+
+def default_profile(scheduler_name: str = DEFAULT_SCHEDULER_NAME) -> Policy:
+    """kube-scheduler 1.35's default profile (what berthmaster runs with no configuration)."""
+    return default_config(scheduler_name).profiles[0]

@@ -1,0 +1,207 @@
+"""KubeSchedulerConfiguration: defaults, plugin merging, validation, and the default profile's
+node choice.
+
+Upstream: pkg/scheduler/apis/config/v1/default_plugins.go (getDefaultPlugins, mergePluginSet),
+apis/config/v1/defaults.go, apis/config/validation/validation.go and validation_pluginargs.go,
+framework/runtime/framework.go (expandMultiPointPlugins).
+"""
+
+from __future__ import annotations
+
+import textwrap
+from typing import Any
+
+import pytest
+
+from berthmaster.errors import PolicyError
+from berthmaster.scheduler.config import default_profile, load_config
+from berthmaster.scheduler.engine import Engine
+from berthmaster.scheduler.plugins import resource_allocation
+from berthmaster.scheduler.snapshot import Snapshot
+from tests.support.builders import make_node, make_pod, taint
+
+
+def _config(text: str) -> Any:
+    return load_config(textwrap.dedent(text), "test.yaml")
+
+
+def _problems(text: str) -> list[str]:
+    with pytest.raises(PolicyError) as caught:
+        _config(text)
+    return caught.value.problems
+
+
+def test_the_default_profile_is_kube_scheduler_135s() -> None:
+    profile = default_profile()
+    assert profile.scheduler_name == "berthmaster"
+    assert [p.name for p in profile.predicates] == [
+        "NodeUnschedulable", "NodeName", "TaintToleration", "NodeAffinity", "NodePorts",
+        "NodeResourcesFit", "VolumeRestrictions", "NodeVolumeLimits", "VolumeBinding",
+        "VolumeZone", "PodTopologySpread", "InterPodAffinity"]
+    assert [(p.name, p.weight) for p in profile.priorities] == [
+        ("TaintToleration", 3), ("NodeAffinity", 2), ("NodeResourcesFit", 1),
+        ("PodTopologySpread", 2), ("InterPodAffinity", 2),
+        ("NodeResourcesBalancedAllocation", 1), ("ImageLocality", 1)]
+    assert profile.preemption
+
+
+def test_a_prefer_no_schedule_taint_outweighs_free_cpu() -> None:
+    """Node a is empty but tainted spot=true:PreferNoSchedule; node b has 3.5 of its 4 CPUs
+    requested. kube-scheduler 1.35 picks b: TaintToleration 100 x 3 against 0 outweighs what
+    LeastAllocated and BalancedAllocation give a."""
+    nodes = [make_node("a", cpu="4", memory="8Gi",
+                       taints=[taint("spot", "true", "PreferNoSchedule")]),
+             make_node("b", cpu="4", memory="8Gi")]
+    existing = [make_pod("busy", cpu="3500m", memory="1Gi", node_name="b")]
+    pod = make_pod("p", cpu="500m", memory="512Mi")
+    decision = Engine(seed=1).schedule(pod, Snapshot.build(nodes=nodes, pods=existing),
+                                       explain=True)
+    assert decision.node == "b"
+    a, b = decision.priority_scores["a"], decision.priority_scores["b"]
+    assert (a["TaintToleration"], b["TaintToleration"]) == (0, 100)
+    # least allocated: a cpu (4000-500)*100/4000 = 87, memory (8192-512)*100/8192 = 93 -> 90;
+    # b cpu 0, memory (8192-1536)*100/8192 = 81 -> 40
+    assert (a["NodeResourcesFit"], b["NodeResourcesFit"]) == (90, 40)
+    # balanced: a 1/8 and 1/16 -> (1 - 1/32) * 100 = 96; b 1 and 3/16 -> 59
+    assert (a["NodeResourcesBalancedAllocation"], b["NodeResourcesBalancedAllocation"]) == \
+        (96, 59)
+    assert decision.scores == {"a": 90 + 96, "b": 300 + 40 + 59}
+
+
+def test_two_profiles_with_their_own_strategies() -> None:
+    config = _config("""
+        apiVersion: kubescheduler.config.k8s.io/v1
+        kind: KubeSchedulerConfiguration
+        percentageOfNodesToScore: 50
+        profiles:
+        - schedulerName: spread
+        - schedulerName: pack
+          plugins:
+            score:
+              disabled: [{name: "*"}]
+              enabled: [{name: NodeResourcesFit, weight: 5}]
+          pluginConfig:
+          - name: NodeResourcesFit
+            args:
+              scoringStrategy:
+                type: MostAllocated
+                resources: [{name: cpu, weight: 3}, {name: memory, weight: 1}]
+        """)
+    spread, pack = config.profiles
+    assert config.scheduler_names == ("spread", "pack")
+    assert config.percentage_of_nodes_to_score == 50
+    assert len(spread.priorities) == 7
+    (fit,) = pack.priorities
+    assert (fit.name, fit.weight, fit.strategy, fit.resources) == \
+        ("NodeResourcesFit", 5, "MostAllocated", (("cpu", 3), ("memory", 1)))
+    # filters are untouched by a score-only change
+    assert [p.name for p in pack.predicates] == [p.name for p in spread.predicates]
+
+
+def test_merging_keeps_the_default_order_and_appends() -> None:
+    """mergePluginSet: a re-configured default keeps its place; disabled ones go; new ones
+    are appended; a specific extension point's entry runs before MultiPoint's."""
+    config = _config("""
+        profiles:
+        - schedulerName: x
+          plugins:
+            multiPoint:
+              enabled: [{name: NodeAffinity, weight: 7}]
+              disabled: [{name: ImageLocality}, {name: DefaultPreemption}]
+            filter:
+              enabled: [{name: InterPodAffinity}]
+        """)
+    (profile,) = config.profiles
+    names = [p.name for p in profile.predicates]
+    assert names[0] == "InterPodAffinity" and names.count("InterPodAffinity") == 1
+    assert dict((p.name, p.weight) for p in profile.priorities)["NodeAffinity"] == 7
+    assert "ImageLocality" not in {p.name for p in profile.priorities}
+    assert not profile.preemption
+
+
+@pytest.mark.parametrize(("text", "wanted"), [
+    ("percentageOfNodesToScore: 101",
+     "percentageOfNodesToScore: Invalid value: 101: not in valid range [0-100]"),
+    ("podInitialBackoffSeconds: 0",
+     "podInitialBackoffSeconds: Invalid value: 0: must be greater than 0"),
+    ("podInitialBackoffSeconds: 5\npodMaxBackoffSeconds: 2",
+     "podMaxBackoffSeconds: Invalid value: 2: must be greater than or equal to "
+     "PodInitialBackoffSeconds"),
+    ("profiles: [{schedulerName: a}, {schedulerName: a}]",
+     'profiles[1].schedulerName: Duplicate value: "profiles[0].schedulerName"'),
+    ("profiles: [{schedulerName: a, pluginConfig: [{name: NodeResourcesFit, args: "
+     "{scoringStrategy: {type: Fancy}}}]}]",
+     'profiles[0].pluginConfig[0].args.scoringStrategy.type: Unsupported value: "Fancy": '
+     'supported values: "LeastAllocated", "MostAllocated", "RequestedToCapacityRatio"'),
+    ("profiles: [{schedulerName: a, plugins: {score: {enabled: [{name: ImageLocality}, "
+     "{name: NodePorts}]}}}]",
+     "profiles[0].plugins.score.enabled[1].name: Invalid value: \"NodePorts\": plugin "
+     "'NodePorts' does not extend ScorePlugin"),
+    ("profiles: [{schedulerName: a, pluginConfig: [{name: InterPodAffinity, args: "
+     "{hardPodAffinityWeight: 101}}]}]",
+     "profiles[0].pluginConfig[0].args.hardPodAffinityWeight: Invalid value: 101: not in "
+     "valid range [0, 100]"),
+    ("profiles: [{schedulerName: a, pluginConfig: [{name: PodTopologySpread, args: "
+     "{defaultingType: System, defaultConstraints: [{maxSkew: 1, topologyKey: zone, "
+     "whenUnsatisfiable: DoNotSchedule}]}}]}]",
+     'profiles[0].pluginConfig[0].args.defaultingType: Invalid value: "System": when '
+     ".defaultConstraints are not empty"),
+    ("profiles: [{schedulerName: a, plugins: {filter: {enabled: [{name: Licence}]}}}]",
+     'profiles[0].plugins.filter.enabled[0].name: Invalid value: "Licence": no such plugin '
+     "in berthmaster; its plugins are: DefaultBinder, DefaultPreemption, ImageLocality"),
+    ("profile: []",
+     'profile: strict decoding error: unknown field "profile"'),
+    ("leaderElection: {leaseDuration: 5s, renewDeadline: 10s}",
+     'leaderElection.leaseDuration: Invalid value: "5s": LeaseDuration must be greater than '
+     "RenewDeadline"),
+])
+def test_a_bad_file_names_the_field(text: str, wanted: str) -> None:
+    problems = _problems(text)
+    assert any(p.startswith(wanted) for p in problems), problems
+
+
+def test_requested_to_capacity_ratio_shape() -> None:
+    """requested_to_capacity_ratio.go: the shape scaled to 0..100; only positive scores
+    count toward the weighted average, rounded."""
+    config = _config("""
+        profiles:
+        - schedulerName: r
+          pluginConfig:
+          - name: NodeResourcesFit
+            args:
+              scoringStrategy:
+                type: RequestedToCapacityRatio
+                resources: [{name: cpu, weight: 1}, {name: memory, weight: 1}]
+                requestedToCapacityRatio:
+                  shape: [{utilization: 0, score: 0}, {utilization: 100, score: 10}]
+        """)
+    fit = next(p for p in config.profiles[0].priorities if p.name == "NodeResourcesFit")
+    nodes = [make_node("a", cpu="4", memory="4Gi")]
+    snapshot = Snapshot.build(nodes=nodes)
+    from berthmaster.scheduler.model import PodView
+
+    # cpu 1000/4000 -> 25, memory 1Gi/4Gi -> 25
+    assert fit.scores(PodView.from_dict(make_pod("p", cpu="1", memory="1Gi")), snapshot,
+                      snapshot.node_list()) == [25]
+
+
+@pytest.mark.parametrize(("fractions", "want"), [
+    ([0.5, 0.5], 100), ([1.0, 0.0], 50), ([2.0, 0.0], 50), ([0.2, 0.4, 0.9], 70), ([], 100)])
+def test_balanced_allocation_is_one_minus_the_standard_deviation(fractions: list[float],
+                                                                want: int) -> None:
+    assert resource_allocation.balanced(fractions) == want
+
+
+@pytest.mark.parametrize(("a", "b", "want"), [(7, 2, 3), (-7, 2, -3), (7, -2, -3), (-7, -2, 3)])
+def test_go_division_truncates_toward_zero(a: int, b: int, want: int) -> None:
+    assert resource_allocation.go_div(a, b) == want
+
+
+def test_a_best_effort_pod_skips_balanced_allocation() -> None:
+    """balanced_allocation.go, PreScore: no request of any configured resource -> Skip."""
+    snapshot = Snapshot.build(nodes=[make_node("a"), make_node("b")])
+    from berthmaster.scheduler.model import PodView
+
+    pod = PodView.from_dict(make_pod("p", cpu=None, memory=None))
+    assert resource_allocation.BalancedAllocation().scores(pod, snapshot,
+                                                           snapshot.node_list()) == 0
