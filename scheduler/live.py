@@ -30,8 +30,8 @@ import yaml
 from berthmaster.documents import read_text
 from berthmaster.errors import ConfigurationError, ConnectivityError
 from berthmaster.kube import CORE, KubeClient, KubeError, resource_path
-from berthmaster.scheduler.daemon.cache import RESOURCES, Resource
 from berthmaster.scheduler.config import default_profile
+from berthmaster.scheduler.daemon.cache import RESOURCES, Resource
 from berthmaster.scheduler.policy import Policy, load_policy
 
 JSON = dict[str, Any]

@@ -35,9 +35,9 @@ import yaml
 
 from berthmaster.documents import load_documents, read_text
 from berthmaster.errors import PolicyError
+from berthmaster.scheduler.config import default_profile
 from berthmaster.scheduler.engine import Decision, Engine
 from berthmaster.scheduler.model import PodView, resolve_priority
-from berthmaster.scheduler.config import default_profile
 from berthmaster.scheduler.policy import Policy, load_policy
 from berthmaster.scheduler.preemption import evaluate_preemption, failed_scheduling_message
 from berthmaster.scheduler.shape import shape_problem

@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
-from berthmaster.scheduler.daemon.service import SchedulerService, options
 from berthmaster.scheduler.config import default_profile
+from berthmaster.scheduler.daemon.service import SchedulerService, options
 
 
 @dataclass
