@@ -817,6 +817,20 @@ class NodeView:
         return f"NodeView({self.name})"
 
 
+ZONE_LABELS = ("topology.kubernetes.io/zone", "failure-domain.beta.kubernetes.io/zone")
+REGION_LABELS = ("topology.kubernetes.io/region", "failure-domain.beta.kubernetes.io/region")
+
+
+def zone_key(labels: Mapping[str, str]) -> str:
+    """component-helpers/node/topology, GetZoneKey: "region:\\x00:zone", or "" for a node
+    with neither label."""
+    region = next((labels[k] for k in REGION_LABELS if k in labels), "")
+    zone = next((labels[k] for k in ZONE_LABELS if k in labels), "")
+    if not region and not zone:
+        return ""
+    return f"{region}:\x00:{zone}"
+
+
 def normalized_image_name(name: str) -> str:
     """Add the ``:latest`` tag an image reference without tag or digest implies."""
     last = name.rsplit("/", 1)[-1]

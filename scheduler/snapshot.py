@@ -29,6 +29,7 @@ import copy
 import dataclasses
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
+from itertools import zip_longest
 from typing import Any
 
 from berthmaster.scheduler.domains import WATCHES, Domains
@@ -47,6 +48,7 @@ from berthmaster.scheduler.model import (
     label_selector,
     resolve_priority,
     selector_from_map,
+    zone_key,
 )
 from berthmaster.scheduler.term_anchors import TermsBySelector
 
@@ -204,6 +206,10 @@ class Snapshot:
     def __init__(self) -> None:
         self._nodes: dict[str, NodeInfo] = {}
         self._order: list[NodeInfo] | None = []
+        # NodeTree (pkg/scheduler/backend/cache/node_tree.go): zone key -> its nodes in the
+        # order they joined it; zones in the order they first appeared
+        self._zones: dict[str, list[str]] = {}
+        self._zone_of: dict[str, str] = {}
         self.label_index: dict[str, dict[str, set[str]]] = {}
         self._pods: dict[str, PodView] = {}
         self._pods_by_node: dict[str, dict[str, PodView]] = {}
@@ -296,14 +302,17 @@ class Snapshot:
         if info is None:
             info = NodeInfo(view)
             self._nodes[name] = info
-            if self._order is not None:
-                self._order.append(info)
+            self._join_zone(name, zone_key(view.labels))
             for pod in self._pods_by_node.get(name, {}).values():
                 info.add_pod(pod)
             self.topology_epoch += 1
         else:
             if info.labels != view.labels:
                 self.topology_epoch += 1
+                zone = zone_key(view.labels)
+                if zone != self._zone_of.get(name):
+                    self._leave_zone(name)
+                    self._join_zone(name, zone)
             self._unindex_node(info)
             info.set_view(view)
         self._index_node(info)
@@ -315,10 +324,24 @@ class Snapshot:
         if info is None:
             return
         self._unindex_node(info)
-        self._order = None
+        self._leave_zone(name)
         self.topology_epoch += 1
         self.node_cache.clear()
         self.generation += 1
+
+    def _join_zone(self, name: str, zone: str) -> None:
+        self._zones.setdefault(zone, []).append(name)
+        self._zone_of[name] = zone
+        self._order = None
+
+    def _leave_zone(self, name: str) -> None:
+        zone = self._zone_of.pop(name, None)
+        members = self._zones.get(zone) if zone is not None else None
+        if members is not None:
+            members.remove(name)
+            if not members:
+                del self._zones[zone]  # type: ignore[arg-type]  # found above, so not None
+        self._order = None
 
     def _index_node(self, info: NodeInfo) -> None:
         for k, v in info.labels.items():
@@ -636,9 +659,17 @@ class Snapshot:
         return self._nodes
 
     def node_list(self) -> list[NodeInfo]:
-        """Nodes in a stable order (insertion order), the order the engine rotates through."""
+        """Nodes in kube-scheduler's order, the order the engine rotates through: zone by zone
+        in turn, one node of each zone at a time (node_tree.go, list), so a sample of the
+        first nodes spreads over the zones."""
         if self._order is None:
-            self._order = list(self._nodes.values())
+            zones = list(self._zones.values())
+            nodes = self._nodes
+            if len(zones) == 1:
+                self._order = [nodes[n] for n in zones[0]]
+            else:
+                self._order = [nodes[n] for row in zip_longest(*zones) for n in row
+                               if n is not None]
         return self._order
 
     def node(self, name: str) -> NodeInfo | None:

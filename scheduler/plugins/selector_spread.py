@@ -12,25 +12,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from berthmaster.scheduler.model import LabelSelector, PodView
+from berthmaster.scheduler.model import LabelSelector, PodView, zone_key
 from berthmaster.scheduler.plugins.base import MAX_PRIORITY, Priority
 from berthmaster.scheduler.snapshot import NodeInfo, Snapshot
 
 NAME = "SelectorSpreadPriority"
 ALIASES = ("ServiceSpreadingPriority", "SelectorSpread")
 ZONE_WEIGHTING = 2.0 / 3.0
-ZONE_LABELS = ("topology.kubernetes.io/zone", "failure-domain.beta.kubernetes.io/zone")
-REGION_LABELS = ("topology.kubernetes.io/region", "failure-domain.beta.kubernetes.io/region")
-
-
-def zone_key(labels: dict[str, str]) -> str:
-    region = next((labels[k] for k in REGION_LABELS if k in labels), "")
-    zone = next((labels[k] for k in ZONE_LABELS if k in labels), "")
-    if not region and not zone:
-        return ""
-    return f"{region}:\x00:{zone}"
-
-
 def peer_counts(pod: PodView, selectors: Sequence[LabelSelector], snapshot: Snapshot
                 ) -> dict[str, int]:
     """node name -> number of the pod's peers counted there."""

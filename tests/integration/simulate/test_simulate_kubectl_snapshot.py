@@ -59,6 +59,6 @@ spec:
     # the full node lacks cpu, the tainted one is not tolerated: only the free node fits
     assert placement["node"] == free["metadata"]["name"]
     verdicts = placement["nodes"]
-    assert verdicts[full_name]["predicates"]["GeneralPredicates"] == "Insufficient cpu"
-    assert verdicts[tainted["metadata"]["name"]]["predicates"]["PodToleratesNodeTaints"] == \
+    assert verdicts[full_name]["predicates"]["NodeResourcesFit"] == "Insufficient cpu"
+    assert verdicts[tainted["metadata"]["name"]]["predicates"]["TaintToleration"] == \
         "node(s) had untolerated taint {dedicated: gpu}"

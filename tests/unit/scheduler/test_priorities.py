@@ -31,9 +31,11 @@ ZONE = "topology.kubernetes.io/zone"
 def scores(priority: Priority, pod: dict[str, Any], nodes: list[dict[str, Any]],
            existing: list[dict[str, Any]] = (), **objects: Any) -> list[int]:
     snap = Snapshot.build(nodes=nodes, pods=existing, **objects)
-    infos = snap.node_list()
+    infos = snap.node_list()  # zone by zone in turn: not always the order given
     got = priority.scores(PodView.from_dict(pod), snap, infos)
-    return [got] * len(infos) if isinstance(got, int) else got
+    by_name = dict(zip((n.name for n in infos),
+                       [got] * len(infos) if isinstance(got, int) else got, strict=True))
+    return [by_name[n["metadata"]["name"]] for n in nodes]
 
 
 def R(name: str, **args: Any) -> Priority:

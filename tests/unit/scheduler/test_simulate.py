@@ -118,9 +118,9 @@ def test_simulate_yaml_explain(tmp_path, capsys):
     out = yaml.safe_load(capsys.readouterr().out)["placements"]
     web = out[1]
     assert web["nodes"]["node1"]["fits"] is False
-    assert web["nodes"]["node1"]["predicates"]["PodToleratesNodeTaints"] == \
+    assert web["nodes"]["node1"]["predicates"]["TaintToleration"] == \
         "node(s) had untolerated taint {key1: value1}"
-    assert web["nodes"]["node2"]["scores"]["LeastRequestedPriority"] >= 0
+    assert web["nodes"]["node2"]["scores"]["NodeResourcesFit"] >= 0
 
 
 def test_simulate_table(tmp_path, capsys):
@@ -129,7 +129,7 @@ def test_simulate_table(tmp_path, capsys):
     out = capsys.readouterr().out.splitlines()
     assert out[0].split() == ["POD", "NODE", "NOMINATED", "VICTIMS", "MESSAGE"]
     assert out[1].split()[:4] == ["default/big", "<none>", "node2", "default/low"]
-    assert any("node1: rejected: PodToleratesNodeTaints" in line for line in out)
+    assert any("node1: rejected: TaintToleration" in line for line in out)
 
 
 def test_simulate_with_policy_file(tmp_path, capsys):
