@@ -20,6 +20,14 @@ reads ``HTTPS_PROXY``/``NO_PROXY`` and never ``.netrc``.
 
 Rate limiting is a token bucket (``qps``/``burst``), as client-go's, so a component can be
 benchmarked at kube-scheduler's default client limits or with them lifted.
+
+Watch streams are split into lines here (:class:`LineSplitter`), not by aiohttp's line
+iterator: that one raises ``LineTooLong`` past its read buffer's high-water mark (a few hundred
+KiB), while one watch line carries a whole object and the API server accepts requests of up to
+3 MiB. The splitter buffers a partial line across chunks, as kopf's ``_iter_lines``
+(kopf/_cogs/clients/api.py) does, and refuses only a line over :data:`MAX_LINE_BYTES`,
+client-go's bound for one decoded watch frame (apimachinery's
+``pkg/runtime/serializer/streaming/streaming.go``: ``maxBytes``, ``ErrObjectTooLarge``).
 """
 
 from __future__ import annotations
@@ -28,7 +36,7 @@ import asyncio
 import logging
 import os
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Iterable, Iterator, Mapping
 from typing import Any
 from urllib.parse import quote, urlencode
 
@@ -51,6 +59,13 @@ _log = logging.getLogger("berthmaster.kube")
 CONNECT_ATTEMPTS = 4
 
 JSON = dict[str, Any]
+
+# The longest watch line accepted: client-go's streaming decoder stops at 16 MiB per object
+# (apimachinery pkg/runtime/serializer/streaming/streaming.go, maxBytes), far above the API
+# server's 3 MiB request limit. Reads of the stream are at most WATCH_CHUNK_BYTES at a time
+# (kopf's _iter_lines chunk size).
+MAX_LINE_BYTES = 16 * 1024 * 1024
+WATCH_CHUNK_BYTES = 1024 * 1024
 
 # API group/version paths for the kinds the project touches, so callers say what, not where.
 CORE = "/api/v1"
@@ -134,6 +149,66 @@ class TokenBucket:
                 self._tokens = 0.0
             else:
                 self._tokens -= 1
+
+
+class WatchLineTooLong(ValueError):
+    """A watch line longer than :data:`MAX_LINE_BYTES` (client-go's ``ErrObjectTooLarge``).
+
+    A ``ValueError``, as a line that is not JSON: the stream cannot be trusted past it, and an
+    informer starts over from a fresh list."""
+
+
+class LineSplitter:
+    """Splits a byte stream, fed in chunks of any size, into its ``\\n``-terminated lines.
+
+    A line split across chunks is kept in a buffer until its end arrives; each chunk is searched
+    once, so a line of many chunks costs linear time. Blank lines are dropped (the API server
+    sends none; a watch line is never blank). :meth:`end` gives what is left after the last
+    ``\\n`` once the stream has ended."""
+
+    def __init__(self, max_line: int = MAX_LINE_BYTES):
+        self.max_line = max_line
+        self._partial = bytearray()
+
+    def feed(self, chunk: bytes) -> list[bytes]:
+        lines: list[bytes] = []
+        start = 0
+        while (end := chunk.find(b"\n", start)) >= 0:
+            if self._partial:
+                self._partial += memoryview(chunk)[start:end]
+                line = bytes(self._partial)
+                self._partial.clear()
+            else:
+                line = chunk[start:end]
+            self._check(len(line))
+            if line.strip():
+                lines.append(line)
+            start = end + 1
+        if start < len(chunk):
+            self._partial += memoryview(chunk)[start:]
+            self._check(len(self._partial))
+        return lines
+
+    def end(self) -> bytes | None:
+        """The last line when the stream did not end with ``\\n`` (``None`` if it did)."""
+        line = bytes(self._partial)
+        self._partial.clear()
+        return line if line.strip() else None
+
+    def _check(self, length: int) -> None:
+        if length > self.max_line:
+            self._partial.clear()
+            raise WatchLineTooLong(f"a watch line is longer than {self.max_line} bytes")
+
+
+def split_lines(chunks: Iterable[bytes], max_line: int = MAX_LINE_BYTES) -> Iterator[bytes]:
+    """The lines of a stream given as ``chunks`` (see :class:`LineSplitter`)."""
+    splitter = LineSplitter(max_line)
+    for chunk in chunks:
+        yield from splitter.feed(chunk)
+    last = splitter.end()
+    if last is not None:
+        yield last
 
 
 class KubeClient:
@@ -399,17 +474,25 @@ class KubeClient:
                     body = orjson.loads(raw) if raw else {}
                     raise KubeError(response.status, body.get("reason", ""),
                                     body.get("message", ""), body)
-                async for line in response.content:
-                    if not line.strip():
-                        continue
-                    event = orjson.loads(line)
-                    if event.get("type") == "ERROR":
-                        status = event.get("object") or {}
-                        raise KubeError(int(status.get("code") or 500), status.get("reason", ""),
-                                        status.get("message", ""), status)
-                    yield event
+                splitter = LineSplitter()
+                async for chunk in response.content.iter_chunked(WATCH_CHUNK_BYTES):
+                    for line in splitter.feed(chunk):
+                        yield _watch_event(line)
+                last = splitter.end()
+                if last is not None:
+                    yield _watch_event(last)
         except (TimeoutError, aiohttp.ClientError) as error:
             raise KubeError(0, "ConnectionError", f"watch {path}: {error!r}") from error
+
+
+def _watch_event(line: bytes) -> JSON:
+    """One watch line decoded; an ``ERROR`` event raised as the :class:`KubeError` it carries."""
+    event: JSON = orjson.loads(line)
+    if event.get("type") == "ERROR":
+        status = event.get("object") or {}
+        raise KubeError(int(status.get("code") or 500), status.get("reason", ""),
+                        status.get("message", ""), status)
+    return event
 
 
 def _proxy_for(host: str, configured: str | None) -> tuple[str | None, aiohttp.BasicAuth | None]:
