@@ -28,6 +28,11 @@ KiB), while one watch line carries a whole object and the API server accepts req
 (kopf/_cogs/clients/api.py) does, and refuses only a line over :data:`MAX_LINE_BYTES`,
 client-go's bound for one decoded watch frame (apimachinery's
 ``pkg/runtime/serializer/streaming/streaming.go``: ``maxBytes``, ``ErrObjectTooLarge``).
+
+Every request says who sends it: a ``User-Agent`` in client-go's shape (``rest/config.go``:
+``DefaultKubernetesUserAgent``), e.g. ``berthmaster-scheduler/0.1.0 (linux/amd64)``, with a
+suffix for a component's second client (``.../leader-election``, as ``rest.AddUserAgent``), so
+the API server's audit log and its per-user-agent metrics tell the components apart.
 """
 
 from __future__ import annotations
@@ -35,6 +40,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import platform
+import sys
 import time
 from collections.abc import AsyncIterator, Iterable, Iterator, Mapping
 from typing import Any
@@ -45,7 +52,7 @@ import orjson
 import yarl
 from aiohttp.helpers import get_env_proxy_for_url
 
-from berthmaster import lean_client
+from berthmaster import __version__, lean_client
 from berthmaster.errors import ConfigurationError, ConnectivityError
 
 lean_client.load()  # before kubernetes_asyncio's first import: see lean_client
@@ -211,12 +218,25 @@ def split_lines(chunks: Iterable[bytes], max_line: int = MAX_LINE_BYTES) -> Iter
         yield last
 
 
+def user_agent(component: str = "berthmaster", suffix: str = "") -> str:
+    """``component/version (os/arch)`` plus ``/suffix``: client-go's User-Agent shape
+    (rest/config.go: ``buildUserAgent``, ``AddUserAgent``), without its ``kubernetes/<commit>``
+    part (a Python distribution has no build commit)."""
+    machine = platform.machine().lower()
+    arch = {"x86_64": "amd64", "aarch64": "arm64", "armv7l": "arm"}.get(machine, machine)
+    agent = f"{component}/{__version__} ({sys.platform}/{arch})"
+    return f"{agent}/{suffix}" if suffix else agent
+
+
 class KubeClient:
     """Raw-JSON access to one API server. Create with :meth:`from_kubeconfig` or
-    :meth:`in_cluster`, close with :meth:`close` (or ``async with``)."""
+    :meth:`in_cluster`, close with :meth:`close` (or ``async with``). ``agent`` is the
+    User-Agent it sends (:func:`user_agent`)."""
 
-    def __init__(self, api_client: Any, qps: float = 0.0, burst: int = 0):
+    def __init__(self, api_client: Any, qps: float = 0.0, burst: int = 0,
+                 agent: str | None = None):
         self._api = api_client
+        self.user_agent = agent or user_agent()
         self.host: str = api_client.configuration.host.rstrip("/")
         shared: aiohttp.ClientSession = api_client.rest_client.pool_manager
         self._session = aiohttp.ClientSession(connector=shared.connector, connector_owner=False,
@@ -227,7 +247,7 @@ class KubeClient:
     @classmethod
     async def from_kubeconfig(
         cls, path: str | None = None, context: str | None = None, qps: float = 0.0, burst: int = 0,
-        pool_size: int = 64,
+        pool_size: int = 64, agent: str | None = None,
     ) -> KubeClient:
         """A client from a kubeconfig (``path``, else $KUBECONFIG, else ~/.kube/config).
 
@@ -261,10 +281,11 @@ class KubeClient:
                 "--kubeconfig with a working one (kubectl --kubeconfig FILE version checks one)"
             ) from error
         configuration.connection_pool_maxsize = pool_size
-        return cls(k8s_client.ApiClient(configuration), qps, burst)
+        return cls(k8s_client.ApiClient(configuration), qps, burst, agent)
 
     @classmethod
-    def in_cluster(cls, qps: float = 0.0, burst: int = 0, pool_size: int = 64) -> KubeClient:
+    def in_cluster(cls, qps: float = 0.0, burst: int = 0, pool_size: int = 64,
+                   agent: str | None = None) -> KubeClient:
         """A client from the Pod's service account; ConfigurationError outside a Pod."""
         if not os.environ.get("KUBERNETES_SERVICE_HOST"):
             raise ConfigurationError(
@@ -278,12 +299,12 @@ class KubeClient:
                 f"the in-cluster config is not usable ({_one_line(error)}); check the Pod's "
                 "service account token mount (automountServiceAccountToken)") from error
         configuration.connection_pool_maxsize = pool_size
-        return cls(k8s_client.ApiClient(configuration), qps, burst)
+        return cls(k8s_client.ApiClient(configuration), qps, burst, agent)
 
     @classmethod
     async def connect(
         cls, kubeconfig: str | None = None, qps: float = 0.0, burst: int = 0, pool_size: int = 64,
-        attempts: int = CONNECT_ATTEMPTS, context: str | None = None,
+        attempts: int = CONNECT_ATTEMPTS, context: str | None = None, agent: str | None = None,
     ) -> KubeClient:
         """A kubeconfig when given (or $KUBECONFIG / ~/.kube/config exists, or a ``context``
         of one is named), else in-cluster; then check that the API server answers (see
@@ -294,9 +315,9 @@ class KubeClient:
             os.path.expanduser("~/.kube/config")
         ):
             client = await cls.from_kubeconfig(kubeconfig, context=context, qps=qps, burst=burst,
-                                               pool_size=pool_size)
+                                               pool_size=pool_size, agent=agent)
         else:
-            client = cls.in_cluster(qps=qps, burst=burst, pool_size=pool_size)
+            client = cls.in_cluster(qps=qps, burst=burst, pool_size=pool_size, agent=agent)
         try:
             await client.check_reachable(attempts)
         except BaseException:
@@ -352,7 +373,7 @@ class KubeClient:
         await self.close()
 
     async def _headers(self, content_type: str | None) -> dict[str, str]:
-        headers: dict[str, str] = {"Accept": "application/json"}
+        headers: dict[str, str] = {"Accept": "application/json", "User-Agent": self.user_agent}
         if content_type:
             headers["Content-Type"] = content_type
         await self._api.update_params_for_auth(headers, None, ["BearerToken"])

@@ -21,7 +21,7 @@ from typing import Any
 from aiohttp import web
 
 from berthmaster.access import Access, Needs, check
-from berthmaster.kube import KubeClient
+from berthmaster.kube import KubeClient, user_agent
 from berthmaster.scheduler.config import SchedulerConfig
 from berthmaster.scheduler.daemon.binder import Binder
 from berthmaster.scheduler.daemon.cache import ClusterCache
@@ -135,17 +135,22 @@ class SchedulerService:
     async def create(cls, args: argparse.Namespace, policy: Any) -> SchedulerService:
         qps, burst = args.kube_api_qps, args.kube_api_burst
         pool = max(64, args.bind_concurrency * 2)
-        kube = await KubeClient.connect(args.kubeconfig, qps=qps, burst=burst, pool_size=pool)
+        agent = user_agent("berthmaster-scheduler")
+        kube = await KubeClient.connect(args.kubeconfig, qps=qps, burst=burst, pool_size=pool,
+                                        agent=agent)
         try:
             await check(kube, scheduler_needs(args), crd_fix="", rbac_fix=RBAC_FIX)
         except BaseException:
             await kube.close()
             raise
-        event_kube = await KubeClient.connect(args.kubeconfig, qps=qps, burst=burst)
+        event_kube = await KubeClient.connect(args.kubeconfig, qps=qps, burst=burst, agent=agent)
         election_kube = None
         if args.leader_elect:
-            election_kube = await KubeClient.connect(args.kubeconfig, qps=qps, burst=burst,
-                                                     pool_size=4)
+            # "/leader-election" after the agent, as client-go's resourcelock.NewFromKubeconfig
+            # (tools/leaderelection/resourcelock/interface.go) names its client
+            election_kube = await KubeClient.connect(
+                args.kubeconfig, qps=qps, burst=burst, pool_size=4,
+                agent=user_agent("berthmaster-scheduler", "leader-election"))
         return cls(args, policy, kube, event_kube, election_kube)
 
     # ---- state --------------------------------------------------------------------------
