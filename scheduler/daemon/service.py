@@ -106,7 +106,8 @@ class SchedulerService:
         self.queue.on_change = self.metrics.pending
         self.queue.on_incoming = self.metrics.incoming
         self.queue.on_unschedulable = self.metrics.unschedulable
-        self.cache = ClusterCache(kube, self.snapshot, self.queue, self.names)
+        self.cache = ClusterCache(kube, self.snapshot, self.queue, self.names,
+                                  on_restart=self.metrics.informer_restart)
         self.recorder = EventRecorder(event_kube, self.name, self.identity)
         self.elector: LeaderElector | None = None
         if election_kube is not None:
@@ -163,7 +164,12 @@ class SchedulerService:
         return True, "ok"
 
     def ready(self) -> tuple[bool, str]:
-        return (True, "ok") if self.cache.synced else (False, "caches not synced")
+        """Every informer has listed: at start, and again after an informer restarted."""
+        unsynced = [informer.resource_name() for informer in self.cache.informers
+                    if not informer.synced.is_set()]
+        if unsynced:
+            return False, f"caches not synced: {', '.join(unsynced)}"
+        return True, "ok"
 
     # ---- lifecycle ----------------------------------------------------------------------
     async def run(self, stop: asyncio.Event) -> int:
