@@ -22,12 +22,13 @@ Rate limiting is a token bucket (``qps``/``burst``), as client-go's, so a compon
 benchmarked at kube-scheduler's default client limits or with them lifted.
 
 Watch streams are split into lines here (:class:`LineSplitter`), not by aiohttp's line
-iterator: that one raises ``LineTooLong`` past its read buffer's high-water mark (a few hundred
-KiB), while one watch line carries a whole object and the API server accepts requests of up to
-3 MiB. The splitter buffers a partial line across chunks, as kopf's ``_iter_lines``
-(kopf/_cogs/clients/api.py) does, and refuses only a line over :data:`MAX_LINE_BYTES`,
-client-go's bound for one decoded watch frame (apimachinery's
-``pkg/runtime/serializer/streaming/streaming.go``: ``maxBytes``, ``ErrObjectTooLarge``).
+iterator: that one raises ``LineTooLong`` past its read buffer's high-water mark (512 KiB with
+aiohttp 3.14), while one watch line carries a whole object and the API server accepts requests
+of up to 3 MiB (what it stores is bounded by etcd: 1.5 MiB by default). The splitter buffers a
+partial line across chunks, as kopf's ``_iter_lines`` (kopf/_cogs/clients/api.py) does, and
+refuses only a line over :data:`MAX_LINE_BYTES`, client-go's bound for one decoded watch frame
+(apimachinery's ``pkg/runtime/serializer/streaming/streaming.go``: ``maxBytes``,
+``ErrObjectTooLarge``).
 
 Every request says who sends it: a ``User-Agent`` in client-go's shape (``rest/config.go``:
 ``DefaultKubernetesUserAgent``), e.g. ``berthmaster-scheduler/0.1.0 (linux/amd64)``, with a
