@@ -20,6 +20,20 @@ reads ``HTTPS_PROXY``/``NO_PROXY`` and never ``.netrc``.
 
 Rate limiting is a token bucket (``qps``/``burst``), as client-go's, so a component can be
 benchmarked at kube-scheduler's default client limits or with them lifted.
+
+Watch streams are split into lines here (:class:`LineSplitter`), not by aiohttp's line
+iterator: that one raises ``LineTooLong`` past its read buffer's high-water mark (512 KiB with
+aiohttp 3.14), while one watch line carries a whole object and the API server accepts requests
+of up to 3 MiB (what it stores is bounded by etcd: 1.5 MiB by default). The splitter buffers a
+partial line across chunks, as kopf's ``_iter_lines`` (kopf/_cogs/clients/api.py) does, and
+refuses only a line over :data:`MAX_LINE_BYTES`, client-go's bound for one decoded watch frame
+(apimachinery's ``pkg/runtime/serializer/streaming/streaming.go``: ``maxBytes``,
+``ErrObjectTooLarge``).
+
+Every request says who sends it: a ``User-Agent`` in client-go's shape (``rest/config.go``:
+``DefaultKubernetesUserAgent``), e.g. ``berthmaster-scheduler/0.1.0 (linux/amd64)``, with a
+suffix for a component's second client (``.../leader-election``, as ``rest.AddUserAgent``), so
+the API server's audit log and its per-user-agent metrics tell the components apart.
 """
 
 from __future__ import annotations
@@ -27,8 +41,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import platform
+import sys
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Iterable, Iterator, Mapping
 from typing import Any
 from urllib.parse import quote, urlencode
 
@@ -37,7 +53,7 @@ import orjson
 import yarl
 from aiohttp.helpers import get_env_proxy_for_url
 
-from berthmaster import lean_client
+from berthmaster import __version__, lean_client
 from berthmaster.errors import ConfigurationError, ConnectivityError
 
 lean_client.load()  # before kubernetes_asyncio's first import: see lean_client
@@ -51,6 +67,13 @@ _log = logging.getLogger("berthmaster.kube")
 CONNECT_ATTEMPTS = 4
 
 JSON = dict[str, Any]
+
+# The longest watch line accepted: client-go's streaming decoder stops at 16 MiB per object
+# (apimachinery pkg/runtime/serializer/streaming/streaming.go, maxBytes), far above the API
+# server's 3 MiB request limit. Reads of the stream are at most WATCH_CHUNK_BYTES at a time
+# (kopf's _iter_lines chunk size).
+MAX_LINE_BYTES = 16 * 1024 * 1024
+WATCH_CHUNK_BYTES = 1024 * 1024
 
 # API group/version paths for the kinds the project touches, so callers say what, not where.
 CORE = "/api/v1"
@@ -136,12 +159,85 @@ class TokenBucket:
                 self._tokens -= 1
 
 
+class WatchLineTooLong(ValueError):
+    """A watch line longer than :data:`MAX_LINE_BYTES` (client-go's ``ErrObjectTooLarge``).
+
+    A ``ValueError``, as a line that is not JSON: the stream cannot be trusted past it, and an
+    informer starts over from a fresh list."""
+
+
+class LineSplitter:
+    """Splits a byte stream, fed in chunks of any size, into its ``\\n``-terminated lines.
+
+    A line split across chunks is kept in a buffer until its end arrives; each chunk is searched
+    once, so a line of many chunks costs linear time. Blank lines are dropped (the API server
+    sends none; a watch line is never blank). :meth:`end` gives what is left after the last
+    ``\\n`` once the stream has ended."""
+
+    def __init__(self, max_line: int = MAX_LINE_BYTES):
+        self.max_line = max_line
+        self._partial = bytearray()
+
+    def feed(self, chunk: bytes) -> list[bytes]:
+        lines: list[bytes] = []
+        start = 0
+        while (end := chunk.find(b"\n", start)) >= 0:
+            if self._partial:
+                self._partial += memoryview(chunk)[start:end]
+                line = bytes(self._partial)
+                self._partial.clear()
+            else:
+                line = chunk[start:end]
+            self._check(len(line))
+            if line.strip():
+                lines.append(line)
+            start = end + 1
+        if start < len(chunk):
+            self._partial += memoryview(chunk)[start:]
+            self._check(len(self._partial))
+        return lines
+
+    def end(self) -> bytes | None:
+        """The last line when the stream did not end with ``\\n`` (``None`` if it did)."""
+        line = bytes(self._partial)
+        self._partial.clear()
+        return line if line.strip() else None
+
+    def _check(self, length: int) -> None:
+        if length > self.max_line:
+            self._partial.clear()
+            raise WatchLineTooLong(f"a watch line is longer than {self.max_line} bytes")
+
+
+def split_lines(chunks: Iterable[bytes], max_line: int = MAX_LINE_BYTES) -> Iterator[bytes]:
+    """The lines of a stream given as ``chunks`` (see :class:`LineSplitter`)."""
+    splitter = LineSplitter(max_line)
+    for chunk in chunks:
+        yield from splitter.feed(chunk)
+    last = splitter.end()
+    if last is not None:
+        yield last
+
+
+def user_agent(component: str = "berthmaster", suffix: str = "") -> str:
+    """``component/version (os/arch)`` plus ``/suffix``: client-go's User-Agent shape
+    (rest/config.go: ``buildUserAgent``, ``AddUserAgent``), without its ``kubernetes/<commit>``
+    part (a Python distribution has no build commit)."""
+    machine = platform.machine().lower()
+    arch = {"x86_64": "amd64", "aarch64": "arm64", "armv7l": "arm"}.get(machine, machine)
+    agent = f"{component}/{__version__} ({sys.platform}/{arch})"
+    return f"{agent}/{suffix}" if suffix else agent
+
+
 class KubeClient:
     """Raw-JSON access to one API server. Create with :meth:`from_kubeconfig` or
-    :meth:`in_cluster`, close with :meth:`close` (or ``async with``)."""
+    :meth:`in_cluster`, close with :meth:`close` (or ``async with``). ``agent`` is the
+    User-Agent it sends (:func:`user_agent`)."""
 
-    def __init__(self, api_client: Any, qps: float = 0.0, burst: int = 0):
+    def __init__(self, api_client: Any, qps: float = 0.0, burst: int = 0,
+                 agent: str | None = None):
         self._api = api_client
+        self.user_agent = agent or user_agent()
         self.host: str = api_client.configuration.host.rstrip("/")
         shared: aiohttp.ClientSession = api_client.rest_client.pool_manager
         self._session = aiohttp.ClientSession(connector=shared.connector, connector_owner=False,
@@ -152,7 +248,7 @@ class KubeClient:
     @classmethod
     async def from_kubeconfig(
         cls, path: str | None = None, context: str | None = None, qps: float = 0.0, burst: int = 0,
-        pool_size: int = 64,
+        pool_size: int = 64, agent: str | None = None,
     ) -> KubeClient:
         """A client from a kubeconfig (``path``, else $KUBECONFIG, else ~/.kube/config).
 
@@ -186,10 +282,11 @@ class KubeClient:
                 "--kubeconfig with a working one (kubectl --kubeconfig FILE version checks one)"
             ) from error
         configuration.connection_pool_maxsize = pool_size
-        return cls(k8s_client.ApiClient(configuration), qps, burst)
+        return cls(k8s_client.ApiClient(configuration), qps, burst, agent)
 
     @classmethod
-    def in_cluster(cls, qps: float = 0.0, burst: int = 0, pool_size: int = 64) -> KubeClient:
+    def in_cluster(cls, qps: float = 0.0, burst: int = 0, pool_size: int = 64,
+                   agent: str | None = None) -> KubeClient:
         """A client from the Pod's service account; ConfigurationError outside a Pod."""
         if not os.environ.get("KUBERNETES_SERVICE_HOST"):
             raise ConfigurationError(
@@ -203,12 +300,12 @@ class KubeClient:
                 f"the in-cluster config is not usable ({_one_line(error)}); check the Pod's "
                 "service account token mount (automountServiceAccountToken)") from error
         configuration.connection_pool_maxsize = pool_size
-        return cls(k8s_client.ApiClient(configuration), qps, burst)
+        return cls(k8s_client.ApiClient(configuration), qps, burst, agent)
 
     @classmethod
     async def connect(
         cls, kubeconfig: str | None = None, qps: float = 0.0, burst: int = 0, pool_size: int = 64,
-        attempts: int = CONNECT_ATTEMPTS, context: str | None = None,
+        attempts: int = CONNECT_ATTEMPTS, context: str | None = None, agent: str | None = None,
     ) -> KubeClient:
         """A kubeconfig when given (or $KUBECONFIG / ~/.kube/config exists, or a ``context``
         of one is named), else in-cluster; then check that the API server answers (see
@@ -219,9 +316,9 @@ class KubeClient:
             os.path.expanduser("~/.kube/config")
         ):
             client = await cls.from_kubeconfig(kubeconfig, context=context, qps=qps, burst=burst,
-                                               pool_size=pool_size)
+                                               pool_size=pool_size, agent=agent)
         else:
-            client = cls.in_cluster(qps=qps, burst=burst, pool_size=pool_size)
+            client = cls.in_cluster(qps=qps, burst=burst, pool_size=pool_size, agent=agent)
         try:
             await client.check_reachable(attempts)
         except BaseException:
@@ -277,7 +374,7 @@ class KubeClient:
         await self.close()
 
     async def _headers(self, content_type: str | None) -> dict[str, str]:
-        headers: dict[str, str] = {"Accept": "application/json"}
+        headers: dict[str, str] = {"Accept": "application/json", "User-Agent": self.user_agent}
         if content_type:
             headers["Content-Type"] = content_type
         await self._api.update_params_for_auth(headers, None, ["BearerToken"])
@@ -399,17 +496,25 @@ class KubeClient:
                     body = orjson.loads(raw) if raw else {}
                     raise KubeError(response.status, body.get("reason", ""),
                                     body.get("message", ""), body)
-                async for line in response.content:
-                    if not line.strip():
-                        continue
-                    event = orjson.loads(line)
-                    if event.get("type") == "ERROR":
-                        status = event.get("object") or {}
-                        raise KubeError(int(status.get("code") or 500), status.get("reason", ""),
-                                        status.get("message", ""), status)
-                    yield event
+                splitter = LineSplitter()
+                async for chunk in response.content.iter_chunked(WATCH_CHUNK_BYTES):
+                    for line in splitter.feed(chunk):
+                        yield _watch_event(line)
+                last = splitter.end()
+                if last is not None:
+                    yield _watch_event(last)
         except (TimeoutError, aiohttp.ClientError) as error:
             raise KubeError(0, "ConnectionError", f"watch {path}: {error!r}") from error
+
+
+def _watch_event(line: bytes) -> JSON:
+    """One watch line decoded; an ``ERROR`` event raised as the :class:`KubeError` it carries."""
+    event: JSON = orjson.loads(line)
+    if event.get("type") == "ERROR":
+        status = event.get("object") or {}
+        raise KubeError(int(status.get("code") or 500), status.get("reason", ""),
+                        status.get("message", ""), status)
+    return event
 
 
 def _proxy_for(host: str, configured: str | None) -> tuple[str | None, aiohttp.BasicAuth | None]:

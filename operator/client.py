@@ -24,9 +24,11 @@ from typing import Any
 
 import kopf
 
-from berthmaster.kube import KubeClient
+from berthmaster.kube import KubeClient, user_agent
 
 Stop = Callable[[], Awaitable[None]]
+# The User-Agent of every request of the operator's own clients (kopf's client sends kopf's).
+AGENT = user_agent("berthmaster-operator")
 
 
 class SharedClient:
@@ -34,7 +36,7 @@ class SharedClient:
 
     def __init__(self, connect: Callable[[], Awaitable[KubeClient]] | None = None):
         self._connect = connect or (
-            lambda: KubeClient.connect(os.environ.get("KUBECONFIG") or None))
+            lambda: KubeClient.connect(os.environ.get("KUBECONFIG") or None, agent=AGENT))
         self._client: KubeClient | None = None
         self._lock: asyncio.Lock | None = None
         self._stops: list[Stop] = []

@@ -71,9 +71,10 @@ async def preflight(kubeconfig: str | None, capabilities: list[str] | None = Non
     allowed (operator/preflight.py). Raises :class:`~berthmaster.errors.CommandError` (one
     line, exit 2 or 3)."""
     from berthmaster.kube import KubeClient
+    from berthmaster.operator.client import AGENT
     from berthmaster.operator.preflight import preflight_capabilities
 
-    client = await KubeClient.connect(kubeconfig)
+    client = await KubeClient.connect(kubeconfig, agent=AGENT)
     try:
         await preflight_capabilities(client, capabilities or [], explicit, namespaces or ())
     finally:

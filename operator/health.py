@@ -14,7 +14,9 @@ default registry: the capabilities' collectors (``cluster_autoscaler_*``, ``mapi
 
 kopf keeps its watch state to itself (it has no public "listed" signal), so "caches synced" is
 kopf's own ordering: it starts its watches only after the startup handlers; the operator's
-own caches, made in those handlers, are part of the first condition. ``/healthz`` answers 200
+own caches, made in those handlers, are part of the first condition. A capability may add a
+condition of its own (:func:`add_check`): the autoscaler's watch caches are not ready while an
+informer that was restarted after a failure has not listed again. ``/healthz`` answers 200
 while the process serves (kopf's own liveness endpoint, ``--liveness``, stays as it was).
 """
 
@@ -31,11 +33,18 @@ from prometheus_client import REGISTRY, generate_latest
 
 from berthmaster.errors import CommandError
 from berthmaster.kube import KubeError
-from berthmaster.serving import serve
+from berthmaster.serving import Probe, serve
 
 log = logging.getLogger("berthmaster.operator.health")
 
 CHECK_SECONDS = 10.0
+
+_checks: list[Probe] = []
+
+
+def add_check(probe: Probe) -> None:
+    """Have ``/readyz`` also ask ``probe`` (``(ok, reason)``), after the conditions above."""
+    _checks.append(probe)
 
 
 class Readiness:
@@ -50,6 +59,10 @@ class Readiness:
             return False, "kopf's startup handlers have not finished"
         if self.api_problem is not None:
             return False, self.api_problem
+        for probe in _checks:
+            ok, detail = probe()
+            if not ok:
+                return False, detail
         return True, "ok"
 
     async def check_api(self) -> None:

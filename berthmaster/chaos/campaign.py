@@ -36,7 +36,7 @@ from berthmaster.chaos import invariants as rules
 from berthmaster.chaos import workload as scene
 from berthmaster.chaos.checker import AUTOSCALING, MACHINE_API, Checker
 from berthmaster.devcluster.cluster import ControlPlane, RunningCluster
-from berthmaster.kube import CORE, KubeClient, KubeError, resource_path
+from berthmaster.kube import CORE, KubeClient, KubeError, resource_path, user_agent
 from berthmaster.scheduler.engine import Engine
 from berthmaster.scheduler.model import PodView
 from berthmaster.scheduler.policy import load_policy
@@ -308,7 +308,8 @@ class Campaign:
                                                         os.environ.get("PYTHONPATH")))),
             "PYTHONUNBUFFERED": "1"})
         await asyncio.to_thread(self._apply_crds, cluster)
-        kube = await KubeClient.from_kubeconfig(str(cluster.kubeconfig))
+        kube = await KubeClient.from_kubeconfig(str(cluster.kubeconfig),
+                                                agent=user_agent("berthmaster-chaos"))
         try:
             return await self._campaign(cluster, kube)
         finally:

@@ -1,8 +1,9 @@
 """The invariant checker: mirrors the cluster through watches and applies ``invariants``.
 
 Design: one :class:`Mirror` per resource keeps a local copy (list, then watch from the list's
-resourceVersion; on 410 Gone, a closed stream or an unreachable API server it relists and turns
-the difference into the events it missed, so faults on the API server or etcd never blind it).
+resourceVersion; on 410 Gone, a closed or malformed stream or an unreachable API server it
+relists and turns the difference into the events it missed, so faults on the API server or etcd
+never blind it).
 Each mirror feeds :class:`Checker` in its own stream's order; the pod stream is the one order
 bind-time rules are judged in. Rules whose facts arrive on two streams (a Node deleted, its
 Machine's hooks) are judged a few seconds later, when both streams have caught up. A breach is
@@ -81,7 +82,8 @@ class Mirror:
             except KubeError as error:
                 log.debug("watch %s: %s; relisting", self.path, error)
                 await asyncio.sleep(0.5 if error.gone else 1.0)
-            except (TimeoutError, OSError) as error:
+            except (TimeoutError, OSError, ValueError) as error:
+                # ValueError: a line that is not JSON, or longer than kube.MAX_LINE_BYTES
                 log.debug("watch %s: %r; relisting", self.path, error)
                 await asyncio.sleep(1.0)
 

@@ -47,7 +47,7 @@ from berthmaster.operator.admission.config import (
 from berthmaster.operator.admission.options import AdmissionSettings
 from berthmaster.operator.admission.server import WebhookServer, load_chain, tls_context
 from berthmaster.operator.admission.webhook import PlacementWebhook
-from berthmaster.operator.client import operator_client, stop_before_close
+from berthmaster.operator.client import AGENT, operator_client, stop_before_close
 
 _log = logging.getLogger("berthmaster.operator.admission")
 
@@ -100,7 +100,7 @@ def needs(settings: AdmissionSettings) -> Needs:
 async def preflight(settings: AdmissionSettings, kubeconfig: str | None) -> None:
     """Refuse to start without the access it needs or with an invalid configuration (exit 2,
     one line naming what is refused, or every problem of the configuration)."""
-    client = await KubeClient.connect(kubeconfig)
+    client = await KubeClient.connect(kubeconfig, agent=AGENT)
     try:
         await check(client, [needs(settings)], "", RBAC_FIX)
         await read_config(client, settings)

@@ -36,6 +36,7 @@ from typing import Any
 import kopf
 
 from berthmaster.kube import KubeClient, KubeError, group_path, resource_path
+from berthmaster.operator import health
 from berthmaster.operator.autoscaler import metrics
 from berthmaster.operator.autoscaler.config import (
     ONLY_NAME,
@@ -121,6 +122,14 @@ def status_changes(current: Mapping[str, Any], wanted: Mapping[str, Any]) -> dic
     """The fields of ``wanted`` that differ from ``current``: a loop that changed nothing
     writes nothing (no PATCH, and no watch event of our own to read back every 10 s)."""
     return {key: value for key, value in wanted.items() if current.get(key) != value}
+
+
+def _watches_ready() -> tuple[bool, str]:
+    """The operator's /readyz condition for the watch caches (WatchedCluster.ready)."""
+    return (True, "ok") if _Shared.cluster is None else _Shared.cluster.ready()
+
+
+health.add_check(_watches_ready)
 
 
 async def _stop_watches() -> None:

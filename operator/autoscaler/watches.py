@@ -19,12 +19,20 @@ loop never changes them (the simulation works on copies).
 
 Terminal pods (Succeeded/Failed) are filtered out on the server, as the LIST did. The Priority
 expander's ConfigMap is watched by name (a field selector), once a configuration asks for it.
+
+An informer that fails unexpectedly restarts itself (see the Informer): each restart counts in
+``berthmaster_informer_restarts_total{resource}`` on the operator's registry, and the operator's
+``/readyz`` (:meth:`WatchedCluster.ready`, registered with :mod:`berthmaster.operator.health`)
+fails until the restarted informer has listed again. An informer still on its first list does
+not count: the caches start with the first loop, after the operator became ready.
 """
 
 from __future__ import annotations
 
 import asyncio
 from typing import Any
+
+from prometheus_client import Counter
 
 from berthmaster.kube import CORE, KubeClient, KubeError, resource_path
 from berthmaster.operator.autoscaler.config import AutoscalerConfig
@@ -40,6 +48,10 @@ from berthmaster.scheduler.daemon.cache import Informer, Resource
 
 JSON = dict[str, Any]
 SYNC_TIMEOUT = 60.0
+
+informer_restarts_total = Counter(
+    "berthmaster_informer_restarts", "Number of times an informer was restarted after an "
+    "unexpected failure, by resource.", ["resource"])
 
 NODES = Resource("Node", resource_path(CORE, "nodes"))
 PODS = Resource("Pod", resource_path(CORE, "pods"), field_selector=ACTIVE_PODS)
@@ -70,12 +82,23 @@ class WatchedCluster:
         key = f"{resource.path}?{resource.field_selector or ''}"
         informer = self.informers.get(key)
         if informer is None:
-            informer = self.informers[key] = Informer(self.kube, resource, _ignore,
-                                                      watch_timeout=self.watch_timeout)
+            informer = self.informers[key] = Informer(
+                self.kube, resource, _ignore, watch_timeout=self.watch_timeout,
+                on_restart=lambda name: informer_restarts_total.labels(name).inc())
             # run() lists first (the version is still empty), then watches for ever
             self._tasks.append(asyncio.create_task(
                 informer.run(), name=f"autoscaler-watch-{resource.kind}"))
         return informer
+
+    def ready(self) -> tuple[bool, str]:
+        """Not ready while a restarted informer has not listed again (see the module
+        docstring)."""
+        waiting = sorted(informer.resource_name() for informer in self.informers.values()
+                         if informer.restarts and not informer.synced.is_set())
+        if waiting:
+            return False, (f"the autoscaler's {', '.join(waiting)} informer restarted and has "
+                           "not listed again")
+        return True, "ok"
 
     async def items(self, resource: Resource) -> list[JSON]:
         """The cached objects of one kind, after its first sync."""

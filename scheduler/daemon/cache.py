@@ -4,7 +4,13 @@ Design: one :class:`Informer` per kind lists the collection once (paged, raw JSO
 watches from the list's resourceVersion, with bookmarks, for ever: a stream that ends is
 re-opened from the last version seen, a ``410 Gone`` relists (the difference between what was
 known and the new list becomes deletes and upserts, so nothing is missed or doubled), any other
-error retries with a capped backoff. Informers run concurrently in the one event loop and hand
+error retries with a capped backoff. An informer that fails in any other way (an exception
+nothing expected: a bug, a stream the client library refused) is restarted rather than left
+dead, as client-go's reflector keeps ``ListAndWatch`` running under ``wait.BackoffUntil`` and
+``HandleCrash`` (client-go ``tools/cache/reflector.go``): the failure is logged with its
+traceback and counted (``on_restart``, the ``berthmaster_informer_restarts_total`` counter), the
+informer reports unsynced, and after a capped backoff it relists and watches again; readiness
+(``synced``) returns with that list. Informers run concurrently in the one event loop and hand
 each change to :class:`ClusterCache`, which
 
 - upserts/removes the object into the :class:`~berthmaster.scheduler.snapshot.Snapshot` (pods
@@ -107,15 +113,22 @@ class Informer:
 
     def __init__(self, kube: KubeClient, resource: Resource,
                  apply: Callable[[str, str, JSON, JSON | None], None],
-                 watch_timeout: int = 300):
+                 watch_timeout: int = 300,
+                 on_restart: Callable[[str], None] | None = None):
         self.kube = kube
         self.resource = resource
         self.apply = apply  # (kind, event type, object, previous object)
         self.watch_timeout = watch_timeout
+        self.on_restart = on_restart  # called with resource_name() on each restart
         self.known: dict[str, JSON] = {}
         self.version = ""
         self.synced = asyncio.Event()
         self.relists = 0
+        self.restarts = 0
+
+    def resource_name(self) -> str:
+        """The collection's plural (``pods``, ``nodes``): the metric's ``resource`` label."""
+        return self.resource.path.rsplit("/", 1)[-1]
 
     def _params(self) -> dict[str, Any]:
         selector = self.resource.field_selector
@@ -189,6 +202,18 @@ class Informer:
                 self.version = ""
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 30.0)
+            except Exception as error:
+                # Anything else would end the task in silence, and the cache would go stale
+                # while the process looks healthy: restart, from a fresh list.
+                self.restarts += 1
+                self.synced.clear()
+                self.version = ""
+                log.error("informer failed; restarting it after a fresh list", exc_info=error,
+                          extra={"kind": self.resource.kind, "delay": delay})
+                if self.on_restart is not None:
+                    self.on_restart(self.resource_name())
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 30.0)
 
     async def _watch(self) -> None:
         async for event in self.kube.watch(self.resource.path, self.version,
@@ -216,14 +241,16 @@ class ClusterCache:
 
     def __init__(self, kube: KubeClient, snapshot: Snapshot, queue: SchedulingQueue,
                  scheduler_name: str | Collection[str],
-                 resources: tuple[Resource, ...] = RESOURCES):
+                 resources: tuple[Resource, ...] = RESOURCES,
+                 on_restart: Callable[[str], None] | None = None):
         self.kube = kube
         self.snapshot = snapshot
         self.queue = queue
         # the schedulerNames of this scheduler's profiles
         self.scheduler_names = frozenset(
             (scheduler_name,) if isinstance(scheduler_name, str) else scheduler_name)
-        self.informers = [Informer(kube, resource, self.apply) for resource in resources]
+        self.informers = [Informer(kube, resource, self.apply, on_restart=on_restart)
+                          for resource in resources]
         self._tasks: list[asyncio.Task[None]] = []
         self.sync_seconds = 0.0
 

@@ -13,7 +13,10 @@ Beside kube-scheduler's own families the registry carries what every Kubernetes 
 exports through component-base: ``leader_election_master_status{name}`` (1 while this replica
 holds the Lease named ``name``, 0 while it stands by; client-go's leaderelection metrics) and
 the process and runtime collectors (``process_*``, ``python_info``, ``python_gc_*``), the
-Python counterparts of Go's ``process_*``/``go_*``.
+Python counterparts of Go's ``process_*``/``go_*``. One family is berthmaster's own, named in
+upstream's style: ``berthmaster_informer_restarts_total{resource}``, the informers restarted
+after an unexpected failure (client-go's reflector restarts its ``ListAndWatch`` and exports
+no such count; see :mod:`.cache`).
 """
 
 from __future__ import annotations
@@ -98,6 +101,9 @@ class SchedulerMetrics:
             "the relevant lease, 0 indicates backup, 1 indicates master. 'name' is the string "
             "used to identify the lease. Please make sure to group by name.", ["name"],
             registry=r)
+        self.informer_restarts = Counter(
+            "berthmaster_informer_restarts", "Number of times an informer was restarted after "
+            "an unexpected failure, by resource.", ["resource"], registry=r)
         for queue in ("active", "backoff", "unschedulable", "gated"):
             self.pending_pods.labels(queue).set(0)
 
@@ -132,6 +138,9 @@ class SchedulerMetrics:
 
     def bind(self, status: str, seconds: float) -> None:
         self._child(self.binding_duration, "Bind", status, self.profile).observe(seconds)
+
+    def informer_restart(self, resource: str) -> None:
+        self.informer_restarts.labels(resource).inc()
 
     def leading(self, lease: str, leader: bool) -> None:
         self.leader_status.labels(lease).set(1 if leader else 0)

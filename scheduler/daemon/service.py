@@ -21,7 +21,7 @@ from typing import Any
 from aiohttp import web
 
 from berthmaster.access import Access, Needs, check
-from berthmaster.kube import KubeClient
+from berthmaster.kube import KubeClient, user_agent
 from berthmaster.scheduler.config import SchedulerConfig
 from berthmaster.scheduler.daemon.binder import Binder
 from berthmaster.scheduler.daemon.cache import ClusterCache
@@ -106,7 +106,8 @@ class SchedulerService:
         self.queue.on_change = self.metrics.pending
         self.queue.on_incoming = self.metrics.incoming
         self.queue.on_unschedulable = self.metrics.unschedulable
-        self.cache = ClusterCache(kube, self.snapshot, self.queue, self.names)
+        self.cache = ClusterCache(kube, self.snapshot, self.queue, self.names,
+                                  on_restart=self.metrics.informer_restart)
         self.recorder = EventRecorder(event_kube, self.name, self.identity)
         self.elector: LeaderElector | None = None
         if election_kube is not None:
@@ -135,17 +136,22 @@ class SchedulerService:
     async def create(cls, args: argparse.Namespace, policy: Any) -> SchedulerService:
         qps, burst = args.kube_api_qps, args.kube_api_burst
         pool = max(64, args.bind_concurrency * 2)
-        kube = await KubeClient.connect(args.kubeconfig, qps=qps, burst=burst, pool_size=pool)
+        agent = user_agent("berthmaster-scheduler")
+        kube = await KubeClient.connect(args.kubeconfig, qps=qps, burst=burst, pool_size=pool,
+                                        agent=agent)
         try:
             await check(kube, scheduler_needs(args), crd_fix="", rbac_fix=RBAC_FIX)
         except BaseException:
             await kube.close()
             raise
-        event_kube = await KubeClient.connect(args.kubeconfig, qps=qps, burst=burst)
+        event_kube = await KubeClient.connect(args.kubeconfig, qps=qps, burst=burst, agent=agent)
         election_kube = None
         if args.leader_elect:
-            election_kube = await KubeClient.connect(args.kubeconfig, qps=qps, burst=burst,
-                                                     pool_size=4)
+            # "/leader-election" after the agent, as client-go's resourcelock.NewFromKubeconfig
+            # (tools/leaderelection/resourcelock/interface.go) names its client
+            election_kube = await KubeClient.connect(
+                args.kubeconfig, qps=qps, burst=burst, pool_size=4,
+                agent=user_agent("berthmaster-scheduler", "leader-election"))
         return cls(args, policy, kube, event_kube, election_kube)
 
     # ---- state --------------------------------------------------------------------------
@@ -158,7 +164,12 @@ class SchedulerService:
         return True, "ok"
 
     def ready(self) -> tuple[bool, str]:
-        return (True, "ok") if self.cache.synced else (False, "caches not synced")
+        """Every informer has listed: at start, and again after an informer restarted."""
+        unsynced = [informer.resource_name() for informer in self.cache.informers
+                    if not informer.synced.is_set()]
+        if unsynced:
+            return False, f"caches not synced: {', '.join(unsynced)}"
+        return True, "ok"
 
     # ---- lifecycle ----------------------------------------------------------------------
     async def run(self, stop: asyncio.Event) -> int:

@@ -14,7 +14,7 @@ import sys
 
 from berthmaster.documents import DocumentError
 from berthmaster.errors import PolicyError
-from berthmaster.kube import KubeClient, KubeError
+from berthmaster.kube import KubeClient, KubeError, user_agent
 from berthmaster.scheduler.descheduler import metrics
 from berthmaster.scheduler.descheduler.cycle import (
     list_cluster,
@@ -50,7 +50,7 @@ async def deschedule(policy_file: str, dry_run: bool, kubeconfig: str | None) ->
         return EXIT_INVALID_POLICY
     # a kubeconfig or in-cluster problem (exit 2) or an unreachable API server (exit 3) ends the
     # command with one line: berthmaster.cli prints the CommandError
-    kube = await KubeClient.connect(kubeconfig)
+    kube = await KubeClient.connect(kubeconfig, agent=user_agent("berthmaster-descheduler"))
     async with kube:
         try:
             objects = await list_cluster(kube)

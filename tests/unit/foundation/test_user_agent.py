@@ -1,0 +1,27 @@
+"""The User-Agent every KubeClient sends: client-go's shape (rest/config.go,
+``DefaultKubernetesUserAgent`` and ``AddUserAgent``), one per component."""
+
+from __future__ import annotations
+
+import re
+
+from berthmaster import __version__
+from berthmaster.kube import user_agent
+
+
+def test_component_version_platform() -> None:
+    agent = user_agent("berthmaster-scheduler")
+    assert re.fullmatch(r"berthmaster-scheduler/\S+ \([a-z0-9]+/[a-z0-9_]+\)", agent), agent
+    assert agent.startswith(f"berthmaster-scheduler/{__version__} (")
+
+
+def test_suffix_as_add_user_agent() -> None:
+    agent = user_agent("berthmaster-scheduler", "leader-election")
+    assert agent == user_agent("berthmaster-scheduler") + "/leader-election"
+
+
+def test_field_manager_is_the_component() -> None:
+    # The API server names a request's default field manager by the User-Agent up to its first
+    # "/" (apiserver pkg/endpoints/handlers/create.go, prefixFromUserAgent).
+    assert user_agent("berthmaster-operator").split("/")[0] == "berthmaster-operator"
+    assert user_agent().split("/")[0] == "berthmaster"
