@@ -45,6 +45,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="serve /metrics (cluster_autoscaler_*, mapi_*, descheduler_*, "
                              "process and Python metrics), /healthz and /readyz on HOST:PORT "
                              "(default: off)")
+    parser.add_argument("--autoscaler-namespace", default="", metavar="NAMESPACE",
+                        help="the operator's namespace, the only one the autoscaler's Priority "
+                             "expander reads its ConfigMap cluster-autoscaler-priority-expander "
+                             "from (upstream's --namespace; default: $POD_NAMESPACE, else "
+                             "berthmaster)")
     parser.add_argument("--standalone", action="store_true",
                         help="do not use kopf's peering (a single operator replica)")
     admission_options.add_arguments(parser)
@@ -109,6 +114,10 @@ def run(args: argparse.Namespace) -> int:
         kopf.on.startup()(server.start)
         kopf.on.cleanup()(server.stop)
     loaded = load_capabilities(args.only)
+    if "autoscaler" in loaded:
+        from berthmaster.operator.autoscaler import handlers as autoscaler_handlers
+
+        autoscaler_handlers.configure(args.autoscaler_namespace)
     logging.getLogger("berthmaster.operator").info("capabilities: %s", ", ".join(loaded))
 
     @kopf.on.startup()

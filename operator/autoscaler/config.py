@@ -9,11 +9,24 @@ and raises one :class:`ConfigError` whose lines name the field and the fix. Dura
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from berthmaster.durations import parse_go_duration
+
+# The namespace the operator runs in, where the Priority expander's ConfigMap is read: upstream's
+# --namespace (the namespace cluster-autoscaler runs in; its deployment examples give it a Role
+# there for its ConfigMaps). In a Pod the chart's Downward API sets $POD_NAMESPACE.
+DEFAULT_NAMESPACE = "berthmaster"  # the chart's and deploy/manifests/' namespace
+
+
+def operator_namespace(flag: str = "") -> str:
+    """``berthmaster operator --autoscaler-namespace``, else ``$POD_NAMESPACE``, else
+    ``berthmaster``."""
+    return flag or os.environ.get("POD_NAMESPACE") or DEFAULT_NAMESPACE
+
 
 # Upstream cluster-autoscaler flag defaults (cluster-autoscaler/main.go / FAQ).
 DEFAULT_POD_PRIORITY_THRESHOLD = -10  # --expendable-pods-priority-cutoff

@@ -23,7 +23,9 @@ Design: what runs
   someone edited or removed them (or the MachineSet appeared after its MachineAutoscaler). The
   watch only reads: no kopf state is stored on MachineSets.
 The API client is the operator's shared one (operator/client.py). The metrics are
-served by ``berthmaster operator --metrics-bind-address``.
+served by ``berthmaster operator --metrics-bind-address``. The operator's namespace
+(``--autoscaler-namespace``, else ``$POD_NAMESPACE``, else ``berthmaster``; :func:`configure`)
+is the only one the Priority expander's ConfigMap is read from.
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ from berthmaster.operator.autoscaler.config import (
     ONLY_NAME,
     SCAN_INTERVAL,
     ConfigError,
+    operator_namespace,
     parse_cluster_autoscaler,
 )
 from berthmaster.operator.autoscaler.groups import MAX_SIZE_KEY, MIN_SIZE_KEY
@@ -74,6 +77,13 @@ class _Shared:
     state = AutoscalerState()
     placement: Placement | None = None
     cluster: WatchedCluster | None = None
+    namespace = operator_namespace()
+
+
+def configure(namespace: str = "") -> None:
+    """The operator's namespace (``berthmaster operator --autoscaler-namespace``), before the
+    first loop."""
+    _Shared.namespace = operator_namespace(namespace)
 
 
 # ---------------------------------------------------------------- ClusterAutoscaler
@@ -105,11 +115,11 @@ async def clusterautoscaler_loop(body: kopf.Body, patch: kopf.Patch, **_: Any) -
         _Shared.placement = default_placement()
     client = await kube()
     if _Shared.cluster is None:
-        _Shared.cluster = WatchedCluster(client)
+        _Shared.cluster = WatchedCluster(client, namespace=_Shared.namespace)
         stop_before_close(_stop_watches)
     try:
         status = await run_once(client, body, _Shared.state, _Shared.placement,
-                                read=_Shared.cluster.read)
+                                read=_Shared.cluster.read, namespace=_Shared.namespace)
     except KubeError as error:
         metrics.errors_total.labels("apiCallError").inc()
         log.warning("autoscaler loop failed: %s", error)

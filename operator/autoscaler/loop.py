@@ -41,10 +41,15 @@ from berthmaster.operator.autoscaler import events, metrics
 from berthmaster.operator.autoscaler.clusterstate import unsafe_to_autoscale
 from berthmaster.operator.autoscaler.config import (
     DEBUG_VERBOSITY,
+    DEFAULT_NAMESPACE,
     AutoscalerConfig,
     parse_cluster_autoscaler,
 )
-from berthmaster.operator.autoscaler.expanders import PRIORITY_CONFIGMAP, parse_priorities
+from berthmaster.operator.autoscaler.expanders import (
+    PRIORITY_CONFIGMAP,
+    Priorities,
+    read_priorities,
+)
 from berthmaster.operator.autoscaler.groups import (
     DELETE_MACHINE_KEY,
     ClusterView,
@@ -125,7 +130,9 @@ class ClusterState:
     priority_configmap: JSON | None
 
 
-async def read_cluster(kube: KubeClient, config: AutoscalerConfig) -> ClusterState:
+async def read_cluster(kube: KubeClient, config: AutoscalerConfig,
+                       namespace: str = DEFAULT_NAMESPACE) -> ClusterState:
+    """One LIST per kind; the Priority expander's ConfigMap from ``namespace`` only."""
     nodes, _ = await kube.list_all(resource_path(CORE, "nodes"))
     pods, _ = await kube.list_all(resource_path(CORE, "pods"), fieldSelector=ACTIVE_PODS)
     pdbs, _ = await kube.list_all(resource_path(POLICY_API, "poddisruptionbudgets"))
@@ -134,9 +141,8 @@ async def read_cluster(kube: KubeClient, config: AutoscalerConfig) -> ClusterSta
     machines, _ = await kube.list_all(resource_path(MACHINE_API, "machines"))
     configmap = None
     if "Priority" in config.expanders:
-        found, _ = await kube.list_all(resource_path(CORE, "configmaps"),
-                                       fieldSelector=f"metadata.name={PRIORITY_CONFIGMAP}")
-        configmap = found[0] if found else None
+        configmap = await kube.get_if_exists(resource_path(CORE, "configmaps", namespace,
+                                                           PRIORITY_CONFIGMAP))
     return ClusterState(nodes, pods, pdbs, {c["metadata"]["name"]: c for c in classes},
                         machine_sets, machines, configmap)
 
@@ -392,14 +398,16 @@ def build_status(view: ClusterView, state: AutoscalerState, decision: ScaleUpDec
 
 async def run_once(kube: KubeClient, autoscaler: Mapping[str, Any], state: AutoscalerState,
                    placement: Placement, now: float | None = None,
-                   read: ClusterReader | None = None) -> JSON:
+                   read: ClusterReader | None = None, namespace: str = DEFAULT_NAMESPACE
+                   ) -> JSON:
     """One iteration; returns the ClusterAutoscaler ``status`` to write. ``read`` gives the
-    cluster (the watch caches' ``read``); without it every kind is LISTed."""
+    cluster (the watch caches' ``read``); without it every kind is LISTed. ``namespace`` is
+    the operator's, the Priority expander's ConfigMap's (the watch caches' own)."""
     started = time.monotonic()
     now = time.time() if now is None else now
     config = parse_cluster_autoscaler(autoscaler)
     log.setLevel(log_level(config.log_verbosity))
-    cluster = await (read(config) if read is not None else read_cluster(kube, config))
+    cluster = await (read(config) if read is not None else read_cluster(kube, config, namespace))
     view = build_cluster_view(cluster.machine_sets, cluster.machines, cluster.nodes,
                               config.startup_taints)
     act = Actuator(kube, now)
@@ -443,7 +451,14 @@ async def run_once(kube: KubeClient, autoscaler: Mapping[str, Any], state: Autos
         log.debug("pod %s is younger than its scale-up delay; left to the scheduler",
                   pod_id(young))
     pending = old
-    priorities = parse_priorities((cluster.priority_configmap or {}).get("data"))
+    priorities: Priorities = {}
+    if "Priority" in config.expanders:
+        reading = read_priorities(cluster.priority_configmap, namespace)
+        priorities = reading.priorities
+        if reading.problem:
+            # never fatal: the expanders after Priority decide (expanders.py)
+            log.warning("%s", reading.problem)
+            await act.event(autoscaler, reading.reason, reading.problem, "Warning")
     scale_up_started = time.monotonic()
     decision = decide_scale_up(pending, view, sim, config, totals, in_backoff, state.rng,
                                priorities)

@@ -18,7 +18,9 @@ again from the newer state on the next loop. The cached objects are shared betwe
 loop never changes them (the simulation works on copies).
 
 Terminal pods (Succeeded/Failed) are filtered out on the server, as the LIST did. The Priority
-expander's ConfigMap is watched by name (a field selector), once a configuration asks for it.
+expander's ConfigMap is watched by name (a field selector) in the operator's namespace only
+(``namespace``; upstream's ConfigMap lister is namespaced the same way), once a configuration
+asks for it.
 
 An informer that fails unexpectedly restarts itself (see the Informer): each restart counts in
 ``berthmaster_informer_restarts_total{resource}`` on the operator's registry, and the operator's
@@ -35,7 +37,7 @@ from typing import Any
 from prometheus_client import Counter
 
 from berthmaster.kube import CORE, KubeClient, KubeError, resource_path
-from berthmaster.operator.autoscaler.config import AutoscalerConfig
+from berthmaster.operator.autoscaler.config import DEFAULT_NAMESPACE, AutoscalerConfig
 from berthmaster.operator.autoscaler.expanders import PRIORITY_CONFIGMAP
 from berthmaster.operator.autoscaler.loop import (
     ACTIVE_PODS,
@@ -59,8 +61,12 @@ PDBS = Resource("PodDisruptionBudget", resource_path(POLICY_API, "poddisruptionb
 PRIORITY_CLASSES = Resource("PriorityClass", resource_path(SCHEDULING_API, "priorityclasses"))
 MACHINE_SETS = Resource("MachineSet", resource_path(MACHINE_API, "machinesets"))
 MACHINES = Resource("Machine", resource_path(MACHINE_API, "machines"))
-PRIORITY_EXPANDER_CONFIGMAP = Resource("ConfigMap", resource_path(CORE, "configmaps"),
-                                       field_selector=f"metadata.name={PRIORITY_CONFIGMAP}")
+
+
+def priority_expander_configmap(namespace: str) -> Resource:
+    """The Priority expander's ConfigMap, by name, in ``namespace`` alone."""
+    return Resource("ConfigMap", resource_path(CORE, "configmaps", namespace),
+                    field_selector=f"metadata.name={PRIORITY_CONFIGMAP}")
 
 
 def _ignore(kind: str, event: str, obj: JSON, old: JSON | None) -> None:
@@ -71,8 +77,9 @@ class WatchedCluster:
     """The autoscaler's informers, started on first use; see the module docstring."""
 
     def __init__(self, kube: KubeClient, sync_timeout: float = SYNC_TIMEOUT,
-                 watch_timeout: int = 300):
+                 watch_timeout: int = 300, namespace: str = DEFAULT_NAMESPACE):
         self.kube = kube
+        self.namespace = namespace
         self.sync_timeout = sync_timeout
         self.watch_timeout = watch_timeout
         self.informers: dict[str, Informer] = {}
@@ -115,7 +122,7 @@ class WatchedCluster:
         """What one loop decides on (the watch-cache twin of ``loop.read_cluster``)."""
         kinds = [NODES, PODS, PDBS, PRIORITY_CLASSES, MACHINE_SETS, MACHINES]
         if "Priority" in config.expanders:
-            kinds.append(PRIORITY_EXPANDER_CONFIGMAP)
+            kinds.append(priority_expander_configmap(self.namespace))
         for resource in kinds:  # start every watch before waiting on any
             self._informer(resource)
         nodes, pods, pdbs, classes, machine_sets, machines, *configmaps = [

@@ -20,6 +20,14 @@ machinehealthcheck_controller.go``):
   (``SkippedNoController``) or is already being deleted (nothing to do: what makes a restarted
   operator repeat nothing).
 
+Timeouts have minimums, refused by the CRD's CEL rules and again here (for checks stored before
+the rules): ``nodeStartupTimeout`` is ``0`` or at least 30 s, Cluster API's webhook minimum
+(``api/v1beta1/machinehealthcheck_webhook.go``, ``minNodeStartupTimeout``); an unhealthy
+condition's ``timeout`` is at least 1 s, berthmaster's own floor (openshift/api and
+machine-api-operator accept ``0s``, which remediates a Node at the first report of a condition).
+``maxUnhealthy`` defaults to ``100%`` exactly as upstream (the CRD default and
+``getMaxUnhealthy``): only an explicit ``maxUnhealthy`` short-circuits a mass remediation.
+
 berthmaster does not hand Machines to external remediation: a ``spec.remediationTemplate`` (and a
 spec the CRD's schema could not refuse, such as an unknown selector operator) makes
 ``RemediationAllowed`` False with a reason and a message naming the field, and nothing is
@@ -57,6 +65,10 @@ REMEDIATION_ALLOWED = "RemediationAllowed"
 TOO_MANY_UNHEALTHY = "TooManyUnhealthy"
 DEFAULT_MAX_UNHEALTHY = "100%"
 DEFAULT_NODE_STARTUP_TIMEOUT = "10m"
+# Cluster API api/v1beta1 machinehealthcheck_webhook.go: minNodeStartupTimeout ("0" disables).
+MIN_NODE_STARTUP_TIMEOUT = timedelta(seconds=30)
+# berthmaster's floor for unhealthyConditions[].timeout (no upstream sets one).
+MIN_CONDITION_TIMEOUT = timedelta(seconds=1)
 # berthmaster: the reasons a spec is refused.
 EXTERNAL_REMEDIATION_NOT_SUPPORTED = "ExternalRemediationNotSupported"
 INVALID_CONFIGURATION = "InvalidConfiguration"
@@ -102,7 +114,7 @@ class RefusedSpec(Exception):
         self.problems = problems
 
 
-def _duration(value: Any, where: str, name: str, problems: list[str]) -> timedelta:
+def _duration(value: Any, where: str, name: str, problems: list[str]) -> timedelta | None:
     text = str(value).strip()
     if text == "0":
         return timedelta(0)
@@ -111,7 +123,7 @@ def _duration(value: Any, where: str, name: str, problems: list[str]) -> timedel
     except ValueError:
         problems.append(f"MachineHealthCheck {name}: {where}: {value!r} is not a duration; use "
                         "a number with a unit (ns, us, ms, s, m, h), such as 300s or 10m")
-        return timedelta(0)
+        return None
 
 
 def parse_max_unhealthy(value: Any) -> int | str:
@@ -143,8 +155,12 @@ def parse_spec(mhc: JSON) -> HealthCheckSpec:
     for index, raw in enumerate(spec.get("unhealthyConditions") or []):
         where = f"spec.unhealthyConditions[{index}].timeout"
         timeout = _duration(raw.get("timeout", ""), where, str(name), problems)
+        if timeout is not None and timeout < MIN_CONDITION_TIMEOUT:
+            problems.append(f"MachineHealthCheck {name}: {where}: {raw.get('timeout')!r} is "
+                            "below the minimum of 1s; a shorter timeout remediates a Node at "
+                            "the first report of the condition (OpenShift's examples use 300s)")
         conditions.append(UnhealthyCondition(str(raw.get("type")), str(raw.get("status")),
-                                             timeout))
+                                             timeout or timedelta(0)))
     if not conditions:
         problems.append(f"MachineHealthCheck {name}: spec.unhealthyConditions: at least one "
                         "condition is required, such as {type: Ready, status: 'False', "
@@ -156,8 +172,12 @@ def parse_spec(mhc: JSON) -> HealthCheckSpec:
         problems.append(f"MachineHealthCheck {name}: spec.maxUnhealthy: {raw_max!r} is neither "
                         "a non-negative integer nor a percentage up to 100%, such as 2 or 40%")
         max_unhealthy = 0
-    startup = _duration(spec.get("nodeStartupTimeout", DEFAULT_NODE_STARTUP_TIMEOUT),
-                        "spec.nodeStartupTimeout", str(name), problems)
+    raw_startup = spec.get("nodeStartupTimeout", DEFAULT_NODE_STARTUP_TIMEOUT)
+    startup = _duration(raw_startup, "spec.nodeStartupTimeout", str(name), problems)
+    if startup is not None and timedelta(0) < startup < MIN_NODE_STARTUP_TIMEOUT:
+        problems.append(f"MachineHealthCheck {name}: spec.nodeStartupTimeout: {raw_startup!r} "
+                        "must be \"0\" (no startup check) or at least 30s, as Cluster API's "
+                        "MachineHealthCheck webhook requires")
     selector = dict(spec.get("selector") or {})
     try:
         selector_matches(selector, {})
@@ -165,7 +185,7 @@ def parse_spec(mhc: JSON) -> HealthCheckSpec:
         problems.append(f"MachineHealthCheck {name}: {error}")
     if problems:
         raise RefusedSpec(INVALID_CONFIGURATION, problems)
-    return HealthCheckSpec(selector, tuple(conditions), max_unhealthy, startup)
+    return HealthCheckSpec(selector, tuple(conditions), max_unhealthy, startup or timedelta(0))
 
 
 def max_unhealthy_count(value: int | str, expected: int) -> int:

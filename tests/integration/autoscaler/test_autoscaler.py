@@ -44,6 +44,10 @@ def _free_port() -> int:
 
 
 METRICS_PORT = _free_port()
+# The operator's namespace (--autoscaler-namespace): the only one the Priority expander's
+# ConfigMap is read from.
+OPERATOR_NAMESPACE = "berthmaster-autoscaler-it"
+PRIORITY_CONFIGMAP = "cluster-autoscaler-priority-expander"
 
 
 @pytest.fixture(scope="module")
@@ -72,7 +76,8 @@ def operator(cluster: Any, crds: None, tmp_path_factory: pytest.TempPathFactory
             [sys.executable, "-m", "berthmaster.cli", "operator", "--kubeconfig",
              str(cluster.kubeconfig), "--only", "machines", "--only", "autoscaler",
              "--standalone", "--liveness", "",
-             "--metrics-bind-address", f"127.0.0.1:{METRICS_PORT}"],
+             "--metrics-bind-address", f"127.0.0.1:{METRICS_PORT}",
+             "--autoscaler-namespace", OPERATOR_NAMESPACE],
             stdout=out, stderr=subprocess.STDOUT, env=env)
     try:
         yield process
@@ -234,7 +239,8 @@ async def test_openshift_fields_are_stored_not_pruned(cluster: Any, crds: None,
                                     "autoscaler-machineautoscaler.yaml",
                                     "autoscaler-priority-expander.yaml"])
 def test_samples_are_accepted(cluster: Any, crds: None, sample: str) -> None:
-    cluster.kubectl("create", "namespace", "openshift-machine-api")
+    for namespace in ("openshift-machine-api", "berthmaster"):
+        cluster.kubectl("create", "namespace", namespace)
     result = cluster.kubectl("apply", "--dry-run=server", "-f",
                              str(ROOT / "deploy" / "samples" / sample))
     assert result.returncode == 0, result.stderr
@@ -409,6 +415,86 @@ async def _eq(value: Any, expected: Any) -> bool:
 
 async def _len_eq(value: Any, expected: int) -> bool:
     return len(await value) == expected
+
+
+def priority_configmap(namespace: str, priorities: str) -> JSON:
+    return {"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": PRIORITY_CONFIGMAP, "namespace": namespace},
+            "data": {"priorities": priorities}}
+
+
+async def test_priority_expander_reads_its_own_namespace_and_survives_a_bad_configmap(
+        cluster: Any, operator: Any, scheduler: Any, kube: KubeClient, namespace: str) -> None:
+    """kubernetes/autoscaler cluster-autoscaler/expander/priority/priority.go: the ConfigMap
+    comes from a ConfigMapNamespaceLister on the autoscaler's own namespace, and a pattern
+    that does not compile is "Can't compile regexp rule for priority %d and rule %s: %v".
+    Upstream then offers no option at all; here the scale-up still happens (the expanders
+    after Priority, here the final random choice, decide) and a Warning names the problem."""
+    spot, steady = f"spot-{namespace}", f"steady-{namespace}"
+    for name in (spot, steady):
+        body = machine_set(name, namespace)
+        body["spec"]["template"]["spec"]["metadata"]["labels"]["shared"] = namespace
+        assert apply(cluster, body).returncode == 0
+        assert apply(cluster, machine_autoscaler(f"ma-{name}", namespace, name, 0, 2)
+                     ).returncode == 0
+    cluster.kubectl("create", "namespace", OPERATOR_NAMESPACE)  # may exist already
+    own = resource_path(CORE, "configmaps", OPERATOR_NAMESPACE, PRIORITY_CONFIGMAP)
+    with contextlib.suppress(KubeError):
+        await kube.delete(own)
+    # A decoy outside the operator's namespace asks for the spot set: it counts for nothing.
+    await kube.create(resource_path(CORE, "configmaps", namespace),
+                      priority_configmap(namespace, f"50:\n  - {spot}\n"))
+    # The operator's own: a lookbehind, which Python's re takes and RE2 (Go's regexp) refuses.
+    await kube.create(resource_path(CORE, "configmaps", OPERATOR_NAMESPACE),
+                      priority_configmap(OPERATOR_NAMESPACE, "10:\n  - '(?<=steady)-'\n"))
+    assert apply(cluster, cluster_autoscaler({"expanders": ["Priority"],
+                                              "resourceLimits": {"maxNodesTotal": 20}})
+                 ).returncode == 0
+
+    def shared_pod(name: str) -> JSON:
+        body = pod(name, namespace, "1500m", pool="")
+        body["spec"]["nodeSelector"] = {"shared": namespace}
+        return body
+
+    async def replicas() -> dict[str, int]:
+        return {name: int((await kube.get(resource_path(MACHINES, "machinesets", namespace,
+                                                        name)))["spec"].get("replicas") or 0)
+                for name in (spot, steady)}
+
+    async def total(count: int) -> bool:
+        return sum((await replicas()).values()) == count
+
+    async def running(name: str) -> bool:
+        found = await kube.get(resource_path(CORE, "pods", namespace, name))
+        return bool(found.get("status", {}).get("phase") == "Running")
+
+    async def warned() -> JSON | None:
+        found = await events_for(kube, "default", "default", "PriorityConfigMapInvalid")
+        return found[0] if found else None
+
+    try:
+        await kube.create(resource_path(CORE, "pods", namespace), shared_pod("first"))
+        event = await wait_for(warned, timeout=60, what="PriorityConfigMapInvalid warning")
+        assert event["type"] == "Warning"
+        assert event["involvedObject"]["kind"] == "ClusterAutoscaler"
+        assert event["message"].startswith(
+            f"ConfigMap {OPERATOR_NAMESPACE}/{PRIORITY_CONFIGMAP} key priorities: ")
+        assert ("Can't compile regexp rule for priority 10 and rule (?<=steady)-: invalid perl "
+                "operator: (?<=") in event["message"]
+        await wait_for(lambda: total(1), timeout=60, what="a MachineSet grown despite it")
+
+        # Fixed: steady has the priority; the decoy's higher one for spot is not read.
+        await kube.patch(own, {"data": {"priorities": f"10:\n  - {steady}\n1:\n  - .*\n"}})
+        await wait_for(lambda: running("first"), timeout=90, what="first pod running")
+        before = await replicas()
+        await kube.create(resource_path(CORE, "pods", namespace), shared_pod("second"))
+        await wait_for(lambda: total(2), timeout=60, what="a second node for the second pod")
+        after = await replicas()
+        assert after == {spot: before[spot], steady: before[steady] + 1}
+    finally:
+        await kube.delete(resource_path(AUTOSCALING, "clusterautoscalers", name="default"))
+        with contextlib.suppress(KubeError):
+            await kube.delete(own)
 
 
 async def test_machineset_that_never_provisions_is_backed_off(

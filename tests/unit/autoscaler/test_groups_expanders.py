@@ -11,6 +11,7 @@ from berthmaster.operator.autoscaler.expanders import (
     Option,
     best_option,
     parse_priorities,
+    read_priorities,
 )
 from berthmaster.operator.autoscaler.groups import build_cluster_view
 from tests.unit.autoscaler.builders import make_machine, make_machine_set, make_node
@@ -63,7 +64,10 @@ def test_priority_expander_picks_the_highest_matching_priority() -> None:
 
 
 def test_priority_configmap_errors_name_the_configmap() -> None:
-    with pytest.raises(ValueError, match="cluster-autoscaler-priority-expander"):
+    reading = read_priorities({"data": {"priorities": "high:\n  - .*\n"}}, "berthmaster")
+    assert reading.problem is not None
+    assert "ConfigMap berthmaster/cluster-autoscaler-priority-expander" in reading.problem
+    with pytest.raises(ValueError, match="priority 'high' is not an integer"):
         parse_priorities({"priorities": "high:\n  - .*\n"})
 
 

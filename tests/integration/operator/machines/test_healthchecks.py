@@ -13,7 +13,7 @@ internalRemediation and their events and conditions).
 from __future__ import annotations
 
 from collections.abc import Iterator
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -271,11 +271,13 @@ async def test_machine_without_a_node_is_remediated_after_node_startup_timeout(
         body = kwok_machine(machine_name, labels={api.MACHINESET_LABEL: "idle"})
         body["metadata"]["ownerReferences"] = owners
         await kube.create(api.machine_path(namespace), body)
+        # no Node a minute after its last update: past the 30s minimum at once
         await kube.patch(api.machine_path(namespace, machine_name, "status"), {"status": {
-            "phase": api.PROVISIONING, "lastUpdated": format_rfc3339(datetime.now(UTC))}})
+            "phase": api.PROVISIONING,
+            "lastUpdated": format_rfc3339(datetime.now(UTC) - timedelta(minutes=1))}})
         loose_and_owned.append(machine_name)
     await kube.create(mhc_path(namespace),
-                      health_check("mhc", "idle", nodeStartupTimeout="2s"))
+                      health_check("mhc", "idle", nodeStartupTimeout="30s"))
 
     await gone(kube, namespace, "stuck")
     events = await wait_for(lambda: _reason(kube, namespace, {"metadata": {"name": "loose"}},
@@ -306,6 +308,15 @@ async def test_remediation_template_is_refused_in_status(
     ({"maxUnhealthy": -1}, "maxUnhealthy must not be negative"),
     ({"nodeStartupTimeout": "0abc"}, "nodeStartupTimeout must be"),
     ({"unhealthyConditions": []}, "spec.unhealthyConditions"),
+    # the minimum timeouts (CEL rules: the schema's pattern cannot compare durations)
+    ({"unhealthyConditions": [{"type": "Ready", "status": "False", "timeout": "0s"}]},
+     "unhealthyConditions[].timeout must be at least 1s; a shorter timeout remediates a Node "
+     "at the first report of the condition"),
+    ({"unhealthyConditions": [{"type": "Ready", "status": "False", "timeout": "500ms"}]},
+     "unhealthyConditions[].timeout must be at least 1s"),
+    ({"nodeStartupTimeout": "10s"}, 'nodeStartupTimeout must be "0" (no startup check) or at '
+                                    "least 30s, as Cluster API's MachineHealthCheck webhook "
+                                    "requires"),
     ({"selector": {"matchExpressions": [{"key": "a", "operator": "Maybe"}]}},
      "operator must be In, NotIn, Exists or DoesNotExist"),
 ])
@@ -317,3 +328,16 @@ async def test_the_api_server_refuses_what_the_schema_can_check(
     with pytest.raises(KubeError) as refused:
         await kube.create(mhc_path(namespace), health_check("bad", "x", **spec))
     assert words in refused.value.message
+
+
+@pytest.mark.parametrize("spec", [
+    {"nodeStartupTimeout": "0"}, {"nodeStartupTimeout": "0s"}, {"nodeStartupTimeout": "30s"},
+    {"unhealthyConditions": [{"type": "Ready", "status": "False", "timeout": "1s"}]},
+    {"unhealthyConditions": [{"type": "Ready", "status": "False", "timeout": "1.5h"}]},
+])
+async def test_the_api_server_accepts_timeouts_at_the_minimums(
+        kube: KubeClient, namespace: str, machine_api: RunningCluster,
+        spec: dict[str, Any]) -> None:
+    created = await kube.create(mhc_path(namespace), health_check("ok", "x", **spec))
+    assert created["spec"]["maxUnhealthy"] == "100%"  # openshift/api's default, unchanged
+    await kube.delete(mhc_path(namespace, "ok"))

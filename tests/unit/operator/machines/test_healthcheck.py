@@ -185,6 +185,15 @@ def test_next_check_is_the_soonest_due_target() -> None:
     ({"unhealthyConditions": [{"type": "Ready", "status": "False", "timeout": "5 minutes"}]},
      "InvalidConfiguration", "spec.unhealthyConditions[0].timeout"),
     ({"unhealthyConditions": []}, "InvalidConfiguration", "spec.unhealthyConditions"),
+    # below the minimums (the CRD's CEL rules refuse them first; these are checks stored
+    # before the rules): a zero or sub-second condition timeout, a short node startup
+    ({"unhealthyConditions": [{"type": "Ready", "status": "False", "timeout": "0s"}]},
+     "InvalidConfiguration", "spec.unhealthyConditions[0].timeout: '0s' is below the minimum"),
+    ({"unhealthyConditions": [READY_FALSE_5M, {"type": "Ready", "status": "Unknown",
+                                               "timeout": "999ms"}]},
+     "InvalidConfiguration", "spec.unhealthyConditions[1].timeout: '999ms' is below"),
+    ({"nodeStartupTimeout": "29s"}, "InvalidConfiguration",
+     "spec.nodeStartupTimeout: '29s' must be \"0\" (no startup check) or at least 30s"),
     ({"maxUnhealthy": "150%"}, "InvalidConfiguration", "spec.maxUnhealthy"),
     ({"selector": {"matchExpressions": [{"key": "a", "operator": "Maybe"}]}},
      "InvalidConfiguration", "spec.selector.matchExpressions"),
@@ -203,6 +212,34 @@ def test_refused_specs_name_the_field(spec: dict[str, Any], reason: str, field: 
     assert decision.condition["status"] == "False"
     assert decision.condition["reason"] == reason
     assert decision.delete == []
+
+
+@pytest.mark.parametrize(("timeout", "startup", "wanted_startup"), [
+    ("1s", "30s", timedelta(seconds=30)),  # both minimums are allowed
+    ("1.5s", "0", timedelta(0)),  # "0" disables the startup check
+    ("300s", "0s", timedelta(0)),  # so does any zero duration (upstream compares seconds)
+    ("2h45m", "1h", timedelta(hours=1)),
+])
+def test_timeouts_at_or_above_the_minimums_are_accepted(timeout: str, startup: str,
+                                                        wanted_startup: timedelta) -> None:
+    spec = parse_spec(check(nodeStartupTimeout=startup, unhealthyConditions=[
+        {"type": "Ready", "status": "False", "timeout": timeout}]))
+    assert spec.node_startup_timeout == wanted_startup
+    assert spec.unhealthy_conditions[0].timeout >= timedelta(seconds=1)
+
+
+def test_without_max_unhealthy_every_unhealthy_machine_is_remediated_as_upstream() -> None:
+    """openshift/api defaults maxUnhealthy to "100%" (+kubebuilder:default) and
+    machine-api-operator's getMaxUnhealthy reads a missing one as every expected Machine: no
+    short-circuit unless the check sets one (the docs say to)."""
+    targets = [sick_target("a"), sick_target("b"), sick_target("c")]
+    decision = decide_health_check(check(), SPEC, targets, NOW)
+    assert decision.condition["status"] == "True"
+    assert names(decision.delete) == ["a", "b", "c"]
+    body = check(maxUnhealthy="34%")  # 34% of 3 rounds down to 1
+    decision = decide_health_check(body, parse_spec(body), targets, NOW)
+    assert decision.delete == [] and decision.condition["reason"] == "TooManyUnhealthy"
+    assert decision.restricted_message.endswith("(total: 3, unhealthy: 3, maxUnhealthy: 34%)")
 
 
 def test_defaults_are_upstreams() -> None:
