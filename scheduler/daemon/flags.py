@@ -99,6 +99,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="client burst (default: %(default)s, as kube-scheduler)")
     parser.add_argument("--bind-concurrency", type=int, default=64,
                         help="bindings in flight at once (default: %(default)s)")
+    parser.add_argument("--volume-bind-timeout-seconds", type=float, default=600.0,
+                        help="how long PreBind waits for the PV controller to bind a pod's "
+                             "claims before the pod is retried (VolumeBinding's "
+                             "bindTimeoutSeconds; default: %(default)s)")
     parser.add_argument("--percentage-of-nodes-to-score", type=int, default=0,
                         help="stop filtering after this share of nodes fit (0: adaptive, as "
                              "upstream)")
