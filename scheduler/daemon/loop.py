@@ -5,8 +5,11 @@ the best pending pod, asks the engine (pure, no I/O) for a node, and then either
 pod there and hands it to the binder, or — when nothing fits — asks the engine for a
 preemption, records ``FailedScheduling`` (the engine's upstream-format message) and the
 ``PodScheduled=False/Unschedulable`` condition, and parks the pod until a cluster event could
-help it. Because the engine runs synchronously in the event loop, the watches cannot change the
-snapshot in the middle of a decision; the loop yields to them between cycles.
+help it. A pod with ``spec.resourceClaims`` is refused before the engine runs
+(:mod:`~berthmaster.scheduler.plugins.dynamic_resources`). A decision made, VolumeBinding's
+Reserve assumes the pod's volumes on its node (:mod:`.volumes`) before the binder runs PreBind
+and the binding. Because the engine runs synchronously in the event loop, the watches cannot
+change the snapshot in the middle of a decision; the loop yields to them between cycles.
 """
 
 from __future__ import annotations
@@ -24,8 +27,9 @@ from berthmaster.scheduler.daemon.events import EventRecorder
 from berthmaster.scheduler.daemon.metrics import SchedulerMetrics
 from berthmaster.scheduler.daemon.preempt import Preemptor
 from berthmaster.scheduler.daemon.queue import QueuedPod, SchedulingQueue
-from berthmaster.scheduler.engine import Decision, Engine
+from berthmaster.scheduler.engine import Decision, Engine, fit_error_message
 from berthmaster.scheduler.model import PodView
+from berthmaster.scheduler.plugins import dynamic_resources
 from berthmaster.scheduler.preemption import (
     PreemptionResult,
     evaluate_preemption,
@@ -73,6 +77,10 @@ class SchedulingLoop:
             self.queue.done(info.key)
             return
         started = time.perf_counter()
+        refused = dynamic_resources.refusal(pod)
+        if refused is not None:
+            self._refuse(info, refused.reasons[0], started)
+            return
         try:
             decision = self.engine.schedule(pod, self.snapshot)
         except Exception as error:  # an engine bug must not kill the scheduler
@@ -85,7 +93,8 @@ class SchedulingLoop:
         self.metrics.algorithm_duration.observe(time.perf_counter() - started)
         if decision.node:
             self.snapshot.assume(pod, decision.node)
-            self.binder.bind(info, decision.node, started)
+            volumes = self.binder.volumes.reserve(pod, decision.node)
+            self.binder.bind(info, decision.node, started, volumes)
             return
         nominated, result = self._try_preemption(pod, decision)
         self.metrics.attempt("unschedulable", time.perf_counter() - started)
@@ -101,6 +110,20 @@ class SchedulingLoop:
                            hint_events=self.engine.unschedulable_events(
                                decision, PodView.from_dict(pod)) or None,
                            rejected_by=decision.rejected_by)
+
+    def _refuse(self, info: QueuedPod, reason: str, started: float) -> None:
+        """A pod no node can take whatever changes (a PreFilter's UnschedulableAndUnresolvable):
+        FailedScheduling, PodScheduled=False, parked until the pod itself changes or the
+        periodic flush."""
+        pod = info.pod
+        message = fit_error_message(len(self.snapshot.node_names), {}, reason)
+        self.metrics.attempt("unschedulable", time.perf_counter() - started)
+        log.info("unschedulable", extra={"pod": ObjectRef.from_key(info.key), "reason": message})
+        self.recorder.event(pod, "Warning", events.FAILED_SCHEDULING, message, "Scheduling")
+        key = info.key
+        self.recorder.status(pod, events.unschedulable_status_patch(message),
+                             still_wanted=lambda: key in self.queue)
+        self.queue.requeue(info, unschedulable=True, hint_events=frozenset())
 
     def _try_preemption(self, pod: JSON, decision: Decision
                         ) -> tuple[str | None, PreemptionResult | None]:
