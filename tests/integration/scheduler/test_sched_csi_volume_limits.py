@@ -3,8 +3,8 @@
 A kwok node gets a CSINode allowing one volume of a test CSI driver; two PVs of that driver are
 bound to two claims. The binding is written the way the PV binder leaves it, without waiting
 for the one the local control plane runs: the PV names its claim (``claimRef``), the claim
-names its PV (``volumeName``), and both report ``Bound`` through their status subresource. The scheduler runs with a Policy listing the
-predicate (the default policy does not).
+names its PV (``volumeName``), and both report ``Bound`` through their status subresource.
+The scheduler runs with a Policy listing the predicate (the default policy does not).
 """
 
 from __future__ import annotations
