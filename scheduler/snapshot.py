@@ -91,6 +91,16 @@ def placement_view(pod: Obj) -> tuple[Any, ...]:
             status.get("nominatedNodeName"))
 
 
+def _version(obj: Obj) -> int:
+    """metadata.resourceVersion as a number (etcd's revision; as the assume cache compares),
+    -1 when absent or not a number."""
+    raw = (obj.get("metadata") or {}).get("resourceVersion")
+    try:
+        return int(str(raw))
+    except ValueError:
+        return -1
+
+
 def _object_key(kind: str, obj: Obj) -> str:
     meta = obj.get("metadata") or {}
     name = str(meta.get("name") or "")
@@ -245,6 +255,8 @@ class Snapshot:
         self.pdbs: dict[str, Obj] = {}
         self.priority_classes: dict[str, Obj] = {}
         self.persistent_volumes: dict[str, Obj] = {}
+        # (kind, key) -> the API server's object under an assumed PV or PVC (see assume_volume)
+        self._volume_api: dict[tuple[str, str], Obj] = {}
         self.persistent_volume_claims: dict[str, Obj] = {}
         self.storage_classes: dict[str, Obj] = {}
         self.csi_nodes: dict[str, Obj] = {}  # storage.k8s.io CSINodes, by (node) name
@@ -629,6 +641,12 @@ class Snapshot:
         elif kind in NAMESPACED_KINDS or kind in CLUSTER_KINDS:
             attr = NAMESPACED_KINDS.get(kind) or CLUSTER_KINDS[kind]
             key = _object_key(kind, obj)
+            if (kind, key) in self._volume_api:
+                # an assumed PV/PVC: only a newer version from the API server replaces it
+                # (assume_cache.go, add: "Only update object if version is newer")
+                if _version(obj) <= _version(getattr(self, attr)[key]):
+                    return
+                del self._volume_api[(kind, key)]
             getattr(self, attr)[key] = obj
             self._selectors.pop((kind, key), None)
             self.generation += 1
@@ -643,11 +661,53 @@ class Snapshot:
         elif kind in NAMESPACED_KINDS or kind in CLUSTER_KINDS:
             attr = NAMESPACED_KINDS.get(kind) or CLUSTER_KINDS[kind]
             key = _object_key(kind, obj)
+            self._volume_api.pop((kind, key), None)
             getattr(self, attr).pop(key, None)
             self._selectors.pop((kind, key), None)
             self.generation += 1
         else:
             raise ValueError(f"unsupported kind {kind!r}; the snapshot holds {sorted(KINDS)}")
+
+    # ---------------------------------------------------------------- assumed volumes
+    def assume_volume(self, kind: str, obj: Obj) -> None:
+        """VolumeBinding's Reserve: ``obj``, a PersistentVolume or PersistentVolumeClaim as this
+        scheduler is about to write it (a PV's claimRef, a claim's selected-node annotation),
+        stands in for the stored one, so the next decisions see the volume taken, until the
+        watch brings a newer version or :meth:`restore_volume` undoes it (upstream's
+        assume cache, ``pkg/scheduler/util/assumecache/assume_cache.go``, Assume). Raises
+        KeyError for an object the snapshot does not hold and ValueError for one older than
+        the stored version."""
+        attr = CLUSTER_KINDS.get(kind) or NAMESPACED_KINDS[kind]
+        key = _object_key(kind, obj)
+        store: dict[str, Obj] = getattr(self, attr)
+        current = store[key]
+        if _version(obj) < _version(current):
+            raise ValueError(f"{kind} {key!r} is out of sync (stored: "
+                             f"{_version(current)}, assume: {_version(obj)})")
+        self._volume_api.setdefault((kind, key), current)
+        store[key] = obj
+        self.generation += 1
+
+    def restore_volume(self, kind: str, key: str) -> None:
+        """Undo :meth:`assume_volume` (Unreserve): the API server's object comes back; nothing
+        when the assumption is already gone (a newer version replaced it)."""
+        api = self._volume_api.pop((kind, key), None)
+        if api is not None:
+            attr = CLUSTER_KINDS.get(kind) or NAMESPACED_KINDS[kind]
+            getattr(self, attr)[key] = api
+            self.generation += 1
+
+    def api_volume(self, kind: str, key: str) -> Obj | None:
+        """The API server's latest PV or PVC (never an assumed one), as GetAPIObj."""
+        api = self._volume_api.get((kind, key))
+        if api is not None:
+            return api
+        attr = CLUSTER_KINDS.get(kind) or NAMESPACED_KINDS[kind]
+        found: Obj | None = getattr(self, attr).get(key)
+        return found
+
+    def is_volume_assumed(self, kind: str, key: str) -> bool:
+        return (kind, key) in self._volume_api
 
     # ---------------------------------------------------------------- reading
     @property

@@ -53,6 +53,8 @@ CONTROLLERS = (
     "ttl-after-finished-controller", "resourcequota-controller",
     # Publishes kube-root-ca.crt in every namespace, which service-account token volumes mount.
     "root-ca-certificate-publisher-controller",
+    # Binds claims to volumes: the scheduler's VolumeBinding PreBind waits for it.
+    "persistentvolume-binder-controller",
 )
 COMPONENTS = ("etcd", "kube-apiserver", "kube-controller-manager", "kwok")
 NODE_COMPONENTS = ("containerd", "kube-scheduler", "kubelet", "kube-proxy")

@@ -15,6 +15,13 @@ once; at most ``concurrency`` bindings are in flight. Outcomes:
   ("Binding rejected: ...") as kube-scheduler.
 
 A binding is only sent while this replica leads (``may_act``), checked just before the POST.
+
+A pod with volumes to bind (a :class:`~.volumes.Reservation` made by the loop's Reserve) runs
+VolumeBinding's PreBind first, in the same task and outside the binding slots, so its wait for
+the PV controller holds up no other binding (see :mod:`.volumes`). When PreBind fails the pod is
+forgotten, its volumes unreserved and it is requeued with upstream's FailedScheduling text and
+``PodScheduled=False`` reason ``SchedulerError``; a pod deleted meanwhile is dropped. A failed
+or abandoned binding unreserves the volumes too.
 """
 
 from __future__ import annotations
@@ -31,7 +38,14 @@ from berthmaster.scheduler.daemon import events
 from berthmaster.scheduler.daemon.events import EventRecorder
 from berthmaster.scheduler.daemon.metrics import SchedulerMetrics
 from berthmaster.scheduler.daemon.queue import QueuedPod, SchedulingQueue
-from berthmaster.scheduler.snapshot import Snapshot
+from berthmaster.scheduler.daemon.volumes import (
+    DEFAULT_BIND_TIMEOUT_SECONDS,
+    NotLeader,
+    PreBindError,
+    Reservation,
+    VolumeBinder,
+)
+from berthmaster.scheduler.snapshot import Snapshot, pod_key
 
 JSON = dict[str, Any]
 log = logging.getLogger("berthmaster.scheduler.binder")
@@ -58,8 +72,10 @@ class Binder:
         metrics: SchedulerMetrics,
         concurrency: int = 64,
         may_act: Callable[[], bool] = lambda: True,
+        volume_bind_timeout: float = DEFAULT_BIND_TIMEOUT_SECONDS,
     ):
         self.kube = kube
+        self.volumes = VolumeBinder(kube, snapshot, bind_timeout=volume_bind_timeout)
         self.snapshot = snapshot
         self.queue = queue
         self.recorder = recorder
@@ -70,8 +86,9 @@ class Binder:
         self.bound = 0
         self.conflicts = 0
 
-    def bind(self, info: QueuedPod, node: str, started: float) -> None:
-        task = asyncio.create_task(self._bind(info, node, started))
+    def bind(self, info: QueuedPod, node: str, started: float,
+             volumes: Reservation | None = None) -> None:
+        task = asyncio.create_task(self._bind(info, node, started, volumes))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
@@ -85,13 +102,33 @@ class Binder:
         for task in list(self._tasks):
             task.cancel()
 
-    async def _bind(self, info: QueuedPod, node: str, started: float) -> None:
+    def _unreserve(self, volumes: Reservation | None) -> None:
+        if volumes is not None:
+            self.volumes.unreserve(volumes)
+
+    async def _bind(self, info: QueuedPod, node: str, started: float,
+                    volumes: Reservation | None = None) -> None:
         pod = info.pod
         meta = pod.get("metadata") or {}
         try:
+            if volumes is not None:
+                try:
+                    waited = await self.volumes.pre_bind(volumes, self.may_act)
+                except PreBindError as error:
+                    self._pre_bind_failed(info, node, volumes, error, started)
+                    return
+                except NotLeader:
+                    self.snapshot.forget(pod)
+                    self._unreserve(volumes)
+                    self.queue.requeue(info, unschedulable=False)
+                    return
+                log.info("volumes bound", extra={"pod": ObjectRef.from_key(info.key),
+                                                 "node": ObjectRef(node),
+                                                 "seconds": round(waited, 3)})
             async with self._slots:
                 if not self.may_act():
                     self.snapshot.forget(pod)
+                    self._unreserve(volumes)
                     self.queue.requeue(info, unschedulable=False)
                     return
                 sent = time.perf_counter()
@@ -100,9 +137,11 @@ class Binder:
                                   "binding"), binding_body(pod, node))
         except asyncio.CancelledError:
             self.snapshot.forget(pod)
+            self._unreserve(volumes)
             self.queue.requeue(info, unschedulable=False)
             raise
         except KubeError as error:
+            self._unreserve(volumes)
             self._failed(info, node, error, started)
             return
         now = time.perf_counter()
@@ -134,4 +173,28 @@ class Binder:
         self.metrics.attempt("error", time.perf_counter() - started)
         self.recorder.event(pod, "Warning", events.FAILED_SCHEDULING,
                             f"Binding rejected: {error.message}", "Scheduling")
+        self.queue.requeue(info, unschedulable=False)
+
+    def _pre_bind_failed(self, info: QueuedPod, node: str, volumes: Reservation,
+                         error: PreBindError, started: float) -> None:
+        """handleBindingCycleError (schedule_one.go): Unreserve, forget, and the failure
+        handler's FailedScheduling Event and PodScheduled condition (reason SchedulerError: a
+        PreBind error is not an Unschedulable status)."""
+        pod = info.pod
+        self.snapshot.forget(pod)
+        self._unreserve(volumes)
+        message = str(error)
+        log.warning("binding volumes failed", extra={"pod": ObjectRef.from_key(info.key),
+                                                     "node": ObjectRef(node),
+                                                     "error": message})
+        self.metrics.attempt("error", time.perf_counter() - started)
+        if error.pod_gone:
+            self.queue.done(info.key)
+            return
+        self.recorder.event(pod, "Warning", events.FAILED_SCHEDULING, message, "Scheduling")
+        uid = pod_key(pod)
+        key = info.key
+        self.recorder.status(
+            pod, events.unschedulable_status_patch(message, reason=events.SCHEDULER_ERROR),
+            still_wanted=lambda: key in self.queue and not self.snapshot.is_assumed(uid))
         self.queue.requeue(info, unschedulable=False)

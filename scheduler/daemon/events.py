@@ -34,6 +34,7 @@ SCHEDULED = "Scheduled"
 FAILED_SCHEDULING = "FailedScheduling"
 PREEMPTED = "Preempted"
 UNSCHEDULABLE = "Unschedulable"
+SCHEDULER_ERROR = "SchedulerError"  # PodReasonSchedulerError: a failure that is not a misfit
 _CORRELATION_WINDOW = 600.0
 
 

@@ -103,6 +103,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="client burst (default: %(default)s, as kube-scheduler)")
     parser.add_argument("--bind-concurrency", type=int, default=64,
                         help="bindings in flight at once (default: %(default)s)")
+    parser.add_argument("--volume-bind-timeout-seconds", type=float, default=600.0,
+                        help="how long PreBind waits for the PV controller to bind a pod's "
+                             "claims before the pod is retried (VolumeBinding's "
+                             "bindTimeoutSeconds; default: %(default)s)")
     parser.add_argument("--percentage-of-nodes-to-score", type=int, default=0,
                         help="stop filtering after this share of nodes fit (0: adaptive, as "
                              "upstream)")
@@ -129,7 +133,7 @@ _LEADER_FLAGS = {
     "--leader-elect-resource-namespace": "leader_elect_lease_namespace",
 }
 _CONFIG_FLAGS = ("--scheduler-name", "--percentage-of-nodes-to-score", "--kube-api-qps",
-                 "--kube-api-burst")
+                 "--kube-api-burst", "--volume-bind-timeout-seconds")
 
 
 def given(argv: Sequence[str]) -> set[str]:
@@ -158,4 +162,6 @@ def apply_config(args: argparse.Namespace, config: Any, written: set[str]) -> li
     args.kube_api_qps, args.kube_api_burst = config.qps, config.burst
     args.percentage_of_nodes_to_score = config.percentage_of_nodes_to_score
     args.scheduler_name = config.scheduler_names[0]
+    # one binder serves every profile: the first profile's VolumeBindingArgs apply
+    args.volume_bind_timeout_seconds = config.profiles[0].bind_timeout_seconds
     return [flag for flag in _CONFIG_FLAGS if flag in written]

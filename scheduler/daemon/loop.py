@@ -5,8 +5,11 @@ the best pending pod, asks the engine (pure, no I/O) for a node, and then either
 pod there and hands it to the binder, or — when nothing fits — asks the engine for a
 preemption, records ``FailedScheduling`` (the engine's upstream-format message) and the
 ``PodScheduled=False/Unschedulable`` condition, and parks the pod until a cluster event could
-help it. Because the engine runs synchronously in the event loop, the watches cannot change the
-snapshot in the middle of a decision; the loop yields to them between cycles.
+help it. A pod with ``spec.resourceClaims`` is refused before the engine runs
+(:mod:`~berthmaster.scheduler.plugins.dynamic_resources`). A decision made, VolumeBinding's
+Reserve assumes the pod's volumes on its node (:mod:`.volumes`) before the binder runs PreBind
+and the binding. Because the engine runs synchronously in the event loop, the watches cannot
+change the snapshot in the middle of a decision; the loop yields to them between cycles.
 """
 
 from __future__ import annotations
@@ -24,8 +27,9 @@ from berthmaster.scheduler.daemon.events import EventRecorder
 from berthmaster.scheduler.daemon.metrics import SchedulerMetrics
 from berthmaster.scheduler.daemon.preempt import Preemptor
 from berthmaster.scheduler.daemon.queue import QueuedPod, SchedulingQueue
-from berthmaster.scheduler.engine import Decision, Engine
+from berthmaster.scheduler.engine import Decision, Engine, fit_error_message
 from berthmaster.scheduler.model import PodView
+from berthmaster.scheduler.plugins import dynamic_resources
 from berthmaster.scheduler.preemption import (
     PreemptionResult,
     evaluate_preemption,
@@ -78,6 +82,10 @@ class SchedulingLoop:
             return
         started = time.perf_counter()
         engine = self.engine_for(pod)
+        refused = dynamic_resources.refusal(pod)
+        if refused is not None:
+            self._refuse(info, refused.reasons[0], started)
+            return
         try:
             decision = engine.schedule(pod, self.snapshot)
         except Exception as error:  # an engine bug must not kill the scheduler
@@ -90,7 +98,8 @@ class SchedulingLoop:
         self.metrics.algorithm_duration.observe(time.perf_counter() - started)
         if decision.node:
             self.snapshot.assume(pod, decision.node)
-            self.binder.bind(info, decision.node, started)
+            volumes = self.binder.volumes.reserve(pod, decision.node)
+            self.binder.bind(info, decision.node, started, volumes)
             return
         nominated, result = None, None
         if engine.policy.preemption:
@@ -113,6 +122,20 @@ class SchedulingLoop:
         """The engine of the pod's profile (its ``spec.schedulerName``)."""
         name = (pod.get("spec") or {}).get("schedulerName")
         return self.engines.get(name, self.engine) if name else self.engine
+
+    def _refuse(self, info: QueuedPod, reason: str, started: float) -> None:
+        """A pod no node can take whatever changes (a PreFilter's UnschedulableAndUnresolvable):
+        FailedScheduling, PodScheduled=False, parked until the pod itself changes or the
+        periodic flush."""
+        pod = info.pod
+        message = fit_error_message(len(self.snapshot.node_names), {}, reason)
+        self.metrics.attempt("unschedulable", time.perf_counter() - started)
+        log.info("unschedulable", extra={"pod": ObjectRef.from_key(info.key), "reason": message})
+        self.recorder.event(pod, "Warning", events.FAILED_SCHEDULING, message, "Scheduling")
+        key = info.key
+        self.recorder.status(pod, events.unschedulable_status_patch(message),
+                             still_wanted=lambda: key in self.queue)
+        self.queue.requeue(info, unschedulable=True, hint_events=frozenset())
 
     def _try_preemption(self, pod: JSON, decision: Decision, engine: Engine
                         ) -> tuple[str | None, PreemptionResult | None]:

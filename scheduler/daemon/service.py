@@ -119,7 +119,8 @@ class SchedulerService:
                 on_leading=lambda leading: self.metrics.leading(
                     args.leader_elect_lease_name, leading))
         self.binder = Binder(kube, self.snapshot, self.queue, self.recorder, self.metrics,
-                             concurrency=args.bind_concurrency, may_act=self.may_act)
+                             concurrency=args.bind_concurrency, may_act=self.may_act,
+                             volume_bind_timeout=args.volume_bind_timeout_seconds)
         self.preemptor = Preemptor(kube, self.recorder, self.name, may_act=self.may_act)
         self.engines = {
             profile.scheduler_name: Engine(

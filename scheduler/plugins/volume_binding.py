@@ -1,39 +1,80 @@
-"""CheckVolumeBinding (kube-scheduler: VolumeBinding).
+"""CheckVolumeBinding (kube-scheduler: VolumeBinding), the filter half and the pure binding logic.
 
-Bound claims: the volume's ``spec.nodeAffinity.required`` must match the node. Unbound claims
-of a ``WaitForFirstConsumer`` class: some available volume of that class, large enough, with
-the access modes asked and node affinity matching the node, must exist, unless the class can
-provision dynamically. An unbound claim with immediate binding, or a missing claim, rejects the
-pod on every node before any node is looked at (as upstream's PreFilter).
+As kube-scheduler 1.35 (``pkg/scheduler/framework/plugins/volumebinding/volume_binding.go``
+and ``binder.go``; the PV matching is ``k8s.io/component-helpers/storage/volume/
+pv_helpers.go``, FindMatchingVolume):
+
+- **PreFilter** (:func:`pod_volume_claims`): every claim the pod names (``persistentVolumeClaim``
+  and generic ``ephemeral`` volumes, whose claim is ``<pod>-<volume>``) must exist, not be
+  ``Lost`` nor being deleted; the claims are split into bound ones, unbound ones of a
+  ``WaitForFirstConsumer`` class (delayed binding: the scheduler's job) and unbound immediate
+  ones, which reject the pod on every node (``pod has unbound immediate
+  PersistentVolumeClaims``). Each of these is UnschedulableAndUnresolvable.
+- **Filter** (:func:`find_pod_volumes`, per node): a bound claim's volume must exist
+  (``node(s) unavailable due to one or more pvc(s) bound to non-existent pv(s)``) and its
+  ``spec.nodeAffinity`` match the node (``node(s) didn't match PersistentVolume's node
+  affinity``); a delayed claim needs a static volume of its class (smallest first; size, access
+  modes, volume mode, VolumeAttributesClass, selector, phase ``Available``, not deleted, not
+  claimed by another claim, node affinity), or else dynamic provisioning: the class's
+  provisioner is not ``kubernetes.io/no-provisioner`` and its ``allowedTopologies`` match the
+  node (otherwise ``node(s) didn't find available persistent volumes to bind``). A claim that
+  already carries ``volume.kubernetes.io/selected-node`` fits that node only.
+  The outcome for the chosen node, a :class:`PodVolumes` (static bindings and claims to
+  provision), is what Reserve assumes and PreBind writes (``scheduler/daemon/volumes.py``).
+- Not done: the CSIStorageCapacity check (``node(s) did not have enough free storage``;
+  berthmaster watches neither CSIDriver nor CSIStorageCapacity, so capacity is never short),
+  in-tree to CSI translation of volumes' node affinity, and the capacity score.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
+import copy
+from collections.abc import Mapping, Sequence
+from collections.abc import Set as AbstractSet
+from dataclasses import dataclass, field
+from fractions import Fraction
 from typing import Any
 
 from berthmaster.scheduler.model import (
     NodeSelector,
     PodView,
+    label_selector,
     node_selector_term,
     parse_quantity,
 )
-from berthmaster.scheduler.plugins.base import Predicate, PrefilterResult, Status, unresolvable
+from berthmaster.scheduler.plugins.base import (
+    Predicate,
+    PrefilterResult,
+    Status,
+    unresolvable,
+)
 from berthmaster.scheduler.snapshot import NodeInfo, Snapshot
+
+Obj = Mapping[str, Any]
 
 NAME = "CheckVolumeBinding"
 ALIASES = ("VolumeBinding",)
-REASON_NODE_CONFLICT = "node(s) had volume node affinity conflict"
+# binder.go, ConflictReason constants (kube-scheduler 1.35)
+REASON_NODE_CONFLICT = "node(s) didn't match PersistentVolume's node affinity"
 REASON_BIND_CONFLICT = "node(s) didn't find available persistent volumes to bind"
+REASON_NOT_ENOUGH_SPACE = "node(s) did not have enough free storage"
+REASON_PV_NOT_EXIST = "node(s) unavailable due to one or more pvc(s) bound to non-existent pv(s)"
+# volume_binding.go, PreFilter and podHasPVCs
 REASON_UNBOUND_IMMEDIATE = "pod has unbound immediate PersistentVolumeClaims"
 REASON_CLAIM_NOT_FOUND = 'persistentvolumeclaim "%s" not found'
+REASON_EPHEMERAL_NOT_FOUND = ("waiting for ephemeral volume controller to create the "
+                              'persistentvolumeclaim "%s"')
+REASON_CLAIM_LOST = 'persistentvolumeclaim "%s" bound to non-existent persistentvolume "%s"'
+REASON_CLAIM_DELETING = 'persistentvolumeclaim "%s" is being deleted'
+# k8s.io/component-helpers/storage/volume/pv_helpers.go and helpers.go
 NO_PROVISIONER = "kubernetes.io/no-provisioner"
-_FAIL_NODE = unresolvable(REASON_NODE_CONFLICT)
-_FAIL_BIND = unresolvable(REASON_BIND_CONFLICT)
+ANN_SELECTED_NODE = "volume.kubernetes.io/selected-node"
+ANN_BIND_COMPLETED = "pv.kubernetes.io/bind-completed"
+ANN_BOUND_BY_CONTROLLER = "pv.kubernetes.io/bound-by-controller"
+WAIT_FOR_FIRST_CONSUMER = "WaitForFirstConsumer"
 
 
-def volume_node_selector(pv: Mapping[str, Any]) -> NodeSelector | None:
+def volume_node_selector(pv: Obj) -> NodeSelector | None:
     required = (((pv.get("spec") or {}).get("nodeAffinity") or {}).get("required"))
     if required is None:
         return None
@@ -41,30 +82,300 @@ def volume_node_selector(pv: Mapping[str, Any]) -> NodeSelector | None:
                               required.get("nodeSelectorTerms") or ()))
 
 
-def _storage(obj: Mapping[str, Any], path: tuple[str, ...]) -> Any:
+def volume_matches_node(pv: Obj, labels: Mapping[str, str]) -> bool:
+    """CheckNodeAffinity (component-helpers storage/volume/helpers.go): the volume's required
+    node affinity against the node's labels. Upstream hands it a Node with labels only, so a
+    ``matchFields`` term on ``metadata.name`` never matches; the same here."""
+    sel = volume_node_selector(pv)
+    return sel is None or sel.matches("", labels)
+
+
+def _storage(obj: Obj | None, *path: str) -> Fraction:
     cur: Any = obj
     for p in path:
         cur = (cur or {}).get(p)
-    return parse_quantity(cur) if cur is not None else 0
+    return parse_quantity(cur) if cur is not None else Fraction(0)
 
 
-def _candidate_volumes(pvc: Mapping[str, Any], snapshot: Snapshot) -> list[Mapping[str, Any]]:
+def claim_class(pvc: Obj) -> str:
+    """GetPersistentVolumeClaimClass: the beta annotation wins over spec.storageClassName."""
+    ann = ((pvc.get("metadata") or {}).get("annotations") or {})
+    beta = ann.get("volume.beta.kubernetes.io/storage-class")
+    if beta is not None:
+        return str(beta)
+    return str((pvc.get("spec") or {}).get("storageClassName") or "")
+
+
+def volume_class(pv: Obj) -> str:
+    """GetPersistentVolumeClass: the beta annotation wins over spec.storageClassName."""
+    ann = ((pv.get("metadata") or {}).get("annotations") or {})
+    beta = ann.get("volume.beta.kubernetes.io/storage-class")
+    if beta is not None:
+        return str(beta)
+    return str((pv.get("spec") or {}).get("storageClassName") or "")
+
+
+def claim_key(pvc: Obj) -> str:
+    meta = pvc.get("metadata") or {}
+    return f"{meta.get('namespace') or 'default'}/{meta.get('name') or ''}"
+
+
+def is_bound_to_claim(pv: Obj, pvc: Obj) -> bool:
+    """IsVolumeBoundToClaim: the volume's claimRef names the claim (and its uid, when set)."""
+    ref = (pv.get("spec") or {}).get("claimRef")
+    if not ref:
+        return False
+    meta = pvc.get("metadata") or {}
+    if ref.get("name") != meta.get("name") or ref.get("namespace") != meta.get("namespace"):
+        return False
+    return not ref.get("uid") or ref.get("uid") == meta.get("uid")
+
+
+def is_claim_fully_bound(pvc: Obj) -> bool:
+    """isPVCFullyBound: a volume name and the PV controller's bind-completed annotation."""
+    ann = ((pvc.get("metadata") or {}).get("annotations") or {})
+    return bool((pvc.get("spec") or {}).get("volumeName")) and ANN_BIND_COMPLETED in ann
+
+
+def _access_modes_ok(pvc: Obj, pv: Obj) -> bool:
+    have = set((pv.get("spec") or {}).get("accessModes") or ())
+    return all(m in have for m in (pvc.get("spec") or {}).get("accessModes") or ())
+
+
+def find_matching_volume(pvc: Obj, volumes: Sequence[Obj], labels: Mapping[str, str],
+                         excluded: AbstractSet[str]) -> Obj | None:
+    """FindMatchingVolume (pv_helpers.go) on the scheduler's path (a node given, delayed
+    binding): the volume pre-bound to this claim if its node affinity fits (else nothing),
+    otherwise the smallest available one that matches."""
     spec = pvc.get("spec") or {}
-    cls = spec.get("storageClassName") or ""
-    want = _storage(spec, ("resources", "requests", "storage"))
-    modes = set(spec.get("accessModes") or ())
-    out = []
-    for pv in snapshot.persistent_volumes.values():
+    want = _storage(spec, "resources", "requests", "storage")
+    want_class = claim_class(pvc)
+    want_mode = spec.get("volumeMode") or "Filesystem"
+    want_vac = spec.get("volumeAttributesClassName") or ""
+    raw_selector = spec.get("selector")
+    selector = label_selector(raw_selector) if raw_selector else None
+    smallest: Obj | None = None
+    smallest_size = Fraction(0)
+    for pv in volumes:
+        meta = pv.get("metadata") or {}
+        if meta.get("name") in excluded:
+            continue
         pspec = pv.get("spec") or {}
-        if (pspec.get("storageClassName") or "") != cls or pspec.get("claimRef"):
+        bound_here = is_bound_to_claim(pv, pvc)
+        if pspec.get("claimRef") and not bound_here:
             continue
-        if ((pv.get("status") or {}).get("phase") or "Available") != "Available":
+        size = _storage(pspec, "capacity", "storage")
+        if size < want:
             continue
-        if _storage(pspec, ("capacity", "storage")) < want:
+        if (pspec.get("volumeMode") or "Filesystem") != want_mode:
             continue
-        if not modes <= set(pspec.get("accessModes") or ()):
+        if (pspec.get("volumeAttributesClassName") or "") != want_vac:
             continue
-        out.append(pv)
+        if meta.get("deletionTimestamp"):
+            continue
+        affinity_ok = volume_matches_node(pv, labels)
+        if bound_here:
+            return pv if affinity_ok else None
+        if ((pv.get("status") or {}).get("phase")) != "Available":
+            continue
+        if selector is not None and not selector.matches(meta.get("labels") or {}):
+            continue
+        if volume_class(pv) != want_class or not affinity_ok:
+            continue
+        if not _access_modes_ok(pvc, pv):
+            continue
+        if smallest is None or size < smallest_size:
+            smallest, smallest_size = pv, size
+    return smallest
+
+
+def topology_matches(cls: Obj, labels: Mapping[str, str]) -> bool:
+    """MatchTopologySelectorTerms (apis/core/v1/helper): no terms match every node; else some
+    term whose every expression has the node's label value among its values."""
+    terms = cls.get("allowedTopologies") or ()
+    if not terms:
+        return True
+    for term in terms:
+        exprs = term.get("matchLabelExpressions") or ()
+        if all(labels.get(e.get("key", "")) in (e.get("values") or ()) for e in exprs):
+            return True
+    return False
+
+
+@dataclass(frozen=True)
+class StaticBinding:
+    """A delayed claim matched to a pre-provisioned volume (BindingInfo)."""
+
+    pv: Obj
+    pvc: Obj
+
+
+@dataclass(frozen=True)
+class PodVolumes:
+    """What Reserve assumes and PreBind writes for one node (binder.go, PodVolumes)."""
+
+    static: tuple[StaticBinding, ...] = ()
+    provisions: tuple[Obj, ...] = ()
+
+    def __bool__(self) -> bool:
+        return bool(self.static or self.provisions)
+
+
+@dataclass(frozen=True)
+class PodVolumeClaims:
+    """GetPodVolumeClaims: bound claims, delayed (WaitForFirstConsumer) unbound claims, and the
+    candidate volumes of each delayed claim's class."""
+
+    bound: tuple[Obj, ...] = ()
+    delayed: tuple[Obj, ...] = ()
+    volumes_by_class: Mapping[str, tuple[Obj, ...]] = field(default_factory=dict)
+
+
+def _claim_names(pod: PodView) -> list[tuple[str, bool]]:
+    out = []
+    for v in pod.volumes:
+        if v.kind == "pvc":
+            out.append((v.ident, False))
+        elif v.kind == "ephemeral":
+            out.append((f"{pod.name}-{v.name}", True))  # ephemeral.VolumeClaimName
+    return out
+
+
+def pod_volume_claims(pod: PodView, snapshot: Snapshot) -> PodVolumeClaims | Status | None:
+    """VolumeBinding's PreFilter: None when the pod names no claim (the plugin is skipped), a
+    Status rejecting every node, or the pod's claims sorted for the per-node filter."""
+    names = _claim_names(pod)
+    if not names:
+        return None
+    claims: list[Obj] = []
+    for name, ephemeral in names:
+        pvc = snapshot.persistent_volume_claims.get(f"{pod.namespace}/{name}")
+        if pvc is None:
+            return unresolvable((REASON_EPHEMERAL_NOT_FOUND if ephemeral
+                                 else REASON_CLAIM_NOT_FOUND) % name)
+        if ((pvc.get("status") or {}).get("phase")) == "Lost":
+            return unresolvable(REASON_CLAIM_LOST % (
+                name, (pvc.get("spec") or {}).get("volumeName") or ""))
+        if (pvc.get("metadata") or {}).get("deletionTimestamp"):
+            return unresolvable(REASON_CLAIM_DELETING % name)
+        claims.append(pvc)
+    bound: list[Obj] = []
+    delayed: list[Obj] = []
+    for pvc in claims:
+        if is_claim_fully_bound(pvc):
+            bound.append(pvc)
+            continue
+        cls = snapshot.storage_classes.get(claim_class(pvc)) if claim_class(pvc) else None
+        delay = cls is not None and cls.get("volumeBindingMode") == WAIT_FOR_FIRST_CONSUMER
+        if delay and not (pvc.get("spec") or {}).get("volumeName"):
+            delayed.append(pvc)
+        else:  # immediate binding, or pre-bound to a volume: the PV controller's job
+            return unresolvable(REASON_UNBOUND_IMMEDIATE)
+    by_class: dict[str, tuple[Obj, ...]] = {}
+    for pvc in delayed:
+        cls_name = claim_class(pvc)
+        if cls_name not in by_class:
+            by_class[cls_name] = tuple(pv for pv in snapshot.persistent_volumes.values()
+                                       if volume_class(pv) == cls_name)
+    return PodVolumeClaims(tuple(bound), tuple(delayed), by_class)
+
+
+def find_pod_volumes(claims: PodVolumeClaims, snapshot: Snapshot, node_name: str,
+                     labels: Mapping[str, str]) -> tuple[PodVolumes, tuple[str, ...]]:
+    """FindPodVolumes (binder.go) for one node: the bindings and provisions it would take, and
+    the reasons it cannot (empty when the node fits)."""
+    bound_ok = True
+    bound_found = True
+    unbound_ok = True
+    for pvc in claims.bound:
+        pv = snapshot.persistent_volumes.get((pvc.get("spec") or {}).get("volumeName") or "")
+        if pv is None:
+            bound_ok, bound_found = True, False
+            break
+        if not volume_matches_node(pv, labels):
+            bound_ok = False
+            break
+    static: list[StaticBinding] = []
+    provisions: list[Obj] = []
+    if claims.delayed:
+        to_match: list[Obj] = []
+        to_provision: list[Obj] = []
+        for pvc in claims.delayed:
+            ann = ((pvc.get("metadata") or {}).get("annotations") or {})
+            if ANN_SELECTED_NODE in ann:
+                if ann[ANN_SELECTED_NODE] != node_name:
+                    return PodVolumes(), _reasons(bound_ok, False, bound_found)
+                to_provision.append(pvc)
+            else:
+                to_match.append(pvc)
+        if to_match:
+            chosen: set[str] = set()
+            # byPVCSize: the smallest requests choose first
+            for pvc in sorted(to_match, key=lambda c: _storage(c.get("spec"), "resources",
+                                                               "requests", "storage")):
+                pv = find_matching_volume(pvc, claims.volumes_by_class.get(claim_class(pvc), ()),
+                                          labels, chosen)
+                if pv is None:
+                    unbound_ok = False
+                    to_provision.append(pvc)
+                    continue
+                chosen.add(str((pv.get("metadata") or {}).get("name")))
+                static.append(StaticBinding(pv, pvc))
+        if to_provision:
+            unbound_ok = True  # checkVolumeProvisions decides, as upstream
+            for pvc in to_provision:
+                cls = snapshot.storage_classes.get(claim_class(pvc)) or {}
+                provisioner = cls.get("provisioner") or ""
+                if not provisioner or provisioner == NO_PROVISIONER \
+                        or not topology_matches(cls, labels):
+                    unbound_ok = False
+                    provisions = []
+                    break
+                provisions.append(pvc)
+    reasons = _reasons(bound_ok, unbound_ok, bound_found)
+    if reasons:
+        return PodVolumes(), reasons
+    return PodVolumes(tuple(static), tuple(provisions)), ()
+
+
+def _reasons(bound_ok: bool, unbound_ok: bool, bound_found: bool) -> tuple[str, ...]:
+    out = []
+    if not bound_ok:
+        out.append(REASON_NODE_CONFLICT)
+    if not unbound_ok:
+        out.append(REASON_BIND_CONFLICT)
+    if not bound_found:
+        out.append(REASON_PV_NOT_EXIST)
+    return tuple(out)
+
+
+def bind_volume_to_claim(pv: Obj, pvc: Obj) -> tuple[dict[str, Any], bool]:
+    """GetBindVolumeToClaim (pv_helpers.go): a copy of ``pv`` with ``spec.claimRef`` naming
+    ``pvc`` and, when it was not bound to it already, ``pv.kubernetes.io/bound-by-controller:
+    "yes"``; and whether anything changed."""
+    out: dict[str, Any] = copy.deepcopy(dict(pv))
+    dirty = False
+    already = is_bound_to_claim(pv, pvc)
+    meta = pvc.get("metadata") or {}
+    ref = (out.get("spec") or {}).get("claimRef") or {}
+    if (ref.get("name"), ref.get("namespace"), ref.get("uid")) != (
+            meta.get("name"), meta.get("namespace"), meta.get("uid")):
+        out.setdefault("spec", {})["claimRef"] = {
+            "kind": "PersistentVolumeClaim", "apiVersion": "v1",
+            "namespace": meta.get("namespace"), "name": meta.get("name"),
+            "uid": meta.get("uid"), "resourceVersion": meta.get("resourceVersion")}
+        dirty = True
+    annotations = out.setdefault("metadata", {}).setdefault("annotations", {})
+    if not already and ANN_BOUND_BY_CONTROLLER not in annotations:
+        annotations[ANN_BOUND_BY_CONTROLLER] = "yes"
+        dirty = True
+    return out, dirty
+
+
+def claim_with_selected_node(pvc: Obj, node_name: str) -> dict[str, Any]:
+    """AssumePodVolumes for a claim to provision: a copy annotated with the chosen node."""
+    out: dict[str, Any] = copy.deepcopy(dict(pvc))
+    out.setdefault("metadata", {}).setdefault("annotations", {})[ANN_SELECTED_NODE] = node_name
     return out
 
 
@@ -76,38 +387,20 @@ class VolumeBinding(Predicate):
               "Node/Add")
 
     def prefilter(self, pod: PodView, snapshot: Snapshot) -> PrefilterResult:
-        bound: list[NodeSelector] = []
-        waiting: list[list[NodeSelector | None]] = []
-        for v in pod.volumes:
-            if v.kind != "pvc":
-                continue
-            pvc = snapshot.persistent_volume_claims.get(f"{pod.namespace}/{v.ident}")
-            if pvc is None:
-                return unresolvable(REASON_CLAIM_NOT_FOUND % v.ident)
-            volume_name = (pvc.get("spec") or {}).get("volumeName")
-            if volume_name:
-                pv = snapshot.persistent_volumes.get(volume_name)
-                sel = volume_node_selector(pv) if pv is not None else None
-                if sel is not None:
-                    bound.append(sel)
-                continue
-            cls_name = (pvc.get("spec") or {}).get("storageClassName") or ""
-            cls = snapshot.storage_classes.get(cls_name) or {}
-            if cls.get("volumeBindingMode") != "WaitForFirstConsumer":
-                return unresolvable(REASON_UNBOUND_IMMEDIATE)
-            if cls.get("provisioner") and cls.get("provisioner") != NO_PROVISIONER:
-                continue
-            waiting.append([volume_node_selector(pv) for pv in _candidate_volumes(pvc, snapshot)])
-        if not bound and not waiting:
+        claims = pod_volume_claims(pod, snapshot)
+        if claims is None or isinstance(claims, Status):
+            return claims
+        if not claims.delayed and not claims.bound:
             return None
+        cache: dict[tuple[str, ...], Status] = {}
 
         def check(node: NodeInfo) -> Status | None:
-            for sel in bound:
-                if not sel.matches(node.name, node.labels):
-                    return _FAIL_NODE
-            for options in waiting:
-                if not any(s is None or s.matches(node.name, node.labels) for s in options):
-                    return _FAIL_BIND
-            return None
+            _, reasons = find_pod_volumes(claims, snapshot, node.name, node.labels)
+            if not reasons:
+                return None
+            status = cache.get(reasons)
+            if status is None:
+                status = cache[reasons] = unresolvable(*reasons)
+            return status
 
         return check

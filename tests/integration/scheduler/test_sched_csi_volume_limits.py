@@ -1,11 +1,10 @@
 """MaxCSIVolumeCountPred on the real API server: a CSINode's per-driver count is honoured.
 
 A kwok node gets a CSINode allowing one volume of a test CSI driver; two PVs of that driver are
-bound to two claims. There is no PV binder in the local control plane (its controller manager
-runs no persistentvolume-binder), so the binding is made the way the binder leaves it: the PV
-names its claim (``claimRef``), the claim names its PV (``volumeName``), and both report
-``Bound`` through their status subresource. The scheduler runs with a Policy listing the
-predicate (the default policy does not).
+bound to two claims. The binding is written the way the PV binder leaves it, without waiting
+for the one the local control plane runs: the PV names its claim (``claimRef``), the claim
+names its PV (``volumeName``), and both report ``Bound`` through their status subresource.
+The scheduler runs with a Policy listing the predicate (the default policy does not).
 """
 
 from __future__ import annotations

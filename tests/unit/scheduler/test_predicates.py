@@ -311,6 +311,12 @@ def _pvc(name: str, **spec: Any) -> dict[str, Any]:
                      "resources": {"requests": {"storage": "1Gi"}}, **spec}}
 
 
+def _bound(pvc: dict[str, Any]) -> dict[str, Any]:
+    """A claim the PV controller has bound (upstream's isPVCFullyBound reads the annotation)."""
+    pvc["metadata"]["annotations"] = {"pv.kubernetes.io/bind-completed": "yes"}
+    return pvc
+
+
 CLAIM = [{"name": "data", "persistentVolumeClaim": {"claimName": "data"}}]
 PV_AFFINITY = {"required": {"nodeSelectorTerms": [{"matchExpressions": [
     {"key": "kubernetes.io/hostname", "operator": "In", "values": ["n1"]}]}]}}
@@ -326,11 +332,11 @@ PV_AFFINITY = {"required": {"nodeSelectorTerms": [{"matchExpressions": [
      ("node(s) had no available volume zone",)),
     ("CheckVolumeBinding", make_node("n1"),
      {"persistent_volumes": [_pv("pv", nodeAffinity=PV_AFFINITY)],
-      "persistent_volume_claims": [_pvc("data", volumeName="pv")]}, None),
+      "persistent_volume_claims": [_bound(_pvc("data", volumeName="pv"))]}, None),
     ("CheckVolumeBinding", make_node("n2"),
      {"persistent_volumes": [_pv("pv", nodeAffinity=PV_AFFINITY)],
-      "persistent_volume_claims": [_pvc("data", volumeName="pv")]},
-     ("node(s) had volume node affinity conflict",)),
+      "persistent_volume_claims": [_bound(_pvc("data", volumeName="pv"))]},
+     ("node(s) didn't match PersistentVolume's node affinity",)),
     ("CheckVolumeBinding", make_node("n1"), {"persistent_volume_claims": [_pvc("data")]},
      ("pod has unbound immediate PersistentVolumeClaims",)),
     ("CheckVolumeBinding", make_node("n1"), {}, ('persistentvolumeclaim "data" not found',)),
