@@ -21,7 +21,9 @@
 4. **select** — the highest total wins, ties broken by the engine's seedable random generator.
 
 A pod with ``status.nominatedNodeName`` (preemption made room for it) is first tried on that
-node alone and placed there when it fits, as kube-scheduler does.
+node alone and placed there when it fits, as kube-scheduler does; and every filter counts the
+pods nominated to a node with at least the pod's priority as if they ran there
+(``_with_nominated``).
 
 When nothing fits, ``Decision.message`` is kube-scheduler's FitError text ("0/3 nodes are
 available: 1 node(s) had untolerated taint(s), 2 Insufficient cpu."): each rejected node counts
@@ -154,6 +156,49 @@ class Engine:
     # ------------------------------------------------------------------ filtering
     def prefilter(self, pod: PodView, snapshot: Snapshot
                   ) -> tuple[list[tuple[Predicate, Check]], tuple[Predicate, Status] | None]:
+        """Every predicate's pod-only work, and the per-node checks it leaves; or the
+        predicate that rejects every node at once. Pods nominated to a node with at least
+        ``pod``'s priority count there first (see :meth:`_with_nominated`)."""
+        checks, rejected = self._prefilter(pod, snapshot)
+        if rejected is None and snapshot.nominated_pods:
+            checks = self._with_nominated(pod, snapshot) + checks
+        return checks, rejected
+
+    def _with_nominated(self, pod: PodView, snapshot: Snapshot
+                        ) -> list[tuple[Predicate, Check]]:
+        """runtime/framework.go, RunFilterPluginsWithNominatedPods: on a node where pods of
+        ``pod``'s priority or higher are nominated (preemption made room for them), every
+        filter runs as if they were there, and the node must pass that as well as without
+        them. Nominated pods are few, so each such node is judged once per decision in a
+        what-if scope (prefilter state and all) and its failure, if any, becomes a check
+        that runs first."""
+        priority = snapshot.priority(pod)
+        by_name = {p.NAME: p for p in self.policy.predicates}
+        failures: dict[str, tuple[Predicate, dict[str, Status]]] = {}
+        for node_name, nominated in list(snapshot.nominated_pods.items()):
+            others = [p for p in nominated.values()
+                      if p.uid != pod.uid and snapshot.priority(p) >= priority]
+            if not others or snapshot.node(node_name) is None:
+                continue
+            with snapshot.what_if() as scope:
+                for other in others:
+                    scope.place(other, node_name)
+                node = snapshot.node(node_name)
+                assert node is not None
+                checks, rejected = self._prefilter(pod, snapshot)
+                if rejected is not None:
+                    predicate, status = rejected
+                else:
+                    outcome = self._run_checks(checks, node)
+                    if outcome is None:
+                        continue
+                    status, name = outcome
+                    predicate = by_name[name]
+            failures.setdefault(predicate.NAME, (predicate, {}))[1][node_name] = status
+        return [(predicate, _failure_check(found)) for predicate, found in failures.values()]
+
+    def _prefilter(self, pod: PodView, snapshot: Snapshot
+                   ) -> tuple[list[tuple[Predicate, Check]], tuple[Predicate, Status] | None]:
         checks: list[tuple[Predicate, Check]] = []
         for predicate in self.policy.predicates:
             result = predicate.prefilter(pod, snapshot)
@@ -550,6 +595,17 @@ class _Walk:
     feasible: list[NodeInfo] = field(default_factory=list)
     failed: dict[str, Status] = field(default_factory=dict)
     rejected_by: set[str] = field(default_factory=set)
+
+
+def _failure_check(failures: Mapping[str, Status]) -> Check:
+    """A check rejecting the nodes of ``failures`` with their statuses (see
+    Engine._with_nominated)."""
+    get = failures.get
+
+    def check(node: NodeInfo) -> Status | None:
+        return get(node.name)
+
+    return check
 
 
 def _rotation(nodes: list[NodeInfo], start: int) -> Iterable[NodeInfo]:

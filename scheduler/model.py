@@ -730,6 +730,16 @@ class PodView:
             _POD_CACHE[uid, rv] = v
         return v
 
+    def placed_on(self, raw: Obj, node_name: str) -> PodView:
+        """This view as if bound to ``node_name`` for a what-if question, over ``raw``; never
+        cached (the pod is not bound: its own view must stay what ``from_dict`` gives)."""
+        v = PodView.__new__(PodView)
+        for slot in VIEW_FIELDS:
+            setattr(v, slot, getattr(self, slot))
+        v.raw = raw
+        v.node_name = node_name
+        return v
+
     def __repr__(self) -> str:
         return f"PodView({self.key})"
 

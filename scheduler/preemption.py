@@ -3,14 +3,17 @@
 As upstream's default preemption:
 
 - a pod with ``preemptionPolicy: Never`` preempts nothing; nor does a pod whose nominated
-  node already has a lower-priority pod terminating (it waits for that one);
+  node already has a lower-priority pod terminating by preemption (it waits for that one),
+  unless that node now rejects it for good;
 - only nodes rejected for reasons preemption can change are tried (resources, ports,
   anti-affinity...; not taints, selectors, cordons);
 - on each, every lower-priority pod is removed; if the pod still does not fit, the node is out;
   otherwise victims are reprieved one by one, most important first (higher priority, then
   older), PDB-violating ones before the others, keeping every pod whose return still lets the
   pod fit;
-- nodes are dry-run from a random offset until max(10% of them, 100) candidates are found;
+- nodes are dry-run from a random offset until max(10% of them, 100) candidates are found
+  (``minCandidateNodesPercentage``/``Absolute``), one of them at least violating no PDB; when
+  none is found the pod's nomination is cleared;
 - among the candidate nodes: fewest PDB violations, then the lowest highest-victim priority,
   then the smallest priority sum, then the fewest victims, then the latest start time of the
   highest-priority victims, then the first.
@@ -69,6 +72,9 @@ class PreemptionResult:
     preemption: Preemption | None
     message: str
     statuses: dict[str, Status] = field(default_factory=dict)
+    # no candidate anywhere: the pod's status.nominatedNodeName is cleared (preemption.go,
+    # Preempt: NewPostFilterResultWithNominatedNode(""))
+    clear_nomination: bool = False
 
 
 def preemption_message(num_all_nodes: int, statuses: Mapping[str, Status]) -> str:
@@ -195,13 +201,16 @@ def evaluate_preemption(pod: Obj, snapshot: Snapshot, engine: Engine,
     if view.preemption_policy == "Never":
         return PreemptionResult(None, post_filter_message("preemption: " + NEVER))
     priority = snapshot.priority(view)
-    if view.nominated_node:
-        for p in snapshot.pods_on(view.nominated_node):
-            if p.deleting and snapshot.priority(p) < priority:
-                return PreemptionResult(None, post_filter_message("preemption: " + TERMINATING))
     total = len(snapshot)
     if decision is None:
         decision = engine.schedule(pod, snapshot, sample=False)
+    if view.nominated_node and view.nominated_node not in decision.unresolvable:
+        # default_preemption.go, PodEligibleToPreemptOthers: a pod whose nominated node still
+        # holds a lower-priority pod being deleted *by preemption* waits for it; one whose
+        # nominated node became unresolvable (or is gone) preempts again
+        for p in snapshot.pods_on(view.nominated_node):
+            if snapshot.priority(p) < priority and terminating_by_preemption(p):
+                return PreemptionResult(None, post_filter_message("preemption: " + TERMINATING))
     statuses: dict[str, Status] = {}
     candidates: list[_Candidate] = []
     not_helpful = unresolvable(NOT_HELPFUL)
@@ -217,22 +226,36 @@ def evaluate_preemption(pod: Obj, snapshot: Snapshot, engine: Engine,
     wanted = max(len(potential) * engine.policy.min_candidate_nodes_percentage // 100,
                  engine.policy.min_candidate_nodes_absolute)
     offset = engine.random.randrange(len(potential)) if potential else 0
+    non_violating = 0
     for i in range(len(potential)):
         name = potential[(offset + i) % len(potential)]
         outcome = _select_victims(view, pod, name, snapshot, engine, priority)
         if isinstance(outcome, Status):
             statuses[name] = outcome
-        else:
-            candidates.append(outcome)
-            if len(candidates) >= wanted:
-                break
+            continue
+        candidates.append(outcome)
+        non_violating += outcome.violations == 0
+        # preemption.go, DryRunPreemption: stop once enough were found, at least one of them
+        # violating no PodDisruptionBudget
+        if non_violating and len(candidates) >= wanted:
+            break
     if not candidates:
         return PreemptionResult(None, post_filter_message(preemption_message(total, statuses)),
-                                statuses)
+                                statuses, clear_nomination=True)
     chosen = _pick(candidates)
     return PreemptionResult(
         Preemption(chosen.node, [dict(v.raw) for v in chosen.victims], chosen.violations), "",
         statuses)
+
+
+def terminating_by_preemption(pod: PodView) -> bool:
+    """default_preemption.go, podTerminatingByPreemption: being deleted, with the
+    DisruptionTarget condition the scheduler set before deleting it."""
+    if not pod.deleting:
+        return False
+    conditions = ((pod.raw.get("status") or {}).get("conditions")) or ()
+    return any(c.get("type") == "DisruptionTarget" and c.get("status") == "True"
+               and c.get("reason") == "PreemptionByScheduler" for c in conditions)
 
 
 def choose_preemption(pod: Obj, snapshot: Snapshot, engine: Engine,

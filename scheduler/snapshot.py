@@ -182,11 +182,24 @@ class NodeInfo:
 class WhatIf:
     """Pods taken out of a snapshot for a what-if question; see :meth:`Snapshot.what_if`."""
 
-    __slots__ = ("_removed", "_snapshot")
+    __slots__ = ("_placed", "_removed", "_snapshot")
 
     def __init__(self, snapshot: Snapshot) -> None:
         self._snapshot = snapshot
         self._removed: dict[str, PodView] = {}
+        self._placed: dict[str, PodView] = {}
+
+    def place(self, pod: PodView, node: str) -> None:
+        """Count the pending ``pod`` on ``node`` (as if bound there) until the end of the
+        scope: a nominated pod's room, as upstream's addGENominatedPods counts it."""
+        snapshot = self._snapshot
+        if pod.uid in self._placed or snapshot.get_pod(pod.uid) is not pod:
+            return
+        snapshot._remove_view(pod.uid)
+        raw = dict(pod.raw)
+        raw["spec"] = {**(raw.get("spec") or {}), "nodeName": node}
+        snapshot._add_view(pod.placed_on(raw, node))
+        self._placed[pod.uid] = pod
 
     def remove(self, pod: PodView) -> None:
         """Take ``pod`` out (it no longer counts on its node) until put back or the end."""
@@ -200,10 +213,15 @@ class WhatIf:
             self._snapshot._add_view(pod)
 
     def restore(self) -> None:
-        """Put back every pod still out (the end of the scope)."""
+        """Put back every pod still out, and every placed pod where it was (the end of the
+        scope)."""
         for pod in self._removed.values():
             self._snapshot._add_view(pod)
         self._removed.clear()
+        for uid, pod in self._placed.items():
+            self._snapshot._remove_view(uid)
+            self._snapshot._add_view(pod)
+        self._placed.clear()
 
 
 def _counts_on_node(pod: PodView) -> bool:

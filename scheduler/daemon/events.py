@@ -97,7 +97,8 @@ def unschedulable_status_patch(message: str, reason: str = UNSCHEDULABLE,
         "lastProbeTime": None, "lastTransitionTime": now_rfc3339(),
     }]}
     if nominated_node is not None:
-        status["nominatedNodeName"] = nominated_node
+        # "" clears it: null removes the field in a strategic-merge patch
+        status["nominatedNodeName"] = nominated_node or None
     return {"status": status}
 
 

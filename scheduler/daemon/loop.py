@@ -91,8 +91,12 @@ class SchedulingLoop:
         except Exception as error:  # an engine bug must not kill the scheduler
             log.exception("scheduling failed", extra={"pod": ObjectRef.from_key(info.key)})
             self.metrics.attempt("error", time.perf_counter() - started)
-            self.recorder.event(pod, "Warning", events.FAILED_SCHEDULING,
-                                f"running the scheduling algorithm: {error}", "Scheduling")
+            message = f"running the scheduling algorithm: {error}"
+            self.recorder.event(pod, "Warning", events.FAILED_SCHEDULING, message, "Scheduling")
+            # schedule_one.go: an error sets PodScheduled reason SchedulerError and clears
+            # the nomination (clearNominatedNode)
+            self._patch_status(info, events.unschedulable_status_patch(
+                message, reason=events.SCHEDULER_ERROR, nominated_node=_cleared(pod)))
             self.queue.requeue(info, unschedulable=False)
             return
         self.metrics.algorithm_duration.observe(time.perf_counter() - started)
@@ -102,21 +106,32 @@ class SchedulingLoop:
             self.binder.bind(info, decision.node, started, volumes)
             return
         nominated, result = None, None
-        if engine.policy.preemption:
+        if decision.total_nodes == 0:
+            # schedule_one.go: ErrNoNodesAvailable is UnschedulableAndUnresolvable with no
+            # PostFilter; the nomination is cleared
+            nominated = _cleared(pod)
+        elif engine.policy.preemption:
             nominated, result = self._try_preemption(pod, decision, engine)
+            if nominated is None and result is not None and result.clear_nomination:
+                nominated = _cleared(pod)
         self.metrics.attempt("unschedulable", time.perf_counter() - started)
         message = failed_scheduling_message(decision, result)
         log.info("unschedulable", extra={"pod": ObjectRef.from_key(info.key), "reason": message})
         self.recorder.event(pod, "Warning", events.FAILED_SCHEDULING, message, "Scheduling")
-        uid = pod_key(pod)
-        key = info.key
-        self.recorder.status(
-            pod, events.unschedulable_status_patch(message, nominated_node=nominated),
-            still_wanted=lambda: key in self.queue and not self.snapshot.is_assumed(uid))
+        self._patch_status(info, events.unschedulable_status_patch(
+            message, nominated_node=nominated))
         self.queue.requeue(info, unschedulable=True,
                            hint_events=engine.unschedulable_events(
                                decision, PodView.from_dict(pod)) or None,
                            rejected_by=engine.plugin_names(decision.rejected_by))
+
+    def _patch_status(self, info: QueuedPod, patch: JSON) -> None:
+        """The pod's PodScheduled condition (and nomination), unless the pod was placed or
+        left the queue by the time it is sent."""
+        uid, key = pod_key(info.pod), info.key
+        self.recorder.status(
+            info.pod, patch,
+            still_wanted=lambda: key in self.queue and not self.snapshot.is_assumed(uid))
 
     def engine_for(self, pod: JSON) -> Engine:
         """The engine of the pod's profile (its ``spec.schedulerName``)."""
@@ -151,5 +166,14 @@ class SchedulingLoop:
         if choice is None:
             return None, result
         self.metrics.preemption_victims.observe(len(choice.victims))
-        self.preemptor.preempt(pod, choice.node, choice.victims)
+        priority = self.snapshot.priority(PodView.from_dict(pod))
+        lower = [p for p in self.snapshot.nominated_pods.get(choice.node, {}).values()
+                 if self.snapshot.priority(p) < priority and p.uid != pod_key(pod)]
+        self.preemptor.preempt(pod, choice.node, choice.victims, lower)
         return choice.node, result
+
+
+def _cleared(pod: JSON) -> str | None:
+    """The nomination to write when it is to be cleared: "" when the pod has one (updatePod
+    writes nominatedNodeName only when it changes), else None (nothing to write)."""
+    return "" if (pod.get("status") or {}).get("nominatedNodeName") else None

@@ -8,7 +8,8 @@ background task so the scheduling loop never waits on it, in upstream's order:
    the room being made is reserved for it and ``kubectl get pod -o wide`` shows where it goes;
 2. per victim: the ``DisruptionTarget`` condition (reason ``PreemptionByScheduler``), a graceful
    DELETE with the victim's uid as precondition, and a ``Preempted`` Event
-   ("Preempted by pod <uid> on node <node>").
+   ("Preempted by pod <uid> on node <node>"); at the same time the lower-priority pods
+   nominated to that node lose their nomination (the room is no longer theirs).
 
 The preemptor itself is parked like any unschedulable pod; the victims' deletions are the
 cluster events that wake it, and it then lands on the nominated node or wherever fits first.
@@ -49,8 +50,13 @@ class Preemptor:
         self.may_act = may_act
         self._tasks: set[asyncio.Task[None]] = set()
 
-    def preempt(self, pod: JSON, node: str, victims: Iterable[Any]) -> None:
-        task = asyncio.create_task(self._preempt(pod, node, _victim_dicts(victims)))
+    def preempt(self, pod: JSON, node: str, victims: Iterable[Any],
+                unnominate: Iterable[Any] = ()) -> None:
+        """Nominate ``pod`` to ``node``, evict ``victims`` and clear the nomination of the
+        ``unnominate`` pods (lower-priority pods nominated to that node: preemption.go,
+        prepareCandidate, getLowerPriorityNominatedPods and clearNominatedNodeName)."""
+        task = asyncio.create_task(self._preempt(pod, node, _victim_dicts(victims),
+                                                 _victim_dicts(unnominate)))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
@@ -63,7 +69,8 @@ class Preemptor:
         for task in list(self._tasks):
             task.cancel()
 
-    async def _preempt(self, pod: JSON, node: str, victims: list[JSON]) -> None:
+    async def _preempt(self, pod: JSON, node: str, victims: list[JSON],
+                       unnominate: list[JSON]) -> None:
         meta = pod.get("metadata") or {}
         if not self.may_act():
             log.info("not leading: preemption dropped", extra={"pod": meta.get("name")})
@@ -77,9 +84,23 @@ class Preemptor:
                                                      "node": ObjectRef(node),
                                                      "error": str(error)})
             return
-        await asyncio.gather(*(self._evict(pod, node, victim) for victim in victims))
+        await asyncio.gather(*(self._evict(pod, node, victim) for victim in victims),
+                             *(self._unnominate(other) for other in unnominate))
         log.info("preempted", extra={"pod": ObjectRef.of(pod), "node": ObjectRef(node),
                                       "victims": len(victims)})
+
+    async def _unnominate(self, pod: JSON) -> None:
+        meta = pod.get("metadata") or {}
+        if not self.may_act():
+            return
+        try:
+            await self.kube.patch(
+                resource_path(CORE, "pods", meta.get("namespace"), meta.get("name"), "status"),
+                {"status": {"nominatedNodeName": None}}, kind="merge")
+        except KubeError as error:
+            if not error.not_found:
+                log.warning("could not clear a nomination", extra={"pod": ObjectRef.of(pod),
+                                                                   "error": str(error)})
 
     async def _evict(self, preemptor: JSON, node: str, victim: JSON) -> None:
         meta = victim.get("metadata") or {}

@@ -66,7 +66,17 @@ def trim_pod(pod: JSON) -> JSON:
                 for v in volumes]
     status = pod.get("status")
     if isinstance(status, dict):
-        pod["status"] = {k: status[k] for k in POD_STATUS_FIELDS if k in status}
+        kept = {k: status[k] for k in POD_STATUS_FIELDS if k in status}
+        conditions = status.get("conditions")
+        if isinstance(conditions, list):
+            # preemption waits for victims it is deleting (DisruptionTarget, set before the
+            # delete): the only condition placement reads
+            disruption = [{k: c.get(k) for k in ("type", "status", "reason")}
+                          for c in conditions
+                          if isinstance(c, dict) and c.get("type") == "DisruptionTarget"]
+            if disruption:
+                kept["conditions"] = disruption
+        pod["status"] = kept
     return pod
 
 

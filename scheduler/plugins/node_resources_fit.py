@@ -6,13 +6,12 @@ extended resource the pod asks for; and the node's pod count must stay within ``
 shortfall is reported, one reason each (``Insufficient cpu``, ``Too many pods``...). As
 kube-scheduler 1.35 (noderesources/fit.go, fitsRequest), a request larger than the node's whole
 allocatable makes the rejection unresolvable: no preemption on that node can make room. Pods
-nominated to a node by preemption (pending, ``status.nominatedNodeName``) reserve their requests
-there against pods of lower or equal priority.
+nominated to a node by preemption count there for every filter, this one included (the
+engine's ``_with_nominated``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 
 from berthmaster.scheduler.model import CPU, EPHEMERAL_STORAGE, MEMORY, PODS, PodView
@@ -25,45 +24,17 @@ REASON_TOO_MANY_PODS = "Too many pods"
 REASON_INSUFFICIENT = "Insufficient %s"
 
 
-def insufficient(pod: PodView, node: NodeInfo, reserved: Mapping[str, int] | None = None
-                 ) -> list[str]:
-    """Every reason ``pod`` does not fit ``node`` by resources (empty when it fits).
-
-    ``reserved``: requests of pods nominated to the node (and the key ``pods``: their count).
-    """
-    reserved = reserved or {}
+def insufficient(pod: PodView, node: NodeInfo) -> list[str]:
+    """Every reason ``pod`` does not fit ``node`` by resources (empty when it fits)."""
     out: list[str] = []
-    if len(node.pods) + reserved.get(PODS, 0) + 1 > node.alloc_pods:
+    if len(node.pods) + 1 > node.alloc_pods:
         out.append(REASON_TOO_MANY_PODS)
     for name, amount in pod.requests.items():
         if amount <= 0 or name == PODS:
             continue
-        used = node.requested.get(name, 0) + reserved.get(name, 0)
+        used = node.requested.get(name, 0)
         if amount > node.allocatable.get(name, 0) - used:
             out.append(REASON_INSUFFICIENT % name)
-    return out
-
-
-def reservations(pod: PodView, snapshot: Snapshot) -> dict[str, dict[str, int]]:
-    """node -> requests of the pods nominated there with at least ``pod``'s priority.
-
-    As upstream, a pod must leave room for equal- or higher-priority pods that preemption
-    already made room for; lower-priority nominations do not hold it back.
-    """
-    if not snapshot.nominated_pods:
-        return {}
-    priority = snapshot.priority(pod)
-    out: dict[str, dict[str, int]] = {}
-    for node_name, pods in snapshot.nominated_pods.items():
-        acc: dict[str, int] = {}
-        for p in pods.values():
-            if p.uid == pod.uid or snapshot.priority(p) < priority:
-                continue
-            for k, v in p.requests.items():
-                acc[k] = acc.get(k, 0) + v
-            acc[PODS] = acc.get(PODS, 0) + 1
-        if acc:
-            out[node_name] = acc
     return out
 
 
@@ -74,10 +45,9 @@ def exceeds_allocatable(pod: PodView, node: NodeInfo) -> bool:
                for name, amount in pod.requests.items() if amount > 0 and name != PODS)
 
 
-def rejection(pod: PodView, node: NodeInfo, reserved: Mapping[str, int] | None = None
-              ) -> Status | None:
+def rejection(pod: PodView, node: NodeInfo) -> Status | None:
     """The node's status for ``pod`` (None: it fits)."""
-    reasons = tuple(insufficient(pod, node, reserved))
+    reasons = tuple(insufficient(pod, node))
     if not reasons:
         return None
     return Status(reasons, exceeds_allocatable(pod, node))
@@ -97,12 +67,8 @@ class NodeResourcesFit(Predicate):
         scalars = tuple((k, v) for k, v in req.items()
                         if v > 0 and k not in (CPU, MEMORY, EPHEMERAL_STORAGE, PODS))
         statuses: dict[Status, Status] = {}
-        reserved = reservations(pod, snapshot)
 
         def check(node: NodeInfo) -> Status | None:
-            if reserved and node.name in reserved:
-                status = rejection(pod, node, reserved[node.name])
-                return None if status is None else statuses.setdefault(status, status)
             if (len(node.pods) < node.alloc_pods
                     and cpu <= node.alloc_cpu - node.req_cpu
                     and mem <= node.alloc_memory - node.req_memory

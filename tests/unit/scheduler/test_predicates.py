@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 
+from berthmaster.scheduler.engine import Engine
 from berthmaster.scheduler.model import PodView
 from berthmaster.scheduler.plugins import registry
 from berthmaster.scheduler.plugins.base import Predicate, Status
@@ -359,11 +360,32 @@ def test_every_registered_predicate_has_a_reason_or_prefilter():
 
 
 def test_nominated_pods_reserve_room_for_equal_or_higher_priority():
+    """runtime/framework.go, RunFilterPluginsWithNominatedPods: pods nominated to a node with
+    the pod's priority or higher count there for every filter; lower ones do not."""
     node = make_node("n", cpu="2")
     nominated = make_pod("winner", cpu="2", priority=100)
     nominated["status"]["nominatedNodeName"] = "n"
+    snapshot = Snapshot.build(nodes=[node], pods=[nominated])
     low = make_pod("low", cpu="1", priority=10)
     high = make_pod("high", cpu="1", priority=1000)
-    fit = P("PodFitsResources")
-    assert verdict(fit, low, node, [nominated]) == ("Insufficient cpu",)
-    assert verdict(fit, high, node, [nominated]) is None
+    decision = Engine(seed=0).schedule(low, snapshot)
+    assert decision.node is None and decision.reasons == {"n": ["Insufficient cpu"]}
+    assert Engine(seed=0).schedule(high, snapshot).node == "n"
+    assert snapshot.nominated_pods["n"]  # the what-if left the nomination as it was
+
+
+def test_nominated_pods_count_for_every_filter():
+    """Not only resources: a nominated pod's host port is taken for pods of its priority or
+    lower; a higher-priority pod may take it."""
+    node = make_node("n", cpu="8")
+    nominated = make_pod("winner", cpu="1", priority=100, host_ports=[80])
+    nominated["status"]["nominatedNodeName"] = "n"
+    snapshot = Snapshot.build(nodes=[node], pods=[nominated])
+    same = make_pod("same", cpu="1", priority=100, host_ports=[80])
+    decision = Engine(seed=0).schedule(same, snapshot)
+    assert decision.reasons == {"n": ["node(s) didn't have free ports for the requested pod "
+                                      "ports"]}
+    assert Engine(seed=0).schedule(make_pod("higher", priority=1000, host_ports=[80]),
+                                   snapshot).node == "n"
+
+

@@ -178,3 +178,75 @@ def test_failed_scheduling_message_classifies_nodes_as_upstream(nodes, pods, pod
     decision, result = run(nodes, pods, pod)
     assert result.preemption is None
     assert failed_scheduling_message(decision, result) == want
+
+
+def _nominated(pod: dict[str, Any], node: str) -> dict[str, Any]:
+    pod.setdefault("status", {})["nominatedNodeName"] = node
+    return pod
+
+
+def _terminating(pod: dict[str, Any], by_preemption: bool) -> dict[str, Any]:
+    pod["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    if by_preemption:
+        pod.setdefault("status", {})["conditions"] = [
+            {"type": "DisruptionTarget", "status": "True", "reason": "PreemptionByScheduler"}]
+    return pod
+
+
+@pytest.mark.parametrize(("by_preemption", "waits"), [(True, True), (False, False)])
+def test_a_nominated_pod_waits_only_for_victims_of_preemption(by_preemption: bool,
+                                                              waits: bool) -> None:
+    """default_preemption.go, PodEligibleToPreemptOthers: the nominated node's lower-priority
+    pod terminating *by preemption* (podTerminatingByPreemption) makes the pod wait; a pod
+    deleted for another reason does not."""
+    nodes = [make_node("n1", cpu="2")]
+    pods = [_terminating(make_pod("going", cpu="1", priority=0, node_name="n1"), by_preemption),
+            make_pod("low", cpu="1", priority=0, node_name="n1")]
+    pod = _nominated(make_pod("p", cpu="2", priority=10), "n1")
+    _, result = run(nodes, pods, pod)
+    if waits:
+        assert result.preemption is None
+        assert result.message.endswith("preemption: not eligible due to a terminating pod on "
+                                       "the nominated node.")
+        assert not result.clear_nomination
+    else:
+        assert result.preemption is not None and result.preemption.node == "n1"
+
+
+def test_an_unresolvable_nominated_node_is_preempted_away_from() -> None:
+    """A nominated node that now rejects the pod for good (here: cordoned) no longer holds it
+    back, even with a victim of its still terminating there."""
+    nodes = [make_node("n1", cpu="2", unschedulable=True), make_node("n2", cpu="1")]
+    pods = [_terminating(make_pod("going", cpu="1", priority=0, node_name="n1"), True),
+            make_pod("low", cpu="1", priority=0, node_name="n2")]
+    _, result = run(nodes, pods, _nominated(make_pod("p", cpu="1", priority=10), "n1"))
+    assert result.preemption is not None and result.preemption.node == "n2"
+
+
+def test_no_candidate_clears_the_nomination() -> None:
+    """preemption.go, Preempt: no candidate -> NewPostFilterResultWithNominatedNode("")."""
+    nodes = [make_node("n1", cpu="1")]
+    pods = [make_pod("same", cpu="1", priority=50, node_name="n1")]
+    _, result = run(nodes, pods, _nominated(make_pod("p", cpu="1", priority=50), "n1"))
+    assert result.preemption is None and result.clear_nomination
+
+
+def test_the_candidate_search_goes_on_past_pdb_violating_candidates() -> None:
+    """preemption.go, DryRunPreemption: the search stops at numCandidates only once one
+    candidate violates no PodDisruptionBudget; with minCandidateNodesAbsolute 1 the first node
+    tried (PDB-guarded) does not end it, so the free node is found and chosen."""
+    from dataclasses import replace
+
+    nodes = [make_node(f"g{i}", cpu="2") for i in range(5)] + [make_node("free", cpu="2")]
+    pods = [make_pod(f"guarded{i}", cpu="2", priority=1, labels={"app": "db"},
+                     node_name=f"g{i}") for i in range(5)]
+    pods.append(make_pod("web", cpu="2", priority=1, labels={"app": "web"}, node_name="free"))
+    snap = Snapshot.build(nodes=nodes, pods=pods, pdbs=[_pdb("db", {"app": "db"}, 0)])
+    engine = Engine(seed=0)
+    engine.policy = replace(engine.policy, min_candidate_nodes_percentage=0,
+                            min_candidate_nodes_absolute=1)
+    for seed in range(6):  # whichever node the random offset starts at
+        engine.random.seed(seed)
+        pod = make_pod("p", cpu="2", priority=10)
+        result = evaluate_preemption(pod, snap, engine, engine.schedule(pod, snap))
+        assert result.preemption is not None and result.preemption.node == "free", seed
