@@ -11,8 +11,11 @@ once; at most ``concurrency`` bindings are in flight. Outcomes:
   the uid as a precondition): the assumption is forgotten and the pod leaves the queue; the
   watch brings whatever is true. Never a crash, never a second binding.
 - **404** (the pod is gone): forgotten, dropped.
-- anything else: forgotten and requeued with backoff, with a ``FailedScheduling`` Event
-  ("Binding rejected: ...") as kube-scheduler.
+- anything else: forgotten and requeued with backoff, with ``PodScheduled=False`` reason
+  ``SchedulerError`` and the nomination cleared.
+
+Every failure posts kube-scheduler's ``FailedScheduling`` Event, ``running Bind plugin
+"DefaultBinder": <the API server's message>``.
 
 A binding is only sent while this replica leads (``may_act``), checked just before the POST.
 
@@ -49,6 +52,12 @@ from berthmaster.scheduler.snapshot import Snapshot, pod_key
 
 JSON = dict[str, Any]
 log = logging.getLogger("berthmaster.scheduler.binder")
+
+
+def bind_error_message(error: KubeError) -> str:
+    """The FailedScheduling text of a failed binding (framework/runtime/framework.go,
+    RunBindPlugins: "running Bind plugin %q: %w", with the API server's message)."""
+    return f'running Bind plugin "DefaultBinder": {error.message or error.reason or error}'
 
 
 def binding_body(pod: JSON, node: str) -> JSON:
@@ -155,11 +164,19 @@ class Binder:
         log.debug("bound", extra={"pod": ObjectRef.from_key(info.key), "node": ObjectRef(node)})
 
     def _failed(self, info: QueuedPod, node: str, error: KubeError, started: float) -> None:
+        """handleBindingCycleError (schedule_one.go): forget the pod, then the failure
+        handler's FailedScheduling Event, in RunBindPlugins' words, for every failure; a pod
+        already bound (409) or gone (404) leaves the queue, any other is requeued with
+        ``PodScheduled=False`` reason ``SchedulerError`` and its nomination cleared."""
         pod = info.pod
         self.snapshot.forget(pod)
         self.metrics.bind("Error", 0.0)
+        self.metrics.attempt("error", time.perf_counter() - started)
+        message = bind_error_message(error)
+        self.recorder.event(pod, "Warning", events.FAILED_SCHEDULING, message, "Scheduling")
         if error.conflict or error.not_found:
-            # Already bound (by us earlier, or by someone else), or gone: nothing to retry.
+            # Already bound (by us earlier, or by someone else), or gone: nothing to retry
+            # (upstream finds it bound or missing in its informer cache and calls Done).
             self.conflicts += 1
             log.info("binding not needed", extra={"pod": ObjectRef.from_key(info.key),
                                                   "node": ObjectRef(node),
@@ -170,9 +187,12 @@ class Binder:
         log.warning("binding failed", extra={"pod": ObjectRef.from_key(info.key),
                                              "node": ObjectRef(node),
                                              "error": str(error)})
-        self.metrics.attempt("error", time.perf_counter() - started)
-        self.recorder.event(pod, "Warning", events.FAILED_SCHEDULING,
-                            f"Binding rejected: {error.message}", "Scheduling")
+        uid, key = pod_key(pod), info.key
+        nominated = "" if (pod.get("status") or {}).get("nominatedNodeName") else None
+        self.recorder.status(
+            pod, events.unschedulable_status_patch(message, reason=events.SCHEDULER_ERROR,
+                                                   nominated_node=nominated),
+            still_wanted=lambda: key in self.queue and not self.snapshot.is_assumed(uid))
         self.queue.requeue(info, unschedulable=False)
 
     def _pre_bind_failed(self, info: QueuedPod, node: str, volumes: Reservation,
