@@ -282,8 +282,7 @@ SAMPLES = sample_policies()
 
 def test_the_samples_were_found() -> None:
     names = {name.split(" ")[0] for name, _ in SAMPLES}
-    assert {"scheduler/data/default-policy.json", "deploy/manifests/berthmaster.yaml",
-            "docs/engine.md", "docs/deployment.md",
+    assert {"scheduler/data/default-policy.json", "docs/engine.md", "docs/deployment.md",
             "tests/integration/chart/seed_policies/scheduler-sample-policy-1.yaml"} <= names
 
 
