@@ -29,6 +29,8 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "explain": ("berthmaster.scheduler.explain",
                 "explain, per node, why a pod of the live cluster fits or not"),
     "scheduler": ("berthmaster.scheduler.daemon.command", "run the scheduler"),
+    "policy": ("berthmaster.scheduler.policy_command",
+               "convert a scheduler Policy file into a KubeSchedulerConfiguration"),
     "operator": ("berthmaster.operator.command",
                  "run the operator (Machines, Deschedulers, autoscaling)"),
     "deschedule": ("berthmaster.scheduler.descheduler.command", "one descheduler pass"),

@@ -218,9 +218,9 @@ def _entries(kind: str, raw: Any, problems: list[str]) -> list[Any]:
     return out
 
 
-def load_policy(text: str, source: str = "<policy>") -> Policy:
-    """Parse and validate a Policy (JSON or YAML); raise PolicyError listing every problem."""
-    problems: list[str] = []
+def decode_policy(text: str, source: str = "<policy>") -> Mapping[str, Any]:
+    """The Policy document of ``text`` (JSON or YAML, the samples' ``...`` lines dropped),
+    not yet validated; raise PolicyError when it is not an object."""
     try:
         doc = json.loads(text)
     except ValueError:
@@ -230,6 +230,18 @@ def load_policy(text: str, source: str = "<policy>") -> Policy:
             raise _invalid(source, [f"not JSON or YAML: {exc}"]) from None
     if not isinstance(doc, Mapping):
         raise _invalid(source, ["the policy must be an object with kind: Policy"])
+    return doc
+
+
+def load_policy(text: str, source: str = "<policy>") -> Policy:
+    """Parse and validate a Policy (JSON or YAML); raise PolicyError listing every problem."""
+    return policy_from_document(decode_policy(text, source), source)
+
+
+def policy_from_document(doc: Mapping[str, Any], source: str = "<policy>") -> Policy:
+    """Validate a decoded Policy document (:func:`decode_policy`); raise PolicyError listing
+    every problem."""
+    problems: list[str] = []
     if doc.get("kind") != "Policy":
         problems.append(f"kind: must be 'Policy' (got {doc.get('kind')!r})")
     version = doc.get("apiVersion", doc.get("version"))

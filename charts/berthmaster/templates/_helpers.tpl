@@ -168,11 +168,38 @@ topologySpreadConstraints:
       fieldPath: metadata.name
 {{- end -}}
 
-{{/* The Policy file's JSON text: the user's policy, else files/policy.json. */}}
+{{/* The Policy file's JSON text (scheduler.policy; empty when none is set). */}}
 {{- define "berthmaster.scheduler.policy" -}}
-{{- if .Values.scheduler.policy -}}
-{{- toPrettyJson .Values.scheduler.policy -}}
-{{- else -}}
-{{- .Files.Get "files/policy.json" | trim -}}
+{{- with .Values.scheduler.policy -}}
+{{- toPrettyJson . -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+The KubeSchedulerConfiguration's YAML text (scheduler.config; empty when none is set). A
+profile without schedulerName gets scheduler.name, and a configuration without profiles one
+such profile (the default plugins), so that --scheduler-name, which kube-scheduler's precedence
+ignores beside --config, is never needed.
+*/}}
+{{- define "berthmaster.scheduler.config" -}}
+{{- with .Values.scheduler.config -}}
+{{- $config := deepCopy . -}}
+{{- $profiles := list -}}
+{{- range $profile := ($config.profiles | default (list dict)) -}}
+{{- $profile = deepCopy $profile -}}
+{{- if not $profile.schedulerName -}}
+{{- $_ := set $profile "schedulerName" $.Values.scheduler.name -}}
+{{- end -}}
+{{- $profiles = append $profiles $profile -}}
+{{- end -}}
+{{- $_ := set $config "profiles" $profiles -}}
+{{- toYaml $config -}}
+{{- end -}}
+{{- end -}}
+
+{{/* Refuse a Policy and a KubeSchedulerConfiguration together, as the scheduler does. */}}
+{{- define "berthmaster.scheduler.checkConfig" -}}
+{{- if and .Values.scheduler.policy .Values.scheduler.config -}}
+{{- fail "scheduler.policy and scheduler.config are both set, but the scheduler runs one of them: unset one (berthmaster policy convert FILE writes a Policy as a KubeSchedulerConfiguration)." -}}
 {{- end -}}
 {{- end -}}

@@ -15,8 +15,10 @@ from collections.abc import Mapping
 from typing import Any
 
 import pytest
+import yaml
 
 from berthmaster.cli import build_parser
+from tests.integration.chart import chartkit
 from tests.integration.chart.chartkit import (
     CHART,
     VALUE_SETS,
@@ -25,7 +27,7 @@ from tests.integration.chart.chartkit import (
     one,
     pod_templates,
     render,
-    seed_default_policy,
+    render_values,
 )
 
 
@@ -71,7 +73,7 @@ def test_scheduler_defaults_two_replicas_with_leader_election_on_its_own_lease()
     assert args.leader_elect is True
     assert args.leader_elect_lease_name == "berthmaster"
     assert args.leader_elect_lease_namespace == "berthmaster"
-    assert args.policy == "/etc/berthmaster/policy.json"
+    assert args.policy is None and args.config is None  # the built-in default profile
     assert args.metrics_bind_address == "0.0.0.0:10260"
     # the chart passes the periods in plain seconds; kube-scheduler's Go durations parse too
     assert (args.leader_elect_lease_duration, args.leader_elect_renew_deadline,
@@ -118,15 +120,79 @@ def test_ha_off_runs_one_scheduler_without_election_or_budget() -> None:
     assert find(objects, "PodDisruptionBudget") == []
 
 
-def test_policy_config_map_holds_the_documented_default_policy() -> None:
+def test_the_default_is_kube_scheduler_1_35s_default_profile_with_no_file() -> None:
+    """No scheduler.policy and no scheduler.config: no ConfigMap, no --policy or --config,
+    nothing mounted at /etc/berthmaster; the scheduler runs its built-in default profile
+    (scheduler/config.py, default_profile)."""
     objects = render()
-    config_map = one(objects, "ConfigMap", "-scheduler-policy")
-    assert json.loads(config_map["data"]["policy.json"]) == seed_default_policy()
-    volumes = one(objects, "Deployment", "-scheduler")["spec"]["template"]["spec"]["volumes"]
-    assert {"name": "policy", "configMap": {"name": config_map["metadata"]["name"]}} in volumes
+    assert find(objects, "ConfigMap", "-scheduler-policy") == []
+    assert find(objects, "ConfigMap", "-scheduler-config") == []
+    args = list(container(objects, "scheduler")["args"])
+    assert not [a for a in args if a.startswith(("--policy", "--config"))]
+    pod = one(objects, "Deployment", "-scheduler")["spec"]["template"]
+    assert [v["name"] for v in pod["spec"]["volumes"]] == ["tmp"]
+    assert not {"berthmaster.io/policy-checksum", "berthmaster.io/config-checksum"} & set(
+        pod["metadata"]["annotations"] or {})
 
 
-def test_a_custom_policy_replaces_the_default_and_rolls_the_pods() -> None:
+CONFIG = {"apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration",
+          "profiles": [{"plugins": {"score": {"disabled": [{"name": "ImageLocality"}]}}},
+                       {"schedulerName": "berthmaster-packed", "pluginConfig": [
+                           {"name": "NodeResourcesFit", "args": {"scoringStrategy": {
+                               "type": "MostAllocated"}}}]}]}
+
+
+def test_scheduler_config_is_rendered_mounted_and_passed_as_config() -> None:
+    from berthmaster.scheduler.config import load_config
+
+    objects = render_values({"scheduler": {"name": "bm", "config": CONFIG}})
+    config_map = one(objects, "ConfigMap", "-scheduler-config")
+    assert config_map["metadata"]["labels"]["app.kubernetes.io/component"] == "scheduler"
+    assert find(objects, "ConfigMap", "-scheduler-policy") == []
+    text = config_map["data"]["config.yaml"]
+    # a profile without schedulerName gets scheduler.name
+    assert [p["schedulerName"] for p in yaml.safe_load(text)["profiles"]] == [
+        "bm", "berthmaster-packed"]
+    assert load_config(text).scheduler_names == ("bm", "berthmaster-packed")
+    raw = list(container(objects, "scheduler")["args"])
+    args = parsed_args(raw)
+    assert args.config == "/etc/berthmaster/config.yaml" and args.policy is None
+    # beside --config, kube-scheduler's precedence ignores --scheduler-name: not passed
+    assert not [a for a in raw if a.startswith("--scheduler-name")]
+    assert args.leader_elect_lease_name == "bm"  # the leader-election flags still win
+    pod = one(objects, "Deployment", "-scheduler")["spec"]["template"]["spec"]
+    assert {"name": "config", "configMap": {"name": config_map["metadata"]["name"]}} in \
+        pod["volumes"]
+    mounts = pod["containers"][0]["volumeMounts"]
+    assert {"name": "config", "mountPath": "/etc/berthmaster", "readOnly": True} in mounts
+
+    def checksum(objs: list[dict[str, Any]]) -> str:
+        pod = one(objs, "Deployment", "-scheduler")["spec"]["template"]
+        return str(pod["metadata"]["annotations"]["berthmaster.io/config-checksum"])
+
+    changed = {**CONFIG, "percentageOfNodesToScore": 50}
+    assert checksum(objects) != checksum(render_values({"scheduler": {"name": "bm",
+                                                                      "config": changed}}))
+
+
+def test_a_config_without_profiles_gets_one_under_the_scheduler_name() -> None:
+    bare = {"apiVersion": CONFIG["apiVersion"], "kind": CONFIG["kind"]}
+    objects = render_values({"scheduler": {"config": bare}})
+    text = one(objects, "ConfigMap", "-scheduler-config")["data"]["config.yaml"]
+    assert yaml.safe_load(text)["profiles"] == [{"schedulerName": "berthmaster"}]
+
+
+def test_setting_both_policy_and_config_fails_at_template_time() -> None:
+    result = chartkit.template(["scheduler.policy.kind=Policy",
+                       "scheduler.config.apiVersion=kubescheduler.config.k8s.io/v1",
+                       "scheduler.config.kind=KubeSchedulerConfiguration"])
+    assert result.returncode != 0
+    assert ("scheduler.policy and scheduler.config are both set, but the scheduler runs one "
+            "of them: unset one (berthmaster policy convert FILE writes a Policy as a "
+            "KubeSchedulerConfiguration)") in result.stderr
+
+
+def test_a_policy_is_rendered_passed_as_policy_and_rolls_the_pods() -> None:
     custom = ["scheduler.policy.kind=Policy", "scheduler.policy.apiVersion=v1",
               "scheduler.policy.predicates[0].name=PodToleratesNodeTaints",
               "scheduler.policy.priorities[0].name=LeastRequestedPriority",
@@ -136,12 +202,16 @@ def test_a_custom_policy_replaces_the_default_and_rolls_the_pods() -> None:
     assert policy == {"kind": "Policy", "apiVersion": "v1",
                       "predicates": [{"name": "PodToleratesNodeTaints"}],
                       "priorities": [{"name": "LeastRequestedPriority", "weight": 1}]}
+    args = parsed_args(list(container(objects, "scheduler")["args"]))
+    assert args.policy == "/etc/berthmaster/policy.json" and args.config is None
+    assert args.scheduler_name == "berthmaster"
 
     def checksum(objs: list[dict[str, Any]]) -> str:
         template = one(objs, "Deployment", "-scheduler")["spec"]["template"]
         return str(template["metadata"]["annotations"]["berthmaster.io/policy-checksum"])
 
-    assert checksum(objects) != checksum(render())
+    other = [*custom[:-1], "scheduler.policy.priorities[0].weight=2"]
+    assert checksum(objects) != checksum(render(other))
 
 
 def test_operator_is_one_standalone_replica_with_a_kopf_liveness_probe() -> None:

@@ -23,7 +23,7 @@ import yaml
 
 from berthmaster.devcluster.cluster import RunningCluster
 from berthmaster.kube import CORE, KubeClient, KubeError, group_path, resource_path
-from tests.integration.chart.chartkit import one, render
+from tests.integration.chart.chartkit import find, one, render
 from tests.integration.chart.conftest import INSTALLED_VALUES
 from tests.integration.conftest import NodeFactory
 from tests.support.accounts import service_account_kubeconfig
@@ -89,8 +89,10 @@ async def test_scheduler_binds_with_only_the_chart_rbac(
 ) -> None:
     node = await nodes.create(zone="zone-a", labels={"region": "primary", "zone": "zone-a"})
     container = chart_container(installed, "scheduler")
-    config_map = one(container["_objects"], "ConfigMap", "-scheduler-policy")
-    (tmp_path / "policy.json").write_text(config_map["data"]["policy.json"])
+    # The chart's default passes no --policy (the built-in default profile); a release with
+    # scheduler.policy set mounts its ConfigMap, which this copies.
+    for config_map in find(container["_objects"], "ConfigMap", "-scheduler-policy"):
+        (tmp_path / "policy.json").write_text(config_map["data"]["policy.json"])
     port = free_port()
     kubeconfig = await service_account_kubeconfig(
         kube, cluster, installed["namespace"], f"{installed['prefix']}-scheduler", tmp_path)

@@ -60,6 +60,26 @@ BAD_VALUES = [
      "at '/scheduler/policy/predicates/0/argument/serviceAffinity'"),
     (["scheduler.policy.predicates[0].name=GeneralPredicates"],
      "at '/scheduler/policy': missing property 'kind'"),
+    (["scheduler.config.apiVersion=kubescheduler.config.k8s.io/v1beta3",
+      "scheduler.config.kind=KubeSchedulerConfiguration"],
+     "at '/scheduler/config/apiVersion': value must be 'kubescheduler.config.k8s.io/v1'"),
+    (["scheduler.config.apiVersion=kubescheduler.config.k8s.io/v1", "scheduler.config.kind=Policy"],
+     "at '/scheduler/config/kind': value must be 'KubeSchedulerConfiguration'"),
+    (["scheduler.config.profiles[0].schedulerName=x"],
+     "at '/scheduler/config': missing properties 'apiVersion', 'kind'"),
+    (["scheduler.config.apiVersion=kubescheduler.config.k8s.io/v1",
+      "scheduler.config.kind=KubeSchedulerConfiguration",
+      "scheduler.config.profiles[0].plugins.scor.enabled[0].name=ImageLocality"],
+     "at '/scheduler/config/profiles/0/plugins': additional properties 'scor' not allowed"),
+    (["scheduler.config.apiVersion=kubescheduler.config.k8s.io/v1",
+      "scheduler.config.kind=KubeSchedulerConfiguration",
+      "scheduler.config.profiles[0].plugins.score.enabled[0].name=ImageLocality",
+      "scheduler.config.profiles[0].plugins.score.enabled[0].weight=101"],
+     "at '/scheduler/config/profiles/0/plugins/score/enabled/0/weight'"),
+    (["scheduler.config.apiVersion=kubescheduler.config.k8s.io/v1",
+      "scheduler.config.kind=KubeSchedulerConfiguration",
+      "scheduler.config.profiles[0].schedulerName=1"],
+     "at '/scheduler/config/profiles/0/schedulerName'"),
     # Template checks: combinations a schema cannot express readably.
     (["scheduler.replicas=3", "scheduler.leaderElection.enabled=false"],
      "scheduler.replicas is 3 but scheduler.leaderElection.enabled is false"),
@@ -151,17 +171,14 @@ def render_with_file(values: Path) -> list[dict[str, Any]]:
     return [doc for doc in yaml.safe_load_all(result.stdout) if doc]
 
 
-def test_the_chart_default_policy_is_the_scheduler_default_and_the_seed() -> None:
-    from tests.integration.chart.chartkit import seed_default_policy
-
-    linked = CHART / "files" / "policy.json"
-    assert linked.is_symlink(), "files/policy.json must link to the scheduler's default policy"
-    target = linked.resolve()
-    assert target == (CHART.parents[1] / "scheduler" / "data" / "default-policy.json").resolve()
-    assert json.loads(target.read_text()) == seed_default_policy()
-    objects = render()
-    text = next(o for o in objects if o["kind"] == "ConfigMap")["data"]["policy.json"]
-    load_policy(text, "chart default")
+def test_the_chart_default_is_the_scheduler_default_with_no_file() -> None:
+    """Neither a Policy nor a configuration by default: the scheduler runs its built-in
+    default (kube-scheduler 1.35's default profile), and the chart ships no policy file."""
+    values = yaml.safe_load((CHART / "values.yaml").read_text())
+    assert values["scheduler"]["policy"] == {} and values["scheduler"]["config"] == {}
+    assert not (CHART / "files" / "policy.json").exists()
+    assert [o for o in render() if o["kind"] == "ConfigMap"
+            and o["metadata"]["name"].endswith(("-scheduler-policy", "-scheduler-config"))] == []
 
 
 def test_package_follows_the_symlinks(tmp_path: Path) -> None:
@@ -170,4 +187,4 @@ def test_package_follows_the_symlinks(tmp_path: Path) -> None:
     (archive,) = tmp_path.glob("berthmaster-*.tgz")
     listing = subprocess.run(["tar", "-tzf", str(archive)], capture_output=True, text=True,
                              check=True).stdout.split()
-    assert "berthmaster/files/policy.json" in listing
+    assert "berthmaster/files/machine-lifecycle-hooks-policy.yaml" in listing
