@@ -16,6 +16,9 @@ end) are ignored.
 takes no new pods and a ``NoSchedule``-tainted one (the control plane's) none that do not
 tolerate the taint (v1.22 pkg/scheduler/framework/plugins/legacy_registry.go,
 NewLegacyRegistry's mandatoryPredicates, joined to every Policy's by AppendPredicateConfigs).
+``CheckVolumeBinding`` runs too, whatever the policy lists: the scheduling document says it
+must be enabled in non-default schedulers, and berthmaster is one (without it a pod's
+WaitForFirstConsumer claims are never provisioned).
 ``hardPodAffinitySymmetricWeight`` (1..100; 0 or absent means the default, 1, as v1.22
 pkg/scheduler/factory.go, createFromPolicy, only overrides the default when it is not 0) is the
 weight ``InterPodAffinityPriority`` gives an existing pod's *required* affinity term that

@@ -108,5 +108,9 @@ _ORDER = [*_PREDICATE_CLASSES[:10], node_label.LabelsPresence, service_affinity.
 PREDICATE_ORDER: dict[type[Predicate], int] = {cls: i for i, cls in enumerate(_ORDER)}
 # run whatever a Policy lists, as upstream did from 1.14 until the Policy API went (v1.22
 # pkg/scheduler/framework/plugins/legacy_registry.go, NewLegacyRegistry, mandatoryPredicates)
+# plus CheckVolumeBinding: the scheduling document says it "must be enabled in non-default
+# schedulers" (a claim waiting for its first consumer is provisioned only once the scheduler
+# picked the node), and berthmaster is always one
 MANDATORY_PREDICATES: tuple[type[Predicate], ...] = (node_unschedulable.NodeUnschedulable,
-                                                     taint_toleration.TaintToleration)
+                                                     taint_toleration.TaintToleration,
+                                                     volume_binding.VolumeBinding)

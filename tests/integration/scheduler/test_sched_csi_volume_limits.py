@@ -76,7 +76,8 @@ class Volumes:
         await self.kube.create(resource_path(CORE, "persistentvolumes"), pv)
         self.made.append(resource_path(CORE, "persistentvolumes", name=pv_name))
         pvc = {"apiVersion": "v1", "kind": "PersistentVolumeClaim",
-               "metadata": {"name": claim},
+               "metadata": {"name": claim,
+                            "annotations": {"pv.kubernetes.io/bind-completed": "yes"}},
                "spec": {"accessModes": ["ReadWriteOnce"], "storageClassName": "",
                         "volumeName": pv_name,
                         "resources": {"requests": {"storage": "1Gi"}}}}

@@ -22,33 +22,21 @@ from typing import Any
 import pytest
 
 from berthmaster.kube import CORE, KubeClient, KubeError, group_path, resource_path
+from berthmaster.scheduler.config import default_profile
 from berthmaster.scheduler.plugins.dynamic_resources import REFUSED
 from berthmaster.scheduler.plugins.volume_binding import (
     ANN_SELECTED_NODE,
     NO_PROVISIONER,
     REASON_BIND_CONFLICT,
 )
-from berthmaster.scheduler.policy import load_policy
 from tests.integration.scheduler.schedkit import create_pod, events_for, make_pod, node_of
 from tests.support.waiting import wait_for
 
 STORAGE = group_path("storage.k8s.io", "v1")
 HOST = "kubernetes.io/hostname"
-# berthmaster's default Policy does not list CheckVolumeBinding; these tests name it
-POLICY = """
-kind: Policy
-apiVersion: v1
-predicates:
-- name: GeneralPredicates
-- name: PodToleratesNodeTaints
-- name: CheckVolumeBinding
-priorities:
-- {name: LeastRequestedPriority, weight: 1}
-"""
-
-
 def policy() -> Any:
-    return load_policy(POLICY, "volume binding policy")
+    """What users get: the default profile, VolumeBinding among its plugins."""
+    return default_profile()
 
 
 class Storage:

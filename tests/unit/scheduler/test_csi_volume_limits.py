@@ -76,6 +76,8 @@ def claim(name: str, volume: str | None = None, storage_class: str | None = None
     if storage_class:
         spec["storageClassName"] = storage_class
     meta: dict[str, Any] = {"name": name, "namespace": "default"}
+    if volume:  # bound, as the PV controller leaves it (isPVCFullyBound)
+        meta["annotations"] = {"pv.kubernetes.io/bind-completed": "yes"}
     if owner_uid:
         meta["ownerReferences"] = [{"apiVersion": "v1", "kind": "Pod", "name": "x",
                                     "uid": owner_uid, "controller": True}]

@@ -43,6 +43,17 @@ def args(profile: dict[str, Any], name: str) -> Any:
 
 
 MANDATORY = ["NodeUnschedulable", "TaintToleration"]  # legacy_registry.go mandatoryPredicates
+_AFTER_VOLUME_BINDING = ("VolumeZone", "PodTopologySpread", "InterPodAffinity")
+
+
+def with_volume_binding(filters: list[str]) -> list[str]:
+    """Every Policy runs CheckVolumeBinding too (berthmaster is a non-default scheduler:
+    scheduler/policy.py), placed by predicateOrdering: after the volume-count predicates,
+    before NoVolumeZoneConflict."""
+    if "VolumeBinding" in filters:
+        return filters
+    at = next((i for i, f in enumerate(filters) if f in _AFTER_VOLUME_BINDING), len(filters))
+    return [*filters[:at], "VolumeBinding", *filters[at:]]
 
 # (Policy predicates, the filter plugins in order) -- each predicate's producer, placed by
 # predicateOrdering; the mandatory ones join every Policy.
@@ -76,6 +87,7 @@ def test_each_predicate_becomes_its_filter_plugins_in_v122_order(
     conversion = convert_policy_text(policy([{"name": n} for n in predicates]))
     assert conversion.exact, conversion.unexpressed
     profile = conversion.config["profiles"][0]
+    filters = with_volume_binding(filters)
     assert enabled(profile, "filter") == filters
     # every filter plugin with a PreFilter gets it (1.35's Filter reads its state)
     assert enabled(profile, "preFilter") == [
@@ -143,7 +155,7 @@ def test_every_profile_has_the_queue_sort_preemption_bind_and_gates_and_nothing_
     assert enabled(profile, "bind") == ["DefaultBinder"]
     assert "score" not in profile["plugins"]
     loaded = load_config(yaml.safe_dump(convert_policy_text(policy()).config)).profiles[0]
-    assert [p.name for p in loaded.predicates] == MANDATORY
+    assert [p.name for p in loaded.predicates] == with_volume_binding(MANDATORY)
     assert loaded.priorities == () and loaded.preemption
 
 
