@@ -5,7 +5,7 @@ Filter: ``spec.nodeSelector`` (every pair must be a node label) AND the required
 matching node set is computed once from the snapshot's label index and the per-node check is a
 set lookup; otherwise each node is matched directly.
 
-Score: the sum of the weights of the preferred terms a node matches, scaled to 0..10 by the
+Score: the sum of the weights of the preferred terms a node matches, scaled to 0..100 by the
 highest sum.
 """
 

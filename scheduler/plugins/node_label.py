@@ -2,7 +2,7 @@
 
 labelsPresence (CheckNodeLabelPresence): with ``presence: true`` a node must carry every listed
 label (any value); with ``presence: false`` it must carry none of them. labelPreference: a node
-scores 10 when its having the label agrees with ``presence``, else 0.
+scores 100 when its having the label agrees with ``presence``, else 0.
 """
 
 from __future__ import annotations

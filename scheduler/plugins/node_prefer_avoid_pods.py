@@ -2,7 +2,7 @@
 
 A node's ``scheduler.alpha.kubernetes.io/preferAvoidPods`` annotation lists controllers whose
 pods it would rather not run. Pods controlled by a listed ReplicationController or ReplicaSet
-score 0 there, everything else 10; the default policy weighs it 10000, so it dominates.
+score 0 there, everything else 100; the default policy weighs it 10000, so it dominates.
 Pods owned by other kinds of controllers are ignored, as the seed says.
 """
 

@@ -6,7 +6,7 @@ the missing ones from the node of the first already-placed pod of the pod's firs
 neither, any node fits (the first pod picks the domain for the rest).
 
 serviceAntiAffinity, label l: nodes without l score 0; the others score
-10 * (service pods - service pods in the node's l-domain) / service pods, 10 when the service
+100 * (service pods - service pods in the node's l-domain) / service pods, 100 when the service
 has no pods yet, so the service spreads across l's values.
 """
 

@@ -3,7 +3,7 @@
 Filter: the first NoSchedule/NoExecute taint (only NoExecute for the NoExecute variant) that no
 toleration matches rejects the node, reported as kube-scheduler 1.35 does: ``node(s) had
 untolerated taint(s)`` (the taint itself, ``{key: value}``, is the status's explain detail).
-Score: fewer untolerated PreferNoSchedule taints is better (0..10, reversed by
+Score: fewer untolerated PreferNoSchedule taints is better (0..100, reversed by
 the worst node). Tolerations match per ``Toleration.tolerates`` in the model; eviction timing
 (tolerationSeconds) is ``model.noexecute_eviction_delay``.
 """
@@ -21,6 +21,7 @@ from berthmaster.scheduler.model import (
     tolerates_all,
 )
 from berthmaster.scheduler.plugins.base import (
+    MAX_PRIORITY,
     NarrowedCheck,
     Predicate,
     PrefilterResult,
@@ -136,7 +137,7 @@ class TaintTolerationPriority(Priority):
     def scores(self, pod: PodView, snapshot: Snapshot,
                nodes: Sequence[NodeInfo]) -> list[int] | int:
         if not snapshot.prefer_no_schedule_nodes:
-            return 10
+            return MAX_PRIORITY  # every node 0 untolerated: reversed, all score the most
         flagged = snapshot.prefer_no_schedule_nodes
         raw = [intolerable_prefer_no_schedule(pod, n) if n.name in flagged else 0 for n in nodes]
         return normalize(raw, reverse=True)

@@ -222,3 +222,10 @@ def test_hard_pod_affinity_symmetric_weight_is_honoured(weight, want_node, want_
     assert decision.node == want_node
     assert {n: s["InterPodAffinityPriority"] for n, s in decision.priority_scores.items()} \
         == want_scores
+
+
+def test_taint_toleration_without_prefer_no_schedule_taints_scores_the_most():
+    """taint_toleration.go, NormalizeScore -> DefaultNormalizeScore(MaxNodeScore, reverse):
+    every node at 0 untolerated taints scores 100 (found by the differential test)."""
+    assert scores(R("TaintTolerationPriority"), make_pod("p"), [make_node("a"), make_node("b")]) \
+        == [100, 100]
