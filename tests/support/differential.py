@@ -110,6 +110,9 @@ class Outcome:
     # and its score cycle (None: a single feasible node, bound without scoring)
     binding: Binding | None = field(default=None, compare=False, repr=False)
     cycle: ScoreCycle | None = field(default=None, compare=False, repr=False)
+    # the copy as the API server stored it: admission filled spec.overhead (RuntimeClass) and
+    # spec.priority (Priority), which the engine reads
+    created: JSON | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
@@ -374,9 +377,10 @@ class Harness:
         if scheduler == self.kube_scheduler:
             self._read_log()  # the lines of an earlier copy of this name are behind us
             self.scores.forget(key)
-        await self.kube.create(resource_path(CORE, "pods", namespace), body)
+        created = await self.kube.create(resource_path(CORE, "pods", namespace), body)
         outcome: Outcome = await _until(lambda: self._outcome(namespace, name),
                                         f"{scheduler}'s decision on {namespace}/{name}")
+        outcome = Outcome(outcome.kind, outcome.node, outcome.message, created=created)
         if outcome.kind == "bound" and scheduler == self.kube_scheduler:
             outcome = await self._with_scores(outcome, key)
         await self._delete(namespace, name)
@@ -406,7 +410,8 @@ class Harness:
                                         LOG_WAIT)
         cycle = self.scores.last_cycle(key) if binding.feasible > 1 else None
         self.scores.forget(key)
-        return Outcome(outcome.kind, outcome.node, outcome.message, binding, cycle)
+        return Outcome(outcome.kind, outcome.node, outcome.message, binding, cycle,
+                       outcome.created)
 
     async def _restore(self, existing: list[JSON], node: str, scheduler: str) -> None:
         """Recreate the preemption's victims: at least one running pod on the nominated
@@ -512,17 +517,15 @@ class Harness:
             if kube.message != bm.message:
                 return disagreement("FailedScheduling texts differ", "FailedScheduling text")
             return None
-        assert kube.node is not None and bm.node is not None
-        explained = self.engine.schedule(self.owned(copy_for(pod, self.berthmaster, "x")),
-                                         snapshot, explain=True, sample=False)
+        assert kube.node is not None and bm.node is not None and bm.created is not None
+        explained = self.engine.schedule(bm.created, snapshot, explain=True, sample=False)
         found = self._judge_scores(kube, bm, explained, len(snapshot.node_list()), count,
                                    disagreement)
         if found is not None:
             return found
         if kube.node == bm.node:
             return None
-        if not await self._berthmaster_feasible(
-                self.owned(copy_for(pod, self.berthmaster, "f")), kube.node):
+        if not await self._berthmaster_feasible(bm.created, kube.node):
             return disagreement(f"kube-scheduler's node {kube.node} is infeasible for "
                                 "berthmaster", "kube-scheduler's node infeasible for berthmaster")
         check = await self.place(pinned(pod, bm.node), self.kube_scheduler, "p",

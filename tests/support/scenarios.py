@@ -86,7 +86,7 @@ CONTROLLER_KINDS = ("ReplicaSet", "StatefulSet")
 SERVICES = {"diff-svc-web": {"app": "web"},
             "diff-svc-cache": {"app": "cache", CONTROLLER_LABEL: "ss"}}
 # copy suffix -> the digits a StatefulSet pod's copy gets instead (its name stays a member's)
-ORDINAL_SUFFIX = {"k": "1", "b": "2", "p": "3", "f": "4", "x": "5"}
+ORDINAL_SUFFIX = {"k": "1", "b": "2", "p": "3"}
 
 
 def controller_name(kind: str, app: str) -> str:
