@@ -22,7 +22,7 @@ state (``tests.support.differential``), and:
 - a node either one chose must be feasible for the other.
 
 The scenarios are seeded: ``BERTHMASTER_DIFF_SEED`` (default below) and
-``BERTHMASTER_DIFF_SCENARIOS`` (the quick set by default, about three minutes on two cores;
+``BERTHMASTER_DIFF_SCENARIOS`` (the quick set by default, about two minutes on two cores;
 raise it for a soak, e.g. ``BERTHMASTER_DIFF_SCENARIOS=2000``). A failure prints the first
 disagreement of each kind with its scenario, so a seed and an index reproduce it.
 """
