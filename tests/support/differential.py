@@ -11,10 +11,25 @@ scenario's running pods (bound by ``spec.nodeName``), then for each incoming pod
 2. the copy is removed (after a preemption, once its victims are gone, they are created
    again), leaving the scenario as it was;
 3. the same for berthmaster's copy;
-4. when both bound the pod on different nodes, each node must be feasible for the other
+4. when both bound the pod, their scores are compared: kube-scheduler's, read from its log
+   (``-v=10``, :mod:`tests.support.kube_scheduler_log`), against berthmaster's engine asked to
+   explain the same pod on a snapshot of the scenario (``Engine.schedule(explain=True,
+   sample=False)``): the same feasible nodes, the same final score on every one of them, and
+   berthmaster's node among kube-scheduler's top-scored. Where kube-scheduler stopped looking
+   once it found enough feasible nodes (over 100 nodes: pkg/scheduler/schedule_one.go,
+   numFeasibleNodesToFind) its scores are normalised over that sample, so they are not
+   compared; those pods are counted apart;
+5. when both bound the pod on different nodes, each node must be feasible for the other
    scheduler: berthmaster's engine is asked about kube-scheduler's node (on a snapshot of the
    scenario), and a third copy pinned to berthmaster's node (node affinity on
    ``metadata.name``) must be bound by kube-scheduler.
+
+The ReplicaSets and StatefulSets that own some pods exist for the whole run, each kept
+terminating (a finalizer holds it after its deletion): their controllers then neither create
+nor delete pods (pkg/controller/replicaset/replica_set.go, syncReplicaSet, manages replicas only
+when ``DeletionTimestamp`` is nil; pkg/controller/statefulset/stateful_set_control.go, likewise),
+while the garbage collector leaves their pods alone (the owner exists), and both schedulers
+still read their selectors for default spreading.
 
 Pods of one watch stream reach a scheduler in order, so a scheduler always sees the previous
 copy's deletion before the next copy's creation. Node updates travel on another stream, so a
@@ -31,24 +46,31 @@ import contextlib
 import time
 from collections import Counter
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from berthmaster.devcluster.nodes import fake_node
 from berthmaster.kube import CORE, KubeClient, KubeError, group_path, resource_path
-from berthmaster.scheduler.engine import Engine
+from berthmaster.scheduler.engine import Decision, Engine
 from berthmaster.scheduler.snapshot import Snapshot
+from tests.support.kube_scheduler_log import Binding, ScoreCycle, ScoreLog
 from tests.support.scenarios import (
+    APPS,
+    CONTROLLER_KINDS,
+    CONTROLLER_LABEL,
     GPU,
-    MAX_NODES,
+    IMAGE,
     NAMESPACES,
     NODE_PREFIX,
     PRIORITY_CLASSES,
     RUNTIME_CLASS,
     RUNTIME_OVERHEAD,
+    SERVICES,
     UNSCHEDULABLE_TAINT,
     NodeSpec,
     Scenario,
+    controller_name,
     copy_for,
     describe_pod,
     pinned,
@@ -62,6 +84,21 @@ VICTIM_WAIT = 15.0
 VICTIM_SETTLE = 0.3
 LIFECYCLE_TAINTS = ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable")
 RETRY_SETTLE = 2.0  # seconds before a disagreement is compared once more
+LOG_WAIT = 15.0  # seconds for kube-scheduler's binding line to reach its log
+DESCRIBED_LINES = 40  # of a scenario, in a disagreement's text
+HOLD_FINALIZER = "berthmaster.test/differential-hold"
+# berthmaster's Policy priority names -> the kube-scheduler Score plugin each one is (names
+# not listed are taken as they are)
+PLUGIN_OF_PRIORITY = {
+    "TaintTolerationPriority": "TaintToleration",
+    "NodeAffinityPriority": "NodeAffinity",
+    "LeastRequestedPriority": "NodeResourcesFit",
+    "MostRequestedPriority": "NodeResourcesFit",
+    "EvenPodsSpreadPriority": "PodTopologySpread",
+    "InterPodAffinityPriority": "InterPodAffinity",
+    "BalancedResourceAllocation": "NodeResourcesBalancedAllocation",
+    "ImageLocalityPriority": "ImageLocality",
+}
 
 
 @dataclass(frozen=True)
@@ -69,6 +106,13 @@ class Outcome:
     kind: str  # "bound" | "nominated" | "unschedulable"
     node: str | None
     message: str
+    # kube-scheduler's, from its log, when it bound the pod: evaluated / feasible node counts
+    # and its score cycle (None: a single feasible node, bound without scoring)
+    binding: Binding | None = field(default=None, compare=False, repr=False)
+    cycle: ScoreCycle | None = field(default=None, compare=False, repr=False)
+    # the copy as the API server stored it: admission filled spec.overhead (RuntimeClass) and
+    # spec.priority (Priority), which the engine reads
+    created: JSON | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
@@ -78,11 +122,19 @@ class Disagreement:
     what: str
     kube: Outcome
     berthmaster: Outcome
+    detail: str = ""
+    kind: str = ""  # what it is, without the figures: disagreements of one kind share it
 
     def __str__(self) -> str:
+        detail = f"\n{self.detail}" if self.detail else ""
+        scenario = self.scenario.describe().splitlines()
+        if len(scenario) > DESCRIBED_LINES:
+            left = len(scenario) - DESCRIBED_LINES
+            scenario = [*scenario[:DESCRIBED_LINES],
+                        f"  ... {left} more lines (the seed and the scenario index give them)"]
         return (f"{self.what}\n  kube-scheduler: {self.kube}\n  berthmaster:    "
-                f"{self.berthmaster}\n  pod {describe_pod(self.pod)}\n"
-                f"{self.scenario.describe()}")
+                f"{self.berthmaster}{detail}\n  pod {describe_pod(self.pod)}\n"
+                + "\n".join(scenario))
 
 
 async def _until(check: Callable[[], Awaitable[Any]], what: str, timeout: float = 60.0) -> Any:
@@ -93,19 +145,25 @@ class Harness:
     """One control plane, two schedulers, a pool of nodes; see the module docstring."""
 
     def __init__(self, kube: KubeClient, kube_scheduler: str, berthmaster: str,
-                 engine: Engine) -> None:
+                 engine: Engine, kube_log: Path) -> None:
         self.kube = kube
         self.kube_scheduler = kube_scheduler
         self.berthmaster = berthmaster
         self.engine = engine
+        self.kube_log = kube_log
+        self.scores = ScoreLog()
+        self._log_offset = 0
+        self._log_partial = ""
         self.nodes: dict[str, NodeSpec] = {}
+        self.owners: dict[tuple[str, str, str], str] = {}  # (namespace, kind, name) -> uid
         self.compared = 0
         self.outcomes: Counter[str] = Counter()
         self.seconds: Counter[str] = Counter()
 
     # ------------------------------------------------------------------ setup
-    async def prepare(self) -> None:
-        """Namespaces, priority classes, the RuntimeClass and MAX_NODES Ready nodes."""
+    async def prepare(self, node_count: int) -> None:
+        """Namespaces, priority classes, the RuntimeClass, Services, the (terminating)
+        controllers and ``node_count`` Ready nodes."""
         for name, labels in NAMESPACES.items():
             with contextlib.suppress(KubeError):
                 await self.kube.create(resource_path(CORE, "namespaces"), {
@@ -127,7 +185,17 @@ class Harness:
             await _until(lambda name=name: self._exists(  # type: ignore[misc]
                 resource_path(CORE, "serviceaccounts", name, "default")),
                 f"serviceaccount default in {name}")
-        for i in range(MAX_NODES):
+            for service, selector in SERVICES.items():
+                with contextlib.suppress(KubeError):
+                    await self.kube.create(resource_path(CORE, "services", name), {
+                        "apiVersion": "v1", "kind": "Service",
+                        "metadata": {"name": service, "namespace": name},
+                        "spec": {"selector": selector,
+                                 "ports": [{"port": 80, "targetPort": 8080}]}})
+            for kind in CONTROLLER_KINDS:
+                for app in APPS:
+                    await self._hold_controller(name, kind, app)
+        for i in range(node_count):
             name = f"{NODE_PREFIX}{i}"
             with contextlib.suppress(KubeError):
                 await self.kube.create(resource_path(CORE, "nodes"), fake_node(name))
@@ -136,7 +204,53 @@ class Harness:
             await _until(lambda name=name: self._ready(name),  # type: ignore[misc]
                          f"node {name} Ready without lifecycle taints")
 
+    def _controller_path(self, namespace: str, kind: str, name: str | None = None) -> str:
+        plural = "replicasets" if kind == "ReplicaSet" else "statefulsets"
+        return resource_path(group_path("apps", "v1"), plural, namespace, name)
+
+    async def _hold_controller(self, namespace: str, kind: str, app: str) -> None:
+        """The ``kind`` of ``app`` in ``namespace``, made (or found) and left terminating; its
+        uid is kept for the ownerReferences of the pods it owns."""
+        name = controller_name(kind, app)
+        value = "rs" if kind == "ReplicaSet" else "ss"
+        labels = {"app": app, CONTROLLER_LABEL: value}
+        selector: JSON = ({"matchLabels": {"app": app}, "matchExpressions": [
+            {"key": CONTROLLER_LABEL, "operator": "In", "values": [value]}]}
+            if kind == "ReplicaSet" else {"matchLabels": labels})
+        spec: JSON = {"replicas": 0, "selector": selector, "template": {
+            "metadata": {"labels": labels},
+            "spec": {"containers": [{"name": "c", "image": IMAGE}]}}}
+        if kind == "StatefulSet":
+            spec["serviceName"] = "diff-svc-web"
+        path = self._controller_path(namespace, kind)
+        with contextlib.suppress(KubeError):
+            await self.kube.create(path, {
+                "apiVersion": "apps/v1", "kind": kind,
+                "metadata": {"name": name, "namespace": namespace,
+                             "finalizers": [HOLD_FINALIZER]},
+                "spec": spec})
+        found = await self.kube.get(self._controller_path(namespace, kind, name))
+        if not found["metadata"].get("deletionTimestamp"):
+            await self.kube.delete(self._controller_path(namespace, kind, name))
+        self.owners[(namespace, kind, name)] = found["metadata"]["uid"]
+
+    def owned(self, pod: JSON) -> JSON:
+        """``pod`` with its controller's uid in its ownerReference (the scenarios leave it
+        empty)."""
+        refs = pod["metadata"].get("ownerReferences")
+        if not refs:
+            return pod
+        body = dict(pod)
+        body["metadata"] = {**pod["metadata"], "ownerReferences": [
+            {**ref, "uid": self.owners[(pod["metadata"]["namespace"], ref["kind"],
+                                        ref["name"])]} for ref in refs]}
+        return body
+
     async def cleanup(self) -> None:
+        for namespace, kind, name in self.owners:
+            with contextlib.suppress(KubeError):
+                await self.kube.patch(self._controller_path(namespace, kind, name),
+                                      {"metadata": {"finalizers": None}})
         for name in NAMESPACES:
             with contextlib.suppress(KubeError):
                 await self.kube.delete(resource_path(CORE, "namespaces", name=name))
@@ -187,7 +301,8 @@ class Harness:
         if GPU not in spec.capacity:
             resources[GPU] = None
         await self.kube.patch(resource_path(CORE, "nodes", name=name, sub="status"),
-                              {"status": {"capacity": resources, "allocatable": resources}})
+                              {"status": {"capacity": resources, "allocatable": resources,
+                                          "images": spec.images or None}})
         self.nodes[name] = spec
 
     async def _settled(self, spec: NodeSpec) -> bool:
@@ -222,7 +337,8 @@ class Harness:
 
     async def _create_existing(self, pods: list[JSON]) -> None:
         await asyncio.gather(*(self.kube.create(
-            resource_path(CORE, "pods", pod["metadata"]["namespace"]), pod) for pod in pods))
+            resource_path(CORE, "pods", pod["metadata"]["namespace"]), self.owned(pod))
+            for pod in pods))
 
     # ------------------------------------------------------------------ one pod
     async def _outcome(self, namespace: str, name: str) -> Outcome | None:
@@ -253,17 +369,49 @@ class Harness:
 
     async def place(self, pod: JSON, scheduler: str, suffix: str,
                     existing: list[JSON]) -> Outcome:
-        """Create a copy of ``pod`` for ``scheduler``, read the outcome, leave no trace."""
-        body = copy_for(pod, scheduler, suffix)
+        """Create a copy of ``pod`` for ``scheduler``, read the outcome, leave no trace; with
+        kube-scheduler's binding and scores from its log when it bound the copy."""
+        body = self.owned(copy_for(pod, scheduler, suffix))
         namespace, name = body["metadata"]["namespace"], body["metadata"]["name"]
-        await self.kube.create(resource_path(CORE, "pods", namespace), body)
+        key = f"{namespace}/{name}"
+        if scheduler == self.kube_scheduler:
+            self._read_log()  # the lines of an earlier copy of this name are behind us
+            self.scores.forget(key)
+        created = await self.kube.create(resource_path(CORE, "pods", namespace), body)
         outcome: Outcome = await _until(lambda: self._outcome(namespace, name),
                                         f"{scheduler}'s decision on {namespace}/{name}")
+        outcome = Outcome(outcome.kind, outcome.node, outcome.message, created=created)
+        if outcome.kind == "bound" and scheduler == self.kube_scheduler:
+            outcome = await self._with_scores(outcome, key)
         await self._delete(namespace, name)
         if outcome.kind == "nominated":
             assert outcome.node is not None
             await self._restore(existing, outcome.node, scheduler)
         return outcome
+
+    def _read_log(self) -> None:
+        """Feed kube-scheduler's log lines written since the last read to ``self.scores``."""
+        with self.kube_log.open("rb") as handle:
+            handle.seek(self._log_offset)
+            data = handle.read()
+        self._log_offset += len(data)
+        lines = (self._log_partial + data.decode("utf-8", errors="replace")).split("\n")
+        self._log_partial = lines.pop()
+        self.scores.feed(lines)
+
+    async def _with_scores(self, outcome: Outcome, key: str) -> Outcome:
+        """``outcome`` with kube-scheduler's binding line and last score cycle for ``key`` (the
+        binding is logged once the API server accepted it: it may trail the bound pod)."""
+        async def logged() -> Binding | None:
+            self._read_log()
+            return self.scores.bindings.get(key)
+
+        binding: Binding = await _until(logged, f"kube-scheduler's log line binding {key}",
+                                        LOG_WAIT)
+        cycle = self.scores.last_cycle(key) if binding.feasible > 1 else None
+        self.scores.forget(key)
+        return Outcome(outcome.kind, outcome.node, outcome.message, binding, cycle,
+                       outcome.created)
 
     async def _restore(self, existing: list[JSON], node: str, scheduler: str) -> None:
         """Recreate the preemption's victims: at least one running pod on the nominated
@@ -293,7 +441,8 @@ class Harness:
         present = {(p["metadata"]["namespace"], p["metadata"]["name"])
                    for p in await self._namespace_pods()}
         await asyncio.gather(*(
-            self.kube.create(resource_path(CORE, "pods", p["metadata"]["namespace"]), p)
+            self.kube.create(resource_path(CORE, "pods", p["metadata"]["namespace"]),
+                             self.owned(p))
             for p in existing
             if (p["metadata"]["namespace"], p["metadata"]["name"]) not in present))
 
@@ -315,8 +464,18 @@ class Harness:
         """The scenario's cluster as berthmaster's engine sees it."""
         nodes, _ = await self.kube.list_all(resource_path(CORE, "nodes"))
         namespaces, _ = await self.kube.list_all(resource_path(CORE, "namespaces"))
+        services: list[JSON] = []
+        replica_sets: list[JSON] = []
+        stateful_sets: list[JSON] = []
+        for name in NAMESPACES:
+            services.extend((await self.kube.list_all(resource_path(CORE, "services", name)))[0])
+            replica_sets.extend((await self.kube.list_all(
+                self._controller_path(name, "ReplicaSet")))[0])
+            stateful_sets.extend((await self.kube.list_all(
+                self._controller_path(name, "StatefulSet")))[0])
         return Snapshot.build(nodes=nodes, pods=await self._namespace_pods(),
-                              namespaces=namespaces)
+                              namespaces=namespaces, services=services,
+                              replica_sets=replica_sets, stateful_sets=stateful_sets)
 
     async def run(self, scenario: Scenario) -> list[Disagreement]:
         await self.setup(scenario)
@@ -338,6 +497,7 @@ class Harness:
 
     async def compare(self, scenario: Scenario, pod: JSON, count: bool) -> Disagreement | None:
         """Place ``pod`` with each scheduler in turn; the disagreement, if any."""
+        snapshot = await self.snapshot()
         started = time.monotonic()
         kube = await self.place(pod, self.kube_scheduler, "k", scenario.existing)
         self.seconds["kube-scheduler"] += time.monotonic() - started
@@ -347,25 +507,103 @@ class Harness:
         if count:
             self.outcomes[f"{kube.kind}/{bm.kind}"] += 1
 
-        def disagreement(what: str) -> Disagreement:
-            return Disagreement(scenario, pod, what, kube, bm)
+        def disagreement(what: str, kind: str, detail: str = "") -> Disagreement:
+            return Disagreement(scenario, pod, what, kube, bm, detail, kind)
 
         if kube.kind != bm.kind:
-            return disagreement("the schedulers disagree on whether the pod fits")
+            return disagreement("the schedulers disagree on whether the pod fits",
+                                f"fit: kube-scheduler {kube.kind}, berthmaster {bm.kind}")
         if kube.kind != "bound":
             if kube.message != bm.message:
-                return disagreement("FailedScheduling texts differ")
+                return disagreement("FailedScheduling texts differ", "FailedScheduling text")
             return None
+        assert kube.node is not None and bm.node is not None and bm.created is not None
+        explained = self.engine.schedule(bm.created, snapshot, explain=True, sample=False)
+        found = self._judge_scores(kube, bm, explained, len(snapshot.node_list()), count,
+                                   disagreement)
+        if found is not None:
+            return found
         if kube.node == bm.node:
             return None
-        assert kube.node is not None and bm.node is not None
-        if not await self._berthmaster_feasible(copy_for(pod, self.berthmaster, "f"),
-                                                kube.node):
+        if not await self._berthmaster_feasible(bm.created, kube.node):
             return disagreement(f"kube-scheduler's node {kube.node} is infeasible for "
-                                "berthmaster")
+                                "berthmaster", "kube-scheduler's node infeasible for berthmaster")
         check = await self.place(pinned(pod, bm.node), self.kube_scheduler, "p",
                                  scenario.existing)
         if check.kind != "bound":
             return disagreement(f"berthmaster's node {bm.node} is infeasible for "
-                                f"kube-scheduler: {check.message}")
+                                f"kube-scheduler: {check.message}",
+                                "berthmaster's node infeasible for kube-scheduler")
         return None
+
+    def _judge_scores(self, kube: Outcome, bm: Outcome, explained: Decision, total: int,
+                      count: bool, disagreement: Callable[..., Disagreement]
+                      ) -> Disagreement | None:
+        """Both bound the pod: the same feasible nodes, the same final score on each, and
+        berthmaster's node among kube-scheduler's best (see the module docstring)."""
+        assert kube.binding is not None and bm.node is not None
+        cycle = kube.cycle
+        kube_nodes = set(cycle.totals) if cycle is not None else {kube.node}
+        bm_nodes = set(explained.scores)
+        if kube.binding.evaluated < total:
+            # kube-scheduler scored the first feasible nodes it found: only membership holds
+            if count:
+                self.outcomes["scores not compared: kube-scheduler scored a sample"] += 1
+            extra = sorted(kube_nodes - bm_nodes)
+            if extra:
+                return disagreement(f"kube-scheduler found {extra} feasible, berthmaster not",
+                                    "feasible nodes differ")
+            return None
+        if kube_nodes != bm_nodes:
+            return disagreement(
+                f"feasible nodes differ: only kube-scheduler {sorted(kube_nodes - bm_nodes)}, "
+                f"only berthmaster {sorted(bm_nodes - kube_nodes)}", "feasible nodes differ")
+        if cycle is None:
+            if count:
+                self.outcomes["one feasible node (nothing scored)"] += 1
+            return None
+        differing = sorted(n for n in kube_nodes if cycle.totals[n] != explained.scores[n])
+        if differing:
+            plugins, lines = self._plugin_differences(cycle, explained, differing)
+            return disagreement(
+                f"final scores differ on {len(differing)} of {len(kube_nodes)} nodes",
+                f"final scores differ ({', '.join(plugins) or 'no plugin differs'})",
+                "\n".join(lines))
+        if count:
+            self.outcomes["scores compared (all equal)"] += 1
+            self.outcomes["node scores compared"] += len(kube_nodes)
+        top = cycle.top()
+        if bm.node not in top:
+            return disagreement(
+                f"berthmaster's node {bm.node} scored {cycle.totals.get(bm.node)}, "
+                f"kube-scheduler's best {sorted(top)} {max(cycle.totals.values())}",
+                "berthmaster's node not among kube-scheduler's best")
+        return None
+
+    def _weighted(self, explained: Decision, node: str) -> dict[str, int]:
+        """berthmaster's weighted score per kube-scheduler plugin name on ``node``."""
+        out: Counter[str] = Counter()
+        breakdown = explained.priority_scores.get(node, {})
+        for priority in self.engine.policy.priorities:
+            if priority.name in breakdown:
+                plugin = PLUGIN_OF_PRIORITY.get(priority.NAME, priority.name)
+                out[plugin] += priority.weight * breakdown[priority.name]
+        return dict(out)
+
+    def _plugin_differences(self, cycle: ScoreCycle, explained: Decision,
+                            nodes: list[str]) -> tuple[list[str], list[str]]:
+        """The plugins whose weighted scores differ on ``nodes``, and a line per node with the
+        totals and each differing plugin's figures (kube-scheduler / berthmaster; a plugin
+        kube-scheduler skipped in PreScore has no line of its own there and counts as 0)."""
+        plugins: set[str] = set()
+        lines = []
+        for node in nodes:
+            theirs = cycle.plugins.get(node, {})
+            ours = self._weighted(explained, node)
+            diff = {p: (theirs.get(p, 0), ours.get(p, 0)) for p in sorted({*theirs, *ours})
+                    if theirs.get(p, 0) != ours.get(p, 0)}
+            plugins.update(diff)
+            figures = ", ".join(f"{p} {k}/{b}" for p, (k, b) in diff.items())
+            lines.append(f"  {node}: total {cycle.totals[node]}/{explained.scores[node]}"
+                         f" (kube-scheduler/berthmaster){': ' + figures if figures else ''}")
+        return sorted(plugins), lines

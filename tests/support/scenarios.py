@@ -1,9 +1,12 @@
 """Random, seeded scheduling scenarios for comparing berthmaster with kube-scheduler.
 
-A :class:`Scenario` is a small cluster (2..6 nodes with labels, zones, taints of every effect,
-capacity, an extended resource, sometimes cordoned), the pods already running on it (bound by
-``spec.nodeName``, in two namespaces, some with required anti-affinity, host ports and
-priorities) and a few incoming pods. Each incoming pod is placed on the scenario's cluster as
+A :class:`Scenario` is a cluster (mostly 2..8 nodes, sometimes 20..100, rarely
+101..150 — where kube-scheduler scores a sample of the feasible nodes; nodes in up to five
+zones, with labels, taints of every effect, capacity, an extended resource, container images of
+several sizes in ``status.images``, sometimes cordoned), the pods already running on it (bound
+by ``spec.nodeName``, in two namespaces, some with required anti-affinity, host ports,
+priorities, and some owned by a ReplicaSet or a StatefulSet that a Service selects) and a few
+incoming pods. Each incoming pod is placed on the scenario's cluster as
 it is, alone: the harness removes it again before the next one, so every incoming pod is one
 independent question ("where does this pod go, and if nowhere, why?").
 
@@ -13,7 +16,17 @@ empty effect, the cordon taint), required pod affinity and anti-affinity across 
 (``namespaces`` and ``namespaceSelector``), host ports, topology spread (DoNotSchedule and
 ScheduleAnyway, zone and hostname, nodeTaintsPolicy), cpu / memory / extended-resource
 requests, init containers, a RuntimeClass overhead, and priorities with preemption (and
-``preemptionPolicy: Never``).
+``preemptionPolicy: Never``), preferred pod (anti-)affinity, several spread constraints a pod,
+``matchExpressions`` selectors, images (ImageLocality), pods with no requests at all, and pods
+owned by a ReplicaSet or StatefulSet that a Service selects (kube-scheduler's system-default
+spreading applies to those: pkg/scheduler/framework/plugins/podtopologyspread/common.go,
+buildDefaultConstraints; pkg/scheduler/framework/plugins/helper/spread.go, DefaultSelector).
+
+The controllers are :func:`controller_name`'s (one ReplicaSet and one StatefulSet per app and
+namespace) and the Services :data:`SERVICES`; a pod they own carries an ``ownerReference``
+whose ``uid`` the harness fills in (the objects exist only once it made them). A StatefulSet's
+pods are named ``<set>-<ordinal>``: its controller releases owned pods of any other name
+(pkg/controller/statefulset/stateful_set.go, getPodsForStatefulSet).
 
 ``generate(seed, count)`` is pure: the same seed gives the same scenarios, ordered by node
 count, largest first, so the harness only ever deletes nodes between scenarios (a new node
@@ -23,6 +36,7 @@ would have to wait for the node-lifecycle controller's ``not-ready`` taint to go
 from __future__ import annotations
 
 import copy
+import hashlib
 import random
 from dataclasses import dataclass, field
 from typing import Any
@@ -30,7 +44,6 @@ from typing import Any
 JSON = dict[str, Any]
 
 NODE_PREFIX = "diff-n"
-MAX_NODES = 6
 NAMESPACES = {"diff-a": {"team": "a"}, "diff-b": {"team": "b"}}
 PRIORITY_CLASSES = {"diff-low": (10, "PreemptLowerPriority"),
                     "diff-mid": (100, "PreemptLowerPriority"),
@@ -42,16 +55,44 @@ GPU = "example.com/gpu"
 ZONE = "topology.kubernetes.io/zone"
 HOSTNAME = "kubernetes.io/hostname"
 APPS = ("web", "db", "cache")
-ZONES = ("zone-a", "zone-b", "zone-c")
+ZONES = ("zone-a", "zone-b", "zone-c", "zone-d", "zone-e")
 TAINTS = (
     {"key": "dedicated", "value": "gpu", "effect": "NoSchedule"},
     {"key": "dedicated", "value": "gpu", "effect": "NoExecute"},
     {"key": "spot", "value": "true", "effect": "PreferNoSchedule"},
     {"key": "maintenance", "effect": "NoExecute"},
     {"key": "node-role.kubernetes.io/control-plane", "effect": "NoSchedule"},
+    {"key": "noisy", "value": "yes", "effect": "PreferNoSchedule"},
+    {"key": "legacy", "effect": "PreferNoSchedule"},
 )
 UNSCHEDULABLE_TAINT = {"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"}
 IMAGE = "registry.k8s.io/pause:3.10"
+MB = 1024 * 1024
+# name -> size: ImageLocality scores images between 23 MB and 1000 MB a container
+# (pkg/scheduler/framework/plugins/imagelocality/image_locality.go); an untagged name is
+# normalised with ":latest" (normalizedImageName)
+IMAGES = {
+    IMAGE: 700 * 1024,
+    "example.com/web:1.0": 90 * MB,
+    "example.com/db:2": 450 * MB,
+    "example.com/ml": 1600 * MB,
+    "example.com/tools:3": 30 * MB,
+}
+CONTROLLER_LABEL = "controller"  # "rs" or "ss": what a controller's selector adds to app
+CONTROLLER_KINDS = ("ReplicaSet", "StatefulSet")
+# Service name -> selector, in every namespace: web pods whoever owns them, cache pods owned by
+# a StatefulSet; no Service selects db pods (a controller's selector alone still gives an owned
+# db pod default spreading: DefaultSelector adds the owner's selector)
+SERVICES = {"diff-svc-web": {"app": "web"},
+            "diff-svc-cache": {"app": "cache", CONTROLLER_LABEL: "ss"}}
+# copy suffix -> the digits a StatefulSet pod's copy gets instead (its name stays a member's)
+ORDINAL_SUFFIX = {"k": "1", "b": "2", "p": "3"}
+
+
+def controller_name(kind: str, app: str) -> str:
+    """The ReplicaSet or StatefulSet of ``app`` (one of each per app and namespace; each
+    selects its app and its CONTROLLER_LABEL value)."""
+    return f"diff-{'rs' if kind == 'ReplicaSet' else 'ss'}-{app}"
 
 
 @dataclass(frozen=True)
@@ -61,6 +102,7 @@ class NodeSpec:
     taints: list[JSON]
     capacity: dict[str, str]
     unschedulable: bool
+    images: list[JSON] = field(default_factory=list)
 
 
 @dataclass
@@ -73,8 +115,10 @@ class Scenario:
     def describe(self) -> str:
         lines = [f"scenario {self.index}:"]
         for n in self.nodes:
+            images = [f"{i['names'][0]}={i['sizeBytes'] // MB}M" for i in n.images]
             lines.append(f"  node {n.name} labels={n.labels} taints={n.taints} "
-                         f"capacity={n.capacity} unschedulable={n.unschedulable}")
+                         f"capacity={n.capacity} unschedulable={n.unschedulable} "
+                         f"images={images}")
         for p in self.existing:
             lines.append(f"  existing {p['metadata']['namespace']}/{p['metadata']['name']} "
                          f"-> {p['spec']['nodeName']}: {_spec_summary(p)}")
@@ -84,31 +128,52 @@ class Scenario:
 def _spec_summary(pod: JSON) -> str:
     spec = {k: v for k, v in pod["spec"].items()
             if k not in ("schedulerName", "terminationGracePeriodSeconds", "nodeName")}
-    return f"labels={pod['metadata'].get('labels')} spec={spec}"
+    owners = [f"{o['kind']}/{o['name']}" for o in pod["metadata"].get("ownerReferences") or []]
+    owned = f" owner={owners}" if owners else ""
+    return f"labels={pod['metadata'].get('labels')}{owned} spec={spec}"
 
 
 def describe_pod(pod: JSON) -> str:
     return f"{pod['metadata']['namespace']}/{pod['metadata']['name']}: {_spec_summary(pod)}"
 
 
-def _node(rng: random.Random, index: int) -> NodeSpec:
+def _node_count(rng: random.Random) -> int:
+    roll = rng.random()
+    if roll < 0.03:
+        return rng.randint(101, 150)
+    if roll < 0.12:
+        return rng.randint(20, 100)
+    return rng.randint(2, 8)
+
+
+def _image_entry(name: str) -> JSON:
+    digest = f"sha256:{hashlib.sha256(name.encode()).hexdigest()}"
+    repo = name.rsplit(":", 1)[0] if ":" in name.rsplit("/", 1)[-1] else name
+    return {"names": [name, f"{repo}@{digest}"], "sizeBytes": IMAGES[name]}
+
+
+def _node(rng: random.Random, index: int, zones: tuple[str, ...]) -> NodeSpec:
     labels: dict[str, str] = {}
     if rng.random() < 0.85:
-        labels[ZONE] = rng.choice(ZONES)
+        labels[ZONE] = rng.choice(zones)
     if rng.random() < 0.5:
         labels["disk"] = rng.choice(("ssd", "hdd"))
     if rng.random() < 0.3:
         labels["cores"] = str(rng.choice((2, 4, 8)))
-    taints = [dict(t) for t in TAINTS if rng.random() < 0.12]
-    capacity = {"cpu": rng.choice(("1", "2", "4")), "memory": rng.choice(("2Gi", "4Gi", "8Gi")),
+    taints = [dict(t) for t in TAINTS if rng.random() < 0.1]
+    capacity = {"cpu": rng.choice(("1", "2", "4", "8")),
+                "memory": rng.choice(("2Gi", "4Gi", "8Gi", "16Gi")),
                 "pods": rng.choice(("3", "5", "110")), "ephemeral-storage": "20Gi"}
     if rng.random() < 0.3:
         capacity[GPU] = str(rng.choice((1, 2)))
-    return NodeSpec(f"{NODE_PREFIX}{index}", labels, taints, capacity, rng.random() < 0.08)
+    images = [_image_entry(name) for name in sorted(IMAGES) if rng.random() < 0.35]
+    return NodeSpec(f"{NODE_PREFIX}{index}", labels, taints, capacity, rng.random() < 0.08,
+                    images)
 
 
-def _container(name: str, requests: dict[str, str]) -> JSON:
-    container: JSON = {"name": name, "image": IMAGE}
+def _container(rng: random.Random, name: str, requests: dict[str, str]) -> JSON:
+    image = IMAGE if rng.random() < 0.3 else rng.choice(sorted(IMAGES))
+    container: JSON = {"name": name, "image": image}
     if requests:
         container["resources"] = {"requests": dict(requests)}
         if GPU in requests:  # extended resources: requests must equal limits
@@ -116,16 +181,49 @@ def _container(name: str, requests: dict[str, str]) -> JSON:
     return container
 
 
-def _pod(name: str, namespace: str, labels: dict[str, str], requests: dict[str, str]) -> JSON:
+def _pod(rng: random.Random, name: str, namespace: str, labels: dict[str, str],
+         requests: dict[str, str]) -> JSON:
+    containers = [_container(rng, "c", requests)]
+    if rng.random() < 0.2:
+        containers.append(_container(rng, "sidecar", {}))
     return {"apiVersion": "v1", "kind": "Pod",
             "metadata": {"name": name, "namespace": namespace, "labels": labels},
-            "spec": {"terminationGracePeriodSeconds": 0,
-                     "containers": [_container("c", requests)]}}
+            "spec": {"terminationGracePeriodSeconds": 0, "containers": containers}}
+
+
+def _own(rng: random.Random, pod: JSON, ordinal: int) -> None:
+    """Make ``pod`` a ReplicaSet's or StatefulSet's (its app's), sometimes."""
+    if rng.random() >= 0.35:
+        return
+    meta = pod["metadata"]
+    app = meta["labels"]["app"]
+    kind = rng.choice(CONTROLLER_KINDS)
+    name = controller_name(kind, app)
+    meta["labels"][CONTROLLER_LABEL] = "rs" if kind == "ReplicaSet" else "ss"
+    meta["ownerReferences"] = [{"apiVersion": "apps/v1", "kind": kind, "name": name,
+                                "uid": "", "controller": True,
+                                "blockOwnerDeletion": False}]
+    if kind == "StatefulSet":
+        meta["name"] = f"{name}-{ordinal}"
+
+
+def _selector(rng: random.Random) -> JSON:
+    roll = rng.random()
+    if roll < 0.65:
+        return {"matchLabels": {"app": rng.choice(APPS)}}
+    if roll < 0.8:
+        return {"matchExpressions": [{"key": "app", "operator": "In",
+                                      "values": rng.sample(APPS, 2)}]}
+    if roll < 0.9:
+        return {"matchExpressions": [{"key": "app", "operator": "NotIn",
+                                      "values": [rng.choice(APPS)]}]}
+    return {"matchLabels": {"app": rng.choice(APPS)},
+            "matchExpressions": [{"key": CONTROLLER_LABEL,
+                                  "operator": rng.choice(("Exists", "DoesNotExist"))}]}
 
 
 def _term(rng: random.Random, key_choices: tuple[str, ...] = (HOSTNAME, ZONE)) -> JSON:
-    term: JSON = {"labelSelector": {"matchLabels": {"app": rng.choice(APPS)}},
-                  "topologyKey": rng.choice(key_choices)}
+    term: JSON = {"labelSelector": _selector(rng), "topologyKey": rng.choice(key_choices)}
     roll = rng.random()
     if roll < 0.3:
         term["namespaces"] = rng.sample(sorted(NAMESPACES), rng.choice((1, 2)))
@@ -136,11 +234,11 @@ def _term(rng: random.Random, key_choices: tuple[str, ...] = (HOSTNAME, ZONE)) -
     return term
 
 
-def _requirement(rng: random.Random) -> JSON:
+def _requirement(rng: random.Random, zones: tuple[str, ...]) -> JSON:
     kind = rng.random()
     if kind < 0.35:
         return {"key": ZONE, "operator": rng.choice(("In", "NotIn")),
-                "values": rng.sample(ZONES, rng.choice((1, 2)))}
+                "values": rng.sample(zones, min(len(zones), rng.choice((1, 2))))}
     if kind < 0.6:
         return {"key": "disk", "operator": rng.choice(("In", "NotIn")),
                 "values": [rng.choice(("ssd", "hdd"))]}
@@ -171,9 +269,12 @@ def _existing(rng: random.Random, nodes: list[NodeSpec], i: int) -> JSON:
     labels = {"app": rng.choice(APPS)}
     requests = {"cpu": rng.choice(("100m", "250m", "500m", "1", "1", "1500m", "2")),
                 "memory": rng.choice(("128Mi", "512Mi", "1Gi", "2Gi"))}
+    if rng.random() < 0.1:
+        requests = {}
     if GPU in node.capacity and rng.random() < 0.4:
         requests[GPU] = "1"
-    pod = _pod(f"old-{i}", namespace, labels, requests)
+    pod = _pod(rng, f"old-{i}", namespace, labels, requests)
+    _own(rng, pod, i)
     spec = pod["spec"]
     spec["nodeName"] = node.name
     # pods the taint-eviction controller would remove must not be there to begin with
@@ -192,10 +293,37 @@ def _existing(rng: random.Random, nodes: list[NodeSpec], i: int) -> JSON:
     elif rng.random() < 0.15:
         spec["affinity"] = {"podAffinity": {
             "requiredDuringSchedulingIgnoredDuringExecution": [_term(rng)]}}
+    elif rng.random() < 0.15:
+        # existing pods' preferred terms count in the incoming pod's InterPodAffinity score
+        spec["affinity"] = {rng.choice(("podAffinity", "podAntiAffinity")): {
+            "preferredDuringSchedulingIgnoredDuringExecution": [
+                {"weight": rng.choice((1, 10, 100)), "podAffinityTerm": _term(rng)}]}}
     return pod
 
 
-def _incoming(rng: random.Random, nodes: list[NodeSpec], name: str) -> JSON:
+def _spread(rng: random.Random) -> list[JSON]:
+    """One to three constraints, no two with the same topologyKey and whenUnsatisfiable
+    (the API server refuses duplicates)."""
+    constraints: list[JSON] = []
+    seen: set[tuple[str, str]] = set()
+    for _ in range(rng.choice((1, 1, 2, 3))):
+        key = rng.choice((ZONE, ZONE, HOSTNAME, "disk"))
+        when = rng.choice(("DoNotSchedule", "DoNotSchedule", "ScheduleAnyway"))
+        if (key, when) in seen:
+            continue
+        seen.add((key, when))
+        constraint: JSON = {"maxSkew": rng.choice((1, 1, 2, 3)), "topologyKey": key,
+                            "whenUnsatisfiable": when, "labelSelector": _selector(rng)}
+        if rng.random() < 0.25:
+            constraint["nodeTaintsPolicy"] = "Honor"
+        if rng.random() < 0.15:
+            constraint["nodeAffinityPolicy"] = "Ignore"
+        constraints.append(constraint)
+    return constraints
+
+
+def _incoming(rng: random.Random, nodes: list[NodeSpec], name: str, ordinal: int,
+              zones: tuple[str, ...]) -> JSON:
     namespace = rng.choice(sorted(NAMESPACES))
     labels = {"app": rng.choice(APPS)}
     requests: dict[str, str] = {}
@@ -205,41 +333,50 @@ def _incoming(rng: random.Random, nodes: list[NodeSpec], name: str) -> JSON:
         requests["memory"] = rng.choice(("256Mi", "1Gi", "3Gi", "6Gi", "10Gi"))
     if rng.random() < 0.12:
         requests[GPU] = rng.choice(("1", "2"))
-    pod = _pod(name, namespace, labels, requests)
+    if rng.random() < 0.15:
+        requests = {}  # no requests at all: scored with the non-zero defaults
+    pod = _pod(rng, name, namespace, labels, requests)
+    _own(rng, pod, ordinal)
     spec = pod["spec"]
     if rng.random() < 0.15:
-        spec["initContainers"] = [_container("init", {
+        spec["initContainers"] = [_container(rng, "init", {
             "cpu": rng.choice(("500m", "2", "3")), "memory": rng.choice(("128Mi", "4Gi"))})]
     if rng.random() < 0.1:
         spec["runtimeClassName"] = RUNTIME_CLASS
     if rng.random() < 0.25:
         choice = rng.random()
         if choice < 0.5:
-            spec["nodeSelector"] = {ZONE: rng.choice(ZONES)}
+            spec["nodeSelector"] = {ZONE: rng.choice(zones)}
         else:
             spec["nodeSelector"] = {"disk": rng.choice(("ssd", "hdd"))}
     affinity: JSON = {}
     if rng.random() < 0.3:
-        terms = [{"matchExpressions": [_requirement(rng)
+        terms = [{"matchExpressions": [_requirement(rng, zones)
                                        for _ in range(rng.choice((1, 1, 2)))]}
                  for _ in range(rng.choice((1, 1, 2)))]
         affinity["nodeAffinity"] = {
             "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": terms}}
-    if rng.random() < 0.2:
+    if rng.random() < 0.3:
         affinity.setdefault("nodeAffinity", {})[
             "preferredDuringSchedulingIgnoredDuringExecution"] = [
-            {"weight": rng.choice((1, 50, 100)),
-             "preference": {"matchExpressions": [_requirement(rng)]}}]
+            {"weight": rng.choice((1, 20, 50, 100)),
+             "preference": {"matchExpressions": [_requirement(rng, zones)]}}
+            for _ in range(rng.choice((1, 1, 2, 3)))]
     if rng.random() < 0.15:
         affinity["podAffinity"] = {"requiredDuringSchedulingIgnoredDuringExecution": [
             _term(rng) for _ in range(rng.choice((1, 1, 2)))]}
     if rng.random() < 0.2:
         affinity["podAntiAffinity"] = {"requiredDuringSchedulingIgnoredDuringExecution": [
             _term(rng)]}
-    if rng.random() < 0.15:
+    if rng.random() < 0.2:
         affinity.setdefault("podAffinity", {})[
             "preferredDuringSchedulingIgnoredDuringExecution"] = [
             {"weight": rng.choice((1, 100)), "podAffinityTerm": _term(rng)}]
+    if rng.random() < 0.25:
+        affinity.setdefault("podAntiAffinity", {})[
+            "preferredDuringSchedulingIgnoredDuringExecution"] = [
+            {"weight": rng.choice((1, 30, 100)), "podAffinityTerm": _term(rng)}
+            for _ in range(rng.choice((1, 1, 2)))]
     if affinity:
         spec["affinity"] = affinity
     if rng.random() < 0.45:
@@ -247,15 +384,8 @@ def _incoming(rng: random.Random, nodes: list[NodeSpec], name: str) -> JSON:
     if rng.random() < 0.15:
         spec["containers"][0]["ports"] = [{"containerPort": 8080, "hostPort": 8080,
                                            "protocol": "TCP"}]
-    if rng.random() < 0.2:
-        constraint: JSON = {"maxSkew": rng.choice((1, 1, 2)),
-                            "topologyKey": rng.choice((ZONE, ZONE, HOSTNAME)),
-                            "whenUnsatisfiable": rng.choice(("DoNotSchedule", "DoNotSchedule",
-                                                             "ScheduleAnyway")),
-                            "labelSelector": {"matchLabels": {"app": rng.choice(APPS)}}}
-        if rng.random() < 0.25:
-            constraint["nodeTaintsPolicy"] = "Honor"
-        spec["topologySpreadConstraints"] = [constraint]
+    if rng.random() < 0.25:
+        spec["topologySpreadConstraints"] = _spread(rng)
     roll = rng.random()
     if roll < 0.16:
         spec["priorityClassName"] = "diff-high"
@@ -272,11 +402,14 @@ def _incoming(rng: random.Random, nodes: list[NodeSpec], name: str) -> JSON:
 
 def scenario(seed: int, index: int) -> Scenario:
     rng = random.Random(f"{seed}:{index}")
-    nodes = [_node(rng, i) for i in range(rng.randint(2, MAX_NODES))]
+    count = _node_count(rng)
+    zones = ZONES[:rng.randint(1, len(ZONES))] if count > 8 else ZONES[:3]
+    nodes = [_node(rng, i, zones) for i in range(count)]
     existing: list[JSON] = []
     room = {n.name: int(n.capacity["pods"]) for n in nodes}
     ported: set[str] = set()
-    for i in range(rng.randint(0, 8)):
+    wanted = rng.randint(0, 8) if count <= 8 else rng.randint(count // 2, 2 * count)
+    for i in range(wanted):
         pod = _existing(rng, nodes, i)
         node = pod["spec"]["nodeName"]
         if room[node] <= 1:  # leave every node room for one more
@@ -290,7 +423,8 @@ def scenario(seed: int, index: int) -> Scenario:
                 del pod["spec"]["containers"][0]["ports"]
             ported.add(node)
         existing.append(pod)
-    incoming = [_incoming(rng, nodes, f"new-{j}") for j in range(rng.randint(1, 3))]
+    incoming = [_incoming(rng, nodes, f"new-{j}", 1000 + j, zones)
+                for j in range(rng.randint(1, 3))]
     return Scenario(index, nodes, existing, incoming)
 
 
@@ -301,9 +435,15 @@ def generate(seed: int, count: int) -> list[Scenario]:
 
 
 def copy_for(pod: JSON, scheduler: str, suffix: str) -> JSON:
-    """The incoming pod, named ``<name>-<suffix>``, for ``scheduler``."""
+    """The incoming pod, named ``<name>-<suffix>``, for ``scheduler`` (a StatefulSet's pod:
+    ``<name><digit>``, still ``<set>-<ordinal>``)."""
     body = copy.deepcopy(pod)
-    body["metadata"]["name"] = f"{pod['metadata']['name']}-{suffix}"
+    name = pod["metadata"]["name"]
+    owners = pod["metadata"].get("ownerReferences") or []
+    if any(o["kind"] == "StatefulSet" for o in owners):
+        body["metadata"]["name"] = f"{name}{ORDINAL_SUFFIX[suffix]}"
+    else:
+        body["metadata"]["name"] = f"{name}-{suffix}"
     body["spec"]["schedulerName"] = scheduler
     return body
 
