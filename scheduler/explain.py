@@ -156,7 +156,8 @@ async def read_live(args: argparse.Namespace, namespace: str, name: str,
             return pod, await live.list_cluster(kube), policy
         objects, configured = await asyncio.gather(
             live.list_cluster(kube),
-            live.configured_policy(kube, args.policy_configmap, args.policy_configmap_namespace))
+            live.configured_policy(kube, args.policy_configmap, args.policy_configmap_namespace,
+                                   (pod.get("spec") or {}).get("schedulerName")))
         return pod, objects, configured
 
 

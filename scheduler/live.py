@@ -7,11 +7,13 @@ placement reads, so the two can never drift apart). Each item gets back the ``ki
 what a ``simulate --cluster`` file holds: :func:`save_snapshot` writes them as one
 ``kind: List`` and a saved snapshot replays offline to the same answer.
 
-The Policy is the one the running scheduler was given: the chart's ConfigMap
-(``<release fullname>-scheduler-policy``, key ``policy.json``, labelled
+The profile is the one the running scheduler was given: the chart's ConfigMap
+(``<release fullname>-scheduler-policy``, key ``policy.json``, or
+``<release fullname>-scheduler-config``, key ``config.yaml``: a KubeSchedulerConfiguration,
+whose profile for the pod's schedulerName is used; labelled
 ``app.kubernetes.io/part-of=berthmaster,app.kubernetes.io/component=scheduler``), or
 kube-scheduler's ``--policy-configmap`` convention (key ``policy.cfg``) when named. When none
-is found the default policy is used and :class:`ConfiguredPolicy` says so in ``note``.
+is found the default profile is used and :class:`ConfiguredPolicy` says so in ``note``.
 
 API problems end the command in one line (``berthmaster.errors``): a refused list is exit 2
 (RBAC is configuration), anything else the API server cannot answer is exit 3.
@@ -30,15 +32,19 @@ import yaml
 from berthmaster.documents import read_text
 from berthmaster.errors import ConfigurationError, ConnectivityError
 from berthmaster.kube import CORE, KubeClient, KubeError, resource_path
-from berthmaster.scheduler.config import default_profile
+from berthmaster.scheduler.config import default_profile, load_config
 from berthmaster.scheduler.daemon.cache import RESOURCES, Resource
 from berthmaster.scheduler.policy import Policy, load_policy
 
 JSON = dict[str, Any]
 
-# `helm install berthmaster charts/berthmaster -n berthmaster` (and deploy/manifests/).
+# `helm install berthmaster charts/berthmaster -n berthmaster` (and deploy/manifests/): the
+# chart renders a Policy (scheduler.policy) or a KubeSchedulerConfiguration (scheduler.config)
 CHART_POLICY_CONFIGMAP = ("berthmaster", "berthmaster-scheduler-policy")
+CHART_CONFIG_CONFIGMAP = ("berthmaster", "berthmaster-scheduler-config")
 CHART_POLICY_SUFFIX = "-scheduler-policy"
+CHART_CONFIG_SUFFIX = "-scheduler-config"
+CONFIG_KEY = "config.yaml"
 CHART_POLICY_LABELS = "app.kubernetes.io/part-of=berthmaster,app.kubernetes.io/component=scheduler"
 # The chart's key, then kube-scheduler's (SchedulerPolicyConfigMapKey, removed in 1.23).
 POLICY_KEYS = ("policy.json", "policy.cfg")
@@ -132,10 +138,19 @@ class ConfiguredPolicy:
     note: str = ""
 
 
-def policy_from_configmap(configmap: JSON) -> ConfiguredPolicy | None:
-    """The Policy under the first of ``POLICY_KEYS`` the ConfigMap has (None: none of them)."""
+def policy_from_configmap(configmap: JSON, scheduler_name: str | None = None
+                          ) -> ConfiguredPolicy | None:
+    """The profile the ConfigMap holds: its KubeSchedulerConfiguration's (``config.yaml``)
+    profile for ``scheduler_name`` (else its first), or the Policy under the first of
+    ``POLICY_KEYS`` (None: none of these keys)."""
     meta = configmap.get("metadata") or {}
     data = configmap.get("data") or {}
+    if CONFIG_KEY in data:
+        source = f"ConfigMap {meta.get('namespace')}/{meta.get('name')} key {CONFIG_KEY}"
+        config = load_config(str(data[CONFIG_KEY]), source)
+        profile = next((p for p in config.profiles if p.scheduler_name == scheduler_name),
+                       config.profiles[0])
+        return ConfiguredPolicy(profile, f"{source} profile {profile.scheduler_name}")
     for key in POLICY_KEYS:
         if key in data:
             source = f"ConfigMap {meta.get('namespace')}/{meta.get('name')} key {key}"
@@ -158,7 +173,8 @@ def policy_file(path: str) -> ConfiguredPolicy:
 
 
 async def configured_policy(kube: KubeClient, configmap: str | None = None,
-                            configmap_namespace: str | None = None) -> ConfiguredPolicy:
+                            configmap_namespace: str | None = None,
+                            scheduler_name: str | None = None) -> ConfiguredPolicy:
     """The Policy the scheduler runs with: the ConfigMap ``configmap`` when named (in
     ``configmap_namespace``, default ``kube-system`` as kube-scheduler's
     ``--policy-configmap-namespace``), else the chart's ConfigMap, else the default policy with
@@ -170,13 +186,13 @@ async def configured_policy(kube: KubeClient, configmap: str | None = None,
             raise ConfigurationError(
                 f"ConfigMap {namespace}/{configmap} not found; check --policy-configmap and "
                 f"--policy-configmap-namespace (kubectl get configmaps -n {namespace})")
-        chosen = policy_from_configmap(found)
+        chosen = policy_from_configmap(found, scheduler_name)
         if chosen is None:
             raise ConfigurationError(
                 f"ConfigMap {namespace}/{configmap} has no {' or '.join(POLICY_KEYS)} key; "
                 "put the Policy under one of them")
         return chosen
-    return await _chart_policy(kube)
+    return await _chart_policy(kube, scheduler_name)
 
 
 async def labelled_policy_configmaps(kube: KubeClient) -> list[JSON]:
@@ -188,23 +204,26 @@ async def labelled_policy_configmaps(kube: KubeClient) -> list[JSON]:
     except KubeError as error:
         raise api_error("list", "configmaps", error) from error
     return [c for c in listed
-            if str((c.get("metadata") or {}).get("name", "")).endswith(CHART_POLICY_SUFFIX)]
+            if str((c.get("metadata") or {}).get("name", "")).endswith(
+                (CHART_POLICY_SUFFIX, CHART_CONFIG_SUFFIX))]
 
 
-async def _chart_policy(kube: KubeClient) -> ConfiguredPolicy:
+async def _chart_policy(kube: KubeClient, scheduler_name: str | None) -> ConfiguredPolicy:
     namespace, name = CHART_POLICY_CONFIGMAP
     candidates: list[JSON] = []
     try:
-        well_known = await _get_configmap(kube, namespace, name)
-        if well_known is not None:
-            candidates = [well_known]
-        else:
+        for where, what in (CHART_POLICY_CONFIGMAP, CHART_CONFIG_CONFIGMAP):
+            well_known = await _get_configmap(kube, where, what)
+            if well_known is not None:
+                candidates.append(well_known)
+        if not candidates:
             candidates = await labelled_policy_configmaps(kube)
     except ConfigurationError as error:  # RBAC: explain with the default policy, and say so
         return ConfiguredPolicy(default_profile(), DEFAULT_PROFILE, note=(
             f"explained with the default profile: {error}; or pass --policy FILE (in the "
             "scheduler's Pod: --policy /etc/berthmaster/policy.json)"))
-    found = [p for p in map(policy_from_configmap, candidates) if p is not None]
+    found = [p for p in (policy_from_configmap(c, scheduler_name) for c in candidates)
+             if p is not None]
     if len(found) > 1:
         names = ", ".join(p.source for p in found)
         raise ConfigurationError(f"more than one berthmaster scheduler policy ConfigMap ({names}); "

@@ -184,6 +184,21 @@ def test_the_policy_keys_of_a_configmap(data: dict[str, str], source: str | None
     assert (chosen.source if chosen else None) == source
 
 
+def test_a_configuration_configmap_gives_the_pods_profile() -> None:
+    """The chart's scheduler.config ConfigMap (key config.yaml): the profile of the pod's
+    schedulerName, else the first."""
+    config = ("apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n"
+              "profiles:\n- schedulerName: a\n- schedulerName: b\n"
+              "  plugins: {score: {disabled: [{name: '*'}]}}\n")
+    configmap = {"metadata": {"namespace": "ns", "name": "c"}, "data": {"config.yaml": config}}
+    chosen = policy_from_configmap(configmap, "b")
+    assert chosen is not None and chosen.policy.scheduler_name == "b"
+    assert chosen.policy.priorities == ()
+    assert chosen.source == "ConfigMap ns/c key config.yaml profile b"
+    first = policy_from_configmap(configmap, "other")
+    assert first is not None and first.policy.scheduler_name == "a"
+
+
 def test_the_preemption_it_would_try() -> None:
     """Nothing fits: the answer names the node preemption would nominate and its victims, as
     simulate's entry does (upstream: pkg/scheduler/framework/preemption/preemption.go
