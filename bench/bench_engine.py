@@ -25,7 +25,6 @@ import argparse
 import gc
 import hashlib
 import importlib.util
-import json
 import statistics
 import sys
 import time
@@ -35,9 +34,8 @@ from types import ModuleType
 from typing import Any
 
 from berthmaster.devcluster.nodes import fake_node
-from berthmaster.devcluster.schedulers import comparison_policy
+from berthmaster.scheduler.config import default_profile
 from berthmaster.scheduler.engine import Engine
-from berthmaster.scheduler.policy import load_policy
 from berthmaster.scheduler.snapshot import Snapshot
 
 ZONES = ("zone-a", "zone-b", "zone-c")
@@ -151,7 +149,7 @@ def bench_cluster(bench: ModuleType, nodes: int, existing: int) -> Snapshot:
 def stream(nodes: int, count: int, percentage: int) -> None:
     """Decide and assume ``count`` pods per workload, each on a fresh cluster."""
     bench = bench_scheduler()
-    policy = load_policy(json.dumps(comparison_policy()))
+    policy = default_profile()  # what the scheduler runs with no configuration
     print(f"{'workload':20} {'placed':>11} {'cpu ms/pod':>11}  decisions")
     for workload in STREAM_WORKLOADS:
         snapshot = bench_cluster(bench, nodes, 500 if workload == "basic" else 0)

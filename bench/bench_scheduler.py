@@ -8,8 +8,8 @@ for each workload, each scheduler in turn as a separate process:
   (raw JSON, no models) with at least berthmaster's bind concurrency and connection pool, and
   does nothing but bind; the report checks, per workload, that it was at least as fast as every
   scheduler of the run and says so plainly when it was not (then ``x R_ceil`` means nothing);
-- ``berthmaster``: ``berthmaster scheduler`` with the default policy plus PodTopologySpread
-  (which kube-scheduler enforces by default), client QPS lifted;
+- ``berthmaster``: ``berthmaster scheduler`` with no configuration (kube-scheduler 1.35's
+  default profile, as kube-scheduler runs), client QPS lifted;
 - ``kube-scheduler``: the binary the local control plane builds, profile schedulerName
   ``kube-scheduler-bench``, at its default client QPS (50/100);
 - ``kube-scheduler-lifted``: the same with QPS/burst lifted.
@@ -75,7 +75,6 @@ from typing import Any
 from berthmaster.devcluster.nodes import fake_node
 from berthmaster.devcluster.schedulers import (
     Proc,
-    comparison_policy,
     kube_scheduler_config,
     start_kube_scheduler,
 )
@@ -261,11 +260,9 @@ def start_scheduler(kind: str, kubeconfig: str, workdir: Path, binary: Path,
                        "--stub-name", name, "--stub-concurrency",
                        str(berthmaster_bind_concurrency(extra))]
         else:
-            policy_file = workdir / "policy.json"
-            policy_file.write_text(json.dumps(comparison_policy()))
+            # no configuration: kube-scheduler 1.35's default profile, as kube-scheduler runs
             command = [sys.executable, "-m", "berthmaster.cli", "scheduler", "--kubeconfig",
                        kubeconfig, "--scheduler-name", name, "--no-leader-elect",
-                       "--policy", str(policy_file),
                        "--metrics-bind-address", "", "--kube-api-qps", str(LIFTED_QPS),
                        "--kube-api-burst", str(LIFTED_BURST), *extra]
         handle = log.open("wb")
