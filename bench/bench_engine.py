@@ -110,7 +110,20 @@ CASES: dict[str, Callable[[], dict[str, Any]]] = {
 }
 
 
-STREAM_WORKLOADS = ("basic", "anti-affinity", "preferred-affinity", "spread")
+STREAM_WORKLOADS = ("basic", "anti-affinity", "preferred-affinity", "spread", "owned")
+# "owned": basic pods of a ReplicaSet that a Service selects, so PodTopologySpread's system
+# default constraints (hostname 3, zone 5, ScheduleAnyway) score them: their cost beside basic
+_OWNER = {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "bench-rs", "uid": "rs-uid",
+          "controller": True}
+
+
+def _owned(snapshot: Snapshot) -> None:
+    selector = {"app": "bench-rs"}
+    snapshot.upsert("ReplicaSet", {"apiVersion": "apps/v1", "kind": "ReplicaSet", "metadata": {
+        "name": "bench-rs", "namespace": "bench", "uid": "rs-uid"},
+        "spec": {"selector": {"matchLabels": selector}}})
+    snapshot.upsert("Service", {"apiVersion": "v1", "kind": "Service", "metadata": {
+        "name": "bench-rs", "namespace": "bench"}, "spec": {"selector": selector}})
 
 
 def bench_scheduler() -> ModuleType:
@@ -152,15 +165,22 @@ def stream(nodes: int, count: int, percentage: int) -> None:
     policy = default_profile()  # what the scheduler runs with no configuration
     print(f"{'workload':20} {'placed':>11} {'cpu ms/pod':>11}  decisions")
     for workload in STREAM_WORKLOADS:
-        snapshot = bench_cluster(bench, nodes, 500 if workload == "basic" else 0)
+        snapshot = bench_cluster(bench, nodes, 500 if workload in ("basic", "owned") else 0)
+        if workload == "owned":
+            _owned(snapshot)
         engine = Engine(policy, seed=1, percentage_of_nodes_to_score=percentage)
         # the scheduler's anti-affinity workload is capped at half the nodes (one pod per node)
         pods = count if workload != "anti-affinity" else min(count, nodes // 2)
         bodies = []
         for i in range(pods):
-            body = bench.pod_body(f"p-{i}", "bench", workload, i)
+            body = bench.pod_body(f"p-{i}", "bench", "basic" if workload == "owned"
+                                  else workload, i)
             body["metadata"].update(namespace="bench", uid=f"{workload}-{i}",
                                     resourceVersion="1")
+            if workload == "owned":
+                body["metadata"]["labels"] = {**body["metadata"].get("labels", {}),
+                                              "app": "bench-rs"}
+                body["metadata"]["ownerReferences"] = [_OWNER]
             bodies.append(body)
         gc.collect()
         chosen: list[str | None] = []

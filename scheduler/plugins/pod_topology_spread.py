@@ -18,7 +18,7 @@ controllers that have none): see :class:`PodTopologySpreadPriority`.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence, Set
+from collections.abc import Callable, Sequence, Set
 from dataclasses import dataclass
 
 from berthmaster.scheduler.model import AffinityTerm, PodView, SpreadConstraint
@@ -294,10 +294,12 @@ class PodTopologySpreadPriority(Priority):
         kept = len(nodes) - sum(ignored)
         weights = []
         counts: list[dict[str, int] | None] = []
+        hostname_count: Callable[[NodeInfo], int] = _no_count
         for c in soft:
             if c.topology_key == HOSTNAME:
                 weights.append(math.log(kept + 2))
                 counts.append(None)
+                hostname_count = _per_node_counter(pod, c, snapshot)
                 continue
             values = {n.labels.get(c.topology_key, "")
                       for n, skip in zip(nodes, ignored, strict=True) if not skip}
@@ -315,7 +317,7 @@ class PodTopologySpreadPriority(Priority):
                 if value is None:
                     continue
                 if by_value is None:
-                    count = _matching_on(pod, c, n)
+                    count = hostname_count(n)
                 else:
                     count = by_value.get(value, 0)
                 s += count * w + (c.max_skew - 1)
@@ -329,12 +331,27 @@ class PodTopologySpreadPriority(Priority):
         return [0 if s is None else MAX_PRIORITY * (top + bottom - s) // top for s in raw]
 
 
-def _matching_on(pod: PodView, c: SpreadConstraint, node: NodeInfo) -> int:
-    """countPodsMatchSelector on one node: pods of the pod's namespace the selector matches,
-    terminating ones left out."""
+def _no_count(node: NodeInfo) -> int:
+    return 0
+
+
+def _per_node_counter(pod: PodView, c: SpreadConstraint, snapshot: Snapshot
+                      ) -> Callable[[NodeInfo], int]:
+    """countPodsMatchSelector on one node (the hostname key's count): pods of the pod's
+    namespace the selector matches, terminating ones left out; none for an empty selector.
+    Read from the snapshot's per-hostname tally of the selector's pods, so a node costs a
+    lookup, not a walk of its pods (a node's hostname label names it alone)."""
     if c.selector.empty:
-        return 0
-    namespace, selector = pod.namespace, c.selector
-    return sum(1 for p in node.pods.values()
-               if not p.deleting and p.namespace == namespace and selector.matches(p.labels)
-               and p.uid != pod.uid)
+        return _no_count
+    watch = AffinityTerm(c.selector, HOSTNAME, frozenset((pod.namespace,)), None)
+    live = snapshot.matching_domains(watch).live
+    own = snapshot.own_domain(pod.uid, watch)
+    own_value = own[1] if own is not None and not own[0].deleting else None
+
+    def count(node: NodeInfo) -> int:
+        value = node.labels.get(HOSTNAME)
+        if value is None:
+            return 0
+        return live(value) - (value == own_value)
+
+    return count
