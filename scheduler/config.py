@@ -675,10 +675,6 @@ def _profile(raw: Any, path: str, default_name: str, problems: _Problems,
         specific = [(n, w) for n, w in specific if n != "*"]
         by_point[point] = expand(multipoint, point, specific, disabled, f"{path}.plugins",
                                  problems)
-    for i, (_, weight) in enumerate(by_point["score"]):
-        if weight > 100:
-            problems.invalid(f"{path}.plugins.score[{i}].weight", weight,
-                             "exceeds the maximum weight of a score plugin (100)")
     sorts = by_point["queueSort"]
     if len(sorts) > 1:
         problems.invalid(f"{path}.plugins.queueSort.Enabled", len(sorts),

@@ -131,8 +131,6 @@ SELECTOR_SPREAD_NOTE = (
     "replaces was removed in 1.26: the system default constraints (zone and hostname, "
     "ScheduleAnyway) score differently from spreading by service and controller")
 
-MAX_SCORE_WEIGHT = 100  # scheduler/config.py's bound on a score plugin's weight
-
 # Arguments of the configurable entries, for the lines that name them.
 _ARGUMENT_OF = {"CheckNodeLabelPresence": "labelsPresence",
                 "checkServiceAffinity": "serviceAffinity",
@@ -216,11 +214,7 @@ def _scores(policy: Policy, out: list[str]) -> _Scores:
             continue
         if priority.NAME == "SelectorSpreadPriority":
             out.append(f"{label}: {SELECTOR_SPREAD_NOTE}")
-        weight = priority.weight
-        if weight > MAX_SCORE_WEIGHT:
-            out.append(f"{label}: written with weight {MAX_SCORE_WEIGHT}, the most a score "
-                       "plugin may have, so its share of the total score is smaller")
-            weight = MAX_SCORE_WEIGHT
+        weight = priority.weight  # no bound: upstream only guards against overflow
         if isinstance(priority, resource_allocation.NodeResourcesFitScore):
             if scores.fit is None:
                 scores.fit = priority

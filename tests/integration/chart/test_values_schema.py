@@ -74,7 +74,7 @@ BAD_VALUES = [
     (["scheduler.config.apiVersion=kubescheduler.config.k8s.io/v1",
       "scheduler.config.kind=KubeSchedulerConfiguration",
       "scheduler.config.profiles[0].plugins.score.enabled[0].name=ImageLocality",
-      "scheduler.config.profiles[0].plugins.score.enabled[0].weight=101"],
+      "scheduler.config.profiles[0].plugins.score.enabled[0].weight=-1"],
      "at '/scheduler/config/profiles/0/plugins/score/enabled/0/weight'"),
     (["scheduler.config.apiVersion=kubescheduler.config.k8s.io/v1",
       "scheduler.config.kind=KubeSchedulerConfiguration",

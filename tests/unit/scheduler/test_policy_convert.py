@@ -202,8 +202,6 @@ UNEXPRESSED = [
                         {"name": "MostRequestedPriority", "weight": 2}]),
      ["priority MostRequestedPriority, weight 2: not converted: NodeResourcesFit scores with "
       "one strategy and LeastRequestedPriority already gives it LeastAllocated"]),
-    (policy(priorities=[{"name": "ImageLocalityPriority", "weight": 300}]),
-     ["priority ImageLocalityPriority, weight 300: written with weight 100"]),
     (policy(priorities=[{"name": "NodeAffinityPriority", "weight": 1},
                         {"name": "NodeAffinity", "weight": 3}]),
      ["priority NodeAffinityPriority, weight 1: merged with NodeAffinity into the one "
@@ -229,8 +227,9 @@ def test_the_replacements_are_written() -> None:
     # appendToPluginSet keeps the higher weight; SelectorSpreadPriority's producer sets System
     assert enabled(profile, "score") == [("PodTopologySpread", 2)]
     assert args(profile, "PodTopologySpread") == {"defaultingType": "System"}
+    # weights are not bounded (framework.go, getScoreWeights: overflow alone is refused)
     profile = profile_of(policy(priorities=[{"name": "ImageLocalityPriority", "weight": 300}]))
-    assert enabled(profile, "score") == [("ImageLocality", 100)]
+    assert enabled(profile, "score") == [("ImageLocality", 300)]
 
 
 def test_an_invalid_policy_is_refused_with_the_loaders_problems() -> None:
