@@ -20,7 +20,7 @@ import contextlib
 import logging
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from datetime import UTC, datetime
 from typing import Any
 
@@ -114,9 +114,13 @@ def disruption_target_patch(scheduler: str) -> JSON:
 class EventRecorder:
     """Posts Events and status patches in the background, in order, never blocking the caller."""
 
-    def __init__(self, kube: KubeClient, component: str, instance: str, capacity: int = 10_000):
+    def __init__(self, kube: KubeClient, component: str, instance: str, capacity: int = 10_000,
+                 profiles: Collection[str] = ()):
         self.kube = kube
         self.component = component
+        # a pod's Events name its profile as their source, as upstream's per-profile recorders
+        # (profile.NewMap: one EventRecorder per schedulerName)
+        self.profiles = frozenset(profiles)
         self.instance = instance
         self._queue: asyncio.Queue[tuple[str, JSON, JSON | None, Callable[[], bool] | None]] = (
             asyncio.Queue(capacity))
@@ -142,7 +146,12 @@ class EventRecorder:
 
     def event(self, obj: JSON, event_type: str, reason: str, message: str, action: str,
               related: JSON | None = None) -> None:
-        self._put(("event", build_event(obj, event_type, reason, message, self.component,
+        component = self.component
+        if self.profiles:
+            name = (obj.get("spec") or {}).get("schedulerName")
+            if name in self.profiles:
+                component = name
+        self._put(("event", build_event(obj, event_type, reason, message, component,
                                         self.instance, action, related), None, None))
 
     def status(self, pod: JSON, patch: JSON,

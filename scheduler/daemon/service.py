@@ -108,7 +108,8 @@ class SchedulerService:
         self.queue.on_unschedulable = self.metrics.unschedulable
         self.cache = ClusterCache(kube, self.snapshot, self.queue, self.names,
                                   on_restart=self.metrics.informer_restart)
-        self.recorder = EventRecorder(event_kube, self.name, self.identity)
+        self.recorder = EventRecorder(event_kube, self.name, self.identity,
+                                      profiles=self.names)
         self.elector: LeaderElector | None = None
         if election_kube is not None:
             self.elector = LeaderElector(
