@@ -160,6 +160,53 @@ def test_a_bad_file_names_the_field(text: str, wanted: str) -> None:
     assert any(p.startswith(wanted) for p in problems), problems
 
 
+def test_resources_are_defaulted_before_they_are_validated() -> None:
+    """apis/config/v1/defaults.go: an empty ``resources`` list is cpu and memory (both
+    SetDefaults_NodeResourcesFitArgs and SetDefaults_NodeResourcesBalancedAllocationArgs),
+    and a weight left out or 0 is 1 (kube-scheduler 1.35 loads this file)."""
+    config = _config("""
+        profiles:
+        - schedulerName: a
+          pluginConfig:
+          - name: NodeResourcesFit
+            args:
+              scoringStrategy:
+                type: MostAllocated
+                resources: [{name: cpu}, {name: memory, weight: 0}, {name: example.com/gpu,
+                            weight: 4}]
+          - name: NodeResourcesBalancedAllocation
+            args: {resources: [{name: cpu, weight: 0}, {name: example.com/gpu}]}
+        - schedulerName: b
+          pluginConfig:
+          - name: NodeResourcesFit
+            args: {scoringStrategy: {type: LeastAllocated, resources: []}}
+          - name: NodeResourcesBalancedAllocation
+            args: {resources: []}
+        """)
+    by_name = [{p.name: p for p in profile.priorities} for profile in config.profiles]
+    assert by_name[0]["NodeResourcesFit"].resources == (
+        ("cpu", 1), ("memory", 1), ("example.com/gpu", 4))
+    assert by_name[0]["NodeResourcesBalancedAllocation"].resources == (
+        ("cpu", 1), ("example.com/gpu", 1))
+    assert by_name[1]["NodeResourcesFit"].resources == resource_allocation.DEFAULT_RESOURCES
+    assert by_name[1]["NodeResourcesBalancedAllocation"].resources == \
+        resource_allocation.DEFAULT_RESOURCES
+
+
+def test_a_resource_weight_over_100_is_refused_in_upstreams_words() -> None:
+    """apis/config/validation/validation_pluginargs.go, validateResources."""
+    problems = _problems("""
+        profiles:
+        - schedulerName: a
+          pluginConfig:
+          - name: NodeResourcesFit
+            args: {scoringStrategy: {resources: [{name: cpu, weight: 101}]}}
+        """)
+    assert problems == ["profiles[0].pluginConfig[0].args.scoringStrategy.resources[0].weight: "
+                        "Invalid value: 101: resource weight of cpu not in valid range "
+                        "(0, 100]"]
+
+
 def test_requested_to_capacity_ratio_shape() -> None:
     """requested_to_capacity_ratio.go: the shape scaled to 0..100; only positive scores
     count toward the weighted average, rounded."""
