@@ -614,7 +614,11 @@ def _build_profile(name: str, percentage: int | None, filters: Sequence[tuple[st
     predicates: list[Predicate] = []
     for plugin, _ in filters:
         cls = PLUGINS[plugin].predicate
-        if cls is not None:
+        if cls is pod_topology_spread.PodTopologySpread:
+            predicates.append(pod_topology_spread.PodTopologySpread(
+                name=plugin, default_constraints=pod_topology_spread.default_constraints(
+                    args.spread_defaulting, args.spread_defaults)))
+        elif cls is not None:
             predicates.append(cls(name=plugin))
     priorities: list[Priority] = []
     for plugin, weight in scores:

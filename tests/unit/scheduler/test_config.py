@@ -252,3 +252,39 @@ def test_a_best_effort_pod_skips_balanced_allocation() -> None:
     pod = PodView.from_dict(make_pod("p", cpu=None, memory=None))
     assert resource_allocation.BalancedAllocation().scores(pod, snapshot,
                                                            snapshot.node_list()) == 0
+
+
+def test_listed_do_not_schedule_default_constraints_filter() -> None:
+    """podtopologyspread/plugin.go, getConstraints: a pod without constraints of its own gets
+    the profile's defaults at Filter too (filtering.go, calPreFilterState), with the selector
+    of the Service that selects it (common.go, buildDefaultConstraints); a node without the
+    key fails as "missing required label"."""
+    config = _config("""
+        profiles:
+        - schedulerName: spread
+          pluginConfig:
+          - name: PodTopologySpread
+            args:
+              defaultingType: List
+              defaultConstraints:
+              - {maxSkew: 1, topologyKey: topology.kubernetes.io/zone,
+                 whenUnsatisfiable: DoNotSchedule}
+        """)
+    zone = "topology.kubernetes.io/zone"
+    nodes = [make_node("a", labels={zone: "a"}), make_node("b", labels={zone: "b"}),
+             make_node("bare")]
+    service = {"apiVersion": "v1", "kind": "Service",
+               "metadata": {"name": "web", "namespace": "default"},
+               "spec": {"selector": {"app": "web"}}}
+    existing = [make_pod("w1", labels={"app": "web"}, node_name="a")]
+    snapshot = Snapshot.build(nodes=nodes, pods=existing, services=[service])
+    engine = Engine(config.profiles[0])
+    web = make_pod("w2", labels={"app": "web"})
+    assert engine.schedule(web, snapshot).node == "b"
+    assert not engine.fits(web, "a", snapshot)  # skew 2 - 0 > 1
+    assert not engine.fits(web, "bare", snapshot)  # no zone label
+    # nothing selects this pod: no default constraint applies
+    lone = make_pod("lone", labels={"app": "db"})
+    assert all(engine.fits(lone, node, snapshot) for node in ("a", "b", "bare"))
+    # the default profile (System defaults, all ScheduleAnyway) filters nothing
+    assert Engine(default_profile()).fits(web, "bare", snapshot)
