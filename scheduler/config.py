@@ -384,8 +384,13 @@ class _Args:
 
 def _resources(raw: Any, path: str, problems: _Problems, balanced: bool
                ) -> tuple[tuple[str, int], ...] | None:
+    """A ``resources`` list, defaulted as apis/config/v1/defaults.go
+    (SetDefaults_NodeResourcesFitArgs, SetDefaults_NodeResourcesBalancedAllocationArgs): none
+    or an empty list is cpu and memory, weight 1; a weight left out or 0 is 1. Then validated
+    as apis/config/validation/validation_pluginargs.go (validateResources,
+    ValidateNodeResourcesBalancedAllocationArgs)."""
     items = _list(raw, path, problems)
-    if raw is None:
+    if not items:
         return None
     out: list[tuple[str, int]] = []
     seen: set[str] = set()
@@ -397,15 +402,15 @@ def _resources(raw: Any, path: str, problems: _Problems, balanced: bool
         if not isinstance(name, str) or not name:
             problems.required(f"{where}.name")
             continue
-        weight = _int(entry.get("weight"), f"{where}.weight", problems, 1 if balanced else 0)
+        weight = _int(entry.get("weight"), f"{where}.weight", problems, 0) or 1
         if balanced:
             if name in seen:
                 problems.duplicate(f"{where}.name", name)
             if weight != 1:
                 problems.invalid(f"{where}.weight", weight, "must be 1")
-        elif not 1 <= weight <= 100:
+        elif not 0 < weight <= 100:
             problems.invalid(f"{where}.weight", weight, "resource weight of "
-                             f"{name} should be in the range of 1-100")
+                             f"{name} not in valid range (0, 100]")
         seen.add(name)
         out.append((name, weight))
     return tuple(out)
@@ -609,7 +614,11 @@ def _build_profile(name: str, percentage: int | None, filters: Sequence[tuple[st
     predicates: list[Predicate] = []
     for plugin, _ in filters:
         cls = PLUGINS[plugin].predicate
-        if cls is not None:
+        if cls is pod_topology_spread.PodTopologySpread:
+            predicates.append(pod_topology_spread.PodTopologySpread(
+                name=plugin, default_constraints=pod_topology_spread.default_constraints(
+                    args.spread_defaulting, args.spread_defaults)))
+        elif cls is not None:
             predicates.append(cls(name=plugin))
     priorities: list[Priority] = []
     for plugin, weight in scores:

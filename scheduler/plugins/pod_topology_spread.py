@@ -169,9 +169,20 @@ class PodTopologySpread(Predicate):
     NAME = NAME
     ALIASES = ALIASES
     EVENTS = ("Pod/Add", "Pod/Delete", "Node/Add", "Node/UpdateNodeLabel")
+    # the profile's PodTopologySpreadArgs defaults (defaultingType List may list DoNotSchedule
+    # ones; the System defaults are all ScheduleAnyway)
+    default_constraints: tuple[DefaultConstraint, ...] = ()
 
     def prefilter(self, pod: PodView, snapshot: Snapshot) -> PrefilterResult:
-        hard = [c for c in pod.spread_constraints if c.when_unsatisfiable == "DoNotSchedule"]
+        if pod.spread_constraints:
+            hard = [c for c in pod.spread_constraints
+                    if c.when_unsatisfiable == "DoNotSchedule"]
+        else:
+            # plugin.go, getConstraints: a pod with no constraints of its own is filtered by
+            # the profile's DoNotSchedule defaults, with the selector of what selects it
+            # (common.go, buildDefaultConstraints), as filtering.go, calPreFilterState
+            hard = list(defaulted_constraints(pod, snapshot, self.default_constraints,
+                                              "DoNotSchedule"))
         if not hard:
             return None
         counts = domain_counts(pod, hard, snapshot, snapshot.node_list())

@@ -63,9 +63,12 @@ def least_requested(requested: int, capacity: int) -> int:
 
 
 def most_requested(requested: int, capacity: int) -> int:
-    if capacity == 0 or requested > capacity:
+    """most_allocated.go, mostRequestedScore: more than the capacity (the non-zero defaults of
+    pods without requests can get there) counts as the capacity, a full node, unlike
+    least_allocated.go's leastRequestedScore, where it scores 0."""
+    if capacity == 0:
         return 0
-    return requested * MAX_PRIORITY // capacity
+    return min(requested, capacity) * MAX_PRIORITY // capacity
 
 
 def broken_linear(shape: Sequence[tuple[int, int]]) -> Callable[[int], int]:

@@ -1,9 +1,10 @@
 """Runs :mod:`tests.support.scenarios` through berthmaster and kube-scheduler on one API server.
 
 For each scenario the harness shapes a fixed pool of kwok nodes (labels, taints, cordon,
-capacity, by PATCH: only deletions change the node count, so no new node ever waits for the
-node-lifecycle controller), waits until the controller's cordon taint matches, creates the
-scenario's running pods (bound by ``spec.nodeName``), then for each incoming pod, in turn:
+capacity, by PATCH: within a run of scenarios only deletions change the node count, so no new
+node waits for the node-lifecycle controller; :meth:`Harness.grow` adds nodes back between
+runs), waits until the controller's cordon taint matches, creates the scenario's running pods
+(bound by ``spec.nodeName``), then for each incoming pod, in turn:
 
 1. a copy for kube-scheduler; its outcome is read from the API server: bound (``spec.nodeName``),
    nominated (``status.nominatedNodeName`` with the failure: preemption), or unschedulable (the
@@ -124,9 +125,13 @@ class Disagreement:
     berthmaster: Outcome
     detail: str = ""
     kind: str = ""  # what it is, without the figures: disagreements of one kind share it
+    config: str = ""  # the KubeSchedulerConfiguration both ran, when not the default profile
 
     def __str__(self) -> str:
         detail = f"\n{self.detail}" if self.detail else ""
+        if self.config:
+            detail += "\n  under the configuration:\n" + "\n".join(
+                f"    {line}" for line in self.config.splitlines())
         scenario = self.scenario.describe().splitlines()
         if len(scenario) > DESCRIBED_LINES:
             left = len(scenario) - DESCRIBED_LINES
@@ -151,6 +156,7 @@ class Harness:
         self.berthmaster = berthmaster
         self.engine = engine
         self.kube_log = kube_log
+        self.config = ""
         self.scores = ScoreLog()
         self._log_offset = 0
         self._log_partial = ""
@@ -161,6 +167,16 @@ class Harness:
         self.seconds: Counter[str] = Counter()
 
     # ------------------------------------------------------------------ setup
+    def use(self, kube_scheduler: str, berthmaster: str, engine: Engine, kube_log: Path,
+            config: str = "") -> None:
+        """Compare another pair of schedulers from now on (e.g. both under a generated
+        configuration, ``config``'s text, which disagreements then quote): a fresh
+        kube-scheduler process, its log read from the start."""
+        self.kube_scheduler, self.berthmaster = kube_scheduler, berthmaster
+        self.engine, self.kube_log, self.config = engine, kube_log, config
+        self.scores = ScoreLog()
+        self._log_offset, self._log_partial = 0, ""
+
     async def prepare(self, node_count: int) -> None:
         """Namespaces, priority classes, the RuntimeClass, Services, the (terminating)
         controllers and ``node_count`` Ready nodes."""
@@ -195,8 +211,16 @@ class Harness:
             for kind in CONTROLLER_KINDS:
                 for app in APPS:
                     await self._hold_controller(name, kind, app)
+        await self.grow(node_count)
+
+    async def grow(self, node_count: int) -> None:
+        """At least ``node_count`` nodes in the pool, each Ready without the node-lifecycle
+        controller's taints (scenarios only ever shrink the pool: a run of scenarios after
+        another, e.g. under another configuration, starts by growing it back)."""
         for i in range(node_count):
             name = f"{NODE_PREFIX}{i}"
+            if name in self.nodes:
+                continue
             with contextlib.suppress(KubeError):
                 await self.kube.create(resource_path(CORE, "nodes"), fake_node(name))
             self.nodes[name] = NodeSpec(name, {}, [], {}, False)  # as fake_node() made it
@@ -508,7 +532,7 @@ class Harness:
             self.outcomes[f"{kube.kind}/{bm.kind}"] += 1
 
         def disagreement(what: str, kind: str, detail: str = "") -> Disagreement:
-            return Disagreement(scenario, pod, what, kube, bm, detail, kind)
+            return Disagreement(scenario, pod, what, kube, bm, detail, kind, self.config)
 
         if kube.kind != bm.kind:
             return disagreement("the schedulers disagree on whether the pod fits",

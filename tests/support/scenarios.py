@@ -428,9 +428,10 @@ def scenario(seed: int, index: int) -> Scenario:
     return Scenario(index, nodes, existing, incoming)
 
 
-def generate(seed: int, count: int) -> list[Scenario]:
-    """``count`` scenarios from ``seed``, largest node count first (see the module doc)."""
-    scenarios = [scenario(seed, i) for i in range(count)]
+def generate(seed: int, count: int, start: int = 0) -> list[Scenario]:
+    """``count`` scenarios from ``seed`` (indices ``start`` on), largest node count first (see
+    the module doc)."""
+    scenarios = [scenario(seed, i) for i in range(start, start + count)]
     return sorted(scenarios, key=lambda s: -len(s.nodes))
 
 

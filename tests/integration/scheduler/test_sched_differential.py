@@ -21,10 +21,25 @@ state (``tests.support.differential``), and:
   (over 100 nodes) the scores are not compared and the pod is counted apart;
 - a node either one chose must be feasible for the other.
 
-The scenarios are seeded: ``BERTHMASTER_DIFF_SEED`` (default below) and
-``BERTHMASTER_DIFF_SCENARIOS`` (the quick set by default, about two minutes on two cores;
-raise it for a soak, e.g. ``BERTHMASTER_DIFF_SCENARIOS=2000``). A failure prints the first
-disagreement of each kind with its scenario, so a seed and an index reproduce it.
+Then a second part, the same comparison under generated configurations: batches of scenarios,
+each batch under one KubeSchedulerConfiguration drawn from the seed
+(``tests.support.scheduler_configs.random_config``: score weights, disabled score plugins,
+NodeResourcesFit's scoring strategy and resources, NodeResourcesBalancedAllocation's resources,
+PodTopologySpread's default constraints, InterPodAffinity's hardPodAffinityWeight, a disabled
+filter, percentageOfNodesToScore). The same file goes to both:
+kube-scheduler is restarted with ``--config`` holding that profile under its schedulerName
+(its log must say it synced its informers: it exits on a file it does not accept), and
+berthmaster loads it with ``load_config`` under its own schedulerName and runs it as the
+service and as the engine that explains its scores. A disagreement then quotes the file.
+
+The scenarios are seeded: ``BERTHMASTER_DIFF_SEED`` (default below),
+``BERTHMASTER_DIFF_SCENARIOS`` for the default part, ``BERTHMASTER_DIFF_CONFIG_BATCHES``
+configurations of ``BERTHMASTER_DIFF_CONFIG_SCENARIOS`` scenarios each for the second (the
+quick set by default, about three minutes on two cores in all; raise them for a soak, e.g.
+``BERTHMASTER_DIFF_SCENARIOS=2000 BERTHMASTER_DIFF_CONFIG_BATCHES=100``). A failure prints the
+first disagreement of each kind with its scenario (and its configuration), so a seed and an
+index reproduce it: the second part's batch ``b`` is configuration ``b`` of the seed and
+scenarios ``CONFIG_INDEX_BASE + b * CONFIG_INDEX_STRIDE`` on.
 """
 
 from __future__ import annotations
@@ -35,56 +50,137 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from berthmaster.devcluster import build
-from berthmaster.devcluster.schedulers import kube_scheduler_config, start_kube_scheduler
+from berthmaster.devcluster.schedulers import Proc, kube_scheduler_config, start_kube_scheduler
 from berthmaster.kube import KubeClient
+from berthmaster.scheduler.config import load_config
 from berthmaster.scheduler.engine import Engine
 from tests.support.differential import Disagreement, Harness
-from tests.support.scenarios import generate
+from tests.support.scenarios import Scenario, generate
+from tests.support.scheduler_configs import random_config, renamed
+from tests.support.waiting import wait_for
 
 SEED = int(os.environ.get("BERTHMASTER_DIFF_SEED", "20261123"))
-SCENARIOS = int(os.environ.get("BERTHMASTER_DIFF_SCENARIOS", "120"))
+SCENARIOS = int(os.environ.get("BERTHMASTER_DIFF_SCENARIOS", "72"))
+CONFIG_BATCHES = int(os.environ.get("BERTHMASTER_DIFF_CONFIG_BATCHES", "4"))
+CONFIG_SCENARIOS = int(os.environ.get("BERTHMASTER_DIFF_CONFIG_SCENARIOS", "16"))
+# the second part's scenario indices, apart from the first part's
+CONFIG_INDEX_BASE, CONFIG_INDEX_STRIDE = 1_000_000, 10_000
 # floors, as shares of the pods compared, so that a run comparing (almost) nothing fails
 FLOORS = {"bound/bound": 0.3, "unschedulable/unschedulable": 0.05,
           "nominated/nominated": 0.01, "scores compared (all equal)": 0.2}
+# under generated configurations (preemptions are few in a small batch: no floor)
+CONFIG_FLOORS = {"bound/bound": 0.3, "unschedulable/unschedulable": 0.05,
+                 "scores compared (all equal)": 0.2}
+# -v=10: prioritizeNodes logs every plugin's and the final score of each node. Opportunistic
+# batching (on by default in 1.35) lets a pod of the same signature as the previous cycle's
+# take that cycle's next best node unscored (pkg/scheduler/framework/runtime/batch.go,
+# GetNodeHint): this test reads every pod's scores, so it is off.
+KUBE_SCHEDULER_FLAGS = ("-v=10", "--feature-gates=OpportunisticBatching=false")
+# a preemptor is retried once its victims are gone; 1 s is the shortest backoff allowed
+BACKOFF = {"podInitialBackoffSeconds": 1, "podMaxBackoffSeconds": 1}
+
+
+async def _run(harness: Harness, proc: Proc, scenarios: list[Scenario]) -> list[Disagreement]:
+    found: list[Disagreement] = []
+    for scenario in scenarios:
+        assert proc.alive(), f"kube-scheduler exited:\n{proc.log_tail()}"
+        found.extend(await harness.run(scenario))
+    return found
+
+
+async def _started(proc: Proc) -> None:
+    """kube-scheduler built its profile from the file (it exits on one it does not accept)
+    and synced its informers (cmd/kube-scheduler/app/server.go, Run: "Handlers synced")."""
+    def synced() -> bool:
+        assert proc.alive(), f"kube-scheduler refused the configuration:\n{proc.log_tail()}"
+        return "Handlers synced" in proc.log.read_text(errors="replace")
+
+    await wait_for(synced, timeout=60, what="kube-scheduler's informers synced", interval=0.1)
+
+
+def _report(part: str, harness: Harness, found: list[Disagreement], floors: dict[str, float]
+            ) -> list[str]:
+    """The part's summary is printed; its failures returned (disagreements, floors)."""
+    kinds = Counter(d.kind for d in found)
+    print(f"{part}: {harness.compared} pods compared, {len(found)} disagreements "
+          f"(seed {SEED}) {dict(kinds)}; outcomes {dict(harness.outcomes)}; "
+          f"seconds {({k: round(v, 1) for k, v in harness.seconds.items()})}")
+    failures = []
+    if found:
+        first = {d.kind: d for d in reversed(found)}
+        failures.append(f"{part}: {len(found)} disagreement(s) of {harness.compared} pods "
+                        f"(seed {SEED}), by kind {dict(kinds)}; the first of each:\n\n"
+                        + "\n\n".join(str(d) for d in first.values()))
+    for outcome, share in floors.items():
+        if harness.outcomes[outcome] < max(1, int(share * harness.compared)):
+            failures.append(f"{part}: too few pods {outcome!r}: {harness.outcomes[outcome]} "
+                            f"of {harness.compared}")
+    return failures
 
 
 async def test_berthmaster_agrees_with_kube_scheduler(cluster: Any, kube: KubeClient,
                                                       run_scheduler: Any,
                                                       tmp_path: Path) -> None:
     name = f"kube-diff-{uuid.uuid4().hex[:6]}"
-    # a preemptor is retried once its victims are gone; 1 s is the shortest backoff allowed
-    config = kube_scheduler_config(str(cluster.kubeconfig), name, qps=500, burst=1000,
-                                   extra={"podInitialBackoffSeconds": 1,
-                                          "podMaxBackoffSeconds": 1})
-    # -v=10: prioritizeNodes logs every plugin's and the final score of each node. Opportunistic
-    # batching (on by default in 1.35) lets a pod of the same signature as the previous
-    # cycle's take that cycle's next best node unscored (pkg/scheduler/framework/runtime/
-    # batch.go, GetNodeHint): this test reads every pod's scores, so it is off.
-    proc = start_kube_scheduler(build.binary_path("kube-scheduler"), config, tmp_path,
-                                "kube-scheduler",
-                                flags=("-v=10", "--feature-gates=OpportunisticBatching=false"))
+    binary = build.binary_path("kube-scheduler")
+    kubeconfig = str(cluster.kubeconfig)
+    config = kube_scheduler_config(kubeconfig, name, qps=500, burst=1000, extra=BACKOFF)
+    proc = start_kube_scheduler(binary, config, tmp_path, "kube-scheduler",
+                                flags=KUBE_SCHEDULER_FLAGS)
     berthmaster = await run_scheduler.start()  # no policy: what users get
     harness = Harness(kube, name, berthmaster.name, Engine(), proc.log)
     scenarios = generate(SEED, SCENARIOS)
-    found: list[Disagreement] = []
+    batches = [generate(SEED, CONFIG_SCENARIOS, CONFIG_INDEX_BASE + b * CONFIG_INDEX_STRIDE)
+               for b in range(CONFIG_BATCHES)]
+    failures: list[str] = []
     try:
         await harness.prepare(max(len(s.nodes) for s in scenarios))
-        for scenario in scenarios:
-            assert proc.alive(), f"kube-scheduler exited:\n{proc.log_tail()}"
-            found.extend(await harness.run(scenario))
+        try:
+            found = await _run(harness, proc, scenarios)
+        finally:
+            proc.stop()
+            await berthmaster.stop()
+        failures += _report(f"default profile, {SCENARIOS} scenarios", harness, found, FLOORS)
+        default_compared = harness.compared
+        harness.compared, harness.outcomes, harness.seconds = 0, Counter(), Counter()
+        found = []
+        for b, batch in enumerate(batches):
+            ks_name, bm_name = f"{name}-c{b}", f"{run_scheduler.name}-c{b}"
+            generated = random_config(SEED, b, ks_name)
+            text = yaml.safe_dump(generated, sort_keys=False)
+            # the generated file with kube-scheduler's connection and the backoff: the file
+            # both read, under their own schedulerNames
+            top = {k: v for k, v in generated.items()
+                   if k not in ("apiVersion", "kind", "profiles")}
+            full = kube_scheduler_config(kubeconfig, ks_name, qps=500, burst=1000,
+                                         profile=generated["profiles"][0],
+                                         extra={**BACKOFF, **top})
+            proc = start_kube_scheduler(binary, full, tmp_path, f"kube-scheduler-c{b}",
+                                        flags=KUBE_SCHEDULER_FLAGS)
+            loaded = load_config(yaml.safe_dump(renamed(full, bm_name)), f"configuration {b}")
+            berthmaster = await run_scheduler.start(loaded)
+            try:
+                await _started(proc)
+                harness.use(ks_name, bm_name, Engine(
+                    loaded.profiles[0],
+                    percentage_of_nodes_to_score=loaded.percentage_of_nodes_to_score),
+                    proc.log, f"# configuration {b} of seed {SEED}\n{text}")
+                await harness.grow(max(len(s.nodes) for s in batch))
+                found.extend(await _run(harness, proc, batch))
+            finally:
+                proc.stop()
+                await berthmaster.stop()
+        failures += _report(f"generated configurations, {CONFIG_BATCHES} x {CONFIG_SCENARIOS} "
+                            "scenarios", harness, found, CONFIG_FLOORS)
+        # the second part compares as many pods per scenario as the first, give or take
+        wanted = int(0.5 * default_compared * CONFIG_BATCHES * CONFIG_SCENARIOS
+                     / max(1, SCENARIOS))
+        if harness.compared < max(1, wanted):
+            failures.append(f"only {harness.compared} pods compared under generated "
+                            f"configurations (at least {wanted} wanted)")
     finally:
-        proc.stop()
         await harness.cleanup()
-    kinds = Counter(d.kind for d in found)
-    print(f"{SCENARIOS} scenarios, {harness.compared} pods compared, "
-          f"{len(found)} disagreements (seed {SEED}) {dict(kinds)}; "
-          f"outcomes {dict(harness.outcomes)}; "
-          f"seconds {({k: round(v, 1) for k, v in harness.seconds.items()})}")
-    first = {d.kind: d for d in reversed(found)}
-    assert not found, f"{len(found)} disagreement(s) of {harness.compared} pods " \
-        f"(seed {SEED}), by kind {dict(kinds)}; the first of each:\n\n" + \
-        "\n\n".join(str(d) for d in first.values())
-    for outcome, share in FLOORS.items():
-        assert harness.outcomes[outcome] >= max(1, int(share * harness.compared)), \
-            f"too few pods {outcome!r}: {harness.outcomes[outcome]} of {harness.compared}"
+    assert not failures, "\n\n".join(failures)

@@ -160,6 +160,53 @@ def test_a_bad_file_names_the_field(text: str, wanted: str) -> None:
     assert any(p.startswith(wanted) for p in problems), problems
 
 
+def test_resources_are_defaulted_before_they_are_validated() -> None:
+    """apis/config/v1/defaults.go: an empty ``resources`` list is cpu and memory (both
+    SetDefaults_NodeResourcesFitArgs and SetDefaults_NodeResourcesBalancedAllocationArgs),
+    and a weight left out or 0 is 1 (kube-scheduler 1.35 loads this file)."""
+    config = _config("""
+        profiles:
+        - schedulerName: a
+          pluginConfig:
+          - name: NodeResourcesFit
+            args:
+              scoringStrategy:
+                type: MostAllocated
+                resources: [{name: cpu}, {name: memory, weight: 0}, {name: example.com/gpu,
+                            weight: 4}]
+          - name: NodeResourcesBalancedAllocation
+            args: {resources: [{name: cpu, weight: 0}, {name: example.com/gpu}]}
+        - schedulerName: b
+          pluginConfig:
+          - name: NodeResourcesFit
+            args: {scoringStrategy: {type: LeastAllocated, resources: []}}
+          - name: NodeResourcesBalancedAllocation
+            args: {resources: []}
+        """)
+    by_name = [{p.name: p for p in profile.priorities} for profile in config.profiles]
+    assert by_name[0]["NodeResourcesFit"].resources == (
+        ("cpu", 1), ("memory", 1), ("example.com/gpu", 4))
+    assert by_name[0]["NodeResourcesBalancedAllocation"].resources == (
+        ("cpu", 1), ("example.com/gpu", 1))
+    assert by_name[1]["NodeResourcesFit"].resources == resource_allocation.DEFAULT_RESOURCES
+    assert by_name[1]["NodeResourcesBalancedAllocation"].resources == \
+        resource_allocation.DEFAULT_RESOURCES
+
+
+def test_a_resource_weight_over_100_is_refused_in_upstreams_words() -> None:
+    """apis/config/validation/validation_pluginargs.go, validateResources."""
+    problems = _problems("""
+        profiles:
+        - schedulerName: a
+          pluginConfig:
+          - name: NodeResourcesFit
+            args: {scoringStrategy: {resources: [{name: cpu, weight: 101}]}}
+        """)
+    assert problems == ["profiles[0].pluginConfig[0].args.scoringStrategy.resources[0].weight: "
+                        "Invalid value: 101: resource weight of cpu not in valid range "
+                        "(0, 100]"]
+
+
 def test_requested_to_capacity_ratio_shape() -> None:
     """requested_to_capacity_ratio.go: the shape scaled to 0..100; only positive scores
     count toward the weighted average, rounded."""
@@ -205,3 +252,39 @@ def test_a_best_effort_pod_skips_balanced_allocation() -> None:
     pod = PodView.from_dict(make_pod("p", cpu=None, memory=None))
     assert resource_allocation.BalancedAllocation().scores(pod, snapshot,
                                                            snapshot.node_list()) == 0
+
+
+def test_listed_do_not_schedule_default_constraints_filter() -> None:
+    """podtopologyspread/plugin.go, getConstraints: a pod without constraints of its own gets
+    the profile's defaults at Filter too (filtering.go, calPreFilterState), with the selector
+    of the Service that selects it (common.go, buildDefaultConstraints); a node without the
+    key fails as "missing required label"."""
+    config = _config("""
+        profiles:
+        - schedulerName: spread
+          pluginConfig:
+          - name: PodTopologySpread
+            args:
+              defaultingType: List
+              defaultConstraints:
+              - {maxSkew: 1, topologyKey: topology.kubernetes.io/zone,
+                 whenUnsatisfiable: DoNotSchedule}
+        """)
+    zone = "topology.kubernetes.io/zone"
+    nodes = [make_node("a", labels={zone: "a"}), make_node("b", labels={zone: "b"}),
+             make_node("bare")]
+    service = {"apiVersion": "v1", "kind": "Service",
+               "metadata": {"name": "web", "namespace": "default"},
+               "spec": {"selector": {"app": "web"}}}
+    existing = [make_pod("w1", labels={"app": "web"}, node_name="a")]
+    snapshot = Snapshot.build(nodes=nodes, pods=existing, services=[service])
+    engine = Engine(config.profiles[0])
+    web = make_pod("w2", labels={"app": "web"})
+    assert engine.schedule(web, snapshot).node == "b"
+    assert not engine.fits(web, "a", snapshot)  # skew 2 - 0 > 1
+    assert not engine.fits(web, "bare", snapshot)  # no zone label
+    # nothing selects this pod: no default constraint applies
+    lone = make_pod("lone", labels={"app": "db"})
+    assert all(engine.fits(lone, node, snapshot) for node in ("a", "b", "bare"))
+    # the default profile (System defaults, all ScheduleAnyway) filters nothing
+    assert Engine(default_profile()).fits(web, "bare", snapshot)

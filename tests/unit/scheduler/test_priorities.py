@@ -59,6 +59,19 @@ def test_most_requested_prefers_full_nodes():
     assert got == [75, 25]  # most_allocated.go: requested * 100 / allocatable
 
 
+def test_most_requested_counts_more_than_the_capacity_as_full():
+    """most_allocated.go, mostRequestedScore clamps requested to the capacity: a node whose
+    memory the non-zero defaults (200Mi for a container without requests) push over its
+    allocatable scores 100 for memory, not 0 (LeastRequested: 0)."""
+    nodes = [make_node("a", cpu="4", memory="8Gi")]
+    existing = [make_pod("o", cpu="250m", memory="2Gi", node_name="a")]
+    existing[0]["spec"]["containers"].append({"name": "bare", "image": "pause"})
+    pod = make_pod("p", cpu="1500m", memory="6Gi")
+    # cpu (250m + 100m + 1500m) / 4 -> 46; memory 8Gi + 200Mi over 8Gi -> 100
+    assert scores(R("MostRequestedPriority"), pod, nodes, existing) == [73]
+    assert scores(R("LeastRequestedPriority"), pod, nodes, existing) == [26]
+
+
 def test_balanced_allocation():
     nodes = [make_node("a", cpu="4", memory="4Gi"), make_node("b", cpu="4", memory="4Gi")]
     existing = [make_pod("o", cpu="2", memory="0", node_name="a")]
