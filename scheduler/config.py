@@ -425,15 +425,18 @@ def _fit_args(doc: Mapping[str, Any], path: str, args: _Args, problems: _Problem
     strategy = _object(doc.get("scoringStrategy"), f"{path}.scoringStrategy", problems)
     spath = f"{path}.scoringStrategy"
     _fields(strategy, spath, ("type", "resources", "requestedToCapacityRatio"), problems)
-    kind = strategy.get("type", resource_allocation.LEAST_ALLOCATED)
-    if kind not in resource_allocation.STRATEGIES:
+    # defaults.go defaults a missing scoringStrategy, not a missing type within one
+    kind = strategy.get("type", "") if "scoringStrategy" in doc \
+        else resource_allocation.LEAST_ALLOCATED
+    if kind not in resource_allocation.STRATEGIES:  # reported with the resources' problems
         problems.unsupported(f"{spath}.type", kind, resource_allocation.STRATEGIES)
-        return
-    args.fit_strategy = kind
+    else:
+        args.fit_strategy = kind
     resources = _resources(strategy.get("resources"), f"{spath}.resources", problems, False)
     if resources is not None:
         args.fit_resources = resources
-    if kind != resource_allocation.REQUESTED_TO_CAPACITY_RATIO:
+    if kind != resource_allocation.REQUESTED_TO_CAPACITY_RATIO \
+            and strategy.get("requestedToCapacityRatio") is None:
         return
     ratio = _object(strategy.get("requestedToCapacityRatio"),
                     f"{spath}.requestedToCapacityRatio", problems)
@@ -441,10 +444,11 @@ def _fit_args(doc: Mapping[str, Any], path: str, args: _Args, problems: _Problem
     _fields(ratio, rpath, ("shape",), problems)
     shape: list[tuple[int, int]] = []
     points = _list(ratio.get("shape"), f"{rpath}.shape", problems)
+    # validation_pluginargs.go names the points under scoringStrategy.shape
     if not points:
-        problems.required(f"{rpath}.shape", "at least one point must be specified")
+        problems.required(f"{spath}.shape", "at least one point must be specified")
     for i, point in enumerate(points):
-        where = f"{rpath}.shape[{i}]"
+        where = f"{spath}.shape[{i}]"
         point = _object(point, where, problems)
         _fields(point, where, ("utilization", "score"), problems)
         u = _int(point.get("utilization"), f"{where}.utilization", problems, 0)

@@ -197,6 +197,9 @@ def _pick(candidates: list[_Candidate]) -> _Candidate:
 def evaluate_preemption(pod: Obj, snapshot: Snapshot, engine: Engine,
                         decision: Decision | None = None) -> PreemptionResult:
     """Choose a preemption for ``pod`` (which ``decision`` found fitting nowhere)."""
+    if not engine.policy.preemption:
+        # DefaultPreemption disabled: DynamicResources' PostFilter reason alone
+        return PreemptionResult(None, NO_CLAIMS_TO_DEALLOCATE)
     view = PodView.from_dict(pod)
     if view.preemption_policy == "Never":
         return PreemptionResult(None, post_filter_message("preemption: " + NEVER))

@@ -114,6 +114,8 @@ class SchedulingLoop:
             nominated, result = self._try_preemption(pod, decision, engine)
             if nominated is None and result is not None and result.clear_nomination:
                 nominated = _cleared(pod)
+        else:  # the other PostFilter plugins' words (see evaluate_preemption)
+            result = evaluate_preemption(pod, self.snapshot, engine, decision)
         self.metrics.attempt("unschedulable", time.perf_counter() - started)
         message = failed_scheduling_message(decision, result)
         log.info("unschedulable", extra={"pod": ObjectRef.from_key(info.key), "reason": message})

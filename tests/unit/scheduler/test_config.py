@@ -202,7 +202,12 @@ def test_a_resource_weight_over_100_is_refused_in_upstreams_words() -> None:
           - name: NodeResourcesFit
             args: {scoringStrategy: {resources: [{name: cpu, weight: 101}]}}
         """)
-    assert problems == ["profiles[0].pluginConfig[0].args.scoringStrategy.resources[0].weight: "
+    # a scoringStrategy without type is not defaulted (defaults.go defaults a missing
+    # scoringStrategy only): both problems, as ValidateNodeResourcesFitArgs collects them
+    assert problems == ["profiles[0].pluginConfig[0].args.scoringStrategy.type: Unsupported "
+                        'value: "": supported values: "LeastAllocated", "MostAllocated", '
+                        '"RequestedToCapacityRatio"',
+                        "profiles[0].pluginConfig[0].args.scoringStrategy.resources[0].weight: "
                         "Invalid value: 101: resource weight of cpu not in valid range "
                         "(0, 100]"]
 

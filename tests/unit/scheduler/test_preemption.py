@@ -250,3 +250,21 @@ def test_the_candidate_search_goes_on_past_pdb_violating_candidates() -> None:
         pod = make_pod("p", cpu="2", priority=10)
         result = evaluate_preemption(pod, snap, engine, engine.schedule(pod, snap))
         assert result.preemption is not None and result.preemption.node == "free", seed
+
+
+def test_without_default_preemption_the_message_ends_with_dynamic_resources_words() -> None:
+    """A profile without DefaultPreemption: RunPostFilterPlugins still runs DynamicResources'
+    PostFilter (dynamicresources.go), so FitError.Error ends with its reason alone."""
+    from dataclasses import replace
+
+    nodes = [make_node("n1", cpu="1")]
+    pods = [make_pod("low", cpu="1", priority=0, node_name="n1")]
+    snap = Snapshot.build(nodes=nodes, pods=pods)
+    engine = Engine(seed=0)
+    engine.policy = replace(engine.policy, preemption=False)
+    pod = make_pod("p", cpu="1", priority=10)
+    decision = engine.schedule(pod, snap)
+    result = evaluate_preemption(pod, snap, engine, decision)
+    assert result.preemption is None
+    assert failed_scheduling_message(decision, result) == \
+        "0/1 nodes are available: 1 Insufficient cpu. no new claims to deallocate"
