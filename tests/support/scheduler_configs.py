@@ -23,12 +23,12 @@
 - InterPodAffinity's hardPodAffinityWeight 0..100 and ignorePreferredTermsOfExistingPods;
 - percentageOfNodesToScore, on the profile or at the top level.
 
+- sometimes DefaultPreemption disabled at ``plugins.postFilter.disabled`` (the
+  FailedScheduling text then ends with DynamicResources' PostFilter reason alone:
+  pkg/scheduler/framework/plugins/dynamicresources/dynamicresources.go, PostFilter).
+
 Never what berthmaster refuses (NodeAffinity addedAffinity, NodeResourcesFit
-ignoredResources, extenders), nor DefaultPreemption disabled: kube-scheduler's FailedScheduling
-text then still ends with DynamicResources' PostFilter reason ("no new claims to deallocate":
-pkg/scheduler/framework/plugins/dynamicresources/dynamicresources.go, PostFilter, joined by
-pkg/scheduler/framework/runtime/framework.go, RunPostFilterPlugins), which berthmaster, without
-that plugin, writes only beside DefaultPreemption's.
+ignoredResources, extenders).
 
 :func:`random_config` is pure: a seed and an index give the same document.
 """
@@ -155,6 +155,9 @@ def random_config(seed: int, index: int, scheduler_name: str) -> JSON:
     profile = random_profile(rng)
     if rng.random() < 0.2:
         doc["percentageOfNodesToScore"] = rng.randint(0, 100)
+    if rng.random() < 0.15:  # drawn last: the draws above stay what they were
+        plugins = profile.setdefault("plugins", {})
+        plugins["postFilter"] = {"disabled": [{"name": "DefaultPreemption"}]}
     doc["profiles"] = [{"schedulerName": scheduler_name, **profile}]
     return doc
 

@@ -35,7 +35,8 @@ service and as the engine that explains its scores. A disagreement then quotes t
 The scenarios are seeded: ``BERTHMASTER_DIFF_SEED`` (default below),
 ``BERTHMASTER_DIFF_SCENARIOS`` for the default part, ``BERTHMASTER_DIFF_CONFIG_BATCHES``
 configurations of ``BERTHMASTER_DIFF_CONFIG_SCENARIOS`` scenarios each for the second (the
-quick set by default, about three minutes on two cores in all; raise them for a soak, e.g.
+default set: over 600 pods in each part, about eight minutes on two cores; raise them for a
+soak, e.g.
 ``BERTHMASTER_DIFF_SCENARIOS=2000 BERTHMASTER_DIFF_CONFIG_BATCHES=100``). A failure prints the
 first disagreement of each kind with its scenario (and its configuration), so a seed and an
 index reproduce it: the second part's batch ``b`` is configuration ``b`` of the seed and
@@ -63,9 +64,9 @@ from tests.support.scheduler_configs import random_config, renamed
 from tests.support.waiting import wait_for
 
 SEED = int(os.environ.get("BERTHMASTER_DIFF_SEED", "20261123"))
-SCENARIOS = int(os.environ.get("BERTHMASTER_DIFF_SCENARIOS", "72"))
-CONFIG_BATCHES = int(os.environ.get("BERTHMASTER_DIFF_CONFIG_BATCHES", "4"))
-CONFIG_SCENARIOS = int(os.environ.get("BERTHMASTER_DIFF_CONFIG_SCENARIOS", "16"))
+SCENARIOS = int(os.environ.get("BERTHMASTER_DIFF_SCENARIOS", "300"))
+CONFIG_BATCHES = int(os.environ.get("BERTHMASTER_DIFF_CONFIG_BATCHES", "12"))
+CONFIG_SCENARIOS = int(os.environ.get("BERTHMASTER_DIFF_CONFIG_SCENARIOS", "25"))
 # the second part's scenario indices, apart from the first part's
 CONFIG_INDEX_BASE, CONFIG_INDEX_STRIDE = 1_000_000, 10_000
 # floors, as shares of the pods compared, so that a run comparing (almost) nothing fails
@@ -101,8 +102,8 @@ async def _started(proc: Proc) -> None:
     await wait_for(synced, timeout=60, what="kube-scheduler's informers synced", interval=0.1)
 
 
-def _report(part: str, harness: Harness, found: list[Disagreement], floors: dict[str, float]
-            ) -> list[str]:
+def _report(part: str, harness: Harness, found: list[Disagreement], floors: dict[str, float],
+            scenarios: int) -> list[str]:
     """The part's summary is printed; its failures returned (disagreements, floors)."""
     kinds = Counter(d.kind for d in found)
     print(f"{part}: {harness.compared} pods compared, {len(found)} disagreements "
@@ -114,6 +115,9 @@ def _report(part: str, harness: Harness, found: list[Disagreement], floors: dict
         failures.append(f"{part}: {len(found)} disagreement(s) of {harness.compared} pods "
                         f"(seed {SEED}), by kind {dict(kinds)}; the first of each:\n\n"
                         + "\n\n".join(str(d) for d in first.values()))
+    if harness.compared < scenarios:  # every scenario brings at least one incoming pod
+        failures.append(f"{part}: only {harness.compared} pods compared in {scenarios} "
+                        "scenarios")
     for outcome, share in floors.items():
         if harness.outcomes[outcome] < max(1, int(share * harness.compared)):
             failures.append(f"{part}: too few pods {outcome!r}: {harness.outcomes[outcome]} "
@@ -143,7 +147,8 @@ async def test_berthmaster_agrees_with_kube_scheduler(cluster: Any, kube: KubeCl
         finally:
             proc.stop()
             await berthmaster.stop()
-        failures += _report(f"default profile, {SCENARIOS} scenarios", harness, found, FLOORS)
+        failures += _report(f"default profile, {SCENARIOS} scenarios", harness, found, FLOORS,
+                            SCENARIOS)
         default_compared = harness.compared
         harness.compared, harness.outcomes, harness.seconds = 0, Counter(), Counter()
         found = []
@@ -174,7 +179,8 @@ async def test_berthmaster_agrees_with_kube_scheduler(cluster: Any, kube: KubeCl
                 proc.stop()
                 await berthmaster.stop()
         failures += _report(f"generated configurations, {CONFIG_BATCHES} x {CONFIG_SCENARIOS} "
-                            "scenarios", harness, found, CONFIG_FLOORS)
+                            "scenarios", harness, found, CONFIG_FLOORS,
+                            CONFIG_BATCHES * CONFIG_SCENARIOS)
         # the second part compares as many pods per scenario as the first, give or take
         wanted = int(0.5 * default_compared * CONFIG_BATCHES * CONFIG_SCENARIOS
                      / max(1, SCENARIOS))
