@@ -227,31 +227,32 @@ def _list(value: Any, path: str, problems: _Problems) -> list[Any]:
     return value
 
 
-def _int(value: Any, path: str, problems: _Problems, default: int) -> int:
+def _typed(value: Any, path: str, problems: _Problems, default: Any,
+           accepts: Callable[[Any], bool], wanted: str) -> Any:
+    """``value`` when it is of the kind ``accepts`` takes, the default when absent; anything
+    else is reported (as ``wanted``) and read as the default."""
     if value is None:
         return default
-    if isinstance(value, bool) or not isinstance(value, int):
-        problems.type_error(path, value, "an integer")
+    if not accepts(value):
+        problems.type_error(path, value, wanted)
         return default
     return value
+
+
+def _int(value: Any, path: str, problems: _Problems, default: int) -> int:
+    return int(_typed(value, path, problems, default,
+                      lambda v: isinstance(v, int) and not isinstance(v, bool), "an integer"))
 
 
 def _number(value: Any, path: str, problems: _Problems, default: float) -> float:
-    if value is None:
-        return default
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        problems.type_error(path, value, "a number")
-        return default
-    return float(value)
+    return float(_typed(value, path, problems, default,
+                        lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
+                        "a number"))
 
 
 def _bool(value: Any, path: str, problems: _Problems, default: bool) -> bool:
-    if value is None:
-        return default
-    if not isinstance(value, bool):
-        problems.type_error(path, value, "true or false")
-        return default
-    return value
+    return bool(_typed(value, path, problems, default, lambda v: isinstance(v, bool),
+                       "true or false"))
 
 
 def _duration(value: Any, path: str, problems: _Problems, default: float) -> float:
