@@ -51,6 +51,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
 from berthmaster.devcluster import build
@@ -125,6 +126,10 @@ def _report(part: str, harness: Harness, found: list[Disagreement], floors: dict
     return failures
 
 
+# pytest-timeout's 300 s is for ordinary tests; this one's time grows with its scenarios
+# (about a second each on two cores, and a kube-scheduler restart per configuration)
+@pytest.mark.timeout(300 + 3 * (SCENARIOS + CONFIG_BATCHES * CONFIG_SCENARIOS)
+                     + 20 * CONFIG_BATCHES)
 async def test_berthmaster_agrees_with_kube_scheduler(cluster: Any, kube: KubeClient,
                                                       run_scheduler: Any,
                                                       tmp_path: Path) -> None:
