@@ -32,6 +32,7 @@ import yaml
 
 from berthmaster.documents import safe_load
 from berthmaster.errors import PolicyError
+from berthmaster.scheduler.model import NodeSelector, NodeSelectorTerm, node_selector_term
 from berthmaster.scheduler.plugins import (
     csi_volume_limits,
     image_locality,
@@ -381,6 +382,8 @@ class _Args:
     min_candidate_nodes_percentage: int = 10
     min_candidate_nodes_absolute: int = 100
     bind_timeout_seconds: int = 600
+    added_required: NodeSelector | None = None
+    added_preferred: tuple[tuple[int, NodeSelectorTerm], ...] = ()
 
 
 def _resources(raw: Any, path: str, problems: _Problems, balanced: bool
@@ -530,10 +533,35 @@ def _affinity_args(doc: Mapping[str, Any], path: str, args: _Args, problems: _Pr
 
 def _node_affinity_args(doc: Mapping[str, Any], path: str, args: _Args, problems: _Problems
                         ) -> None:
+    """NodeAffinityArgs.addedAffinity: required terms every pod must match too, preferred
+    terms scored beside the pod's own (nodeaffinity/node_affinity.go)."""
     _fields(doc, path, ("addedAffinity",), problems)
-    if doc.get("addedAffinity"):
-        problems.forbidden(f"{path}.addedAffinity", "not supported by berthmaster yet; "
-                           "remove it or use the namespace's node selector (docs/admission.md)")
+    apath = f"{path}.addedAffinity"
+    added = _object(doc.get("addedAffinity"), apath, problems)
+    _fields(added, apath, ("requiredDuringSchedulingIgnoredDuringExecution",
+                           "preferredDuringSchedulingIgnoredDuringExecution"), problems)
+    rpath = f"{apath}.requiredDuringSchedulingIgnoredDuringExecution"
+    required = added.get("requiredDuringSchedulingIgnoredDuringExecution")
+    if required is not None:
+        tpath = f"{rpath}.nodeSelectorTerms"
+        terms = _list(_object(required, rpath, problems).get("nodeSelectorTerms"), tpath,
+                      problems)
+        if not terms:  # core validation, ValidateNodeSelector: at least one term
+            problems.required(tpath, "must have at least one node selector term")
+        args.added_required = NodeSelector(tuple(
+            node_selector_term(_object(t, f"{tpath}[{i}]", problems))
+            for i, t in enumerate(terms)))
+    preferred: list[tuple[int, NodeSelectorTerm]] = []
+    ppath = f"{apath}.preferredDuringSchedulingIgnoredDuringExecution"
+    for i, entry in enumerate(_list(added.get(
+            "preferredDuringSchedulingIgnoredDuringExecution"), ppath, problems)):
+        entry = _object(entry, f"{ppath}[{i}]", problems)
+        weight = _int(entry.get("weight"), f"{ppath}[{i}].weight", problems, 0)
+        if not 1 <= weight <= 100:
+            problems.invalid(f"{ppath}[{i}].weight", weight, "must be in the range 1-100")
+        preferred.append((weight, node_selector_term(
+            _object(entry.get("preference"), f"{ppath}[{i}].preference", problems))))
+    args.added_preferred = tuple(preferred)
 
 
 def _preemption_args(doc: Mapping[str, Any], path: str, args: _Args, problems: _Problems
@@ -623,6 +651,8 @@ def _build_profile(name: str, percentage: int | None, filters: Sequence[tuple[st
             predicates.append(pod_topology_spread.PodTopologySpread(
                 name=plugin, default_constraints=pod_topology_spread.default_constraints(
                     args.spread_defaulting, args.spread_defaults)))
+        elif cls is node_affinity.NodeAffinity:
+            predicates.append(node_affinity.NodeAffinity(name=plugin, added=args.added_required))
         elif cls is not None:
             predicates.append(cls(name=plugin))
     priorities: list[Priority] = []
@@ -636,6 +666,8 @@ def _build_profile(name: str, percentage: int | None, filters: Sequence[tuple[st
                           shape=args.fit_shape)
         elif pcls is resource_allocation.BalancedAllocation:
             kwargs["resources"] = args.balanced_resources
+        elif pcls is node_affinity.NodeAffinityPriority:
+            kwargs["added_preferred"] = args.added_preferred
         elif pcls is inter_pod_affinity.InterPodAffinityPriority:
             kwargs.update(hard_pod_affinity_weight=args.hard_pod_affinity_weight,
                           ignore_preferred_terms_of_existing_pods=(

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from berthmaster.scheduler.model import NodeSelectorTerm, PodView, Requirement
+from berthmaster.scheduler.model import NodeSelector, NodeSelectorTerm, PodView, Requirement
 from berthmaster.scheduler.plugins.base import (
     NarrowedCheck,
     Predicate,
@@ -100,8 +100,25 @@ class NodeAffinity(Predicate):
     NAME = NAME
     ALIASES = ALIASES
     EVENTS = ("Node/Add", "Node/UpdateNodeLabel")
+    # NodeAffinityArgs.addedAffinity's required terms: every pod must match them as well
+    # (nodeaffinity/node_affinity.go, addedNodeSelector)
+    added: NodeSelector | None = None
 
     def prefilter(self, pod: PodView, snapshot: Snapshot) -> PrefilterResult:
+        own = self._own(pod, snapshot)
+        added = self.added
+        if added is None:
+            return own
+
+        def check_added(node: NodeInfo) -> Status | None:
+            if not added.matches(node.name, node.labels):
+                return _FAIL
+            return None if own is None else own(node)  # type: ignore[operator]
+
+        return check_added
+
+    def _own(self, pod: PodView, snapshot: Snapshot) -> PrefilterResult:
+        """The check of the pod's own nodeSelector and required node affinity."""
         if not pod.node_selector and pod.required_node_affinity is None:
             return None
         key = ("node-affinity", tuple(pod.node_selector.items()), pod.required_node_affinity)
@@ -134,9 +151,14 @@ def preferred_score(pod: PodView, node: NodeInfo) -> int:
 class NodeAffinityPriority(Priority):
     NAME = PRIORITY_NAME
     ALIASES = PRIORITY_ALIASES
+    # NodeAffinityArgs.addedAffinity's preferred terms, scored beside the pod's own
+    added_preferred: tuple[tuple[int, NodeSelectorTerm], ...] = ()
 
     def scores(self, pod: PodView, snapshot: Snapshot,
                nodes: Sequence[NodeInfo]) -> list[int] | int:
-        if not pod.preferred_node_affinity:
+        if not pod.preferred_node_affinity and not self.added_preferred:
             return 0
-        return normalize([preferred_score(pod, n) for n in nodes])
+        added = self.added_preferred
+        return normalize([preferred_score(pod, n) + sum(
+            weight for weight, term in added if term.matches(n.name, n.labels))
+            for n in nodes])

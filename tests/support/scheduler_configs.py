@@ -27,8 +27,8 @@
   FailedScheduling text then ends with DynamicResources' PostFilter reason alone:
   pkg/scheduler/framework/plugins/dynamicresources/dynamicresources.go, PostFilter).
 
-Never what berthmaster refuses (NodeAffinity addedAffinity, NodeResourcesFit
-ignoredResources, extenders).
+Never what berthmaster refuses (NodeResourcesFit ignoredResources, extenders), nor NodeAffinity
+addedAffinity (its required terms would narrow the nodes the harness pins pods to).
 
 :func:`random_config` is pure: a seed and an index give the same document.
 """

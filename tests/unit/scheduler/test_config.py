@@ -293,3 +293,44 @@ def test_listed_do_not_schedule_default_constraints_filter() -> None:
     assert all(engine.fits(lone, node, snapshot) for node in ("a", "b", "bare"))
     # the default profile (System defaults, all ScheduleAnyway) filters nothing
     assert Engine(default_profile()).fits(web, "bare", snapshot)
+
+
+def test_added_affinity_filters_and_scores_every_pod() -> None:
+    """NodeAffinityArgs.addedAffinity (nodeaffinity/node_affinity.go): its required terms
+    filter every pod of the profile as if the pod had them too (the pod's own reason), its
+    preferred terms score beside the pod's own."""
+    config = _config("""
+        profiles:
+        - schedulerName: a
+          pluginConfig:
+          - name: NodeAffinity
+            args:
+              addedAffinity:
+                requiredDuringSchedulingIgnoredDuringExecution:
+                  nodeSelectorTerms:
+                  - matchExpressions: [{key: pool, operator: In, values: [batch, web]}]
+                preferredDuringSchedulingIgnoredDuringExecution:
+                - weight: 10
+                  preference:
+                    matchExpressions: [{key: pool, operator: In, values: [web]}]
+        """)
+    nodes = [make_node("batch", labels={"pool": "batch"}), make_node("web", labels={"pool": "web"}),
+             make_node("other", labels={"pool": "db"})]
+    decision = Engine(config.profiles[0], seed=0).schedule(
+        make_pod("p"), Snapshot.build(nodes=nodes), explain=True)
+    assert decision.node == "web"
+    assert decision.reasons == {"other": ["node(s) didn't match Pod's node affinity/selector"]}
+    scores = decision.priority_scores
+    assert (scores["web"]["NodeAffinity"], scores["batch"]["NodeAffinity"]) == (100, 0)
+    problems = _problems("""
+        profiles:
+        - schedulerName: a
+          pluginConfig:
+          - name: NodeAffinity
+            args:
+              addedAffinity:
+                requiredDuringSchedulingIgnoredDuringExecution: {nodeSelectorTerms: []}
+        """)
+    assert problems[0].startswith("profiles[0].pluginConfig[0].args.addedAffinity."
+                                  "requiredDuringSchedulingIgnoredDuringExecution."
+                                  "nodeSelectorTerms: Required value")
