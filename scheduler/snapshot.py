@@ -753,6 +753,11 @@ class Snapshot:
     def node(self, name: str) -> NodeInfo | None:
         return self._nodes.get(name)
 
+    def placed_pods(self) -> Iterator[PodView]:
+        """Every pod counted on a node (bound or assumed)."""
+        for pods in self._pods_by_node.values():
+            yield from pods.values()
+
     def pods_on(self, node_name: str) -> list[PodView]:
         return list(self._pods_by_node.get(node_name, {}).values())
 

@@ -2,6 +2,12 @@
 
 A GCE PD may be shared only if every user mounts it read-only; an AWS EBS volume never; RBD
 images and iSCSI targets (same monitors/pool/image, same IQN and LUN) only read-only.
+
+ReadWriteOncePod (volumerestrictions/volume_restrictions.go, PreFilter and
+satisfyReadWriteOncePod): a claim of the pod with that access mode which a pod already placed
+on a node uses rejects every node (``node(s) unavailable due to PersistentVolumeClaim with
+ReadWriteOncePod access mode already in-use by another pod``; preemption may free it); a claim
+that does not exist rejects the pod at once, as upstream's PreFilter does.
 """
 
 from __future__ import annotations
@@ -9,13 +15,22 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from berthmaster.scheduler.model import PodView, Volume
-from berthmaster.scheduler.plugins.base import Predicate, PrefilterResult, Status, unschedulable
+from berthmaster.scheduler.plugins.base import (
+    Predicate,
+    PrefilterResult,
+    Status,
+    unresolvable,
+    unschedulable,
+)
 from berthmaster.scheduler.snapshot import NodeInfo, Snapshot
 
 NAME = "NoDiskConflict"
 ALIASES = ("VolumeRestrictions",)
 REASON = "node(s) had no available disk"
+REASON_READ_WRITE_ONCE_POD = ("node(s) unavailable due to PersistentVolumeClaim with "
+                              "ReadWriteOncePod access mode already in-use by another pod")
 _FAIL = unschedulable(REASON)
+_FAIL_RWOP = unschedulable(REASON_READ_WRITE_ONCE_POD)
 KINDS = ("gcePersistentDisk", "awsElasticBlockStore", "rbd", "iscsi")
 
 
@@ -36,13 +51,39 @@ def fits(pod: PodView, node: NodeInfo) -> bool:
     return True
 
 
+def claims_in_use(pod: PodView, names: list[str], snapshot: Snapshot) -> bool:
+    """Whether a pod placed on a node (the pod itself aside) uses one of ``names``, claims of
+    ``pod``'s namespace (StorageInfos.IsPVCUsedByPods)."""
+    wanted = set(names)
+    for other in snapshot.placed_pods():
+        if other.uid != pod.uid and other.namespace == pod.namespace and any(
+                v.kind == "pvc" and v.ident in wanted for v in other.volumes):
+            return True
+    return False
+
+
+def _in_use(node: NodeInfo) -> Status:
+    return _FAIL_RWOP
+
+
 @dataclass
 class VolumeRestrictions(Predicate):
     NAME = NAME
     ALIASES = ALIASES
-    EVENTS = ("Pod/Delete",)
+    EVENTS = ("Pod/Delete", "PersistentVolumeClaim/Add")
 
     def prefilter(self, pod: PodView, snapshot: Snapshot) -> PrefilterResult:
+        claims = [v.ident for v in pod.volumes if v.kind == "pvc"]
+        if claims and snapshot.persistent_volume_claims is not None:
+            once: list[str] = []
+            for name in claims:
+                pvc = snapshot.persistent_volume_claims.get(f"{pod.namespace}/{name}")
+                if pvc is None:
+                    return unresolvable(f'persistentvolumeclaim "{name}" not found')
+                if "ReadWriteOncePod" in ((pvc.get("spec") or {}).get("accessModes") or ()):
+                    once.append(name)
+            if once and claims_in_use(pod, once, snapshot):
+                return _in_use  # Filter's status on every node, as satisfyReadWriteOncePod
         if not any(v.kind in KINDS for v in pod.volumes):
             return None
 

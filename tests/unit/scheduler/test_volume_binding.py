@@ -254,3 +254,34 @@ def test_all_bound_pod_reserves_nothing():
     s = snap([pv("a", phase="Bound")], [pvc("c", volume="a", annotations=BOUND)])
     binder = VolumeBinder(kube=None, snapshot=s)  # type: ignore[arg-type]
     assert binder.reserve(pod_with("c"), "n1") is None
+
+
+def test_a_read_write_once_pod_claim_in_use_rejects_every_node() -> None:
+    """volumerestrictions/volume_restrictions.go: a ReadWriteOncePod claim another placed pod
+    uses makes the pod Unschedulable on every node (preemption may free it); a claim that
+    does not exist is UnschedulableAndUnresolvable at PreFilter."""
+    from berthmaster.scheduler.engine import Engine
+
+
+    claim = {"kind": "PersistentVolumeClaim",
+             "metadata": {"name": "solo", "namespace": "default",
+                          "annotations": {"pv.kubernetes.io/bind-completed": "yes"}},
+             "spec": {"accessModes": ["ReadWriteOncePod"], "volumeName": "pv",
+                      "resources": {"requests": {"storage": "1Gi"}}}}
+    volume = [{"name": "data", "persistentVolumeClaim": {"claimName": "solo"}}]
+    holder = make_pod("holder", node_name="a", spec={"volumes": volume})
+    pod = make_pod("p", spec={"volumes": volume})
+    pv = {"kind": "PersistentVolume", "metadata": {"name": "pv"},
+          "spec": {"capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOncePod"],
+                   "claimRef": {"namespace": "default", "name": "solo"}}}
+    snapshot = Snapshot.build(nodes=[make_node("a"), make_node("b")], pods=[holder],
+                              persistent_volume_claims=[claim], persistent_volumes=[pv])
+    decision = Engine(seed=0).schedule(pod, snapshot)
+    assert decision.message == (
+        "0/2 nodes are available: 2 node(s) unavailable due to PersistentVolumeClaim with "
+        "ReadWriteOncePod access mode already in-use by another pod.")
+    assert not decision.unresolvable
+    missing = make_pod("q", spec={"volumes": [
+        {"name": "data", "persistentVolumeClaim": {"claimName": "gone"}}]})
+    assert Engine(seed=0).schedule(missing, snapshot).message == \
+        '0/2 nodes are available: persistentvolumeclaim "gone" not found.'
