@@ -93,10 +93,12 @@ log = logging.getLogger("berthmaster.operator.autoscaler")
 
 
 def default_placement() -> Placement:
-    """The scheduler's placement engine (one placement truth for scheduler and autoscaler)."""
+    """The scheduler's placement engine (one placement truth for scheduler and autoscaler):
+    its default profile, less what needs volumes the autoscaler does not watch."""
+    from berthmaster.scheduler.config import simulation_profile
     from berthmaster.scheduler.engine import Engine
 
-    return Engine()
+    return Engine(simulation_profile())
 
 
 @dataclass

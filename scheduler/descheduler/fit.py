@@ -33,12 +33,14 @@ class EngineFit:
         pdbs: Iterable[dict[str, Any]] = (),
         priority_classes: Iterable[dict[str, Any]] = (),
     ):
+        from berthmaster.scheduler.config import simulation_profile
         from berthmaster.scheduler.engine import Engine
         from berthmaster.scheduler.snapshot import Snapshot
 
         self.snapshot = Snapshot.build(nodes=nodes, pods=pods, namespaces=namespaces, pdbs=pdbs,
                                        priority_classes=priority_classes)
-        self.engine = Engine(policy=None)
+        # the default profile, less what needs volumes this snapshot does not hold
+        self.engine = Engine(simulation_profile())
         self._answers: dict[tuple[str, str], bool] = {}
 
     @contextmanager

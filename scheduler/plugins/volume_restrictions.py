@@ -6,8 +6,10 @@ images and iSCSI targets (same monitors/pool/image, same IQN and LUN) only read-
 ReadWriteOncePod (volumerestrictions/volume_restrictions.go, PreFilter and
 satisfyReadWriteOncePod): a claim of the pod with that access mode which a pod already placed
 on a node uses rejects every node (``node(s) unavailable due to PersistentVolumeClaim with
-ReadWriteOncePod access mode already in-use by another pod``; preemption may free it); a claim
-that does not exist rejects the pod at once, as upstream's PreFilter does.
+ReadWriteOncePod access mode already in-use by another pod``; preemption may free it). A claim
+that does not exist is left to VolumeBinding's PreFilter, which rejects the pod in the same
+words upstream's VolumeRestrictions would (the autoscaler's and descheduler's snapshots hold no
+claims, and their profile has no VolumeBinding).
 """
 
 from __future__ import annotations
@@ -19,7 +21,6 @@ from berthmaster.scheduler.plugins.base import (
     Predicate,
     PrefilterResult,
     Status,
-    unresolvable,
     unschedulable,
 )
 from berthmaster.scheduler.snapshot import NodeInfo, Snapshot
@@ -79,7 +80,7 @@ class VolumeRestrictions(Predicate):
             for name in claims:
                 pvc = snapshot.persistent_volume_claims.get(f"{pod.namespace}/{name}")
                 if pvc is None:
-                    return unresolvable(f'persistentvolumeclaim "{name}" not found')
+                    continue  # VolumeBinding's PreFilter reports it, in the same words
                 if "ReadWriteOncePod" in ((pvc.get("spec") or {}).get("accessModes") or ()):
                     once.append(name)
             if once and claims_in_use(pod, once, snapshot):
