@@ -1,4 +1,4 @@
-"""kopf handlers retry what is transient, and only that (issue 18).
+"""kopf handlers retry what is transient, and only that.
 
 Design: kopf retries a handler that raises anything but :class:`kopf.PermanentError`, every
 minute, for ever. An API error tells which it is (``KubeError.transient``: no answer, a

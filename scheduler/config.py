@@ -24,7 +24,7 @@ With no file at all, :func:`default_profile` is the result of an empty configura
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -278,18 +278,27 @@ class _PluginSet:
     disabled: list[str]
 
 
-def _plugin_set(raw: Any, path: str, problems: _Problems) -> _PluginSet:
-    doc = _object(raw, path, problems)
-    _fields(doc, path, ("enabled", "disabled"), problems)
-    enabled: list[tuple[str, int]] = []
-    for i, entry in enumerate(_list(doc.get("enabled"), f"{path}.enabled", problems)):
-        where = f"{path}.enabled[{i}]"
+def _named(raw: Any, path: str, problems: _Problems, fields: Sequence[str]
+           ) -> Iterator[tuple[str, str, Mapping[str, Any]]]:
+    """(where, name, entry) for each entry of the list ``raw`` whose fields are ``fields``
+    and whose ``name`` is set (the others are reported)."""
+    for i, entry in enumerate(_list(raw, path, problems)):
+        where = f"{path}[{i}]"
         entry = _object(entry, where, problems)
-        _fields(entry, where, ("name", "weight"), problems)
+        _fields(entry, where, fields, problems)
         name = entry.get("name")
         if not isinstance(name, str) or not name:
             problems.required(f"{where}.name")
             continue
+        yield where, name, entry
+
+
+def _plugin_set(raw: Any, path: str, problems: _Problems) -> _PluginSet:
+    doc = _object(raw, path, problems)
+    _fields(doc, path, ("enabled", "disabled"), problems)
+    enabled: list[tuple[str, int]] = []
+    for where, name, entry in _named(doc.get("enabled"), f"{path}.enabled", problems,
+                                     ("name", "weight")):
         weight = _int(entry.get("weight"), f"{where}.weight", problems, 0)
         if weight < 0:
             problems.invalid(f"{where}.weight", weight, "must not be negative")
@@ -297,16 +306,8 @@ def _plugin_set(raw: Any, path: str, problems: _Problems) -> _PluginSet:
             problems.invalid(f"{where}.name", name, _unknown_plugin())
             continue
         enabled.append((name, weight))
-    disabled: list[str] = []
-    for i, entry in enumerate(_list(doc.get("disabled"), f"{path}.disabled", problems)):
-        where = f"{path}.disabled[{i}]"
-        entry = _object(entry, where, problems)
-        _fields(entry, where, ("name", "weight"), problems)
-        name = entry.get("name")
-        if not isinstance(name, str) or not name:
-            problems.required(f"{where}.name")
-            continue
-        disabled.append(name)
+    disabled = [name for _, name, _ in _named(doc.get("disabled"), f"{path}.disabled",
+                                              problems, ("name", "weight"))]
     return _PluginSet(enabled, disabled)
 
 
@@ -398,14 +399,7 @@ def _resources(raw: Any, path: str, problems: _Problems, balanced: bool
         return None
     out: list[tuple[str, int]] = []
     seen: set[str] = set()
-    for i, entry in enumerate(items):
-        where = f"{path}[{i}]"
-        entry = _object(entry, where, problems)
-        _fields(entry, where, ("name", "weight"), problems)
-        name = entry.get("name")
-        if not isinstance(name, str) or not name:
-            problems.required(f"{where}.name")
-            continue
+    for where, name, entry in _named(items, path, problems, ("name", "weight")):
         weight = _int(entry.get("weight"), f"{where}.weight", problems, 0) or 1
         if balanced:
             if name in seen:
@@ -613,14 +607,7 @@ _ARGS: dict[str, tuple[str, Callable[[Mapping[str, Any], str, _Args, _Problems],
 def _plugin_args(raw: Any, path: str, problems: _Problems) -> _Args:
     args = _Args()
     seen: set[str] = set()
-    for i, entry in enumerate(_list(raw, path, problems)):
-        where = f"{path}[{i}]"
-        entry = _object(entry, where, problems)
-        _fields(entry, where, ("name", "args"), problems)
-        name = entry.get("name")
-        if not isinstance(name, str) or not name:
-            problems.required(f"{where}.name")
-            continue
+    for where, name, entry in _named(raw, path, problems, ("name", "args")):
         if name in seen:
             problems.duplicate(where, name)
         seen.add(name)
