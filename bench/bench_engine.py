@@ -1,6 +1,6 @@
 """Time one placement decision of the engine on a large synthetic cluster.
 
-Four cases, as issue 3 asks, each on ``--nodes`` nodes (default 5000) with as many running
+Four cases, each on ``--nodes`` nodes (default 5000) with as many running
 pods: a plain pod; node affinity plus taints; required pod anti-affinity (some running pods
 carry required anti-affinity too); preferred pod affinity. Prints the median and p99 of
 ``Engine.schedule`` (time.perf_counter, wall clock) over ``--runs`` decisions per case, and the

@@ -1,5 +1,5 @@
 """Missing CRDs or RBAC end a command at startup with one line naming what is missing and the
-fix, exit 2 (issue 18, item 1), on the real API server.
+fix, exit 2, on the real API server.
 
 RBAC: the commands run with a kubeconfig holding a TokenRequest token of a fresh ServiceAccount
 that is granted nothing (or only part of what is needed); the API server answers their

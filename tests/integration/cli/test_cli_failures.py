@@ -1,5 +1,5 @@
 """Every command fails fast and readably: one line naming the problem and the fix, exit 2 for
-configuration and 3 for connectivity, a traceback only with ``-v`` (issue 18, item 1).
+configuration and 3 for connectivity, a traceback only with ``-v``.
 
 Each case runs the real CLI as a subprocess (``python -m berthmaster.cli``), as an administrator
 would, and reads its stderr and exit status; the API-server cases talk to the session's real

@@ -1,5 +1,4 @@
-"""`berthmaster explain pod` and `simulate --from-cluster` on the real API server (issue 18,
-item 6).
+"""`berthmaster explain pod` and `simulate --from-cluster` on the real API server.
 
 The commands run as subprocesses, as an administrator (or kubectl, through the
 ``kubectl-berthmaster`` plugin) runs them, against the session's kube-apiserver with kwok nodes.
@@ -112,7 +111,10 @@ async def test_explain_json_reasons(cluster: Any, scene: dict[str, str]) -> None
     assert placement["node"] == big
     assert placement["message"] == f"Successfully assigned {namespace}/b-somewhere to {big}"
     assert placement["nodes"][big]["fits"] is True
-    assert placement["nodes"][big]["scores"]["NodeResourcesFit"] >= 0
+    # LeastAllocated (noderesources/least_allocated.go) on the big node: cpu (500m + 1500m) of 4
+    # leaves 50 %; memory, the non-zero default 200Mi for each of db and b-somewhere
+    # (pkg/scheduler/util/pod_resources.go), of 8Gi leaves 95.1 %: (50 + 95.1) / 2 = 72.
+    assert placement["nodes"][big]["scores"]["NodeResourcesFit"] == 72
     assert placement["nodes"][small]["predicates"]["NodeResourcesFit"] == "Insufficient cpu"
 
 

@@ -212,7 +212,8 @@ async def test_an_api_error_that_is_not_transient_is_not_retried(
 ) -> None:
     """A Job the API server refuses as invalid (422: its name, and so its pods' job-name label,
     is longer than 63 characters) fails the handler permanently, logged as such, instead of
-    kopf's retry every minute for ever (issue 18: the operator retries only what is transient).
+    kopf's retry every minute for ever (the operator retries only what is
+    transient: operator/retrying.py).
     kopf/_core/actions/execution.py ``execute_handler_once``: PermanentError "failed
     permanently", TemporaryError "failed temporarily", any other exception "failed with an
     exception and will try again in 60 seconds" (what this test saw before the change)."""

@@ -75,7 +75,7 @@ async def test_node_taints_evict_exactly_the_untolerating_pods(
     assert await remaining(kube, namespace) == {"welcome", "bare", "critical"}, result.output
     assert "pod does not have any ownerRefs" in result.output
     assert "pod has system critical priority" in result.output
-    # descheduler_pods_evicted_total's counts, handed to the operator (issue 18, item 4)
+    # descheduler_pods_evicted_total's counts, handed to the operator
     assert parse_termination_message(termination_log.read_text()) == {
         ("success", "RemovePodsViolatingNodeTaints", "test", namespace, node): 1}
 

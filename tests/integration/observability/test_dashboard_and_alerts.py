@@ -1,5 +1,5 @@
 """Every query of the chart's Grafana dashboard and PrometheusRule reads metrics the running
-components export, and both components log the one JSON format (issue 18, items 3 and 5).
+components export, and both components log the one JSON format.
 
 The scheduler and the operator run as processes against the session's real API server, as in
 a cluster (the operator with every capability and every CRD installed); the scheduler binds a

@@ -1,4 +1,4 @@
-"""Behaviour that must match kubernetes-sigs/descheduler exactly (issue 12, items 13-18).
+"""Behaviour that must match kubernetes-sigs/descheduler exactly.
 
 v1alpha1 policies follow release v0.30.1 (the last that read them); v1alpha2 follows upstream's
 current main. Each test names the upstream file and function the behaviour comes from.

@@ -1,5 +1,5 @@
 """The one log format of every component (berthmaster.logs): keys, object references, kopf's
-records, levels (issue 18, item 3).
+records, levels.
 
 The object reference follows klog's structured logging: ``klog.KObj`` renders
 ``{"name": ..., "namespace": ...}`` and drops an empty namespace (k8s.io/klog/v2 ``ObjectRef``

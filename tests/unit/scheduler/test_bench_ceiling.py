@@ -1,4 +1,4 @@
-"""The scheduler benchmark says plainly whether its bind-only stub was a ceiling (issue 16.1)."""
+"""The scheduler benchmark says plainly whether its bind-only stub was a ceiling."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""`berthmaster explain pod` without a cluster: its pure parts (issue 18, item 6).
+"""`berthmaster explain pod` without a cluster: its pure parts.
 
 The command's answer is ``simulate``'s own placement entry for the one pod (upstream's
 kube-scheduler has no such command; its per-node reasons are the FitError of

@@ -120,7 +120,10 @@ def test_simulate_yaml_explain(tmp_path, capsys):
     assert web["nodes"]["node1"]["fits"] is False
     assert web["nodes"]["node1"]["predicates"]["TaintToleration"] == \
         "node(s) had untolerated taint {key1: value1}"
-    assert web["nodes"]["node2"]["scores"]["NodeResourcesFit"] >= 0
+    # LeastAllocated (noderesources/least_allocated.go): on node2 big (1 CPU, nominated there
+    # after preempting low) and web (400m) leave 30 % of 2 CPUs; memory, the non-zero default
+    # 200Mi each (pkg/scheduler/util/pod_resources.go), leaves 90.2 % of 4Gi: (30 + 90.2) / 2.
+    assert web["nodes"]["node2"]["scores"]["NodeResourcesFit"] == 60
 
 
 def test_simulate_table(tmp_path, capsys):

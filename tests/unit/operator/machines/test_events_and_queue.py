@@ -61,7 +61,8 @@ async def test_queue_dedups_requeues_and_backs_off() -> None:
 
 async def test_queue_retries_only_transient_api_errors(caplog: Any) -> None:
     """A 503 (or no answer, 409, 429) is retried with backoff; a 403 or 422 is logged and not
-    retried until the next event (issue 18: the operator retries only what is transient).
+    retried until the next event (the operator retries only what is transient:
+    operator/retrying.py).
     client-go's ``IsRetryableError`` cases: k8s.io/apimachinery/pkg/util/net ``IsProbableEOF``,
     apierrors ``IsServerTimeout``/``IsTooManyRequests``/``IsConflict``."""
     from berthmaster.kube import KubeError
