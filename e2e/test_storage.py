@@ -107,6 +107,14 @@ def read_first(kind: Kind, namespace: str, pod: str) -> str:
                     "/data/first").stdout.strip()
 
 
+def scheduled_events(kind: Kind, namespace: str, pod: dict[str, Any]) -> list[dict[str, Any]]:
+    """The Scheduled events of this very pod (a recreated pod has the same name)."""
+    name, uid = pod["metadata"]["name"], pod["metadata"]["uid"]
+    return wait_for(lambda: [e for e in events(kind, namespace, name, "Scheduled")
+                             if e["involvedObject"]["uid"] == uid],
+                    f"a Scheduled event for {namespace}/{name} ({uid})")
+
+
 @pytest.fixture
 def cluster_scoped(kind: Kind) -> Iterator[list[str]]:
     """Cluster-scoped objects a test creates (``kind/name``), deleted after it."""
@@ -128,7 +136,7 @@ def test_stateful_set_claims_are_provisioned_on_the_nodes_berthmaster_chose(
     assert sorted(p["metadata"]["name"] for p in pods) == ["web-0", "web-1", "web-2"]
     for pod in pods:
         name, node = pod["metadata"]["name"], pod["spec"]["nodeName"]
-        claim = kind.get("pvc", f"data-{name}", "-n", namespace)
+        claim = kind.get("pvc", f"data-{name}", "-n", namespace, "--show-managed-fields")
         assert claim["status"]["phase"] == "Bound", claim["status"]
         volume = kind.get("pv", claim["spec"]["volumeName"])
         assert volume["spec"]["claimRef"]["uid"] == claim["metadata"]["uid"]
@@ -139,8 +147,7 @@ def test_stateful_set_claims_are_provisioned_on_the_nodes_berthmaster_chose(
         if MODE == "kubelet":
             assert kind.get("node", node)["metadata"]["labels"].get(NODE_LABEL) == (
                 NODE_LABEL_VALUE)
-        (scheduled,) = [e for e in events(kind, namespace, name, "Scheduled")
-                        if e["involvedObject"]["uid"] == pod["metadata"]["uid"]]
+        (scheduled,) = scheduled_events(kind, namespace, pod)
         assert scheduled["source"]["component"] == SCHEDULER
 
 
@@ -168,10 +175,7 @@ def test_data_outlives_the_pod_and_its_replacement_lands_on_the_volume_node(
     assert second["spec"]["nodeName"] == node
     assert kind.get("pvc", "data-keep-0", "-n", namespace)["spec"]["volumeName"] == (
         claim["spec"]["volumeName"])
-    (scheduled,) = wait_for(
-        lambda: [e for e in events(kind, namespace, "keep-0", "Scheduled")
-                 if e["involvedObject"]["uid"] == second["metadata"]["uid"]],
-        "a Scheduled event for the new keep-0")
+    (scheduled,) = scheduled_events(kind, namespace, second)
     assert scheduled["source"]["component"] == SCHEDULER
     assert scheduled["message"] == f"Successfully assigned {namespace}/keep-0 to {node}"
     assert read_first(kind, namespace, "keep-0") == first_uid
@@ -243,7 +247,7 @@ def test_a_static_local_volume_draws_its_pod_to_its_node(
         kind.get("pvc", "local", "-n", namespace)), "claim local Bound")
     assert claimed["spec"]["volumeName"] == volume_name
     assert SELECTED_NODE not in (claimed["metadata"].get("annotations") or {})
-    volume = kind.get("pv", volume_name)
+    volume = kind.get("pv", volume_name, "--show-managed-fields")
     assert volume["spec"]["claimRef"]["uid"] == claimed["metadata"]["uid"]
     assert SCHEDULER_MANAGER in {e["manager"] for e in volume["metadata"]["managedFields"]
                                  if "f:claimRef" in (e.get("fieldsV1") or {}).get("f:spec", {})}
@@ -256,10 +260,13 @@ def test_a_claim_no_node_can_satisfy_leaves_the_pod_pending_with_upstreams_reaso
         kind: Kind, namespace: str, cluster_scoped: list[str]) -> None:
     """A WaitForFirstConsumer claim of a class that provisions nothing, with no volume: every
     node fails VolumeBinding's Filter with ErrReasonBindConflict, unresolvable (volumebinding/
-    binder.go), and preemption cannot help. The message is FitError.Error's
-    (pkg/scheduler/framework/types.go) with DefaultPreemption's PostFilter message
-    (pkg/scheduler/framework/preemption/preemption.go). The pod tolerates every taint so each
-    node reaches VolumeBinding (TaintToleration and NodeUnschedulable run first)."""
+    binder.go), and no PostFilter can help. The message is FitError.Error's
+    (pkg/scheduler/framework/types.go) followed by the PostFilter plugins' reasons joined with
+    ", " in the default order (framework/runtime/framework.go RunPostFilterPlugins):
+    DynamicResources' "no new claims to deallocate" (plugins/dynamicresources/
+    dynamicresources.go), then DefaultPreemption's FitError (framework/preemption/
+    preemption.go). The pod tolerates every taint so each node reaches VolumeBinding
+    (TaintToleration and NodeUnschedulable run first)."""
     class_name = f"nothing-{namespace}"
     kind.apply(yaml.safe_dump(no_provisioner_class(class_name)))
     cluster_scoped.append(f"storageclass/{class_name}")
@@ -277,8 +284,8 @@ def test_a_claim_no_node_can_satisfy_leaves_the_pod_pending_with_upstreams_reaso
     assert total in counts, (total, counts)
     assert failed["message"] == (
         f"0/{total} nodes are available: {total} node(s) didn't find available persistent "
-        f"volumes to bind. preemption: 0/{total} nodes are available: {total} Preemption is "
-        "not helpful for scheduling.")
+        f"volumes to bind. no new claims to deallocate, preemption: 0/{total} nodes are "
+        f"available: {total} Preemption is not helpful for scheduling.")
     assert failed["source"]["component"] == SCHEDULER
     pod = kind.get("pod", name, "-n", namespace)
     assert pod["status"]["phase"] == "Pending" and not pod["spec"].get("nodeName")

@@ -55,6 +55,9 @@ CONTROLLERS = (
     "root-ca-certificate-publisher-controller",
     # Binds claims to volumes: the scheduler's VolumeBinding PreBind waits for it.
     "persistentvolume-binder-controller",
+    # Release a claim (and its volume) once no pod uses it: without them a deleted namespace
+    # with claims never finishes (kubernetes.io/pvc-protection, kubernetes.io/pv-protection).
+    "persistentvolumeclaim-protection-controller", "persistentvolume-protection-controller",
 )
 COMPONENTS = ("etcd", "kube-apiserver", "kube-controller-manager", "kwok")
 NODE_COMPONENTS = ("containerd", "kube-scheduler", "kubelet", "kube-proxy")
