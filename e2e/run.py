@@ -13,7 +13,10 @@ on pods. This driver walks it on one of two clusters and says which:
   plane with one real kubelet beside it (``berthmaster dev up --kubelets 1 --kwok cluster``,
   berthmaster/devcluster/kubelet.py); the images are loaded into the node's containerd, and the
   worker nodes of deploy/kind-cluster.yaml become kwok nodes with the same labels and taints.
-  berthmaster's own pods, kwok and the descheduler Jobs run on the real kubelet.
+  berthmaster's own pods, kwok and the descheduler Jobs run on the real kubelet. The cluster
+  comes with kind's default storage, which kind's nodes ship: StorageClass ``standard`` served
+  by rancher's local-path-provisioner, built here and run on the real kubelet
+  (berthmaster/devcluster/local_path.py); on kind, kind's own is used.
 
 Either way kwok runs in the cluster from a locally built image, and the chart is installed with
 ``image.pullPolicy=Never``. Where neither cluster can be had, the suite still runs and skips with
@@ -204,6 +207,8 @@ def main() -> int:
             images.kwok_image(lambda line: print(f"    {line}"))
             if mode == "kubelet":
                 images.pause_image(lambda line: print(f"    {line}"))
+                images.local_path_image(lambda line: print(f"    {line}"))
+                images.local_path_helper_image(lambda line: print(f"    {line}"))
         except images.ImageError as error:
             raise SystemExit(f"e2e: {error}") from error
     try:

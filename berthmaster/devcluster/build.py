@@ -92,6 +92,17 @@ NODE_FAMILY = Family(
 )
 NODE_BINARIES = tuple(binary for binary, _ in NODE_FAMILY.packages)
 
+# kind's default dynamic provisioner (its ``standard`` StorageClass): rancher's
+# local-path-provisioner, at the version the Go module proxy serves, for the real node's
+# clusters (berthmaster.devcluster.local_path); its version is stamped as its release build does.
+LOCAL_PATH_VERSION = "v0.0.30"
+LOCAL_PATH_FAMILY = Family(
+    "local-path-provisioner",
+    (("local-path-provisioner", "github.com/rancher/local-path-provisioner"),),
+    ldflags=f"-s -w -X main.VERSION={LOCAL_PATH_VERSION}",
+    module="local-path-provisioner",
+)
+
 # kwok's published stages: the defaults (fake node start-up and lease heart-beats; pods turn
 # Ready, Job pods complete, deletions finish) and the chaos stages, which act only on objects
 # carrying their label (a pod labelled pod-container-running-failed.stage.kwok.x-k8s.io=true
@@ -122,7 +133,7 @@ def family_dir(family: Family) -> Path:
 
 def binary_path(binary: str) -> Path:
     """The cached path of one binary (it may not be built yet)."""
-    for family in (*FAMILIES, NODE_FAMILY):
+    for family in (*FAMILIES, NODE_FAMILY, LOCAL_PATH_FAMILY):
         if any(name == binary for name, _ in family.packages):
             return family_dir(family) / binary
     raise KeyError(binary)

@@ -33,7 +33,7 @@ from typing import Any
 
 import yaml
 
-from berthmaster.devcluster import build, images, kwok_incluster
+from berthmaster.devcluster import build, images, kwok_incluster, local_path
 from berthmaster.devcluster import kubelet as node
 from berthmaster.devcluster.certs import Pki, ensure_client, ensure_pki, kubeconfig
 from berthmaster.devcluster.paths import state_root
@@ -55,6 +55,9 @@ CONTROLLERS = (
     "root-ca-certificate-publisher-controller",
     # Binds claims to volumes: the scheduler's VolumeBinding PreBind waits for it.
     "persistentvolume-binder-controller",
+    # Release a claim (and its volume) once no pod uses it: without them a deleted namespace
+    # with claims never finishes (kubernetes.io/pvc-protection, kubernetes.io/pv-protection).
+    "persistentvolumeclaim-protection-controller", "persistentvolume-protection-controller",
 )
 COMPONENTS = ("etcd", "kube-apiserver", "kube-controller-manager", "kwok")
 NODE_COMPONENTS = ("containerd", "kube-scheduler", "kubelet", "kube-proxy")
@@ -384,10 +387,12 @@ class ControlPlane:
         turning Ready and, with ``--kwok cluster``, kwok running as a pod."""
         layout = self.node_layout
         host = node.NodeHost(layout, self.say)
-        wanted = [images.PAUSE_IMAGE] + ([images.KWOK_IMAGE] if self.options.kwok == "cluster"
-                                         else [])
+        wanted = [images.PAUSE_IMAGE, images.LOCAL_PATH_IMAGE, images.LOCAL_PATH_HELPER_IMAGE,
+                  *([images.KWOK_IMAGE] if self.options.kwok == "cluster" else [])]
         for image, make in ((images.PAUSE_IMAGE, images.pause_image),
-                            (images.KWOK_IMAGE, images.kwok_image)):
+                            (images.KWOK_IMAGE, images.kwok_image),
+                            (images.LOCAL_PATH_IMAGE, images.local_path_image),
+                            (images.LOCAL_PATH_HELPER_IMAGE, images.local_path_helper_image)):
             if image in wanted and not images.image_exists(image):
                 make(self.say)
         layout.containerd_config.write_text(node.containerd_config(layout, images.PAUSE_IMAGE))
@@ -433,6 +438,7 @@ class ControlPlane:
 
         self._wait(f"node {layout.name} Ready", lambda: _node_ready(cluster, layout.name),
                    timeout=120, log=cluster.components["kubelet"].log)
+        self._install_storage(cluster, layout)
         if self.options.kwok == "cluster":
             stages = "\n---\n".join(path.read_text().strip() for path in (
                 build.kwok_stages_path(), build.berthmaster_stages_path()))
@@ -447,6 +453,25 @@ class ControlPlane:
                 raise ClusterError(f"kwok did not start in the cluster: "
                                    f"{rollout.stderr.strip() or rollout.stdout.strip()}")
             self.say("  kwok running in the cluster (kube-system/kwok-controller)")
+
+    def _install_storage(self, cluster: RunningCluster, layout: node.NodeLayout) -> None:
+        """kind's default storage (berthmaster.devcluster.local_path): StorageClass
+        ``standard``, provisioned on the real node into a folder of the cluster's state."""
+        layout.local_path_dir.mkdir(parents=True, exist_ok=True)
+        manifests = local_path.manifests(
+            images.LOCAL_PATH_IMAGE, images.LOCAL_PATH_HELPER_IMAGE, layout.local_path_dir,
+            {node.NODE_LABEL: node.NODE_LABEL_VALUE})
+        applied = cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump_all(manifests))
+        if applied.returncode != 0:
+            raise ClusterError(f"applying the local-path provisioner's manifests failed: "
+                               f"{applied.stderr.strip()}")
+        rollout = cluster.kubectl("rollout", "status", "-n", local_path.NAMESPACE,
+                                  f"deployment/{local_path.NAME}", "--timeout=120s", timeout=150)
+        if rollout.returncode != 0:
+            raise ClusterError(f"the local-path provisioner did not start: "
+                               f"{rollout.stderr.strip() or rollout.stdout.strip()}")
+        self.say(f"  StorageClass {local_path.STORAGE_CLASS} (default, {local_path.PROVISIONER})"
+                 f": volumes in {layout.local_path_dir}")
 
     def _wait(self, what: str, ready: Callable[[], bool], timeout: float, log: str) -> None:
         started = time.monotonic()

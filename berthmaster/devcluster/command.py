@@ -47,7 +47,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                            "with Docker, with or without registry access")
     image.add_argument("--tag", default="berthmaster:dev", help="image name (berthmaster:dev)")
     image.add_argument("--node-images", action="store_true",
-                       help="also build the pause and kwok images the real nodes use")
+                       help="also build the images the real nodes use: pause, kwok, "
+                       "local-path-provisioner and its helper")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -102,6 +103,8 @@ def run(args: argparse.Namespace) -> int:
             if args.node_images:
                 images.pause_image(print)
                 images.kwok_image(print)
+                images.local_path_image(print)
+                images.local_path_helper_image(print)
             print(f"Image {report.name}: {report.size_bytes / 2**20:.0f} MiB on {report.base}, "
                   f"built in {report.build_seconds:.0f}s")
     except (build.BuildError, ClusterError, images.ImageError, NodeError,

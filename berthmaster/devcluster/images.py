@@ -15,9 +15,12 @@ the two inputs come from, and both are decided here, before the build:
   with no index (hashes still checked); ``make image`` fills it on the host, whose pip trusts
   the machine's certificate store, so the container never needs network or a CA bundle.
 
-Two small images serve the real kubelets of the local control plane (berthmaster.devcluster.
-kubelet): ``pause`` (the sandbox process, compiled from ``hack/image/pause.c``) and ``kwok``
-(the kwok binary the control plane already builds), each a one-file ``docker import``.
+Small images serve the real kubelets of the local control plane (berthmaster.devcluster.
+kubelet): ``pause`` (the sandbox process, compiled from ``hack/image/pause.c``), ``kwok`` (the
+kwok binary the control plane already builds), and kind's default storage
+(berthmaster.devcluster.local_path): ``local-path-provisioner`` (built from the Go module proxy)
+and its helper (Debian's ``busybox-static``: one static binary, where kind ships a distroless
+image with sh, mkdir and rm), each a one-file ``docker import``.
 
 Every step says what it does and how long it took; a missing Docker daemon or a failed build is
 an :class:`ImageError` whose message says what to do.
@@ -61,6 +64,13 @@ WHEEL_PLATFORM = ("--only-binary=:all:", "--implementation", "cp", "--python-ver
 
 PAUSE_IMAGE = "berthmaster.local/pause:dev"
 KWOK_IMAGE = "berthmaster.local/kwok:dev"
+LOCAL_PATH_IMAGE = f"berthmaster.local/local-path-provisioner:{build.LOCAL_PATH_VERSION}"
+# The helper pods' image: Debian's statically linked busybox, alone, with the three commands
+# the provisioner's setup and teardown scripts run (kind's local-path-helper image holds sh,
+# mkdir and rm too: images/local-path-helper/Dockerfile of sigs.k8s.io/kind).
+LOCAL_PATH_HELPER_IMAGE = "berthmaster.local/local-path-helper:busybox-static"
+HELPER_PACKAGE = "busybox-static"
+HELPER_COMMANDS = ("sh", "mkdir", "rm")
 
 Say = Callable[[str], None]
 
@@ -300,16 +310,25 @@ def check_image(name: str) -> None:
 
 
 # -- the node images -----------------------------------------------------------------------
-def one_file_image(name: str, files: dict[str, tuple[bytes, int]], entrypoint: list[str]) -> None:
-    """``docker import`` an image holding just ``files`` (path -> (content, mode))."""
+def one_file_image(name: str, files: dict[str, tuple[bytes, int]], entrypoint: list[str],
+                   links: dict[str, str] | None = None, env: dict[str, str] | None = None
+                   ) -> None:
+    """``docker import`` an image holding just ``files`` (path -> (content, mode)), the
+    symbolic ``links`` (path -> target) and the environment ``env``."""
     buffer = io.BytesIO()
     with tarfile.open(fileobj=buffer, mode="w") as archive:
         for path, (content, mode) in sorted(files.items()):
             info = tarfile.TarInfo(path)
             info.size, info.mode, info.mtime = len(content), mode, 0
             archive.addfile(info, io.BytesIO(content))
-    result = docker("import", "--change", f"ENTRYPOINT {json.dumps(entrypoint)}", "-", name,
-                    input=buffer.getvalue(), timeout=300)
+        for path, target in sorted((links or {}).items()):
+            info = tarfile.TarInfo(path)
+            info.type, info.linkname, info.mode, info.mtime = tarfile.SYMTYPE, target, 0o777, 0
+            archive.addfile(info)
+    changes = [f"ENTRYPOINT {json.dumps(entrypoint)}",
+               *(f"ENV {key}={value}" for key, value in sorted((env or {}).items()))]
+    result = docker("import", *(arg for change in changes for arg in ("--change", change)),
+                    "-", name, input=buffer.getvalue(), timeout=300)
     if result.returncode != 0:
         raise ImageError(f"docker import of {name} failed: {result.stderr.decode().strip()}")
 
@@ -341,3 +360,50 @@ def kwok_image(say: Say) -> str:
     one_file_image(KWOK_IMAGE, {"kwok": (binary.read_bytes(), 0o755)}, ["/kwok"])
     say(f"  image: {KWOK_IMAGE} (kwok built from hack/kwok)")
     return KWOK_IMAGE
+
+
+def local_path_image(say: Say) -> str:
+    """rancher's local-path-provisioner (kind's default provisioner), the binary alone."""
+    require_docker()
+    family = build.LOCAL_PATH_FAMILY
+    binary = build.binary_path("local-path-provisioner")
+    if not binary.is_file():
+        build.build_family(family, say)
+    one_file_image(LOCAL_PATH_IMAGE, {"local-path-provisioner": (binary.read_bytes(), 0o755)},
+                   ["/local-path-provisioner"])
+    say(f"  image: {LOCAL_PATH_IMAGE} (built from hack/{family.module})")
+    return LOCAL_PATH_IMAGE
+
+
+def local_path_helper_image(say: Say) -> str:
+    """The helper pods' image: ``/bin/busybox`` from Debian's busybox-static package (fetched
+    with ``apt-get download``, no installation) and links naming the commands it serves. Built
+    once per machine: an image already there is reused."""
+    require_docker()
+    if image_exists(LOCAL_PATH_HELPER_IMAGE):
+        say(f"  image: {LOCAL_PATH_HELPER_IMAGE} (present)")
+        return LOCAL_PATH_HELPER_IMAGE
+    for tool, package in (("apt-get", "apt"), ("dpkg-deb", "dpkg")):
+        if shutil.which(tool) is None:
+            raise ImageError(f"{tool} is needed to build {LOCAL_PATH_HELPER_IMAGE} from "
+                             f"Debian's {HELPER_PACKAGE} (apt-get install {package})")
+    with tempfile.TemporaryDirectory(prefix="berthmaster-helper-") as scratch:
+        fetched = subprocess.run(["apt-get", "download", HELPER_PACKAGE], cwd=scratch,
+                                 capture_output=True, text=True, check=False)
+        debs = sorted(Path(scratch).glob(f"{HELPER_PACKAGE}_*.deb"))
+        if fetched.returncode != 0 or not debs:
+            raise ImageError(f"apt-get download {HELPER_PACKAGE} failed: "
+                             f"{fetched.stderr.strip()[-400:]}; run apt-get update, or check "
+                             "that the Debian mirror is reachable")
+        unpacked = Path(scratch) / "root"
+        extracted = subprocess.run(["dpkg-deb", "-x", str(debs[0]), str(unpacked)],
+                                   capture_output=True, text=True, check=False)
+        busybox = unpacked / "bin" / "busybox"
+        if extracted.returncode != 0 or not busybox.is_file():
+            raise ImageError(f"{debs[0].name} holds no bin/busybox: "
+                             f"{extracted.stderr.strip()[-400:]}")
+        one_file_image(LOCAL_PATH_HELPER_IMAGE, {"bin/busybox": (busybox.read_bytes(), 0o755)},
+                       ["/bin/sh"], links={f"bin/{name}": "busybox" for name in HELPER_COMMANDS},
+                       env={"PATH": "/bin"})
+        say(f"  image: {LOCAL_PATH_HELPER_IMAGE} ({debs[0].name})")
+    return LOCAL_PATH_HELPER_IMAGE

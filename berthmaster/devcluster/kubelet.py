@@ -103,6 +103,12 @@ class NodeLayout:
         return self.root / "kube-proxy.yaml"
 
     @property
+    def local_path_dir(self) -> Path:
+        """Where the local-path provisioner keeps the node's volumes
+        (berthmaster.devcluster.local_path)."""
+        return self.root / "local-path-provisioner"
+
+    @property
     def netns_before(self) -> Path:
         return self.root / "netns-before.txt"
 
