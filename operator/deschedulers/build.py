@@ -114,6 +114,11 @@ def build_cluster_role(descheduler: Mapping[str, Any]) -> Obj:
          "verbs": ["get", "watch", "list"]},
         {"apiGroups": ["policy"], "resources": ["poddisruptionbudgets"],
          "verbs": ["get", "watch", "list"]},
+        # nodeFit's placement engine judges claims with them (scheduler/volume_objects.py)
+        {"apiGroups": [""], "resources": ["persistentvolumes", "persistentvolumeclaims"],
+         "verbs": ["get", "watch", "list"]},
+        {"apiGroups": ["storage.k8s.io"], "resources": ["storageclasses", "csinodes"],
+         "verbs": ["get", "watch", "list"]},
         {"apiGroups": ["events.k8s.io"], "resources": ["events"], "verbs": ["create", "patch"]},
     ]
     return {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
