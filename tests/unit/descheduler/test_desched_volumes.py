@@ -65,8 +65,8 @@ def test_node_fit_keeps_a_pod_pinned_by_its_local_volume() -> None:
 def test_remove_duplicates_counts_one_feasible_node_for_pinned_duplicates() -> None:
     """RemoveDuplicates counts the nodes an owner's pods could run on with the same engine
     (strategies/duplicates.py), so even without nodeFit pinned duplicates have one feasible
-    node and stay (upstream's getTargetNodes in removeduplicates.go counts by taints and node
-    affinity only, and would evict one)."""
+    node and stay (upstream's getTargetNodes in removeduplicates.go counts by tolerations, node
+    selector and node affinity only, and would evict one)."""
     pods = duplicates("pinned", volumes=[claim_volume("data")])
     assert evicted(pods, PINNED, node_fit=False) == []
 
