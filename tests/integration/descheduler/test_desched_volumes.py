@@ -11,12 +11,20 @@ affinity).
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from berthmaster.kube import KubeClient
+from berthmaster.kube import CORE, KubeClient, KubeError, group_path, resource_path
+from berthmaster.operator.deschedulers.build import (
+    build_cluster_role,
+    build_cluster_role_binding,
+    build_service_account,
+    service_account_name,
+)
 from tests.integration.descheduler.kit import (
     make_owner,
     make_pod,
@@ -25,8 +33,35 @@ from tests.integration.descheduler.kit import (
     v1alpha2,
     wait_running,
 )
+from tests.support.accounts import service_account_kubeconfig
 from tests.support.builders import claim_volume
 from tests.support.volumes import PinnedVolumes
+
+RBAC = group_path("rbac.authorization.k8s.io", "v1")
+
+
+@pytest.fixture
+async def job_kubeconfig(kube: KubeClient, namespace: str, cluster: Any,
+                         tmp_path: Path) -> AsyncIterator[Path]:
+    """A kubeconfig of a ServiceAccount holding exactly what the operator grants a descheduler
+    Job (operator/deschedulers/build.py: its ServiceAccount, ClusterRole and binding)."""
+    descheduler = {"metadata": {"name": f"vol-{namespace}", "uid": "none"},
+                   "spec": {"namespace": namespace}}
+    account, role, binding = (build_service_account(descheduler),
+                              build_cluster_role(descheduler),
+                              build_cluster_role_binding(descheduler))
+    for obj in (account, role, binding):
+        del obj["metadata"]["ownerReferences"]  # no Descheduler owns them here
+    await kube.create(resource_path(CORE, "serviceaccounts", namespace), account)
+    await kube.create(resource_path(RBAC, "clusterroles"), role)
+    await kube.create(resource_path(RBAC, "clusterrolebindings"), binding)
+    try:
+        yield await service_account_kubeconfig(kube, cluster, namespace,
+                                               service_account_name(descheduler), tmp_path)
+    finally:
+        for kind, obj in (("clusterrolebindings", binding), ("clusterroles", role)):
+            with contextlib.suppress(KubeError):
+                await kube.delete(resource_path(RBAC, kind, name=obj["metadata"]["name"]))
 
 
 @pytest.fixture
@@ -71,12 +106,13 @@ async def test_node_fit_keeps_the_duplicate_its_local_volume_pins(
 
 
 async def test_node_fit_keeps_the_untolerating_pod_its_local_volume_pins(
-    kube: KubeClient, namespace: str, nodes: Any, cluster: Any, volumes: PinnedVolumes
+    kube: KubeClient, namespace: str, nodes: Any, job_kubeconfig: Path, volumes: PinnedVolumes
 ) -> None:
     """RemovePodsViolatingNodeTaints (pkg/framework/plugins/removepodsviolatingnodetaints)
     with ``nodeFit: true``: neither pod tolerates its node's taint; the DefaultEvictor's
     PodFitsAnyOtherNode lets the unpinned one go to the other node and keeps the one whose
-    local volume admits the tainted node only."""
+    local volume admits the tainted node only. The pass runs with exactly a descheduler Job's
+    RBAC, which must let it LIST the volume objects."""
     tainted = (await nodes.create(taints=[{"key": "dedicated", "value": "gpu",
                                            "effect": "NoSchedule"}]))["metadata"]["name"]
     await nodes.create()
@@ -86,7 +122,7 @@ async def test_node_fit_keeps_the_untolerating_pod_its_local_volume_pins(
     await make_pod(kube, namespace, "free", tainted, owner)
     await wait_running(kube, namespace, ["pinned", "free"])
 
-    result = await run_pass(cluster.kubeconfig, v1alpha2(
+    result = await run_pass(str(job_kubeconfig), v1alpha2(
         "RemovePodsViolatingNodeTaints", {"namespaces": {"include": [namespace]}},
         evictor={"nodeFit": True}))
 
