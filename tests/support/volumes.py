@@ -4,8 +4,11 @@
 ``WaitForFirstConsumer``) and for each :meth:`~PinnedVolumes.claim_on` a PersistentVolume with
 required node affinity to one node (``kubernetes.io/hostname``) pre-bound to a new claim, and
 waits until the control plane's PV controller has bound the two (claim phase ``Bound``, its
-``pv.kubernetes.io/bind-completed`` annotation). :meth:`~PinnedVolumes.remove_all` deletes what
-it made, lifting the protection finalizers no controller here removes.
+``pv.kubernetes.io/bind-completed`` annotation). It also makes Available pinned volumes
+(:meth:`~PinnedVolumes.available_on`), unbound claims (:meth:`~PinnedVolumes.pending_claim`)
+and a StorageClass with a provisioner (:meth:`~PinnedVolumes.provisioning_class`).
+:meth:`~PinnedVolumes.remove_all` deletes what it made, lifting the protection finalizers no
+controller here removes.
 """
 
 from __future__ import annotations
@@ -27,12 +30,42 @@ class PinnedVolumes:
         self.storage_class = f"local-{namespace}"
         self.made: list[str] = []
 
-    async def claim_on(self, claim: str, node: str) -> dict[str, Any]:
-        """A claim ``claim`` bound to a new local volume pinned to ``node``; the bound claim."""
-        if not self.made:
+    async def _local_class(self) -> None:
+        path = resource_path(STORAGE, "storageclasses", name=self.storage_class)
+        if path not in self.made:
             await self.kube.create(resource_path(STORAGE, "storageclasses"),
                                    make_storage_class(self.storage_class))
-            self.made.append(resource_path(STORAGE, "storageclasses", name=self.storage_class))
+            self.made.append(path)
+
+    async def provisioning_class(self, provisioner: str) -> str:
+        """A ``WaitForFirstConsumer`` StorageClass with ``provisioner``; its name."""
+        name = f"dynamic-{self.namespace}"
+        await self.kube.create(resource_path(STORAGE, "storageclasses"),
+                               make_storage_class(name, provisioner))
+        self.made.append(resource_path(STORAGE, "storageclasses", name=name))
+        return name
+
+    async def pending_claim(self, claim: str, storage_class: str | None = None) -> None:
+        """An unbound claim of ``storage_class`` (default: the local class)."""
+        if storage_class is None:
+            await self._local_class()
+        body = for_create(make_claim(claim, self.namespace,
+                                     storage_class=storage_class or self.storage_class))
+        await self.kube.create(resource_path(CORE, "persistentvolumeclaims", self.namespace),
+                               body)
+        self.made.append(resource_path(CORE, "persistentvolumeclaims", self.namespace, claim))
+
+    async def available_on(self, volume: str, node: str) -> None:
+        """An Available local volume of the local class pinned to ``node``, bound to nothing."""
+        await self._local_class()
+        name = f"{self.namespace}-{volume}"
+        await self.kube.create(resource_path(CORE, "persistentvolumes"), for_create(
+            make_volume(name, node=node, storage_class=self.storage_class)))
+        self.made.append(resource_path(CORE, "persistentvolumes", name=name))
+
+    async def claim_on(self, claim: str, node: str) -> dict[str, Any]:
+        """A claim ``claim`` bound to a new local volume pinned to ``node``; the bound claim."""
+        await self._local_class()
         volume = f"{self.namespace}-{claim}"
         body = for_create(make_claim(claim, self.namespace, storage_class=self.storage_class,
                                      volume=volume))

@@ -23,10 +23,12 @@ from tests.integration.autoscaler.test_autoscaler import (
     apply,
     cluster_autoscaler,
     crds,  # noqa: F401 (a fixture)
+    events_for,
     machine_autoscaler,
     machine_set,
     operator,  # noqa: F401 (a fixture)
     pinned_replica_set,
+    pod,
     scheduler,  # noqa: F401 (a fixture)
 )
 from tests.support.builders import claim_volume
@@ -129,5 +131,53 @@ async def test_a_node_whose_pod_a_local_volume_pins_is_not_scaled_down(
                                what="a later loop: no unneeded node, pinned still unremovable")
         assert later[pinned]["reason"] == "NoPlaceToMovePods"
         assert pinned in {m["status"]["nodeRef"]["name"] for m in await machines()}
+    finally:
+        await kube.delete(ca_path)
+
+
+async def test_a_delayed_claim_scales_up_only_where_it_can_be_provisioned(
+        cluster: Any, operator: Any, scheduler: Any, kube: KubeClient,  # noqa: F811
+        namespace: str, nodes: Any, volumes: PinnedVolumes) -> None:
+    """Scale-up with kube-scheduler's VolumeBinding on template nodes (volumebinding/binder.go
+    FindPodVolumes, checkVolumeProvisions): ``dyn``'s unbound WaitForFirstConsumer claim is of
+    a class with a provisioner, so a template node of the MachineSet can take it and the pod
+    triggers a scale-up; ``static``'s claim can bind only to an Available local PV pinned to an
+    existing node with no room for the pod, which no template node matches, so it is told
+    ``NotTriggerScaleUp`` in the scheduler's words and no node is added for it."""
+    pool = f"grow-{namespace}"
+    assert apply(cluster, machine_set(pool, namespace)).returncode == 0
+    assert apply(cluster, machine_autoscaler("ma", namespace, pool, 0, 2)).returncode == 0
+    outside = (await nodes.create(capacity={"cpu": "1", "memory": "4Gi", "pods": "110"})
+               )["metadata"]["name"]
+    dynamic = await volumes.provisioning_class("csi.example.com")
+    await volumes.pending_claim("fresh", dynamic)
+    await volumes.available_on("disk", outside)
+    await volumes.pending_claim("wants-local")
+    dyn = pod("dyn", namespace, "1500m", pool)
+    dyn["spec"]["volumes"] = [claim_volume("fresh")]
+    static = pod("static", namespace, "1500m", pool)
+    del static["spec"]["nodeSelector"]  # its volume decides where it may run
+    static["spec"]["volumes"] = [claim_volume("wants-local")]
+    for body in (dyn, static):
+        await kube.create(resource_path(CORE, "pods", namespace), body)
+    assert apply(cluster, cluster_autoscaler({"resourceLimits": {"maxNodesTotal": 20},
+                                              "scaleDown": {"enabled": False}})).returncode == 0
+    ca_path = resource_path(AUTOSCALING, "clusterautoscalers", name="default")
+    try:
+        async def triggered() -> list[JSON]:
+            return await events_for(kube, namespace, "dyn", "TriggeredScaleUp")
+
+        found = await wait_for(triggered, timeout=60, what="TriggeredScaleUp for dyn")
+        assert f"{namespace}/{pool} 0->1" in found[0]["message"], found[0]["message"]
+
+        async def told() -> list[JSON]:
+            return await events_for(kube, namespace, "static", "NotTriggerScaleUp")
+
+        found = await wait_for(told, timeout=60, what="NotTriggerScaleUp for static")
+        assert found[0]["message"] == ("pod didn't trigger scale-up: 1 node(s) didn't find "
+                                       "available persistent volumes to bind")
+        assert not await events_for(kube, namespace, "static", "TriggeredScaleUp")
+        ms = await kube.get(resource_path(MACHINES, "machinesets", namespace, pool))
+        assert ms["spec"]["replicas"] == 1
     finally:
         await kube.delete(ca_path)
