@@ -838,11 +838,3 @@ def default_profile(scheduler_name: str = DEFAULT_SCHEDULER_NAME) -> Policy:
     """kube-scheduler 1.35's default profile (what berthmaster runs with no configuration)."""
     return default_config(scheduler_name).profiles[0]
 
-
-def simulation_profile() -> Policy:
-    """The default profile for the autoscaler's and the descheduler's what-if placements,
-    whose snapshots hold no volumes or claims: without VolumeBinding, which would find every
-    pod's claim missing (their volume rules are still to come: docs/autoscaler.md)."""
-    text = ("profiles: [{schedulerName: simulation, plugins: {multiPoint: {disabled: "
-            "[{name: VolumeBinding}]}}}]")
-    return load_config(text, "simulation profile").profiles[0]

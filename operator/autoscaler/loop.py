@@ -1,9 +1,10 @@
 """One autoscaler iteration against the API server: read, decide (pure), act, report.
 
 Design: ``run_once`` reads what the decisions need (nodes, pods, PDBs, priority classes,
-MachineSets, Machines) — from the operator's watch caches (:mod:`.watches`), or with one LIST
-per kind (:func:`read_cluster`) when none are given — builds a fresh placement snapshot, and in
-this order
+MachineSets, Machines, and the volume objects the placement engine judges claims with:
+PersistentVolumes, PersistentVolumeClaims, StorageClasses, CSINodes) — from the operator's watch
+caches (:mod:`.watches`), or with one LIST per kind (:func:`read_cluster`) when none are given —
+builds a fresh placement snapshot, and in this order
 1. backs off MachineSets whose new nodes did not register within ``maxNodeProvisionTime`` and
    gives their unregistered Machines back (``delete-machine`` + lower replicas);
 2. decides a scale-up for the pending pods older than ``newPodScaleUpDelay`` and raises
@@ -79,6 +80,7 @@ from berthmaster.operator.autoscaler.scaleup import (
 )
 from berthmaster.operator.autoscaler.simulation import Placement, Simulation
 from berthmaster.operator.machines import drain
+from berthmaster.scheduler.volume_objects import NO_VOLUMES, VolumeObjects, list_volume_objects
 from berthmaster.times import format_rfc3339
 
 JSON = dict[str, Any]
@@ -94,11 +96,13 @@ log = logging.getLogger("berthmaster.operator.autoscaler")
 
 def default_placement() -> Placement:
     """The scheduler's placement engine (one placement truth for scheduler and autoscaler):
-    its default profile, less what needs volumes the autoscaler does not watch."""
-    from berthmaster.scheduler.config import simulation_profile
+    kube-scheduler 1.35's default profile, VolumeBinding and the other volume filters included,
+    as upstream's simulator runs the scheduler framework's filters
+    (cluster-autoscaler/simulator/scheduling/hinting_simulator.go)."""
+    from berthmaster.scheduler.config import default_profile
     from berthmaster.scheduler.engine import Engine
 
-    return Engine(simulation_profile())
+    return Engine(default_profile())
 
 
 @dataclass
@@ -130,6 +134,7 @@ class ClusterState:
     machine_sets: list[JSON]
     machines: list[JSON]
     priority_configmap: JSON | None
+    volumes: VolumeObjects = NO_VOLUMES
 
 
 async def read_cluster(kube: KubeClient, config: AutoscalerConfig,
@@ -146,7 +151,7 @@ async def read_cluster(kube: KubeClient, config: AutoscalerConfig,
         configmap = await kube.get_if_exists(resource_path(CORE, "configmaps", namespace,
                                                            PRIORITY_CONFIGMAP))
     return ClusterState(nodes, pods, pdbs, {c["metadata"]["name"]: c for c in classes},
-                        machine_sets, machines, configmap)
+                        machine_sets, machines, configmap, await list_volume_objects(kube))
 
 
 ClusterReader = Callable[[AutoscalerConfig], Awaitable[ClusterState]]
@@ -438,7 +443,8 @@ async def run_once(kube: KubeClient, autoscaler: Mapping[str, Any], state: Autos
 
     pods_by_key = {pod_id(p): p for p in cluster.pods}
     sim = Simulation.build(placement, cluster.nodes, cluster.pods, pdbs=cluster.pdbs,
-                           priority_classes=list(cluster.priority_classes.values()))
+                           priority_classes=list(cluster.priority_classes.values()),
+                           **cluster.volumes.snapshot_args())
     # Starting nodes are registered (counted among the nodes) though upcoming for placement.
     upcoming = [(g.template, g.upcoming - len(g.starting_nodes)) for g in view.groups
                 if g.template is not None]

@@ -7,7 +7,11 @@ Design (upstream cluster-autoscaler, pure):
   ``cluster-autoscaler.kubernetes.io/scale-down-disabled: "true"``, its utilization (the larger
   of its pods' cpu and memory requests over allocatable) is below the threshold, removing it
   keeps the cluster above every minimum resource limit, no pod on it blocks (see
-  ``drainability``) and every pod that must move fits on another node that stays. The moves of
+  ``drainability``) and every pod that must move fits on another node that stays, as the
+  placement engine's full default profile judges it — VolumeBinding included, so a pod whose
+  claim is bound to a volume with node affinity to this node (a local PV) moves nowhere and
+  keeps the node (``NoPlaceToMovePods``, upstream's simulator/cluster.go SimulateNodeRemoval,
+  whose scheduling simulation runs the scheduler framework's filters). The moves of
   an unneeded node are kept in the simulation, so two nodes are never both emptied into the same
   free space; the moves of a node that must stay are rolled back. Every node that stays gets
   upstream's ``UnremovableReason`` name.
@@ -184,17 +188,21 @@ def find_unneeded(
         mark = sim.checkpoint()
         others = [d for d in destinations if d != name and d not in removing]
         stuck = None
+        moved = 0
         for pod in to_move:
             target = sim.find_node(pod, others)
             if target is None:
                 stuck = pod
                 break
             sim.place(pod, target)
+            moved += 1
         if stuck is not None:
             sim.rollback(mark)
             budget.restore(spent)
             meta = stuck.get("metadata") or {}
-            stays(name, NO_PLACE_TO_MOVE_PODS, f"no place to move pod {meta.get('namespace')}/"
+            # simulator/cluster.go findPlaceFor's error, and the pod that found no node
+            stays(name, NO_PLACE_TO_MOVE_PODS, f"can reschedule only {moved} out of "
+                  f"{len(to_move)} pods: no other node for pod {meta.get('namespace')}/"
                   f"{meta.get('name')}")
             continue
         removing.add(name)

@@ -6,7 +6,10 @@ project's one list+watch): per kind one paged LIST served from the API server's 
 (``resourceVersion=0``), then a WATCH from that list's resourceVersion with bookmarks; a stream
 that ends is re-opened from the last version seen, ``410 Gone`` relists, any other error backs
 off (capped) and retries. At rest the autoscaler so costs one open watch per kind, re-opened
-every five minutes, instead of six LISTs (every pod in the cluster among them) every 10 s.
+every five minutes, instead of ten LISTs (every pod in the cluster among them) every 10 s. The
+kinds: nodes, pods, PDBs, PriorityClasses, MachineSets, Machines, and the volume objects of
+``berthmaster.scheduler.volume_objects`` (PersistentVolumes, PersistentVolumeClaims,
+StorageClasses, CSINodes), which the placement engine's volume filters read.
 
 What runs when: the caches start on the first loop that reads them (an operator without a
 ClusterAutoscaler watches nothing more) and run until the operator stops (:meth:`stop`, before
@@ -47,6 +50,7 @@ from berthmaster.operator.autoscaler.loop import (
     ClusterState,
 )
 from berthmaster.scheduler.daemon.cache import Informer, Resource
+from berthmaster.scheduler.volume_objects import VOLUME_KINDS, VolumeObjects
 
 JSON = dict[str, Any]
 SYNC_TIMEOUT = 60.0
@@ -61,6 +65,7 @@ PDBS = Resource("PodDisruptionBudget", resource_path(POLICY_API, "poddisruptionb
 PRIORITY_CLASSES = Resource("PriorityClass", resource_path(SCHEDULING_API, "priorityclasses"))
 MACHINE_SETS = Resource("MachineSet", resource_path(MACHINE_API, "machinesets"))
 MACHINES = Resource("Machine", resource_path(MACHINE_API, "machines"))
+VOLUMES = tuple(Resource(kind, path) for kind, path, _ in VOLUME_KINDS)
 
 
 def priority_expander_configmap(namespace: str) -> Resource:
@@ -120,16 +125,19 @@ class WatchedCluster:
 
     async def read(self, config: AutoscalerConfig) -> ClusterState:
         """What one loop decides on (the watch-cache twin of ``loop.read_cluster``)."""
-        kinds = [NODES, PODS, PDBS, PRIORITY_CLASSES, MACHINE_SETS, MACHINES]
+        kinds = [NODES, PODS, PDBS, PRIORITY_CLASSES, MACHINE_SETS, MACHINES, *VOLUMES]
         if "Priority" in config.expanders:
             kinds.append(priority_expander_configmap(self.namespace))
         for resource in kinds:  # start every watch before waiting on any
             self._informer(resource)
-        nodes, pods, pdbs, classes, machine_sets, machines, *configmaps = [
+        nodes, pods, pdbs, classes, machine_sets, machines, *rest = [
             await self.items(resource) for resource in kinds]
+        volumes = VolumeObjects.by_kind({r.kind: items for r, items in zip(
+            VOLUMES, rest[:len(VOLUMES)], strict=True)})
+        configmaps = rest[len(VOLUMES):]
         found = configmaps[0] if configmaps else []
         return ClusterState(nodes, pods, pdbs, {c["metadata"]["name"]: c for c in classes},
-                            machine_sets, machines, found[0] if found else None)
+                            machine_sets, machines, found[0] if found else None, volumes)
 
     async def stop(self) -> None:
         for task in self._tasks:

@@ -8,7 +8,9 @@ documented ones (``descheduler-cluster-role``, ``descheduler-sa``, ``descheduler
 ``descheduler-job``) prefixed with the resource's name. The ClusterRole grants what a pass uses:
 reading nodes, reading and deleting pods and creating evictions (the three rules of the documented
 ClusterRole), reading namespaces, PriorityClasses and PodDisruptionBudgets, and writing events (as
-kubernetes-sigs/descheduler kubernetes/base/rbac.yaml also grants). The Job's pod is critical twice
+kubernetes-sigs/descheduler kubernetes/base/rbac.yaml also grants), and reading the volume objects
+nodeFit's placement engine judges claims with (PersistentVolumes, PersistentVolumeClaims,
+StorageClasses, CSINodes: ``berthmaster.scheduler.volume_objects``). The Job's pod is critical twice
 over: the ``scheduler.alpha.kubernetes.io/critical-pod`` annotation and ``priorityClassName:
 system-cluster-critical`` (``spec.priorityClassName`` names another class, ``""`` none). Placement
 (``nodeSelector``, ``tolerations``, ``affinity``), ``imagePullSecrets`` and the CronJob's
@@ -113,6 +115,11 @@ def build_cluster_role(descheduler: Mapping[str, Any]) -> Obj:
         {"apiGroups": ["scheduling.k8s.io"], "resources": ["priorityclasses"],
          "verbs": ["get", "watch", "list"]},
         {"apiGroups": ["policy"], "resources": ["poddisruptionbudgets"],
+         "verbs": ["get", "watch", "list"]},
+        # nodeFit's placement engine judges claims with them (scheduler/volume_objects.py)
+        {"apiGroups": [""], "resources": ["persistentvolumes", "persistentvolumeclaims"],
+         "verbs": ["get", "watch", "list"]},
+        {"apiGroups": ["storage.k8s.io"], "resources": ["storageclasses", "csinodes"],
          "verbs": ["get", "watch", "list"]},
         {"apiGroups": ["events.k8s.io"], "resources": ["events"], "verbs": ["create", "patch"]},
     ]

@@ -1,7 +1,9 @@
 """One descheduler pass: LIST once, decide per strategy, evict, summarise.
 
 Design: :func:`list_cluster` issues exactly one (paged) LIST per resource type — nodes, pods,
-namespaces, PriorityClasses, PodDisruptionBudgets — never a request per node or per pod.
+namespaces, PriorityClasses, PodDisruptionBudgets, and the volume objects nodeFit's placement
+engine judges claims with (PersistentVolumes, PersistentVolumeClaims, StorageClasses, CSINodes:
+``berthmaster.scheduler.volume_objects``) — never a request per node or per pod.
 :func:`prepare` indexes them into a :class:`ClusterState` with the engine-backed ``node_fit``.
 :func:`run_pass` then runs the policy's strategies in order (every ``deschedule`` strategy, then
 every ``balance`` one) over that one state, each through the :class:`Evictor`; a pod evicted by
@@ -38,6 +40,7 @@ from berthmaster.scheduler.descheduler.evictor import (
 )
 from berthmaster.scheduler.descheduler.policy import DeschedulerPolicy
 from berthmaster.scheduler.descheduler.strategies import REGISTRY
+from berthmaster.scheduler.volume_objects import VolumeObjects, list_volume_objects
 
 Obj = dict[str, Any]
 
@@ -49,6 +52,7 @@ class ClusterObjects:
     namespaces: list[Obj] = field(default_factory=list)
     priority_classes: list[Obj] = field(default_factory=list)
     pdbs: list[Obj] = field(default_factory=list)
+    volumes: VolumeObjects = field(default_factory=VolumeObjects)
 
 
 async def list_cluster(kube: KubeClient) -> ClusterObjects:
@@ -60,7 +64,8 @@ async def list_cluster(kube: KubeClient) -> ClusterObjects:
         resource_path(group_path("scheduling.k8s.io", "v1"), "priorityclasses"))
     pdbs, _ = await kube.list_all(resource_path(group_path("policy", "v1"),
                                                 "poddisruptionbudgets"))
-    return ClusterObjects(nodes, pods, namespaces, classes, pdbs)
+    return ClusterObjects(nodes, pods, namespaces, classes, pdbs,
+                          await list_volume_objects(kube))
 
 
 @contextmanager
@@ -84,7 +89,7 @@ def prepare(
             from berthmaster.scheduler.descheduler.fit import engine_node_fit
 
             node_fit = engine_node_fit(objects.nodes, objects.pods, objects.namespaces,
-                                       objects.pdbs, objects.priority_classes)
+                                       objects.pdbs, objects.priority_classes, objects.volumes)
         return ClusterState(
             objects.nodes, objects.pods,
             priority_classes={c["metadata"]["name"]: int(c.get("value", 0))

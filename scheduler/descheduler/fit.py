@@ -1,7 +1,12 @@
 """``nodeFit``: would the placement engine put this pod on that node? One truth, shared.
 
 Design: the descheduler never re-implements placement. For a pass it builds the engine's
-:class:`~berthmaster.scheduler.snapshot.Snapshot` once from the same LISTed objects;
+:class:`~berthmaster.scheduler.snapshot.Snapshot` once from the same LISTed objects — the volume
+objects among them (``berthmaster.scheduler.volume_objects``), so the engine runs the scheduler's
+whole default profile, VolumeBinding included: a pod whose claim is bound to a volume with node
+affinity (a local PV) fits only the nodes that volume admits, and a pod pinned so to its own
+node fits no other (a berthmaster addition to upstream's nodeFit, whose
+``pkg/descheduler/node/node.go`` NodeFit checks no volumes: docs/descheduler.md);
 :class:`EngineFit` answers ``fit(pod, node_name)`` and ``fit.any_node(pod, names)`` with the
 engine's predicates, with the pod itself taken out of the snapshot while asking (where it runs
 now must not count against it: its own anti-affinity, spread or resources) and its very view
@@ -20,6 +25,7 @@ from typing import Any
 
 from berthmaster.scheduler.descheduler.context import Pod
 from berthmaster.scheduler.model import PodView
+from berthmaster.scheduler.volume_objects import NO_VOLUMES, VolumeObjects
 
 
 class EngineFit:
@@ -32,15 +38,16 @@ class EngineFit:
         namespaces: Iterable[dict[str, Any]] = (),
         pdbs: Iterable[dict[str, Any]] = (),
         priority_classes: Iterable[dict[str, Any]] = (),
+        volumes: VolumeObjects = NO_VOLUMES,
     ):
-        from berthmaster.scheduler.config import simulation_profile
+        from berthmaster.scheduler.config import default_profile
         from berthmaster.scheduler.engine import Engine
         from berthmaster.scheduler.snapshot import Snapshot
 
         self.snapshot = Snapshot.build(nodes=nodes, pods=pods, namespaces=namespaces, pdbs=pdbs,
-                                       priority_classes=priority_classes)
-        # the default profile, less what needs volumes this snapshot does not hold
-        self.engine = Engine(simulation_profile())
+                                       priority_classes=priority_classes,
+                                       **volumes.snapshot_args())
+        self.engine = Engine(default_profile())
         self._answers: dict[tuple[str, str], bool] = {}
 
     @contextmanager
@@ -108,6 +115,7 @@ def engine_node_fit(
     namespaces: Iterable[dict[str, Any]] = (),
     pdbs: Iterable[dict[str, Any]] = (),
     priority_classes: Iterable[dict[str, Any]] = (),
+    volumes: VolumeObjects = NO_VOLUMES,
 ) -> EngineFit:
     """A ``node_fit`` backed by the placement engine over one snapshot of the cluster."""
-    return EngineFit(nodes, pods, namespaces, pdbs, priority_classes)
+    return EngineFit(nodes, pods, namespaces, pdbs, priority_classes, volumes)

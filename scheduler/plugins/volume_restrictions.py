@@ -8,8 +8,7 @@ satisfyReadWriteOncePod): a claim of the pod with that access mode which a pod a
 on a node uses rejects every node (``node(s) unavailable due to PersistentVolumeClaim with
 ReadWriteOncePod access mode already in-use by another pod``; preemption may free it). A claim
 that does not exist is left to VolumeBinding's PreFilter, which rejects the pod in the same
-words upstream's VolumeRestrictions would (the autoscaler's and descheduler's snapshots hold no
-claims, and their profile has no VolumeBinding).
+words upstream's VolumeRestrictions would.
 """
 
 from __future__ import annotations

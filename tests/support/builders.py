@@ -217,3 +217,56 @@ def for_create(obj: Mapping[str, Any]) -> dict[str, Any]:
     body["metadata"] = {k: v for k, v in (obj.get("metadata") or {}).items()
                         if k not in ("uid", "namespace")}
     return body
+
+
+# ------------------------------------------------------------------ volumes
+NO_PROVISIONER = "kubernetes.io/no-provisioner"  # component-helpers storage/volume
+
+
+def make_storage_class(name: str = "local", provisioner: str = NO_PROVISIONER, *,
+                       binding_mode: str = "WaitForFirstConsumer") -> dict[str, Any]:
+    """A storage.k8s.io/v1 StorageClass; by default the local-volume kind (no provisioner,
+    delayed binding)."""
+    return {"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
+            "metadata": {"name": name}, "provisioner": provisioner,
+            "volumeBindingMode": binding_mode}
+
+
+def make_volume(name: str, *, node: str | None = None, storage_class: str = "local",
+                size: str = "1Gi", claim: tuple[str, str] | None = None,
+                phase: str | None = None) -> dict[str, Any]:
+    """A local PersistentVolume; ``node`` pins it (required node affinity on
+    ``kubernetes.io/hostname``); ``claim`` is the ``(namespace, name)`` it is bound to. The
+    phase defaults to Bound with a claim, Available without."""
+    spec: dict[str, Any] = {"capacity": {"storage": size}, "accessModes": ["ReadWriteOnce"],
+                            "persistentVolumeReclaimPolicy": "Retain",
+                            "storageClassName": storage_class,
+                            "local": {"path": f"/mnt/disks/{name}"}}
+    if node is not None:
+        spec["nodeAffinity"] = {"required": {"nodeSelectorTerms": [{"matchExpressions": [
+            {"key": "kubernetes.io/hostname", "operator": "In", "values": [node]}]}]}}
+    if claim is not None:
+        spec["claimRef"] = {"kind": "PersistentVolumeClaim", "apiVersion": "v1",
+                            "namespace": claim[0], "name": claim[1]}
+    return {"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": name},
+            "spec": spec, "status": {"phase": phase or ("Bound" if claim else "Available")}}
+
+
+def make_claim(name: str, namespace: str = "default", *, storage_class: str = "local",
+               size: str = "1Gi", volume: str | None = None) -> dict[str, Any]:
+    """A PersistentVolumeClaim; ``volume`` binds it (``spec.volumeName`` and the PV
+    controller's ``pv.kubernetes.io/bind-completed``), else it is Pending."""
+    meta: dict[str, Any] = {"name": name, "namespace": namespace,
+                            "uid": f"pvc-uid-{next(_uids)}"}
+    spec: dict[str, Any] = {"accessModes": ["ReadWriteOnce"], "storageClassName": storage_class,
+                            "resources": {"requests": {"storage": size}}}
+    if volume is not None:
+        spec["volumeName"] = volume
+        meta["annotations"] = {"pv.kubernetes.io/bind-completed": "yes"}
+    return {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": meta,
+            "spec": spec, "status": {"phase": "Bound" if volume else "Pending"}}
+
+
+def claim_volume(claim: str, name: str = "data") -> dict[str, Any]:
+    """A pod's volume that mounts the claim named ``claim``."""
+    return {"name": name, "persistentVolumeClaim": {"claimName": claim}}

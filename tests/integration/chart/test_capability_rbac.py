@@ -57,6 +57,11 @@ QUESTIONS: list[tuple[tuple[str, ...], set[str]]] = [
     (("list", "configmaps", "-A"), {"deschedulers", "autoscaler"}),
     (("create", "configmaps", "-A"), {"deschedulers"}),
     (("list", "priorityclasses.scheduling.k8s.io"), {"deschedulers", "autoscaler"}),
+    # the simulations' volume filters (scheduler/volume_objects.py)
+    (("list", "persistentvolumeclaims", "-A"), {"deschedulers", "autoscaler"}),
+    (("watch", "persistentvolumes"), {"deschedulers", "autoscaler"}),
+    (("list", "storageclasses.storage.k8s.io"), {"deschedulers", "autoscaler"}),
+    (("list", "csinodes.storage.k8s.io"), {"deschedulers", "autoscaler"}),
     (("patch", "deschedulers.berthmaster.io", "-A"), {"deschedulers"}),
     (("create", "jobs.batch", "-A"), {"deschedulers"}),
     (("create", "cronjobs.batch", "-A"), {"deschedulers"}),

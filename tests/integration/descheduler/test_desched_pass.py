@@ -178,7 +178,8 @@ async def test_invalid_policy_exits_2_and_names_every_problem(cluster: Any) -> N
 
 
 async def test_one_list_per_resource_type(kube: KubeClient, cluster: Any) -> None:
-    """The pass issues exactly five LISTs (nodes, pods, namespaces, priorityclasses, PDBs)."""
+    """The pass issues exactly one LIST per kind: nodes, pods, namespaces, priorityclasses,
+    PDBs, and the volume objects nodeFit's engine reads (PVs, PVCs, StorageClasses, CSINodes)."""
     from berthmaster.scheduler.descheduler import cycle
 
     calls: list[str] = []
@@ -197,7 +198,10 @@ async def test_one_list_per_resource_type(kube: KubeClient, cluster: Any) -> Non
         resource_path(CORE, "nodes"), resource_path(CORE, "pods"),
         resource_path(CORE, "namespaces"),
         resource_path(group_path("scheduling.k8s.io", "v1"), "priorityclasses"),
-        resource_path(group_path("policy", "v1"), "poddisruptionbudgets")])
+        resource_path(group_path("policy", "v1"), "poddisruptionbudgets"),
+        resource_path(CORE, "persistentvolumes"), resource_path(CORE, "persistentvolumeclaims"),
+        resource_path(group_path("storage.k8s.io", "v1"), "storageclasses"),
+        resource_path(group_path("storage.k8s.io", "v1"), "csinodes")])
 
 
 async def test_anti_affinity_evicts_the_pod_others_rule_out(

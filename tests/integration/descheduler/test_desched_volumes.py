@@ -1,0 +1,130 @@
+"""``berthmaster deschedule`` keeps the pods their local volumes pin to their node.
+
+nodeFit runs the scheduler's default profile, VolumeBinding included, over the volume objects a
+pass LISTs (scheduler/descheduler/fit.py): a pod whose claim is bound to a PersistentVolume with
+node affinity to its node fits no other node. Upstream's descheduler nodeFit
+(pkg/descheduler/node/node.go NodeFit, PodFitsAnyOtherNode) checks no volumes; this is a
+berthmaster addition (docs/descheduler.md), the volume rule being kube-scheduler's
+(pkg/scheduler/framework/plugins/volumebinding/binder.go FindPodVolumes, a bound volume's node
+affinity).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from berthmaster.kube import CORE, KubeClient, KubeError, group_path, resource_path
+from berthmaster.operator.deschedulers.build import (
+    build_cluster_role,
+    build_cluster_role_binding,
+    build_service_account,
+    service_account_name,
+)
+from tests.integration.descheduler.kit import (
+    make_owner,
+    make_pod,
+    remaining,
+    run_pass,
+    v1alpha2,
+    wait_running,
+)
+from tests.support.accounts import service_account_kubeconfig
+from tests.support.builders import claim_volume
+from tests.support.volumes import PinnedVolumes
+
+RBAC = group_path("rbac.authorization.k8s.io", "v1")
+
+
+@pytest.fixture
+async def job_kubeconfig(kube: KubeClient, namespace: str, cluster: Any,
+                         tmp_path: Path) -> AsyncIterator[Path]:
+    """A kubeconfig of a ServiceAccount holding exactly what the operator grants a descheduler
+    Job (operator/deschedulers/build.py: its ServiceAccount, ClusterRole and binding)."""
+    descheduler = {"metadata": {"name": f"vol-{namespace}", "uid": "none"},
+                   "spec": {"namespace": namespace}}
+    account, role, binding = (build_service_account(descheduler),
+                              build_cluster_role(descheduler),
+                              build_cluster_role_binding(descheduler))
+    for obj in (account, role, binding):
+        del obj["metadata"]["ownerReferences"]  # no Descheduler owns them here
+    await kube.create(resource_path(CORE, "serviceaccounts", namespace), account)
+    await kube.create(resource_path(RBAC, "clusterroles"), role)
+    await kube.create(resource_path(RBAC, "clusterrolebindings"), binding)
+    try:
+        yield await service_account_kubeconfig(kube, cluster, namespace,
+                                               service_account_name(descheduler), tmp_path)
+    finally:
+        for kind, obj in (("clusterrolebindings", binding), ("clusterroles", role)):
+            with contextlib.suppress(KubeError):
+                await kube.delete(resource_path(RBAC, kind, name=obj["metadata"]["name"]))
+
+
+@pytest.fixture
+async def volumes(kube: KubeClient, namespace: str) -> AsyncIterator[PinnedVolumes]:
+    made = PinnedVolumes(kube, namespace)
+    try:
+        yield made
+    finally:
+        await made.remove_all()
+
+
+async def test_node_fit_keeps_the_duplicate_its_local_volume_pins(
+    kube: KubeClient, namespace: str, nodes: Any, cluster: Any, volumes: PinnedVolumes
+) -> None:
+    """RemoveDuplicates (pkg/framework/plugins/removeduplicates/removeduplicates.go) with the
+    DefaultEvictor's ``nodeFit: true``: two owners with two identical pods each on one node,
+    one owner's pods mounting a claim bound to a local PV pinned to that node. The pinned pods
+    fit no other node and stay; one of the otherwise identical unpinned pods is evicted."""
+    crowded = (await nodes.create())["metadata"]["name"]
+    await nodes.create()
+    await volumes.claim_on("data", crowded)
+    names = []
+    for owner_name in ("pinned", "free"):
+        owner = await make_owner(kube, namespace, owner_name)
+        extra = {"volumes": [claim_volume("data")]} if owner_name == "pinned" else {}
+        for i in range(2):
+            name = f"{owner_name}-{i}"
+            await make_pod(kube, namespace, name, crowded, owner, cpu="100m",
+                           labels={"app": owner_name}, **extra)
+            names.append(name)
+    await wait_running(kube, namespace, names)
+
+    result = await run_pass(cluster.kubeconfig, v1alpha2(
+        "RemoveDuplicates", {"namespaces": {"include": [namespace]}}, point="balance",
+        evictor={"nodeFit": True}))
+
+    assert result.code == 0, result.output
+    left = await remaining(kube, namespace)
+    assert {"pinned-0", "pinned-1"} <= left, result.output
+    assert len(left & {"free-0", "free-1"}) == 1, result.output
+    assert "evicted 1 pod(s)" in result.output
+
+
+async def test_node_fit_keeps_the_untolerating_pod_its_local_volume_pins(
+    kube: KubeClient, namespace: str, nodes: Any, job_kubeconfig: Path, volumes: PinnedVolumes
+) -> None:
+    """RemovePodsViolatingNodeTaints (pkg/framework/plugins/removepodsviolatingnodetaints)
+    with ``nodeFit: true``: neither pod tolerates its node's taint; the DefaultEvictor's
+    PodFitsAnyOtherNode lets the unpinned one go to the other node and keeps the one whose
+    local volume admits the tainted node only. The pass runs with exactly a descheduler Job's
+    RBAC, which must let it LIST the volume objects."""
+    tainted = (await nodes.create(taints=[{"key": "dedicated", "value": "gpu",
+                                           "effect": "NoSchedule"}]))["metadata"]["name"]
+    await nodes.create()
+    await volumes.claim_on("data", tainted)
+    owner = await make_owner(kube, namespace, "owner")
+    await make_pod(kube, namespace, "pinned", tainted, owner, volumes=[claim_volume("data")])
+    await make_pod(kube, namespace, "free", tainted, owner)
+    await wait_running(kube, namespace, ["pinned", "free"])
+
+    result = await run_pass(str(job_kubeconfig), v1alpha2(
+        "RemovePodsViolatingNodeTaints", {"namespaces": {"include": [namespace]}},
+        evictor={"nodeFit": True}))
+
+    assert result.code == 0, result.output
+    assert await remaining(kube, namespace) == {"pinned"}, result.output
