@@ -377,7 +377,8 @@ class Campaign:
             return await self._campaign(cluster, kube)
         finally:
             await kube.close()
-            await self.proxy.close()
+            if self.proxy is not None:
+                await self.proxy.close()
 
     async def _campaign(self, cluster: RunningCluster, kube: KubeClient) -> int:
         settings = self.settings
