@@ -5,9 +5,11 @@ the campaign's own cancellations after ``stop``, are not."""
 from __future__ import annotations
 
 import asyncio
+import time
+from collections.abc import AsyncIterator
 from typing import cast
 
-from berthmaster.chaos.checker import Checker
+from berthmaster.chaos.checker import Checker, Mirror
 from berthmaster.chaos.watchdog import Watchdog, stale_problem, task_problem
 from berthmaster.kube import KubeClient
 
@@ -104,3 +106,37 @@ def test_a_delayed_check_that_raises_is_a_breach_naming_it() -> None:
     checker = asyncio.run(run())
     assert checker.breaches == [
         "checker task delayed bind check of work/p died: ValueError: no such node"]
+
+
+class _OneEventKube:
+    """Serves a list of one pod, then a watch with one MODIFIED event, then nothing."""
+
+    async def list_all(self, path: str, **params: object) -> tuple[list[dict[str, object]], str]:
+        return [{"metadata": {"name": "p", "namespace": "w", "resourceVersion": "1"}}], "1"
+
+    async def watch(self, path: str, version: str, timeout_seconds: int = 60,
+                    **params: object) -> AsyncIterator[dict[str, object]]:
+        yield {"type": "MODIFIED",
+               "object": {"metadata": {"name": "p", "namespace": "w", "resourceVersion": "2"}}}
+        await asyncio.Event().wait()
+
+
+def test_a_mirror_whose_handler_raises_is_a_breach() -> None:
+    """Mirror.run relists on API errors only; a rule that raises ends its task. That used to
+    freeze the copy in silence; now the watchdog names the mirror and the exception."""
+    def handler(kind: str, obj: dict[str, object], old: dict[str, object] | None) -> None:
+        if kind == "MODIFIED":
+            raise KeyError("nodeName")
+
+    async def run() -> list[str]:
+        reported: list[str] = []
+        dog = Watchdog(reported.append, time.monotonic)
+        mirror = Mirror(cast(KubeClient, _OneEventKube()), "/api/v1/pods", handler)
+        dog.watch(f"mirror {mirror.path}", asyncio.create_task(mirror.run()))
+        await asyncio.wait_for(mirror.synced.wait(), 5)
+        for _ in range(100):
+            if dog.check():
+                break
+            await asyncio.sleep(0.01)
+        return reported
+    assert asyncio.run(run()) == ["checker task mirror /api/v1/pods died: KeyError: 'nodeName'"]
