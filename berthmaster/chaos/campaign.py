@@ -53,7 +53,7 @@ from berthmaster.chaos.checker import (
     Checker,
 )
 from berthmaster.chaos.slowproxy import SlowProxy
-from berthmaster.devcluster.certs import Pki, ensure_client, kubeconfig
+from berthmaster.devcluster import certs
 from berthmaster.devcluster.cluster import ControlPlane, RunningCluster
 from berthmaster.kube import CORE, KubeClient, KubeError, resource_path, user_agent
 from berthmaster.scheduler.engine import Engine
@@ -136,6 +136,7 @@ class Rss:
 
 
 def rss_bound(name: str) -> int:
+    """How much (KiB) a component's resident memory may grow: ours, or the control plane's."""
     ours = not name.startswith(("etcd", "kube-", "kwok"))
     return (OURS_RSS_BOUND_MIB if ours else PLANE_RSS_BOUND_MIB) * 1024
 
@@ -181,10 +182,10 @@ class Campaign:
                               server: str) -> str:
         """A client certificate and kubeconfig of one scheduler process life: its user is its
         leader-election identity, in the group the audit policy records."""
-        pki = Pki(cluster.root / "pki")
-        ensure_client(pki, f"scheduler-{identity}", identity,
-                      ("system:masters", audit.SCHEDULERS))
-        document = kubeconfig(server, pki, f"scheduler-{identity}", cluster.name)
+        pki = certs.Pki(cluster.root / "pki")
+        certs.ensure_client(pki, f"scheduler-{identity}", identity,
+                            ("system:masters", audit.SCHEDULERS))
+        document = certs.kubeconfig(server, pki, f"scheduler-{identity}", cluster.name)
         path = self.workdir / f"scheduler-{identity}.kubeconfig"
         path.write_text(yaml.safe_dump(document))
         path.chmod(0o600)
