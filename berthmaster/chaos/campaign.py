@@ -47,6 +47,7 @@ from berthmaster.chaos import invariants as rules
 from berthmaster.chaos import workload as scene
 from berthmaster.chaos.checker import (
     AUTOSCALING,
+    BIND_WINDOW,
     MACHINE_API,
     MACHINE_DELETION_BOUND,
     MACHINE_SET_BOUND,
@@ -475,6 +476,8 @@ class Campaign:
               f"(Scheduled events) {dict(sorted(figures.binds_by_reporter.items()))}; "
               f"preemptions (audit log) {dict(sorted(figures.preemptions_by_user.items()))}; "
               f"leader takeovers {figures.takeovers}")
+        unaudited = checker.unaudited_binds(time.time() - 2 * BIND_WINDOW)
+        print(f"binds the audit log did not record: {len(unaudited)} {unaudited[:5]}")
         print(f"churn: {dict(sorted(churn.counts.items()))}; descheduler runs "
               f"{self.descheduler_runs}; MachineSet scale-ups {figures.scale_ups}, "
               f"scale-downs {figures.scale_downs}; Machines gone {figures.machines_deleted}")

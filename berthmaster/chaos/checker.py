@@ -167,6 +167,8 @@ class Checker:
         self.taint_since: dict[str, dict[tuple[Any, Any], float]] = {}
         self.tasks: list[asyncio.Task[None]] = []
         self.watchdog = Watchdog(self.breach, time.monotonic)
+        self.bound_keys: dict[str, str] = {}  # pod uid -> namespace/name, when seen bound
+        self.audited_binds: set[str] = set()  # namespace/name the audit log saw bound
         self.deletion_free_since: dict[str, float] = {}  # Machine key -> deleting, no hooks
         self.diverged_since: dict[str, float] = {}  # MachineSet key -> not converged since
         self.pods = Mirror(kube, resource_path(CORE, "pods"), self._pod)
@@ -281,6 +283,7 @@ class Checker:
         if not self._ours(pod) or uid in self.bound_at:
             return
         self.bound_at[uid] = now
+        self.bound_keys[uid] = key_of(pod)
         self.figures.pods_bound += 1
         nodes = self.node_views(now)
         others = [PodView.from_dict(p) for p in self.pods.items.values()]
@@ -429,6 +432,8 @@ class Checker:
     def _judge_act(self, act: Act) -> None:
         if not act.succeeded:
             return
+        if act.verb == "bind":
+            self.audited_binds.add(act.pod)
         tally = self.figures.binds_by_user if act.verb == "bind" else \
             self.figures.preemptions_by_user
         tally[act.user] = tally.get(act.user, 0) + 1
@@ -514,6 +519,13 @@ class Checker:
                 self.breach(problem)
 
     # ---------------------------------------------------------------- at the end
+    def unaudited_binds(self, before: float) -> list[str]:
+        """Pods seen bound before ``before`` whose binding the audit log did not record (an
+        API server killed between its write and its audit entry can leave one; many mean the
+        attribution is blind)."""
+        return sorted(key for uid, key in self.bound_keys.items()
+                      if self.bound_at[uid] < before and key not in self.audited_binds)
+
     def pending(self) -> list[Obj]:
         return [p for p in self.pods.items.values() if self._ours(p)
                 and not (p.get("spec") or {}).get("nodeName")

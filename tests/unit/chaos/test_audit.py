@@ -107,3 +107,17 @@ def test_a_deposed_leaders_bind_is_caught_without_any_event() -> None:
 def test_acts_judged_against_the_takeovers(act: Act, breach: str | None) -> None:
     checker = judge([act], [rules.Takeover(AT - 10, "chaos-a-1", "chaos-b-1")])
     assert checker.breaches == ([breach] if breach else [])
+
+
+def test_binds_the_audit_log_did_not_record() -> None:
+    async def run() -> Checker:
+        checker = Checker(cast(KubeClient, object()), "chaos", ("ns", "lease"), "machines",
+                          lambda what: None)
+        checker.bound_at = {"u1": 10.0, "u2": 20.0, "u3": 95.0}
+        checker.bound_keys = {"u1": "w/p-1", "u2": "w/p-2", "u3": "w/p-3"}
+        checker._judge_act(Act("chaos-a-1", "bind", "w/p-1", 9.9, 201))
+        checker._judge_act(Act("chaos-a-1", "bind", "w/p-2", 19.9, 409))  # refused: not bound
+        await checker.stop()
+        return checker
+    checker = asyncio.run(run())
+    assert checker.unaudited_binds(before=90.0) == ["w/p-2"]  # p-3: too recent to judge
