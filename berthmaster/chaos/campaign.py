@@ -9,7 +9,15 @@ descheduler runs from the CLI on a schedule, and faults are injected one at a ti
 rounds (each kind once per round). The first breach ends the run. After the last fault the
 churn stops and the run waits ``BIND_BOUND`` seconds: then every pending pod that fits somewhere
 is a breach, and every other pending pod must carry an up-to-date scheduling failure. The last
-line is ``invariant breaches: N`` and the figures; the exit code is 1 on any breach.
+line is ``invariant breaches: N`` and the figures; the exit code is 1 on any breach, and on a
+fault kind that never fired (``faults not fired: ...``).
+
+A run must not pass vacuously: the checker's tasks are watched (``watchdog``), each fault
+reports whether it did anything (``faults.Outcome``), binds are attributed from the API
+server's audit log (``audit``: kube-apiserver is restarted once at the start with the audit
+flags, and each scheduler process life has its own client certificate named after its
+leader-election identity), and resident memory is judged over the whole run per component as
+well as per process life.
 """
 
 from __future__ import annotations
@@ -23,6 +31,7 @@ import logging
 import os
 import random
 import shutil
+import signal
 import socket
 import statistics
 import sys
@@ -31,10 +40,21 @@ import time
 from pathlib import Path
 from typing import Any
 
-from berthmaster.chaos import faults
+import yaml
+
+from berthmaster.chaos import audit, faults
 from berthmaster.chaos import invariants as rules
 from berthmaster.chaos import workload as scene
-from berthmaster.chaos.checker import AUTOSCALING, MACHINE_API, Checker
+from berthmaster.chaos.checker import (
+    AUTOSCALING,
+    BIND_WINDOW,
+    MACHINE_API,
+    MACHINE_DELETION_BOUND,
+    MACHINE_SET_BOUND,
+    Checker,
+)
+from berthmaster.chaos.slowproxy import SlowProxy
+from berthmaster.devcluster import certs
 from berthmaster.devcluster.cluster import ControlPlane, RunningCluster
 from berthmaster.kube import CORE, KubeClient, KubeError, resource_path, user_agent
 from berthmaster.scheduler.engine import Engine
@@ -80,9 +100,9 @@ class Settings:
 
 @dataclasses.dataclass
 class Rss:
-    """RSS samples per component: the first of each life after warm-up, and the latest."""
+    """RSS samples (KiB) of every process life, taken from ``RSS_WARMUP`` s into the life."""
 
-    lives: dict[tuple[str, int], tuple[int, int]] = dataclasses.field(default_factory=dict)
+    lives: dict[tuple[str, int], list[int]] = dataclasses.field(default_factory=dict)
     born: dict[tuple[str, int], float] = dataclasses.field(default_factory=dict)
 
     def sample(self, cluster: RunningCluster) -> None:
@@ -93,26 +113,33 @@ class Rss:
             kib = read_rss(component.pid)
             if kib is None or now - self.born[life] < RSS_WARMUP:
                 continue
-            first, _ = self.lives.get(life, (kib, kib))
-            self.lives[life] = (first, kib)
+            self.lives.setdefault(life, []).append(kib)
 
-    def per_component(self) -> dict[str, tuple[int, int, int]]:
-        """component -> (first sample of the run, latest sample, process lives) in KiB."""
-        out: dict[str, tuple[int, int, int]] = {}
-        for (name, _), (first, last) in self.lives.items():
-            start, _, lives = out.get(name, (first, last, 0))
-            out[name] = (start, last, lives + 1)
-        return out
+    def per_component(self) -> dict[str, tuple[int, int, int, int]]:
+        """component -> (start, max, end, process lives) over the run, in KiB."""
+        return rules.rss_summary(self.lives)
 
     def breaches(self) -> list[str]:
+        """Growth within one life, and over the run across lives (a leak that outlives a
+        restart, or lives that each start bigger), against the component's bound."""
         found = []
-        for (name, pid), (first, last) in self.lives.items():
-            ours = not name.startswith(("etcd", "kube-", "kwok"))
-            bound = (OURS_RSS_BOUND_MIB if ours else PLANE_RSS_BOUND_MIB) * 1024
-            problem = rules.rss_breach(f"{name} (pid {pid})", first, last, bound)
+        for (name, pid), samples in self.lives.items():
+            problem = rules.rss_breach(f"{name} (pid {pid})", samples[0], samples[-1],
+                                       rss_bound(name))
+            if problem:
+                found.append(problem)
+        for name, (start, peak, _, lives) in self.per_component().items():
+            problem = rules.rss_breach(f"{name} over the run ({lives} lives, at its largest)",
+                                       start, peak, rss_bound(name))
             if problem:
                 found.append(problem)
         return found
+
+
+def rss_bound(name: str) -> int:
+    """How much (KiB) a component's resident memory may grow: ours, or the control plane's."""
+    ours = not name.startswith(("etcd", "kube-", "kwok"))
+    return (OURS_RSS_BOUND_MIB if ours else PLANE_RSS_BOUND_MIB) * 1024
 
 
 def read_rss(pid: int) -> int | None:
@@ -136,6 +163,8 @@ class Campaign:
         self.descheduler_runs = 0
         self.started = time.time()
         self.workdir = Path(tempfile.mkdtemp(prefix="berthmaster-chaos-"))
+        self.audit_log = self.workdir / "audit.log"
+        self.proxy: SlowProxy | None = None
 
     # ---------------------------------------------------------------- set-up
     def _policy(self) -> Path:
@@ -150,21 +179,39 @@ class Campaign:
         path.write_text(json.dumps(document, indent=2))
         return path
 
+    def _scheduler_kubeconfig(self, cluster: RunningCluster, identity: str,
+                              server: str) -> str:
+        """A client certificate and kubeconfig of one scheduler process life: its user is its
+        leader-election identity, in the group the audit policy records."""
+        pki = certs.Pki(cluster.root / "pki")
+        certs.ensure_client(pki, f"scheduler-{identity}", identity,
+                            ("system:masters", audit.SCHEDULERS))
+        document = certs.kubeconfig(server, pki, f"scheduler-{identity}", cluster.name)
+        path = self.workdir / f"scheduler-{identity}.kubeconfig"
+        path.write_text(yaml.safe_dump(document))
+        path.chmod(0o600)
+        return str(path)
+
     def _launches(self, cluster: RunningCluster) -> dict[str, faults.Launch]:
         python = sys.executable
         kubeconfig = str(cluster.kubeconfig)
         policy = str(self._policy())
         launches: dict[str, faults.Launch] = {}
+        servers = {"a": cluster.server, "b": cluster.server}
+        if self.proxy is not None and self.proxy.server is not None:
+            port = self.proxy.server.sockets[0].getsockname()[1]
+            servers["b"] = f"https://127.0.0.1:{port}"  # apiserver-slow delays its traffic
         for replica in ("a", "b"):
             port = free_port()
 
             def identity(life: int, replica: str = replica) -> str:
                 return f"chaos-{replica}-{life}"
 
-            def scheduler(life: int, port: int = port,
-                          identity: Any = identity) -> list[str]:
+            def scheduler(life: int, port: int = port, identity: Any = identity,
+                          server: str = servers[replica]) -> list[str]:
+                own = self._scheduler_kubeconfig(cluster, identity(life), server)
                 return [python, "-m", "berthmaster.cli", "scheduler", "--kubeconfig",
-                        kubeconfig, "--scheduler-name", SCHEDULER_NAME, "--policy", policy,
+                        own, "--scheduler-name", SCHEDULER_NAME, "--policy", policy,
                         "--leader-elect-lease-namespace", LEASE[0],
                         "--leader-elect-lease-name", LEASE[1],
                         "--leader-elect-lease-duration", "4s",
@@ -272,6 +319,20 @@ class Campaign:
                 await process.wait()
             self.descheduler_runs += 1
 
+    async def _audit_on(self, cluster: RunningCluster) -> None:
+        """kube-apiserver restarted once with the audit flags (recorded, so the
+        apiserver-restart fault keeps them)."""
+        policy = self.workdir / "audit-policy.yaml"
+        policy.write_text(audit.POLICY)
+        component = cluster.components["kube-apiserver"]
+        faults.signal_pid(component.pid, signal.SIGKILL)
+        faults.reap(component.pid)
+        await faults.wait_until(lambda: not component.alive(), 10)
+        await asyncio.to_thread(
+            self.plane.attach, cluster, "kube-apiserver",
+            [*component.command, *audit.flags(policy, self.audit_log)], component.endpoint,
+            lambda: faults.https_ok(cluster, "/readyz"), 120)
+
     async def _fault_loop(self, stage: faults.Stage, until: float) -> None:
         kinds = list(faults.FAULTS)
         while True:
@@ -307,6 +368,10 @@ class Campaign:
             "PYTHONPATH": os.pathsep.join(filter(None, (str(HOOKS),
                                                         os.environ.get("PYTHONPATH")))),
             "PYTHONUNBUFFERED": "1"})
+        await self._audit_on(cluster)
+        address = cluster.server.rsplit(":", 1)
+        self.proxy = SlowProxy("127.0.0.1", int(address[1]))
+        await self.proxy.start()
         await asyncio.to_thread(self._apply_crds, cluster)
         kube = await KubeClient.from_kubeconfig(str(cluster.kubeconfig),
                                                 agent=user_agent("berthmaster-chaos"))
@@ -314,6 +379,8 @@ class Campaign:
             return await self._campaign(cluster, kube)
         finally:
             await kube.close()
+            if self.proxy is not None:
+                await self.proxy.close()
 
     async def _campaign(self, cluster: RunningCluster, kube: KubeClient) -> int:
         settings = self.settings
@@ -322,10 +389,11 @@ class Campaign:
                           lambda what: self.breached.set())
         checker.static_nodes = {n["metadata"]["name"] for n in scene.static_nodes()}
         stage = faults.Stage(self.plane, cluster, kube, checker, self.rng,
-                             self._launches(cluster), settings.hold)
+                             self._launches(cluster), settings.hold, proxy=self.proxy)
         for name in stage.launches:
             await stage.start(name)
         await checker.start()
+        checker.follow_audit(audit.AuditTail(self.audit_log).read)
         churn = scene.Churn(kube, SCHEDULER_NAME, self.rng, settings.churn_interval,
                             settings.max_live)
         stop_churn, stop_all = asyncio.Event(), asyncio.Event()
@@ -334,6 +402,10 @@ class Campaign:
                       asyncio.create_task(faults.supervise(stage, stop_all)),
                       asyncio.create_task(self._descheduler_loop(cluster, stop_churn)),
                       asyncio.create_task(churn.run(stop_churn))]
+        for name, task, may_finish in zip(("rss sampler", "supervisor", "descheduler loop",
+                                           "churn"), background, (False, False, True, True),
+                                          strict=True):
+            checker.watchdog.watch(name, task, may_finish)
         began = time.time()
         fault_phase_end = began + max(settings.minutes * 60 - BIND_BOUND - 15,
                                       settings.warmup + 30)
@@ -347,14 +419,18 @@ class Campaign:
         self.rss.sample(cluster)
         for problem in self.rss.breaches():
             checker.breach(problem)
+        if checker.figures.pods_bound and not checker.figures.binds_by_user:
+            checker.breach(f"the audit log attributed none of the {checker.figures.pods_bound} "
+                           f"bindings ({self.audit_log}): bind attribution is blind")
+        checker.watchdog.stop()
         stop_all.set()
         for task in background:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
         await checker.stop()
-        self._report(checker, stage, churn, time.time() - began)
-        return 1 if checker.breaches else 0
+        missed = self._report(checker, stage, churn, time.time() - began)
+        return 1 if checker.breaches or missed else 0
 
     async def _final_checks(self, checker: Checker, last_fault: float) -> None:
         """Liveness: every pending pod that fits somewhere is a breach; every other pending pod
@@ -382,7 +458,8 @@ class Campaign:
                 checker.breach(problem)
 
     def _report(self, checker: Checker, stage: faults.Stage, churn: scene.Churn,
-                elapsed: float) -> None:
+                elapsed: float) -> dict[str, list[str]]:
+        """Print the figures; returns the fault kinds that never fired (with why)."""
         latencies = []
         for uid, bound in checker.bound_at.items():
             created = checker.created_at.get(uid, bound)
@@ -395,19 +472,33 @@ class Campaign:
         for breach in checker.breaches:
             print(f"  BREACH: {breach}")
         print(f"pods created {figures.pods_created}, bound {figures.pods_bound}; binds by "
-              f"replica {dict(sorted(figures.binds_by_reporter.items()))}; leader takeovers "
-              f"{figures.takeovers}")
+              f"scheduler life (audit log) {dict(sorted(figures.binds_by_user.items()))}, "
+              f"(Scheduled events) {dict(sorted(figures.binds_by_reporter.items()))}; "
+              f"preemptions (audit log) {dict(sorted(figures.preemptions_by_user.items()))}; "
+              f"leader takeovers {figures.takeovers}")
+        unaudited = checker.unaudited_binds(time.time() - 2 * BIND_WINDOW)
+        print(f"binds the audit log did not record: {len(unaudited)} {unaudited[:5]}")
         print(f"churn: {dict(sorted(churn.counts.items()))}; descheduler runs "
               f"{self.descheduler_runs}; MachineSet scale-ups {figures.scale_ups}, "
               f"scale-downs {figures.scale_downs}; Machines gone {figures.machines_deleted}")
-        print(f"faults: {dict(sorted(stage.counts.items()))}")
+        print(f"Machine API liveness: {figures.machine_deletions_judged} Machines gone within "
+              f"{MACHINE_DELETION_BOUND:.0f}s of their last hook, "
+              f"{figures.machine_set_convergences} MachineSet convergences within "
+              f"{MACHINE_SET_BOUND:.0f}s")
+        for line in faults.summary(stage.outcomes):
+            print(f"fault {line}")
         print(f"fault details: {dict(sorted(stage.details.items()))}")
+        missed = faults.never_fired(stage.outcomes, faults.FAULTS)
+        if missed:
+            print("faults not fired: " + "; ".join(f"{kind} ({', '.join(why)})"
+                                                   for kind, why in sorted(missed.items())))
         print(f"restarts after exiting on their own: {dict(sorted(stage.restarts.items()))}")
         print(f"watch relists by the checker: "
               f"{sum(m.relists for m in checker.mirrors) - len(checker.mirrors)}")
-        rss = ", ".join(f"{name} {start // 1024}->{end // 1024} MiB ({lives} lives)"
-                        for name, (start, end, lives) in sorted(self.rss.per_component().items()))
-        print(f"RSS start->end: {rss}")
+        rss = ", ".join(f"{name} {start // 1024}/{peak // 1024}/{end // 1024} ({lives} lives)"
+                        for name, (start, peak, end, lives)
+                        in sorted(self.rss.per_component().items()))
+        print(f"RSS MiB start/max/end over the run: {rss}")
         print(f"logs (kept after the run): {self.workdir}")
         worst = max(latencies, default=0.0)
         median = statistics.median(latencies) if latencies else 0.0
@@ -415,7 +506,9 @@ class Campaign:
         print(f"invariant breaches: {len(checker.breaches)} | pods created "
               f"{figures.pods_created} bound {figures.pods_bound} | faults {counts} | "
               f"worst time-to-bind after a fault {worst:.1f}s (median {median:.1f}s, "
-              f"{len(latencies)} pods) | bound {BIND_BOUND:.0f}s after the last fault")
+              f"{len(latencies)} pods) | bound {BIND_BOUND:.0f}s after the last fault"
+              + (f" | faults not fired: {','.join(sorted(missed))}" if missed else ""))
+        return missed
 
 
 def main(minutes: float, seed: int, **overrides: Any) -> int:

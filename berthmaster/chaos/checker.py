@@ -5,8 +5,15 @@ resourceVersion; on 410 Gone, a closed or malformed stream or an unreachable API
 relists and turns the difference into the events it missed, so faults on the API server or etcd
 never blind it).
 Each mirror feeds :class:`Checker` in its own stream's order; the pod stream is the one order
-bind-time rules are judged in. Rules whose facts arrive on two streams (a Node deleted, its
-Machine's hooks) are judged a few seconds later, when both streams have caught up. A breach is
+bind-time rules are judged in. Every task the checker runs (mirrors, delayed checks, the
+liveness loop) is registered with a :class:`~berthmaster.chaos.watchdog.Watchdog`: a task that
+raises, or a mirror that stops progressing, is a breach, so a checker that stops looking fails
+the run instead of passing it. Who bound a pod comes from the API server's audit log
+(:mod:`.audit`); the binder's own ``Scheduled`` Events are the second signal. Rules whose
+facts arrive on two streams (a Node deleted, its Machine's hooks; an audited bind, the Lease)
+are judged a few seconds later, when both streams have caught up. Liveness of the Machine API
+(a deletion with no hooks left finishes, a MachineSet converges) is judged every 2 s against
+the bounds below. A breach is
 recorded with the checker's clock; the campaign stops at the first one.
 """
 
@@ -20,11 +27,15 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from berthmaster.chaos import invariants as rules
+from berthmaster.chaos.watchdog import Watchdog
 from berthmaster.kube import CORE, KubeClient, KubeError, group_path, resource_path
 from berthmaster.scheduler.model import NodeView, PodView
+
+if TYPE_CHECKING:
+    from berthmaster.chaos.audit import Act
 
 Obj = dict[str, Any]
 Handler = Callable[[str, Obj, Obj | None], None]
@@ -37,6 +48,11 @@ RECENT = 10.0  # seconds a departed pod still counts for rules judged on a laggi
 # fault resumes a frozen leader only after a longer while (faults.RESUME_AFTER_TAKEOVER).
 LEASE_GRACE = 3.0
 BIND_WINDOW = 5.0  # bindings this close after one may have been decided before it
+WATCH_SECONDS = 60  # a watch's timeoutSeconds: a quiet mirror relists this often
+# Liveness of the Machine API, judged throughout (docs/reliability.md). Drains wait for
+# PodDisruptionBudgets and replacements, and the operator is killed and frozen meanwhile.
+MACHINE_DELETION_BOUND = 180.0  # a deleted Machine with no hooks left is gone by then
+MACHINE_SET_BOUND = 180.0  # a MachineSet's Machines match its replicas within this
 log = logging.getLogger("berthmaster.chaos")
 
 
@@ -62,14 +78,16 @@ class Mirror:
         self.items: dict[str, Obj] = {}
         self.relists = 0
         self.synced = asyncio.Event()
+        self.last_progress = time.monotonic()  # a list or a watch event (bookmarks included)
 
     async def run(self) -> None:
         while True:
             try:
                 version = await self._relist()
-                async for event in self.kube.watch(self.path, version, timeout_seconds=60,
-                                                   **self.params):
+                async for event in self.kube.watch(self.path, version,
+                                                   timeout_seconds=WATCH_SECONDS, **self.params):
                     obj = event["object"]
+                    self.last_progress = time.monotonic()
                     if event["type"] == "BOOKMARK":
                         continue
                     key = key_of(obj)
@@ -90,6 +108,7 @@ class Mirror:
     async def _relist(self) -> str:
         items, version = await self.kube.list_all(self.path, **self.params)
         self.relists += 1
+        self.last_progress = time.monotonic()
         fresh = {key_of(i): i for i in items}
         before, self.items = self.items, dict(fresh)
         # The copy is whole before the missed events are told: a rule counting over the copy
@@ -110,7 +129,11 @@ class Mirror:
 class Figures:
     pods_created: int = 0
     pods_bound: int = 0
-    binds_by_reporter: dict[str, int] = field(default_factory=dict)
+    binds_by_reporter: dict[str, int] = field(default_factory=dict)  # Scheduled Events
+    binds_by_user: dict[str, int] = field(default_factory=dict)  # the audit log
+    preemptions_by_user: dict[str, int] = field(default_factory=dict)
+    machine_deletions_judged: int = 0
+    machine_set_convergences: int = 0
     takeovers: int = 0
     evictions_seen: int = 0
     machines_deleted: int = 0
@@ -143,6 +166,11 @@ class Checker:
         self.static_nodes: set[str] = set()
         self.taint_since: dict[str, dict[tuple[Any, Any], float]] = {}
         self.tasks: list[asyncio.Task[None]] = []
+        self.watchdog = Watchdog(self.breach, time.monotonic)
+        self.bound_keys: dict[str, str] = {}  # pod uid -> namespace/name, when seen bound
+        self.audited_binds: set[str] = set()  # namespace/name the audit log saw bound
+        self.deletion_free_since: dict[str, float] = {}  # Machine key -> deleting, no hooks
+        self.diverged_since: dict[str, float] = {}  # MachineSet key -> not converged since
         self.pods = Mirror(kube, resource_path(CORE, "pods"), self._pod)
         self.nodes = Mirror(kube, resource_path(CORE, "nodes"), self._node)
         self.events = Mirror(kube, resource_path(CORE, "events"), self._event)
@@ -161,10 +189,29 @@ class Checker:
     # ---------------------------------------------------------------- running
     async def start(self) -> None:
         for mirror in self.mirrors:
-            self.tasks.append(asyncio.create_task(mirror.run()))
+            task = asyncio.create_task(mirror.run())
+            self.tasks.append(task)
+            self.watchdog.watch(f"mirror {mirror.path}", task)
             await asyncio.wait_for(mirror.synced.wait(), timeout=60)
+            self.watchdog.probe(mirror.path, functools.partial(self._progress, mirror))
+        self.spawn("liveness", self._liveness_loop())
+        self.tasks.append(asyncio.create_task(self.watchdog.run()))
+
+    @staticmethod
+    def _progress(mirror: Mirror) -> tuple[bool, float]:
+        return mirror.synced.is_set(), mirror.last_progress
+
+    def spawn(self, name: str, work: Awaitable[None], may_finish: bool = False) -> None:
+        """Run ``work`` as a task the watchdog watches."""
+        async def run() -> None:
+            await work
+        task = asyncio.create_task(run())
+        self.tasks.append(task)
+        self.watchdog.watch(name, task, may_finish)
 
     async def stop(self) -> None:
+        """Stop the watchdog first (a last look), then cancel the tasks."""
+        self.watchdog.stop()
         for task in self.tasks:
             task.cancel()
         for task in self.tasks:
@@ -177,13 +224,16 @@ class Checker:
             log.error("INVARIANT BREACH: %s", what)
             self.on_breach(what)
 
-    def later(self, delay: float, check: Callable[[], Awaitable[None] | None]) -> None:
+    def later(self, delay: float, check: Callable[[], Awaitable[None] | None],
+              name: str) -> None:
+        """``check`` in ``delay`` seconds; an exception in it is a breach (the watchdog)."""
         async def run() -> None:
             await asyncio.sleep(delay)
             result = check()
             if result is not None:
                 await result
-        self.tasks.append(asyncio.create_task(run()))
+        self.tasks = [t for t in self.tasks if not t.done()]
+        self.spawn(f"delayed {name}", run(), may_finish=True)
 
     # ---------------------------------------------------------------- pods
     def _ours(self, pod: Obj) -> bool:
@@ -233,6 +283,7 @@ class Checker:
         if not self._ours(pod) or uid in self.bound_at:
             return
         self.bound_at[uid] = now
+        self.bound_keys[uid] = key_of(pod)
         self.figures.pods_bound += 1
         nodes = self.node_views(now)
         others = [PodView.from_dict(p) for p in self.pods.items.values()]
@@ -240,7 +291,8 @@ class Checker:
         if node is not None:
             for problem in rules.overcommit(node, others):
                 self.breach(problem)
-        self.later(BIND_WINDOW, functools.partial(self._bind_check, pod, nodes, now))
+        self.later(BIND_WINDOW, functools.partial(self._bind_check, pod, nodes, now),
+                   f"bind check of {key_of(pod)}")
 
     def _bind_check(self, pod: Obj, nodes: dict[str, NodeView], bound: float) -> None:
         """The hard constraints of one binding, judged ``BIND_WINDOW`` seconds later.
@@ -310,7 +362,8 @@ class Checker:
         self.taint_since.pop(name, None)
         for machine in list(self.machines.items.values()):
             if ((machine.get("status") or {}).get("nodeRef") or {}).get("name") == name:
-                self.later(3.0, functools.partial(self._instance_check, key_of(machine)))
+                self.later(3.0, functools.partial(self._instance_check, key_of(machine)),
+                           f"instance check of Machine {key_of(machine)}")
 
     def _instance_check(self, machine_key: str) -> None:
         machine = self.machines.items.get(machine_key)
@@ -364,6 +417,32 @@ class Checker:
                     name, list(self.machine_events[name].values())):
                 self.breach(problem)
 
+    # ---------------------------------------------------------------- the audit log
+    def follow_audit(self, read: Callable[[], list[Act]], interval: float = 0.5) -> None:
+        """Judge the scheduler lives' writes the audit log records (``read``: the new ones)."""
+        async def loop() -> None:
+            while True:
+                for act in read():
+                    # judged once the Lease mirror has caught up with the takeovers before it
+                    self.later(BIND_WINDOW, functools.partial(self._judge_act, act),
+                               f"audit check of {act.verb} {act.pod}")
+                await asyncio.sleep(interval)
+        self.spawn("audit log", loop())
+
+    def _judge_act(self, act: Act) -> None:
+        if not act.succeeded:
+            return
+        if act.verb == "bind":
+            self.audited_binds.add(act.pod)
+        tally = self.figures.binds_by_user if act.verb == "bind" else \
+            self.figures.preemptions_by_user
+        tally[act.user] = tally.get(act.user, 0) + 1
+        action = "bound a pod" if act.verb == "bind" else "deleted a pod (a preemption)"
+        problem = rules.bind_after_lost_lease(act.user, act.at, self.takeovers, LEASE_GRACE,
+                                              action)
+        if problem:
+            self.breach(f"{act.pod}: {problem} (audit log)")
+
     # ---------------------------------------------------------------- leases
     def _lease(self, kind: str, lease: Obj, old: Obj | None) -> None:
         if (lease.get("metadata") or {}).get("name") != self.lease_name or kind == "DELETED":
@@ -381,6 +460,8 @@ class Checker:
     def _machine(self, kind: str, machine: Obj, old: Obj | None) -> None:
         if kind == "DELETED":
             self.figures.machines_deleted += 1
+            if self.deletion_free_since.pop(key_of(machine), None) is not None:
+                self.figures.machine_deletions_judged += 1
             return
         for problem in rules.machine_breaches(machine):
             self.breach(problem)
@@ -409,7 +490,42 @@ class Checker:
         if kind != "DELETED" and "maxNodesTotal" in limits:
             self.max_nodes_total = int(limits["maxNodesTotal"])
 
+    # ---------------------------------------------------------------- liveness
+    async def _liveness_loop(self, interval: float = 2.0) -> None:
+        while True:
+            self.liveness(time.time())
+            await asyncio.sleep(interval)
+
+    def liveness(self, now: float) -> None:
+        """Deleted Machines with no hooks left go, MachineSets converge, within the bounds."""
+        for key, machine in self.machines.items.items():
+            if rules.deletion_unblocked(machine):
+                since = self.deletion_free_since.setdefault(key, now)
+                problem = rules.overdue(f"Machine {key}: deleted with no hooks left but not "
+                                        "gone", since, now, MACHINE_DELETION_BOUND)
+                if problem:
+                    self.breach(problem)
+            else:
+                self.deletion_free_since.pop(key, None)
+        for key, machine_set in self.machine_sets.items.items():
+            if rules.machine_set_converged(machine_set):
+                if self.diverged_since.pop(key, None) is not None:
+                    self.figures.machine_set_convergences += 1
+                continue
+            since = self.diverged_since.setdefault(key, now)
+            problem = rules.overdue(f"MachineSet {key}: replicas, Machines and ready Machines "
+                                    "not equal", since, now, MACHINE_SET_BOUND)
+            if problem:
+                self.breach(problem)
+
     # ---------------------------------------------------------------- at the end
+    def unaudited_binds(self, before: float) -> list[str]:
+        """Pods seen bound before ``before`` whose binding the audit log did not record (an
+        API server killed between its write and its audit entry can leave one; many mean the
+        attribution is blind)."""
+        return sorted(key for uid, key in self.bound_keys.items()
+                      if self.bound_at[uid] < before and key not in self.audited_binds)
+
     def pending(self) -> list[Obj]:
         return [p for p in self.pods.items.values() if self._ours(p)
                 and not (p.get("spec") or {}).get("nodeName")

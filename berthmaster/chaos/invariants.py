@@ -381,3 +381,49 @@ def rss_breach(component: str, start_kib: int, end_kib: int, bound_kib: int) -> 
         return (f"{component}: RSS grew {start_kib // 1024} -> {end_kib // 1024} MiB "
                 f"(bound {bound_kib // 1024} MiB)")
     return None
+
+
+def rss_summary(lives: Mapping[tuple[str, int], Sequence[int]]) -> dict[str, tuple[int, int, int,
+                                                                                    int]]:
+    """Per component, over the whole run and across its restarts: (the first sample of its
+    first life, the largest sample of any life, the last sample of its last life, the number
+    of lives), in KiB. ``lives`` maps (component, pid) to that life's samples in order, lives
+    in the order they began."""
+    out: dict[str, tuple[int, int, int, int]] = {}
+    for (name, _), samples in lives.items():
+        if not samples:
+            continue
+        if name not in out:
+            out[name] = (samples[0], max(samples), samples[-1], 1)
+            continue
+        start, peak, _, count = out[name]
+        out[name] = (start, max(peak, *samples), samples[-1], count + 1)
+    return out
+
+
+# ------------------------------------------------------------------ Machine API liveness
+
+
+def deletion_unblocked(machine: Obj) -> bool:
+    """A Machine being deleted with no lifecycle hook left: nothing may hold its deletion."""
+    return bool((machine.get("metadata") or {}).get("deletionTimestamp")) and \
+        not hooks(machine, "preDrain") and not hooks(machine, "preTerminate")
+
+
+def machine_set_converged(machine_set: Obj) -> bool:
+    """A MachineSet whose controller has seen its spec and has as many Machines, all ready,
+    as it asks for (machine-api-operator's ``MachineSetStatus``: replicas, readyReplicas,
+    observedGeneration)."""
+    meta, status = machine_set.get("metadata") or {}, machine_set.get("status") or {}
+    wanted = int((machine_set.get("spec") or {}).get("replicas") or 0)
+    observed = int(status.get("observedGeneration") or 0)
+    return observed >= int(meta.get("generation") or 0) and \
+        int(status.get("replicas") or 0) == wanted == int(status.get("readyReplicas") or 0)
+
+
+def overdue(what: str, since: float | None, now: float, bound: float) -> str | None:
+    """``what`` has been waited for since ``since`` (None: not waited for) longer than
+    ``bound`` seconds."""
+    if since is not None and now - since > bound:
+        return f"{what} within {bound:.0f}s"
+    return None

@@ -296,3 +296,64 @@ def test_stale_reason(pod: dict[str, Any], last_event: float | None, breach: boo
     (100_000, 150_000, False), (100_000, 100_000 + 96 * 1024, True), (200_000, 100_000, False)])
 def test_rss_breach(start: int, end: int, breach: bool) -> None:
     assert (rules.rss_breach("operator", start, end, 96 * 1024) is not None) == breach
+
+
+# ------------------------------------------------------------------ memory over the run
+
+
+def test_rss_summary_spans_restarts() -> None:
+    lives = {("operator", 10): [100, 140, 120], ("etcd", 5): [50, 60],
+             ("operator", 11): [90, 150, 95], ("operator", 12): []}
+    assert rules.rss_summary(lives) == {"operator": (100, 150, 95, 2), "etcd": (50, 60, 60, 1)}
+
+
+def test_rss_growth_over_the_run_is_judged_across_lives() -> None:
+    """Each life grows 40 MiB (under a 64 MiB bound per life), but each starts bigger: the
+    component grew 120 MiB over the run."""
+    from berthmaster.chaos.campaign import Rss, rss_bound
+    mib = 1024
+    rss = Rss(lives={("operator", p): [(100 + 40 * i) * mib, (140 + 40 * i) * mib]
+                     for i, p in enumerate((1, 2, 3))})
+    assert rss.per_component() == {"operator": (100 * mib, 220 * mib, 220 * mib, 3)}
+    assert rss_bound("operator") == 96 * mib
+    assert rss.breaches() == ["operator over the run (3 lives, at its largest): RSS grew "
+                              "100 -> 220 MiB (bound 96 MiB)"]
+
+
+# ------------------------------------------------------------------ Machine API liveness
+
+
+@pytest.mark.parametrize(("obj", "unblocked"), [
+    (machine(), False), (machine(deleting=True), True),
+    (machine(["WaitForReplacement"], deleting=True), False),
+    (machine(pre_terminate=["FlushLogs"], deleting=True), False),
+])
+def test_deletion_unblocked(obj: dict[str, Any], unblocked: bool) -> None:
+    assert rules.deletion_unblocked(obj) is unblocked
+
+
+def converging_set(wanted: int, have: int, ready: int, generation: int = 2,
+                observed: int = 2) -> dict[str, Any]:
+    return {"metadata": {"name": "pool-a", "generation": generation},
+            "spec": {"replicas": wanted},
+            "status": {"replicas": have, "readyReplicas": ready,
+                       "observedGeneration": observed}}
+
+
+@pytest.mark.parametrize(("obj", "converged"), [
+    (converging_set(2, 2, 2), True), (converging_set(0, 0, 0), True),
+    (converging_set(3, 2, 2), False),  # scaling up
+    (converging_set(2, 3, 3), False),  # scaling down
+    (converging_set(2, 2, 1), False),  # a Machine not ready
+    (converging_set(2, 2, 2, generation=3), False),  # the controller has not seen the change
+    ({"metadata": {"name": "new"}, "spec": {"replicas": 1}}, False),
+])
+def test_machine_set_converged(obj: dict[str, Any], converged: bool) -> None:
+    assert rules.machine_set_converged(obj) is converged
+
+
+@pytest.mark.parametrize(("since", "now", "expected"), [
+    (None, 1000.0, None), (100.0, 280.0, None),
+    (100.0, 281.0, "Machine m: not gone within 180s")])
+def test_overdue(since: float | None, now: float, expected: str | None) -> None:
+    assert rules.overdue("Machine m: not gone", since, now, 180.0) == expected

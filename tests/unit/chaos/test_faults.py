@@ -1,0 +1,121 @@
+"""Fault outcomes: a fault that did nothing does not count as fired, and a kind that never
+fired fails the run; the checks faults use to know they acted (a stopped process, a proxy that
+delayed traffic)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+import subprocess
+from typing import Any, cast
+
+import pytest
+
+from berthmaster.chaos import faults
+from berthmaster.chaos.faults import Outcome, fired, never_fired, not_fired, summary, tally
+from berthmaster.chaos.slowproxy import SlowProxy
+
+OUTCOMES = {
+    "etcd-compaction": [fired("compacted at revision 10"), not_fired("revision 10 already "
+                                                                     "compacted")],
+    "node-not-ready": [not_fired("node w-1 was never seen NotReady"),
+                       not_fired("node w-1 was never seen NotReady")],
+    "operator-kill": [fired("operator killed during drain")],
+}
+
+
+def test_tally_counts_fired_and_not_fired_apart() -> None:
+    assert tally(OUTCOMES) == ({"etcd-compaction": 1, "node-not-ready": 0, "operator-kill": 1},
+                               {"etcd-compaction": 1, "node-not-ready": 2, "operator-kill": 0})
+
+
+def test_never_fired_names_kinds_tried_in_vain_and_kinds_never_tried() -> None:
+    scheduled = ["etcd-compaction", "node-not-ready", "operator-kill", "big-pod"]
+    assert never_fired(OUTCOMES, scheduled) == {
+        "node-not-ready": ["node w-1 was never seen NotReady"], "big-pod": ["never tried"]}
+    assert never_fired(OUTCOMES, ["operator-kill"]) == {}
+
+
+def test_summary_lines() -> None:
+    assert summary(OUTCOMES) == [
+        "etcd-compaction: fired 1, not fired 1 (revision 10 already compacted); "
+        "e.g. compacted at revision 10",
+        "node-not-ready: fired 0, not fired 2 (node w-1 was never seen NotReady)",
+        "operator-kill: fired 1, not fired 0; e.g. operator killed during drain"]
+
+
+class _Stage:
+    """The part of a Stage ``inject`` touches."""
+
+    def __init__(self) -> None:
+        self.outcomes: dict[str, list[Outcome]] = {}
+        self.fault_ended: list[float] = []
+
+
+@pytest.mark.parametrize(("behaviour", "expected"), [
+    ("fires", Outcome(True, "did it")),
+    ("declines", Outcome(False, "nothing to do")),
+    ("raises", Outcome(False, "failed: OSError: connection refused")),
+])
+def test_inject_records_the_outcome(monkeypatch: pytest.MonkeyPatch, behaviour: str,
+                                    expected: Outcome) -> None:
+    async def fault(stage: Any) -> Outcome:
+        if behaviour == "raises":
+            raise OSError("connection refused")
+        return fired("did it") if behaviour == "fires" else not_fired("nothing to do")
+    monkeypatch.setitem(faults.FAULTS, "test-fault", fault)
+    stage = _Stage()
+    assert asyncio.run(faults.inject(cast(faults.Stage, stage), "test-fault")) == expected
+    assert stage.outcomes == {"test-fault": [expected]}
+    assert len(stage.fault_ended) == 1
+    counts = {k: v for k, v in tally(stage.outcomes)[0].items() if v}
+    assert counts == ({"test-fault": 1} if expected.fired else {})
+
+
+def test_process_state_sees_a_stopped_process_and_signal_pid_a_gone_one() -> None:
+    child = subprocess.Popen(["sleep", "30"])
+    try:
+        assert faults.process_state(child.pid) in ("S", "R")
+        assert faults.signal_pid(child.pid, signal.SIGSTOP)
+        assert asyncio.run(faults.wait_until(
+            lambda: faults.process_state(child.pid) == "T", 5))
+        faults.signal_pid(child.pid, signal.SIGCONT)
+    finally:
+        child.kill()
+        child.wait()
+    assert faults.process_state(child.pid) == "?"
+    assert not faults.signal_pid(child.pid, signal.SIGCONT)
+
+
+def test_the_slow_proxy_passes_data_and_counts_what_it_delayed() -> None:
+    async def echo(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while data := await reader.read(1024):
+            writer.write(data)
+            await writer.drain()
+        writer.close()
+
+    async def run() -> tuple[bytes, bytes, int, int]:
+        upstream = await asyncio.start_server(echo, "127.0.0.1", 0)
+        proxy = SlowProxy("127.0.0.1", upstream.sockets[0].getsockname()[1])
+        port = await proxy.start()
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(b"fast")
+        fast = await reader.readexactly(4)
+        quiet = proxy.delayed
+        proxy.delay = 0.05
+        writer.write(b"slow")
+        slow = await reader.readexactly(4)
+        writer.close()
+        await proxy.close()
+        upstream.close()
+        return fast, slow, quiet, proxy.delayed
+    fast, slow, quiet, delayed = asyncio.run(run())
+    assert (fast, slow, quiet, delayed) == (b"fast", b"slow", 0, 2)  # both directions
+
+
+def test_a_big_pod_is_big_and_plain() -> None:
+    pod = faults.big_pod("big-1", "chaos", faults.BIG_POD_BYTES)
+    size = len(json.dumps(pod))
+    assert faults.BIG_POD_BYTES <= size < 1_500_000  # under etcd's 1.5 MiB request limit
+    assert pod["spec"]["schedulerName"] == "chaos"
