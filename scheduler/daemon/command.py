@@ -38,9 +38,6 @@ def run(args: argparse.Namespace) -> int:
     from berthmaster import logs
 
     logs.configure("scheduler", args.log_format, args.verbosity)
-    for flag in args.ignored_flags:
-        log.warning("%s is kube-scheduler's and has no effect on berthmaster; ignored", flag,
-                    extra={"flag": flag})
     try:
         return asyncio.run(main(args))
     except KeyboardInterrupt:
