@@ -27,7 +27,7 @@ from berthmaster.kube import CORE, KubeClient, group_path, resource_path
 from berthmaster.serving import self_signed_certificate
 from tests.integration.conftest import unique
 from tests.integration.scheduler.conftest import SchedulerRunner
-from tests.support.accounts import granted
+from tests.support.accounts import account_kubeconfig, granted
 from tests.support.waiting import wait_for
 
 METRICS_READER = [{"nonResourceURLs": ["/metrics"], "verbs": ["get"]}]
@@ -172,3 +172,48 @@ async def test_the_flags_certificate_is_served(
     with pytest.raises(aiohttp.ClientConnectorCertificateError):
         async with aiohttp.ClientSession() as session:
             await session.get(f"{base}/healthz", ssl=ssl.create_default_context())
+
+
+async def test_a_token_answer_is_cached_for_the_token_ttl(
+    kube: KubeClient, run_scheduler: SchedulerRunner, namespace: str
+) -> None:
+    """A long token TTL keeps accepting a token whose ServiceAccount is gone; a zero one asks
+    the API server again and answers 401 (authenticatorfactory/delegating.go's CacheTTL)."""
+    keeping = await secure_scheduler(run_scheduler,
+                                     authentication_token_webhook_cache_ttl=3600.0)
+    fresh = await secure_scheduler(run_scheduler, authentication_token_webhook_cache_ttl=0.0)
+    name = unique("gone")
+    token = await account_token(kube, namespace, name)
+    async with granted(kube, namespace, name, METRICS_READER):
+        for base in (keeping, fresh):
+            async def scraped(base: str = base) -> bool:
+                return (await fetch(f"{base}/metrics", token=token))[0] == 200
+
+            await wait_for(scraped, timeout=30, what=f"{base}/metrics with the token")
+        await kube.delete(resource_path(CORE, "serviceaccounts", namespace, name))
+
+        async def rejected() -> bool:
+            return (await fetch(f"{fresh}/metrics", token=token))[0] == 401
+
+        await wait_for(rejected, timeout=30, what="the deleted account's token rejected")
+        assert (await fetch(f"{keeping}/metrics", token=token))[0] == 200
+
+
+async def test_reviews_go_to_the_kubeconfig_flags_and_failures_are_not_answers(
+    kube: KubeClient, cluster: Any, run_scheduler: SchedulerRunner, namespace: str,
+    tmp_path: Path
+) -> None:
+    """--authentication-kubeconfig/--authorization-kubeconfig name the reviews' credentials;
+    an account that may not create reviews makes every review fail: a token is then 401, an
+    authorization 500 (endpoints/filters/authorization.go answers InternalError on an
+    authorizer error), and the always-allowed paths still answer."""
+    bare = await account_kubeconfig(kube, cluster, namespace, tmp_path, "no-reviews")
+    base = await secure_scheduler(run_scheduler, authentication_kubeconfig=str(bare),
+                                  authorization_kubeconfig=str(bare))
+    assert (await fetch(f"{base}/healthz"))[:2] == (200, "ok")
+    status, body, _ = await fetch(f"{base}/metrics")
+    assert status == 500
+    assert body.startswith('Internal Server Error: "/metrics": SubjectAccessReview failed: ')
+    assert "subjectaccessreviews" in body
+    token = await account_token(kube, namespace, "valid")
+    assert (await fetch(f"{base}/metrics", token=token))[0] == 401
