@@ -23,7 +23,6 @@ They are served in one or both of two ways (docs/observability.md):
 
 from __future__ import annotations
 
-import argparse
 import datetime
 import ipaddress
 import json
@@ -32,7 +31,6 @@ import os
 import ssl
 import tempfile
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
 
 from aiohttp import web
 from cryptography import x509
@@ -50,18 +48,17 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from berthmaster.delegated_auth import (
     ANONYMOUS_USER,
-    DEFAULT_ALWAYS_ALLOW_PATHS,
-    DEFAULT_CACHE_TTL,
     Delegated,
     ReviewFailed,
     bearer_token,
-    check_always_allow_paths,
     forbidden_body,
     unauthorized_body,
 )
-from berthmaster.durations import parse_go_duration
 from berthmaster.errors import ConfigurationError
 from berthmaster.kube import KubeClient, user_agent
+from berthmaster.serving_options import SecureServing
+
+__all__ = ["Probe", "SecureServing", "Served", "serve"]
 
 # Go components export no *_created series; neither do ours (process-wide, before any metric).
 disable_created_metrics()  # type: ignore[no-untyped-call]
@@ -78,108 +75,6 @@ def register_runtime_collectors(registry: CollectorRegistry) -> None:
     ``go_*``."""
     for collector in (PROCESS_COLLECTOR, PLATFORM_COLLECTOR, GC_COLLECTOR):
         registry.register(collector)
-
-
-def _duration(text: str) -> float:
-    try:
-        value = parse_go_duration(text)
-    except ValueError as error:
-        raise argparse.ArgumentTypeError(str(error)) from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"{text!r} must not be negative")
-    return value
-
-
-def _paths(text: str) -> tuple[str, ...]:
-    """pflag's StringSlice: comma-separated, an empty value being the empty list."""
-    return tuple(part.strip() for part in text.split(",") if part.strip())
-
-
-def add_secure_serving_arguments(parser: argparse.ArgumentParser) -> None:
-    """kube-scheduler's secure-serving and delegated-auth flags (same names and defaults, but
-    ``--secure-port`` is off unless given)."""
-    group = parser.add_argument_group("secure serving (HTTPS with delegated authentication and "
-                                      "authorization, as kube-scheduler)")
-    group.add_argument("--secure-port", type=int, default=0, metavar="PORT",
-                       help="serve /metrics, /healthz and /readyz over HTTPS on this port, "
-                            "each request authenticated (TokenReview) and authorized "
-                            "(SubjectAccessReview) by the API server (kube-scheduler's is "
-                            "10259; default: 0, not at all)")
-    group.add_argument("--bind-address", default="0.0.0.0", metavar="IP",
-                       help="the address --secure-port listens on (default: %(default)s)")
-    group.add_argument("--tls-cert-file", default="", metavar="FILE",
-                       help="the HTTPS certificate (PEM, with its intermediates); default: a "
-                            "self-signed one made at start")
-    group.add_argument("--tls-private-key-file", default="", metavar="FILE",
-                       help="the key of --tls-cert-file (PEM)")
-    group.add_argument("--authentication-kubeconfig", default="", metavar="FILE",
-                       help="kubeconfig of the API server that reviews tokens (create "
-                            "tokenreviews.authentication.k8s.io); default: the component's own")
-    group.add_argument("--authorization-kubeconfig", default="", metavar="FILE",
-                       help="kubeconfig of the API server that reviews access (create "
-                            "subjectaccessreviews.authorization.k8s.io); default: the "
-                            "component's own")
-    group.add_argument("--authentication-token-webhook-cache-ttl", type=_duration,
-                       default=DEFAULT_CACHE_TTL, metavar="DURATION",
-                       help="how long a TokenReview's answer is kept (default: 10s)")
-    group.add_argument("--authorization-webhook-cache-authorized-ttl", type=_duration,
-                       default=DEFAULT_CACHE_TTL, metavar="DURATION",
-                       help="how long an allowing SubjectAccessReview is kept (default: 10s)")
-    group.add_argument("--authorization-webhook-cache-unauthorized-ttl", type=_duration,
-                       default=DEFAULT_CACHE_TTL, metavar="DURATION",
-                       help="how long a refusing SubjectAccessReview is kept (default: 10s)")
-    group.add_argument("--authorization-always-allow-paths", type=_paths,
-                       default=DEFAULT_ALWAYS_ALLOW_PATHS, metavar="PATHS",
-                       help="comma-separated paths served without authorization (a trailing "
-                            "'*' is a prefix; default: /healthz,/readyz,/livez)")
-
-
-@dataclass(frozen=True)
-class SecureServing:
-    """The secure endpoint's settings, read from the flags above."""
-
-    port: int
-    bind_address: str = "0.0.0.0"
-    cert_file: str = ""
-    key_file: str = ""
-    authentication_kubeconfig: str = ""
-    authorization_kubeconfig: str = ""
-    token_ttl: float = DEFAULT_CACHE_TTL
-    allowed_ttl: float = DEFAULT_CACHE_TTL
-    denied_ttl: float = DEFAULT_CACHE_TTL
-    always_allow_paths: tuple[str, ...] = DEFAULT_ALWAYS_ALLOW_PATHS
-
-    @classmethod
-    def from_args(cls, args: argparse.Namespace) -> SecureServing | None:
-        """None when ``--secure-port`` is 0; ConfigurationError naming every bad flag."""
-        if not args.secure_port:
-            return None
-        settings = cls(args.secure_port, args.bind_address, args.tls_cert_file,
-                       args.tls_private_key_file, args.authentication_kubeconfig,
-                       args.authorization_kubeconfig,
-                       args.authentication_token_webhook_cache_ttl,
-                       args.authorization_webhook_cache_authorized_ttl,
-                       args.authorization_webhook_cache_unauthorized_ttl,
-                       tuple(args.authorization_always_allow_paths))
-        problems = settings.problems()
-        if problems:
-            raise ConfigurationError("; ".join(problems))
-        return settings
-
-    def problems(self) -> list[str]:
-        problems = []
-        if not 0 < self.port < 65536:
-            problems.append(f"--secure-port {self.port} is not a port; give 1-65535, or 0 to "
-                            "serve no HTTPS")
-        try:
-            ipaddress.ip_address(self.bind_address)
-        except ValueError:
-            problems.append(f"--bind-address {self.bind_address!r} is not an IP address; give "
-                            "one (0.0.0.0 for every interface)")
-        if bool(self.cert_file) != bool(self.key_file):
-            problems.append("--tls-cert-file and --tls-private-key-file go together; give both, "
-                            "or neither for a self-signed certificate")
-        return problems + check_always_allow_paths(self.always_allow_paths)
 
 
 def self_signed_certificate(host: str = "localhost",
@@ -303,18 +198,22 @@ class Served:
 
 async def _delegated(settings: SecureServing, kubeconfig: str | None,
                      served: Served) -> Delegated:
-    """The review clients: the flags' kubeconfigs, else the component's own connection."""
+    """The review clients: the flags' kubeconfigs, else the component's own (one client per
+    distinct kubeconfig, closed with ``served``)."""
     agent = user_agent("berthmaster", "delegated-auth")
-    clients: dict[str, KubeClient] = {}
-    for path in (settings.authentication_kubeconfig or kubeconfig or "",
-                 settings.authorization_kubeconfig or kubeconfig or ""):
-        if path not in clients:
-            clients[path] = await KubeClient.connect(path or None, agent=agent)
-            served.clients.append(clients[path])
-    authentication = clients[settings.authentication_kubeconfig or kubeconfig or ""]
-    authorization = clients[settings.authorization_kubeconfig or kubeconfig or ""]
-    return Delegated(authentication, authorization, settings.always_allow_paths,
-                     settings.token_ttl, settings.allowed_ttl, settings.denied_ttl)
+    clients: dict[str | None, KubeClient] = {}
+
+    async def client(flag: str) -> KubeClient:
+        chosen = flag or kubeconfig
+        if chosen not in clients:
+            clients[chosen] = await KubeClient.connect(chosen, agent=agent)
+            served.clients.append(clients[chosen])
+        return clients[chosen]
+
+    return Delegated(await client(settings.authentication_kubeconfig),
+                     await client(settings.authorization_kubeconfig),
+                     settings.always_allow_paths, settings.token_ttl, settings.allowed_ttl,
+                     settings.denied_ttl)
 
 
 def endpoints(exposition: Callable[[], bytes], healthy: Probe, ready: Probe,

@@ -18,7 +18,7 @@ from typing import Any
 
 from berthmaster import logs
 from berthmaster.operator.admission import options as admission_options
-from berthmaster.serving import SecureServing, add_secure_serving_arguments
+from berthmaster.serving_options import SecureServing, add_secure_serving_arguments
 from berthmaster.verbosity import add_verbosity
 
 CAPABILITIES = {

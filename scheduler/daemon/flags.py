@@ -17,7 +17,7 @@ from typing import Any
 
 from berthmaster.durations import parse_go_duration
 from berthmaster.logs import add_log_format
-from berthmaster.serving import add_secure_serving_arguments
+from berthmaster.serving_options import add_secure_serving_arguments
 from berthmaster.verbosity import add_verbosity
 
 

@@ -60,12 +60,11 @@ def test_the_metrics_reader_role_and_its_readers() -> None:
     assert binding["roleRef"]["name"] == reader["metadata"]["name"]
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "prometheus-k8s",
                                     "namespace": "monitoring"}]
-
-
-def test_no_auth_rbac_without_rbac_create() -> None:
-    objects = render(["rbac.create=false"])
-    assert find(objects, "ClusterRoleBinding", "-auth-delegator") == []
-    assert find(objects, "ClusterRole", "-metrics-reader") == []
+    # rbac.create=false: you grant them yourself
+    unbound = render([*VALUE_SETS["metrics-tls"], "rbac.create=false"])
+    assert find(unbound, "ClusterRoleBinding", "-auth-delegator") == []
+    assert find(unbound, "ClusterRole", "-metrics-reader") == []
+    assert find(unbound, "ClusterRoleBinding", "-metrics-reader") == []
 
 
 @pytest.mark.parametrize("component", sorted(COMPONENTS))

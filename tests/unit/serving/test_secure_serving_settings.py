@@ -1,4 +1,5 @@
-"""The secure endpoint's settings and self-signed certificate (berthmaster.serving).
+"""The secure endpoint's settings (berthmaster.serving_options) and self-signed certificate
+(berthmaster.serving).
 
 Upstream: k8s.io/apiserver@v0.35.4 ``pkg/server/options/serving.go`` (``--secure-port``,
 ``--bind-address``, ``--tls-cert-file``/``--tls-private-key-file``) and k8s.io/client-go
@@ -17,7 +18,8 @@ import pytest
 from cryptography import x509
 
 from berthmaster.errors import ConfigurationError
-from berthmaster.serving import SecureServing, add_secure_serving_arguments, self_signed_certificate
+from berthmaster.serving import self_signed_certificate
+from berthmaster.serving_options import SecureServing, add_secure_serving_arguments
 
 
 def parse(*argv: str) -> argparse.Namespace:
