@@ -11,7 +11,8 @@ endpoint (berthmaster.serving), request by request, in this order:
    token is ``system:anonymous`` in group ``system:unauthenticated`` (the delegating
    authenticator always enables anonymous). Answers are cached for the token cache TTL (10 s,
    ``--authentication-token-webhook-cache-ttl``), for accepted and rejected tokens alike, as
-   ``token/cache/cached_token_authenticator.go`` is built there; failed calls are not cached.
+   ``token/cache/cached_token_authenticator.go`` is built there; failed calls are not cached,
+   and concurrent requests with one token wait for one TokenReview, as its singleflight does.
 2. **Authorization** (``pkg/authorization/path/path.go``, ``authorizerfactory/delegating.go``,
    ``plugin/pkg/authorizer/webhook/webhook.go``): a path in ``--authorization-always-allow-paths``
    (default ``/healthz,/readyz,/livez``; a trailing ``*`` is a prefix) is allowed for everyone,
@@ -30,6 +31,7 @@ cache key is a SHA-256 of the token.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import time
@@ -218,13 +220,24 @@ class Delegated:
     def __post_init__(self) -> None:
         self.tokens = TTLCache(self.clock)
         self.decisions = TTLCache(self.clock)
+        self._reviewing: dict[str, asyncio.Future[TokenAnswer]] = {}
 
     async def authenticate(self, token: str) -> User | None:
-        """The token's user, or None when the API server does not accept it."""
+        """The token's user, or None when the API server does not accept it. Concurrent
+        requests with one token share one TokenReview (the cached token authenticator's
+        singleflight)."""
         key = hashlib.sha256(token.encode()).hexdigest()
         cached = self.tokens.get(key)
         if cached is not None:
             return cached.user
+        pending = self._reviewing.get(key)
+        if pending is None:
+            pending = asyncio.ensure_future(self._review_token(key, token))
+            self._reviewing[key] = pending
+            pending.add_done_callback(lambda _: self._reviewing.pop(key, None))
+        return (await asyncio.shield(pending)).user
+
+    async def _review_token(self, key: str, token: str) -> TokenAnswer:
         try:
             review = await self.authentication.request("POST", TOKEN_REVIEWS, body={
                 "apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview",
@@ -233,8 +246,9 @@ class Delegated:
             raise ReviewFailed(f"TokenReview failed: {error}") from error
         status = review.get("status") or {}
         user = User.from_review(status.get("user") or {}) if status.get("authenticated") else None
-        self.tokens.set(key, TokenAnswer(user), self.token_ttl)
-        return user
+        answer = TokenAnswer(user)
+        self.tokens.set(key, answer, self.token_ttl)
+        return answer
 
     async def authorize(self, user: User, verb: str, path: str) -> Decision:
         if always_allowed(path, self.always_allow_paths) or MASTERS in user.groups:

@@ -14,6 +14,7 @@ path "/metrics"``). A request without a token is ``system:anonymous``, which RBA
 
 from __future__ import annotations
 
+import asyncio
 import json
 import socket
 import ssl
@@ -217,3 +218,25 @@ async def test_reviews_go_to_the_kubeconfig_flags_and_failures_are_not_answers(
     assert "subjectaccessreviews" in body
     token = await account_token(kube, namespace, "valid")
     assert (await fetch(f"{base}/metrics", token=token))[0] == 401
+
+
+async def token_reviews(kube: KubeClient) -> float:
+    """TokenReviews the API server has answered (its apiserver_request_total)."""
+    text = await kube.request("GET", "/metrics", content_type="text/plain")
+    body = text.get("message", "") if isinstance(text, dict) else ""
+    return sum(float(line.rsplit(" ", 1)[1]) for line in body.splitlines()
+               if line.startswith("apiserver_request_total{")
+               and 'resource="tokenreviews"' in line)
+
+
+async def test_concurrent_requests_with_one_token_share_one_review(
+    kube: KubeClient, run_scheduler: SchedulerRunner, namespace: str
+) -> None:
+    """The cached token authenticator's singleflight: requests that arrive while a token is
+    being reviewed wait for that review; later ones find its answer cached."""
+    base = await secure_scheduler(run_scheduler)
+    token = await account_token(kube, namespace, unique("burst"))
+    before = await token_reviews(kube)
+    answers = await asyncio.gather(*(fetch(f"{base}/healthz", token=token) for _ in range(16)))
+    assert {status for status, _, _ in answers} == {200}
+    assert await token_reviews(kube) - before == 1
