@@ -101,7 +101,9 @@ def load_configuration(args: argparse.Namespace, argv: list[str]) -> Any:
 
 async def main(args: argparse.Namespace) -> int:
     from berthmaster.scheduler.daemon.service import SchedulerService
+    from berthmaster.serving_options import SecureServing
 
+    SecureServing.from_args(args)  # a bad secure-serving flag ends the command before it connects
     configuration = load_configuration(args, sys.argv[1:])
     service = await SchedulerService.create(args, configuration)
     stop = asyncio.Event()
