@@ -18,6 +18,7 @@ from typing import Any
 
 from berthmaster import logs
 from berthmaster.operator.admission import options as admission_options
+from berthmaster.serving_options import SecureServing, add_secure_serving_arguments
 from berthmaster.verbosity import add_verbosity
 
 CAPABILITIES = {
@@ -44,7 +45,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--metrics-bind-address", default="",
                         help="serve /metrics (cluster_autoscaler_*, mapi_*, descheduler_*, "
                              "process and Python metrics), /healthz and /readyz on HOST:PORT "
-                             "(default: off)")
+                             "over plain HTTP, without authentication (default: off; "
+                             "--secure-port serves them over HTTPS with it)")
     parser.add_argument("--autoscaler-namespace", default="", metavar="NAMESPACE",
                         help="the operator's namespace, the only one the autoscaler's Priority "
                              "expander reads its ConfigMap cluster-autoscaler-priority-expander "
@@ -53,6 +55,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--standalone", action="store_true",
                         help="do not use kopf's peering (a single operator replica)")
     admission_options.add_arguments(parser)
+    add_secure_serving_arguments(parser)
     logs.add_log_format(parser)
     add_verbosity(parser)
 
@@ -94,6 +97,7 @@ def run(args: argparse.Namespace) -> int:
     # write the same lines as ours (kopf.configure is not called; kopf.run configures nothing).
     logs.configure("operator", args.log_format, args.verbosity)
     admission = admission_options.settings_from_args(args)
+    secure = SecureServing.from_args(args)  # a bad flag ends the command before kopf starts
     if admission is not None and args.only and "admission" not in args.only:
         args.only = [*args.only, "admission"]  # --admission-listen runs it whatever --only says
     asyncio.run(preflight(args.kubeconfig, [c for c in CAPABILITIES if c != "admission"
@@ -109,8 +113,8 @@ def run(args: argparse.Namespace) -> int:
     from berthmaster.operator.health import HealthServer, Readiness
 
     readiness = Readiness()
-    if args.metrics_bind_address:
-        server = HealthServer(args.metrics_bind_address, readiness)
+    if args.metrics_bind_address or secure is not None:
+        server = HealthServer(args.metrics_bind_address, readiness, secure, args.kubeconfig)
         kopf.on.startup()(server.start)
         kopf.on.cleanup()(server.stop)
     loaded = load_capabilities(args.only)

@@ -1,4 +1,5 @@
-"""The operator's ``/metrics``, ``/healthz`` and ``/readyz`` (``--metrics-bind-address``).
+"""The operator's ``/metrics``, ``/healthz`` and ``/readyz`` (``--metrics-bind-address``, and
+``--secure-port`` for HTTPS with delegated authentication and authorization).
 
 Design: the same server as the scheduler's (berthmaster.serving), started in kopf's event loop
 by a startup handler and stopped by a cleanup handler. ``/metrics`` exposes prometheus_client's
@@ -28,12 +29,11 @@ import logging
 import threading
 from typing import Any
 
-from aiohttp import web
 from prometheus_client import REGISTRY, generate_latest
 
 from berthmaster.errors import CommandError
 from berthmaster.kube import KubeError
-from berthmaster.serving import Probe, serve
+from berthmaster.serving import Probe, SecureServing, Served, serve
 
 log = logging.getLogger("berthmaster.operator.health")
 
@@ -87,15 +87,19 @@ class Readiness:
 
 
 class HealthServer:
-    def __init__(self, address: str, readiness: Readiness):
+    def __init__(self, address: str, readiness: Readiness, secure: SecureServing | None = None,
+                 kubeconfig: str | None = None):
         self.address = address
         self.readiness = readiness
-        self._runner: web.AppRunner | None = None
+        self.secure = secure
+        self.kubeconfig = kubeconfig
+        self._runner: Served | None = None
         self._checking: asyncio.Task[None] | None = None
 
     async def start(self, **_: Any) -> None:
         self._runner = await serve(lambda: generate_latest(REGISTRY), self.address,
-                                   lambda: (True, "ok"), self.readiness)
+                                   lambda: (True, "ok"), self.readiness, self.secure,
+                                   self.kubeconfig)
         self._checking = asyncio.create_task(self.readiness.keep_checking(),
                                              name="readiness-check")
 

@@ -38,9 +38,6 @@ def run(args: argparse.Namespace) -> int:
     from berthmaster import logs
 
     logs.configure("scheduler", args.log_format, args.verbosity)
-    for flag in args.ignored_flags:
-        log.warning("%s is kube-scheduler's and has no effect on berthmaster; ignored", flag,
-                    extra={"flag": flag})
     try:
         return asyncio.run(main(args))
     except KeyboardInterrupt:
@@ -104,7 +101,9 @@ def load_configuration(args: argparse.Namespace, argv: list[str]) -> Any:
 
 async def main(args: argparse.Namespace) -> int:
     from berthmaster.scheduler.daemon.service import SchedulerService
+    from berthmaster.serving_options import SecureServing
 
+    SecureServing.from_args(args)  # a bad secure-serving flag ends the command before it connects
     configuration = load_configuration(args, sys.argv[1:])
     service = await SchedulerService.create(args, configuration)
     stop = asyncio.Event()

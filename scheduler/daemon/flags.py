@@ -4,10 +4,9 @@ Design: a Deployment's ``extraArgs`` are often copied from a kube-scheduler mani
 berthmaster has the same setting it takes kube-scheduler's flag as well (see docs/scheduler.md
 for the table): ``-v N``/``--v=N`` levels, Go durations on the leader-election flags (plain
 numbers stay seconds, as the chart passes them), ``--leader-elect-resource-name``/``-namespace``
-/``-lock``, ``--kube-api-qps``/``--kube-api-burst``. kube-scheduler flags for settings berthmaster
-does not have (delegated authentication/authorization) are accepted and ignored: they are
-collected in ``args.ignored_flags`` and the command logs one warning for each. Everything here
-is pure argument parsing; nothing is read or connected.
+/``-lock``, ``--kube-api-qps``/``--kube-api-burst``, and the secure-serving flags
+(``--secure-port``, ``--bind-address``, ``--tls-*``, ``--authentication-*``/``--authorization-*``;
+berthmaster.serving). Everything here is pure argument parsing; nothing is read or connected.
 """
 
 from __future__ import annotations
@@ -18,11 +17,8 @@ from typing import Any
 
 from berthmaster.durations import parse_go_duration
 from berthmaster.logs import add_log_format
+from berthmaster.serving_options import add_secure_serving_arguments
 from berthmaster.verbosity import add_verbosity
-
-# kube-scheduler flags accepted and ignored: berthmaster serves plain HTTP metrics and health
-# and has no delegated authentication/authorization (cmd/kube-scheduler/app/options).
-IGNORED_WITH_VALUE = ("--authentication-kubeconfig", "--authorization-kubeconfig")
 
 
 def seconds(text: str) -> float:
@@ -46,16 +42,6 @@ def boolean(text: str) -> bool:
     if text in ("0", "f", "F", "false", "FALSE", "False"):
         return False
     raise argparse.ArgumentTypeError(f"{text!r} is not true or false")
-
-
-class _Ignored(argparse.Action):
-    """Take the flag's value and remember the flag, so the command can warn about it."""
-
-    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
-                 values: str | Sequence[Any] | None, option_string: str | None = None) -> None:
-        ignored = list(getattr(namespace, "ignored_flags", None) or [])
-        ignored.append(str(option_string))
-        namespace.ignored_flags = ignored
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -95,8 +81,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--leader-elect-identity", default=None,
                         help="this replica's identity in the Lease (default: hostname_uuid)")
     parser.add_argument("--metrics-bind-address", default="0.0.0.0:10260",
-                        help="serve /metrics, /healthz and /readyz here (plain HTTP; "
-                             "empty to disable; default: %(default)s)")
+                        help="serve /metrics, /healthz and /readyz here over plain HTTP, "
+                             "without authentication (empty to disable; --secure-port serves "
+                             "them over HTTPS with it; default: %(default)s)")
     parser.add_argument("--kube-api-qps", type=float, default=50.0,
                         help="client requests per second (default: %(default)s, as kube-scheduler)")
     parser.add_argument("--kube-api-burst", type=int, default=100,
@@ -112,11 +99,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "upstream)")
     add_log_format(parser)
     add_verbosity(parser)
-    for flag in IGNORED_WITH_VALUE:
-        parser.add_argument(flag, action=_Ignored, metavar="FILE",
-                            help="kube-scheduler's; accepted and ignored (berthmaster serves "
-                                 "plain HTTP and delegates no authentication)")
-    parser.set_defaults(ignored_flags=[])
+    add_secure_serving_arguments(parser)
 
 
 # With --config, kube-scheduler honours the leader-election flags alone (cmd/kube-scheduler/

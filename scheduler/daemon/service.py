@@ -18,8 +18,6 @@ import logging
 from dataclasses import replace
 from typing import Any
 
-from aiohttp import web
-
 from berthmaster.access import Access, Needs, check
 from berthmaster.kube import KubeClient, user_agent
 from berthmaster.scheduler.config import SchedulerConfig
@@ -33,7 +31,7 @@ from berthmaster.scheduler.daemon.preempt import Preemptor
 from berthmaster.scheduler.daemon.queue import SchedulingQueue
 from berthmaster.scheduler.engine import Engine
 from berthmaster.scheduler.snapshot import Snapshot
-from berthmaster.serving import serve
+from berthmaster.serving import SecureServing, Served, serve
 
 log = logging.getLogger("berthmaster.scheduler")
 
@@ -131,7 +129,7 @@ class SchedulerService:
         self.loop = SchedulingLoop(self.engine, self.snapshot, self.queue, self.binder,
                                    self.preemptor, self.recorder, self.metrics, self.may_act,
                                    engines=self.engines)
-        self._http: web.AppRunner | None = None
+        self._http: Served | None = None
         self.leading = asyncio.Event()
 
     @classmethod
@@ -176,9 +174,10 @@ class SchedulerService:
     # ---- lifecycle ----------------------------------------------------------------------
     async def run(self, stop: asyncio.Event) -> int:
         try:
-            if self.args.metrics_bind_address:
+            secure = SecureServing.from_args(self.args)
+            if self.args.metrics_bind_address or secure is not None:
                 self._http = await serve(self.metrics.exposition, self.args.metrics_bind_address,
-                                         self.healthy, self.ready)
+                                         self.healthy, self.ready, secure, self.args.kubeconfig)
             self.recorder.start()
             await self.cache.start()
             return await self._lead_and_schedule(stop)

@@ -44,6 +44,15 @@ VALUE_SETS: dict[str, list[str]] = {
     "admission-on": ["admission.enabled=true", "admission.failurePolicy=Ignore",
                      "admission.config.pluginConfig.PodNodeConstraints.configuration"
                      ".kind=PodNodeConstraintsConfig"],
+    # metrics served over plain HTTP on the pod IP, behind a NetworkPolicy
+    "metrics-plain": ["metrics.serving=plain", "metrics.networkPolicy.enabled=true",
+                      "metrics.networkPolicy.from[0].namespaceSelector.matchLabels"
+                      ".name=monitoring"],
+    # the authenticated endpoint with a certificate Secret and a reader bound
+    "metrics-tls": ["metrics.tls.secretName=berthmaster-metrics-tls",
+                    "metrics.readers[0].kind=ServiceAccount",
+                    "metrics.readers[0].name=prometheus-k8s",
+                    "metrics.readers[0].namespace=monitoring"],
     # extraArgs copied from a kube-scheduler Deployment (its flag spellings)
     "kube-scheduler-flags": ["scheduler.leaderElection.leaseDurationSeconds=30",
                              "scheduler.extraArgs={--v=4,--kube-api-qps=100,"

@@ -88,8 +88,11 @@ def accounts(cluster: RunningCluster) -> Iterator[dict[str, tuple[str, str]]]:
             release = f"cap{CAPABILITIES.index(capability)}{suffix}"
             namespace = f"{release}-system"
             kubectl_ok(cluster, "create", "namespace", namespace)
+            # metrics.serving=plain: the metrics endpoint's RBAC (metrics-auth-rbac.yaml) is
+            # the same for every capability and tested in test_metrics_serving.py
             objects = [obj for obj in render(["scheduler.enabled=false",
-                                              f"operator.capabilities={{{capability}}}"],
+                                              f"operator.capabilities={{{capability}}}",
+                                              "metrics.serving=plain"],
                                              release=release, namespace=namespace)
                        if obj["kind"] in RBAC_KINDS]
             assert [obj["kind"] for obj in objects] == list(RBAC_KINDS)

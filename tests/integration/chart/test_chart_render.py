@@ -74,7 +74,9 @@ def test_scheduler_defaults_two_replicas_with_leader_election_on_its_own_lease()
     assert args.leader_elect_lease_name == "berthmaster"
     assert args.leader_elect_lease_namespace == "berthmaster"
     assert args.policy is None and args.config is None  # the built-in default profile
-    assert args.metrics_bind_address == "0.0.0.0:10260"
+    # the metrics port is kube-scheduler's secure port: HTTPS, delegated authentication
+    assert (args.secure_port, args.bind_address, args.metrics_bind_address) == (
+        10260, "0.0.0.0", "")
     # the chart passes the periods in plain seconds; kube-scheduler's Go durations parse too
     assert (args.leader_elect_lease_duration, args.leader_elect_renew_deadline,
             args.leader_elect_retry_period) == (15.0, 10.0, 2.0)
@@ -108,7 +110,7 @@ def test_kube_scheduler_extra_args_parse_into_the_same_settings() -> None:
                                       "scheduler")["args"]))
     assert args.leader_elect_lease_duration == 30.0
     assert (args.verbosity, args.kube_api_qps) == (4, 100.0)
-    assert args.ignored_flags == ["--authentication-kubeconfig"]
+    assert args.authentication_kubeconfig == "/etc/kubernetes/scheduler.conf"
 
 
 def test_ha_off_runs_one_scheduler_without_election_or_budget() -> None:
@@ -282,6 +284,8 @@ def test_one_service_account_per_component_each_bound_to_its_own_role() -> None:
         assert deployment["spec"]["template"]["spec"]["serviceAccountName"] == (
             f"berthmaster-{component}")
     for binding in find(objects, "ClusterRoleBinding"):
+        if binding["roleRef"]["name"] == "system:auth-delegator":
+            continue  # the metrics endpoint's (test_metrics_serving.py)
         assert binding["roleRef"]["name"] == binding["metadata"]["name"]
         assert binding["subjects"] == [{"kind": "ServiceAccount",
                                         "name": binding["metadata"]["name"],
@@ -313,9 +317,11 @@ def test_no_role_grants_wildcards_or_secrets() -> None:
         for role in find(render(value_set), "ClusterRole") + find(render(value_set), "Role"):
             for rule in role["rules"]:
                 where = f"{role['metadata']['name']}: {rule}"
-                assert "*" not in rule["verbs"] and "*" not in rule["resources"], where
-                assert "*" not in rule["apiGroups"], where
-                if "secrets" in rule["resources"]:
+                resources = rule.get("resources", [])  # none in a nonResourceURLs rule
+                assert "*" not in rule["verbs"] and "*" not in resources, where
+                assert "*" not in rule.get("apiGroups", []), where
+                assert "*" not in rule.get("nonResourceURLs", []), where
+                if "secrets" in resources:
                     assert role["kind"] == "Role", where
                     assert role["metadata"]["name"].endswith("-operator-admission"), where
                     assert rule["resources"] == ["secrets"], where
@@ -378,7 +384,7 @@ def test_operator_serves_its_metrics_behind_a_service() -> None:
     service = one(objects, "Service", "-operator-metrics")
     deployment = one(objects, "Deployment", "-operator")
     container = deployment["spec"]["template"]["spec"]["containers"][0]
-    assert "--metrics-bind-address=0.0.0.0:8081" in container["args"]
+    assert "--secure-port=8081" in container["args"]
     assert {"name": "metrics", "containerPort": 8081, "protocol": "TCP"} in container["ports"]
     assert service["spec"]["selector"] == deployment["spec"]["selector"]["matchLabels"]
     assert service["spec"]["ports"] == [{"name": "metrics", "port": 8081,
@@ -398,9 +404,11 @@ def test_service_monitor_only_when_asked(component: str) -> None:
     assert monitor["metadata"]["labels"]["release"] == "prometheus"
     assert monitor["spec"]["selector"]["matchLabels"].items() <= (
         service["metadata"]["labels"].items())
-    assert monitor["spec"]["endpoints"] == [{"port": "metrics", "path": "/metrics",
-                                             "honorLabels": True,
-                                             "interval": "30s", "scrapeTimeout": "10s"}]
+    assert monitor["spec"]["endpoints"] == [{
+        "port": "metrics", "path": "/metrics", "honorLabels": True, "interval": "30s",
+        "scrapeTimeout": "10s", "scheme": "https",
+        "bearerTokenFile": "/var/run/secrets/kubernetes.io/serviceaccount/token",
+        "tlsConfig": {"insecureSkipVerify": True}}]
     assert monitor["spec"]["namespaceSelector"] == {"matchNames": ["berthmaster"]}
     alone = render([*VALUE_SETS["servicemonitor-on"], f"{component}.enabled=false"])
     assert find(alone, "ServiceMonitor", f"-{component}") == []
@@ -446,4 +454,5 @@ def test_operator_readiness_probe() -> None:
     """The operator's /readyz (connected, startup handlers done) is its readinessProbe."""
     container = one(render(), "Deployment", "-operator")["spec"]["template"]["spec"][
         "containers"][0]
-    assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "metrics"}
+    assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "metrics",
+                                                      "scheme": "HTTPS"}

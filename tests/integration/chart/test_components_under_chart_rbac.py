@@ -5,7 +5,10 @@ scheduler and the operator run here as processes, with the container arguments t
 renders and a kubeconfig holding a token of the chart's ServiceAccount (TokenRequest API), so
 every request they make is authorized as it would be in the cluster. The scheduler must bind a
 pod, hold its Lease and record events; the operator must take a Machine through its preDrain
-hook to deletion and turn a Descheduler into its Job. Neither may log a 403.
+hook to deletion and turn a Descheduler into its Job. Neither may log a 403. Both serve their
+metrics port as the chart sets it (kube-scheduler's secure port): their TokenReviews and
+SubjectAccessReviews go through the chart's system:auth-delegator binding, and a ServiceAccount
+bound to the chart's metrics-reader ClusterRole scrapes /metrics.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import yaml
 
 from berthmaster.devcluster.cluster import RunningCluster
@@ -73,6 +77,54 @@ async def running(args: Sequence[str], log: Path, env: dict[str, str] | None = N
                     await process.wait()
 
 
+def on_local_ports(args: Sequence[str], port: int) -> list[str]:
+    """The chart's arguments with the secure port moved to a free loopback one."""
+    moved = {"--secure-port": f"--secure-port={port}", "--bind-address": "--bind-address=127.0.0.1"}
+    return [moved.get(arg.split("=", 1)[0], arg) for arg in args]
+
+
+async def https_get(url: str, token: str | None = None) -> tuple[int, str]:
+    """GET over HTTPS without checking the (self-signed) certificate, as the ServiceMonitor's
+    default insecureSkipVerify; (0, "") while nothing answers."""
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    try:
+        async with aiohttp.ClientSession() as session, session.get(
+                url, headers=headers, ssl=False) as answer:
+            return answer.status, await answer.text()
+    except aiohttp.ClientConnectionError:
+        return 0, ""
+
+
+async def scraped_by_a_metrics_reader(kube: KubeClient, installed: dict[str, str],
+                                      namespace: str, base: str) -> str:
+    """Probes answer anyone, /metrics refuses the anonymous and serves a ServiceAccount bound
+    to the chart's <prefix>-metrics-reader; the body of that scrape."""
+    assert (await https_get(f"{base}/healthz"))[0] == 200
+    assert (await https_get(f"{base}/metrics"))[0] == 403  # the SubjectAccessReview was made
+    reader = f"reader-{uuid.uuid4().hex[:6]}"
+    await kube.create(resource_path(CORE, "serviceaccounts", namespace),
+                      {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": reader}})
+    token = (await kube.create(resource_path(CORE, "serviceaccounts", namespace, reader, "token"),
+                               {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
+                                "spec": {"expirationSeconds": 3600}}))["status"]["token"]
+    binding = f"{namespace}-{reader}"
+    await kube.create(resource_path(RBAC, "clusterrolebindings"), {
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+        "metadata": {"name": binding},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                    "name": f"{installed['prefix']}-metrics-reader"},
+        "subjects": [{"kind": "ServiceAccount", "name": reader, "namespace": namespace}]})
+    try:
+        async def scrape() -> str | None:
+            status, body = await https_get(f"{base}/metrics", token)
+            return body if status == 200 else None
+
+        return str(await wait_for(scrape, timeout=60, what="/metrics as the metrics reader"))
+    finally:
+        with contextlib.suppress(KubeError):
+            await kube.delete(resource_path(RBAC, "clusterrolebindings", name=binding))
+
+
 def refusals(log: Path) -> list[str]:
     """Log lines reporting an authorization refusal: RBAC's 403 reads ``... is forbidden: User
     "<name>" cannot <verb> resource ...``. A bare "403" would also match timestamps and port
@@ -100,9 +152,8 @@ async def test_scheduler_binds_with_only_the_chart_rbac(
     for arg in container["args"]:
         if arg.startswith("--policy="):
             arg = f"--policy={tmp_path / 'policy.json'}"
-        elif arg.startswith("--metrics-bind-address="):
-            arg = f"--metrics-bind-address=127.0.0.1:{port}"
         args.append(arg.replace("$(POD_NAME)", "local-scheduler"))
+    args = on_local_ports(args, port)
     log = tmp_path / "scheduler.log"
     async with running([*args, f"--kubeconfig={kubeconfig}"], log) as process:
         await kube.create(resource_path(CORE, "pods", namespace), {
@@ -127,9 +178,9 @@ async def test_scheduler_binds_with_only_the_chart_rbac(
 
         (event,) = await wait_for(scheduled_event, timeout=30, what="the Scheduled event")
         assert event["source"]["component"] == "zonal"
-        status, body = await http_get(f"http://127.0.0.1:{port}/metrics")
-        assert status == 200 and "scheduler_" in body
-        assert (await http_get(f"http://127.0.0.1:{port}/healthz"))[0] == 200
+        body = await scraped_by_a_metrics_reader(kube, installed, namespace,
+                                                 f"https://127.0.0.1:{port}")
+        assert "scheduler_schedule_attempts_total" in body
     assert refusals(log) == [], "\n".join(refusals(log))
 
 
@@ -156,8 +207,10 @@ async def test_operator_runs_machines_and_deschedulers_with_only_the_chart_rbac(
     port = free_port()
     kubeconfig = await service_account_kubeconfig(
         kube, cluster, installed["namespace"], f"{installed['prefix']}-operator", tmp_path)
-    args = [f"--liveness=http://127.0.0.1:{port}/healthz" if arg.startswith("--liveness=")
-            else arg for arg in container["args"]]
+    metrics_port = free_port()
+    args = on_local_ports([f"--liveness=http://127.0.0.1:{port}/healthz"
+                           if arg.startswith("--liveness=") else arg
+                           for arg in container["args"]], metrics_port)
     env = {item["name"]: item["value"] for item in container["env"] if "value" in item}
     env["POD_NAMESPACE"] = installed["namespace"]
     # KUBECONFIG rather than --kubeconfig: kopf logs in through kubernetes_asyncio, which reads
@@ -175,6 +228,13 @@ async def test_operator_runs_machines_and_deschedulers_with_only_the_chart_rbac(
             return (await http_get(f"http://127.0.0.1:{port}/healthz"))[0] == 200
 
         await wait_for(live, timeout=60, what="kopf liveness endpoint")
+        async def serving() -> bool:
+            return (await https_get(f"https://127.0.0.1:{metrics_port}/healthz"))[0] == 200
+
+        await wait_for(serving, timeout=60, what="the operator's secure endpoint")
+        body = await scraped_by_a_metrics_reader(kube, installed, namespace,
+                                                 f"https://127.0.0.1:{metrics_port}")
+        assert "process_cpu_seconds_total" in body
 
         # A Machine through its preDrain hook (OpenShift's lifecycle hook example).
         await kube.create(resource_path(MACHINES, "machines", namespace), {

@@ -110,11 +110,23 @@ def test_other_lock_kinds_are_refused() -> None:
         parse("--leader-elect-resource-lock=endpoints")
 
 
-def test_delegated_auth_kubeconfigs_are_accepted_and_listed_for_a_warning() -> None:
+def test_secure_serving_flags_take_kube_schedulers_spellings_and_defaults() -> None:
+    """apiserver pkg/server/options: authentication.go, authorization.go, serving.go."""
     args = parse("--authentication-kubeconfig=/etc/kubernetes/scheduler.conf",
-                 "--authorization-kubeconfig", "/etc/kubernetes/scheduler.conf")
-    assert args.ignored_flags == ["--authentication-kubeconfig", "--authorization-kubeconfig"]
-    assert parse().ignored_flags == []
+                 "--authorization-kubeconfig", "/etc/kubernetes/scheduler.conf",
+                 "--secure-port=10259", "--authorization-always-allow-paths=/healthz,/debug/*",
+                 "--authentication-token-webhook-cache-ttl=30s")
+    assert args.authentication_kubeconfig == args.authorization_kubeconfig == (
+        "/etc/kubernetes/scheduler.conf")
+    assert (args.secure_port, args.bind_address) == (10259, "0.0.0.0")
+    assert args.authorization_always_allow_paths == ("/healthz", "/debug/*")
+    assert args.authentication_token_webhook_cache_ttl == 30.0
+    defaults = parse()
+    assert defaults.secure_port == 0  # plain HTTP only unless asked
+    assert defaults.authorization_always_allow_paths == ("/healthz", "/readyz", "/livez")
+    assert (defaults.authentication_token_webhook_cache_ttl,
+            defaults.authorization_webhook_cache_authorized_ttl,
+            defaults.authorization_webhook_cache_unauthorized_ttl) == (10.0, 10.0, 10.0)
 
 
 @pytest.mark.parametrize(("argv", "verbosity"), [((), 0), (("--verbose",), 4), (("--v=2",), 2),
