@@ -100,6 +100,11 @@ JSON = dict[str, Any]
 MAX_LINE_BYTES = 16 * 1024 * 1024
 WATCH_CHUNK_BYTES = 1024 * 1024
 
+# kube-controller-manager's client rate (pkg/controller/apis/config/v1alpha1/defaults.go):
+# the operator's defaults for --kube-api-qps / --kube-api-burst.
+CONTROLLER_MANAGER_QPS = 20.0
+CONTROLLER_MANAGER_BURST = 30
+
 # client-go's reflector: watch requests time out server-side after a random duration in
 # [MIN_WATCH_TIMEOUT, 2 * MIN_WATCH_TIMEOUT) (tools/cache/reflector.go, defaultMinWatchTimeout).
 MIN_WATCH_TIMEOUT = 5 * 60
