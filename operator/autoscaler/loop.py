@@ -281,7 +281,12 @@ class Actuator:
 async def handle_provision_timeouts(act: Actuator, view: ClusterView, state: AutoscalerState,
                                     config: AutoscalerConfig, machine_sets: Sequence[JSON]
                                     ) -> list[str]:
-    """Back off the groups whose requested nodes did not register in time; their ids."""
+    """Back off the groups whose requested nodes did not register in time; their ids. A
+    request of a group that no longer exists (its MachineSet deleted, or no longer autoscaled)
+    is forgotten: nothing will ever arrive for it, and it would keep ScaleUp InProgress."""
+    existing = {group.id for group in view.groups}
+    for gone in [group_id for group_id in state.provisioning if group_id not in existing]:
+        del state.provisioning[gone]
     timed_out = []
     for group in view.groups:
         request = state.provisioning.get(group.id)

@@ -8,7 +8,13 @@ from typing import Any
 
 from berthmaster.operator.autoscaler.config import AutoscalerConfig
 from berthmaster.operator.autoscaler.groups import build_cluster_view
-from berthmaster.operator.autoscaler.loop import AutoscalerState, build_status
+from berthmaster.operator.autoscaler.loop import (
+    Actuator,
+    AutoscalerState,
+    ProvisionRequest,
+    build_status,
+    handle_provision_timeouts,
+)
 from berthmaster.operator.autoscaler.scaledown import ScaleDownPlan, pods_to_drain
 from berthmaster.operator.autoscaler.scaleup import ScaleUpDecision
 from berthmaster.operator.autoscaler.taints import (
@@ -64,3 +70,14 @@ def test_backoff_is_kept_on_the_monotonic_clock_and_written_as_wall_time() -> No
     later = build_status(view, state, ScaleUpDecision(), ScaleDownPlan(), None, 0,
                          AutoscalerConfig(), now=1_600_000_000.0, clock=1_301.0)
     assert later["conditions"][1]["reason"] != "Backoff"
+
+
+async def test_a_request_of_a_group_that_is_gone_is_forgotten() -> None:
+    """Nothing will arrive for a deleted MachineSet: its request must not keep ScaleUp
+    InProgress for ever."""
+    state = AutoscalerState()
+    state.provisioning["ns/gone"] = ProvisionRequest(since=0.0, target=2)
+    view = build_cluster_view([make_machine_set("here", namespace="ns")], [], [])
+    act = Actuator(kube=None, now=1_700_000_000.0, clock=10.0)  # type: ignore[arg-type]
+    assert await handle_provision_timeouts(act, view, state, AutoscalerConfig(), []) == []
+    assert state.provisioning == {}
