@@ -18,8 +18,29 @@ bind. :class:`KubeClient` therefore sends through its own session on the same co
 TLS context and pool) with the proxy resolved once, when the client is made; client-go likewise
 reads ``HTTPS_PROXY``/``NO_PROXY`` and never ``.netrc``.
 
-Rate limiting is a token bucket (``qps``/``burst``), as client-go's, so a component can be
-benchmarked at kube-scheduler's default client limits or with them lifted.
+Rate limiting is a token bucket (``qps``/``burst``), as client-go's (``util/flowcontrol``
+``NewTokenBucketRateLimiter`` over ``golang.org/x/time/rate``: ``burst`` tokens at start, refilled
+at ``qps`` a second, each request waits its turn), so a component can be benchmarked at
+kube-scheduler's default client limits or with them lifted.
+
+Fencing: a write that acts for a leader (a binding, a preemption's victim delete, a nomination)
+passes ``fence``, a callable asked *after* the rate limiter's wait, immediately before the
+request is sent; when it answers False the request is not sent and :class:`Fenced` is raised.
+A check made before the wait would let a replica deposed while it waited for a token write
+anyway (client-go's leader-elected components stop before acting, cmd/kube-scheduler/app/
+server.go exits on ``OnStoppedLeading``; in one process we check at the last moment instead).
+
+Watches: each Informer asks for ``timeoutSeconds`` drawn in [5 min, 10 min) as client-go's
+reflector does (tools/cache/reflector.go: ``minWatchTimeout`` 5 min, ``timeoutSeconds =
+minWatchTimeout * (rand + 1)``), so the watches of many clients do not all end together; and the
+stream has a client-side read timeout, :data:`WATCH_IDLE_TIMEOUT`. client-go notices a half-open
+connection through HTTP/2 health pings (apimachinery pkg/util/net/http.go: a ping after 30 s
+without a frame, the connection dropped 15 s later: about 45 s). Over HTTP/1.1 there is no
+ping, but watches ask for bookmarks and the API server's watch cache sends every such watcher
+one about every minute (apiserver pkg/storage/cacher/cacher.go ``defaultBookmarkFrequency``,
+cache_watcher.go ``nextBookmarkTime``): a stream silent for 70 s (kopf's
+``settings.watching.inactivity_timeout``, the operator's other client) is dead, and is
+re-opened from the last resourceVersion seen (no relist).
 
 Watch streams are split into lines here (:class:`LineSplitter`), not by aiohttp's line
 iterator: that one raises ``LineTooLong`` past its read buffer's high-water mark (512 KiB with
@@ -31,9 +52,11 @@ refuses only a line over :data:`MAX_LINE_BYTES`, client-go's bound for one decod
 ``ErrObjectTooLarge``).
 
 Every request says who sends it: a ``User-Agent`` in client-go's shape (``rest/config.go``:
-``DefaultKubernetesUserAgent``), e.g. ``berthmaster-scheduler/0.1.0 (linux/amd64)``, with a
-suffix for a component's second client (``.../leader-election``, as ``rest.AddUserAgent``), so
-the API server's audit log and its per-user-agent metrics tell the components apart.
+``DefaultKubernetesUserAgent``, ``<command>/<version> (<os>/<arch>) kubernetes/<commit>``),
+e.g. ``berthmaster-scheduler/0.1.0 (linux/amd64) berthmaster-scheduler-7f9c-x2x4q``: the
+replica (``$POD_NAME``, else the host name) stands where client-go puts its build commit, so
+the API server's audit log tells two replicas of one component apart; a component's second
+client has a suffix (``.../leader-election``, as ``rest.AddUserAgent``).
 """
 
 from __future__ import annotations
@@ -42,9 +65,11 @@ import asyncio
 import logging
 import os
 import platform
+import random
+import socket
 import sys
 import time
-from collections.abc import AsyncIterator, Iterable, Iterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Mapping
 from typing import Any
 from urllib.parse import quote, urlencode
 
@@ -74,6 +99,24 @@ JSON = dict[str, Any]
 # (kopf's _iter_lines chunk size).
 MAX_LINE_BYTES = 16 * 1024 * 1024
 WATCH_CHUNK_BYTES = 1024 * 1024
+
+# kube-controller-manager's client rate (pkg/controller/apis/config/v1alpha1/defaults.go):
+# the operator's defaults for --kube-api-qps / --kube-api-burst.
+CONTROLLER_MANAGER_QPS = 20.0
+CONTROLLER_MANAGER_BURST = 30
+
+# client-go's reflector: watch requests time out server-side after a random duration in
+# [MIN_WATCH_TIMEOUT, 2 * MIN_WATCH_TIMEOUT) (tools/cache/reflector.go, defaultMinWatchTimeout).
+MIN_WATCH_TIMEOUT = 5 * 60
+# A watch stream with no line (object or bookmark) for this long is dead (module docstring).
+WATCH_IDLE_TIMEOUT = 70.0
+
+
+def watch_timeout_seconds(minimum: float = MIN_WATCH_TIMEOUT,
+                          rng: Callable[[], float] = random.random) -> int:
+    """A watch request's ``timeoutSeconds``, as the reflector draws it."""
+    return int(minimum * (rng() + 1.0))
+
 
 # API group/version paths for the kinds the project touches, so callers say what, not where.
 CORE = "/api/v1"
@@ -125,6 +168,10 @@ class KubeError(Exception):
         return self.status == 429
 
     @property
+    def fenced(self) -> bool:
+        return False
+
+    @property
     def transient(self) -> bool:
         """Whether trying again may succeed with nothing changed: no answer (status 0), a
         timeout, a conflict (re-read and retry), too many requests, or a server error —
@@ -133,27 +180,56 @@ class KubeError(Exception):
         return self.status in (0, 408, 409, 429) or self.status >= 500
 
 
-class TokenBucket:
-    """client-go's flowcontrol token bucket: ``qps`` tokens a second, at most ``burst`` saved."""
+class Fenced(KubeError):
+    """A write not sent: its ``fence`` said this replica no longer leads (module docstring).
 
-    def __init__(self, qps: float, burst: int):
+    Not transient: the replica must stop acting, not retry."""
+
+    def __init__(self, method: str, path: str):
+        super().__init__(0, "NotLeading", f"{method} {path} not sent: this replica no longer "
+                         "leads")
+
+    @property
+    def fenced(self) -> bool:
+        return True
+
+    @property
+    def transient(self) -> bool:
+        return False
+
+
+class TokenBucket:
+    """client-go's flowcontrol token bucket: ``qps`` tokens a second, at most ``burst`` saved,
+    the bucket full at start; a caller without a token waits until one has accrued, callers
+    served in turn. ``clock`` and ``sleep`` are injectable (a fake clock in tests)."""
+
+    def __init__(self, qps: float, burst: int, clock: Callable[[], float] = time.monotonic,
+                 sleep: Callable[[float], Awaitable[None]] = asyncio.sleep):
         self.qps = qps
         self.burst = max(1, burst)
+        self.clock = clock
+        self.sleep = sleep
         self._tokens = float(self.burst)
-        self._stamp = time.monotonic()
+        self._stamp = clock()
         self._lock = asyncio.Lock()
+
+    def delay(self) -> float:
+        """Seconds until a token is free (0: one is), without taking it."""
+        if self.qps <= 0:
+            return 0.0
+        tokens = min(self.burst, self._tokens + (self.clock() - self._stamp) * self.qps)
+        return 0.0 if tokens >= 1 else (1 - tokens) / self.qps
 
     async def acquire(self) -> None:
         if self.qps <= 0:
             return
         async with self._lock:
-            now = time.monotonic()
+            now = self.clock()
             self._tokens = min(self.burst, self._tokens + (now - self._stamp) * self.qps)
             self._stamp = now
             if self._tokens < 1:
-                wait = (1 - self._tokens) / self.qps
-                await asyncio.sleep(wait)
-                self._stamp = time.monotonic()
+                await self.sleep((1 - self._tokens) / self.qps)
+                self._stamp = self.clock()
                 self._tokens = 0.0
             else:
                 self._tokens -= 1
@@ -219,13 +295,23 @@ def split_lines(chunks: Iterable[bytes], max_line: int = MAX_LINE_BYTES) -> Iter
         yield last
 
 
-def user_agent(component: str = "berthmaster", suffix: str = "") -> str:
-    """``component/version (os/arch)`` plus ``/suffix``: client-go's User-Agent shape
-    (rest/config.go: ``buildUserAgent``, ``AddUserAgent``), without its ``kubernetes/<commit>``
-    part (a Python distribution has no build commit)."""
+def replica_name() -> str:
+    """This replica: the Pod's name (``$POD_NAME``, the chart's Downward API variable), else
+    the host name (a Pod's host name is its name too)."""
+    return os.environ.get("POD_NAME") or socket.gethostname() or "unknown"
+
+
+def user_agent(component: str = "berthmaster", suffix: str = "", replica: str | None = None
+               ) -> str:
+    """``component/version (os/arch) replica`` plus ``/suffix``: client-go's User-Agent shape
+    (rest/config.go: ``buildUserAgent``, ``AddUserAgent``) with the replica (``replica``, else
+    :func:`replica_name`) where client-go puts ``kubernetes/<commit>`` (a Python distribution
+    has no build commit; two replicas of one component have the same one anyway)."""
     machine = platform.machine().lower()
     arch = {"x86_64": "amd64", "aarch64": "arm64", "armv7l": "arm"}.get(machine, machine)
-    agent = f"{component}/{__version__} ({sys.platform}/{arch})"
+    who = "".join(c if c.isprintable() and not c.isspace() else "_"
+                  for c in (replica or replica_name()))
+    agent = f"{component}/{__version__} ({sys.platform}/{arch}) {who}"
     return f"{agent}/{suffix}" if suffix else agent
 
 
@@ -398,11 +484,16 @@ class KubeClient:
         content_type: str = "application/json",
         timeout: float | None = 60.0,
         headers: Mapping[str, str] | None = None,
+        fence: Callable[[], bool] | None = None,
     ) -> JSON:
         """One request; returns the decoded JSON answer or raises :class:`KubeError`.
-        ``headers`` are added to the request's (``Impersonate-User`` and the like)."""
+        ``headers`` are added to the request's (``Impersonate-User`` and the like). ``fence``
+        is asked after the rate limiter's wait, just before sending: False raises
+        :class:`Fenced` and nothing is sent (see the module docstring)."""
         if self._limiter is not None:
             await self._limiter.acquire()
+        if fence is not None and not fence():
+            raise Fenced(method, path)
         data = None if body is None else orjson.dumps(body)
         headers = {**await self._headers(content_type if data is not None else None),
                    **(headers or {})}
@@ -442,23 +533,28 @@ class KubeClient:
                 return None
             raise
 
-    async def create(self, path: str, body: JSON, **params: Any) -> JSON:
-        return await self.request("POST", path, body=body, params=params)
+    async def create(self, path: str, body: JSON, fence: Callable[[], bool] | None = None,
+                     **params: Any) -> JSON:
+        return await self.request("POST", path, body=body, params=params, fence=fence)
 
-    async def replace(self, path: str, body: JSON) -> JSON:
-        return await self.request("PUT", path, body=body)
+    async def replace(self, path: str, body: JSON, fence: Callable[[], bool] | None = None
+                      ) -> JSON:
+        return await self.request("PUT", path, body=body, fence=fence)
 
-    async def patch(self, path: str, body: Any, kind: str = "merge", **params: Any) -> JSON:
+    async def patch(self, path: str, body: Any, kind: str = "merge",
+                    fence: Callable[[], bool] | None = None, **params: Any) -> JSON:
         content = {
             "merge": "application/merge-patch+json",
             "strategic": "application/strategic-merge-patch+json",
             "json": "application/json-patch+json",
             "apply": "application/apply-patch+yaml",
         }[kind]
-        return await self.request("PATCH", path, body=body, content_type=content, params=params)
+        return await self.request("PATCH", path, body=body, content_type=content, params=params,
+                                  fence=fence)
 
-    async def delete(self, path: str, body: JSON | None = None, **params: Any) -> JSON:
-        return await self.request("DELETE", path, body=body, params=params)
+    async def delete(self, path: str, body: JSON | None = None,
+                     fence: Callable[[], bool] | None = None, **params: Any) -> JSON:
+        return await self.request("DELETE", path, body=body, params=params, fence=fence)
 
     async def list_all(
         self, path: str, page_size: int = 5000, **params: Any
@@ -475,12 +571,15 @@ class KubeClient:
                 return items, (page.get("metadata") or {}).get("resourceVersion", "")
 
     async def watch(
-        self, path: str, resource_version: str, timeout_seconds: int = 300, **params: Any
+        self, path: str, resource_version: str, timeout_seconds: int = MIN_WATCH_TIMEOUT,
+        idle_timeout: float = WATCH_IDLE_TIMEOUT, **params: Any
     ) -> AsyncIterator[JSON]:
         """Watch events (``{"type": ..., "object": {...}}``) from ``resource_version``.
 
         Ends when the server closes the stream; raises :class:`KubeError` with status 410 when
-        the version is too old (the caller relists). Bookmarks are asked for and passed on.
+        the version is too old (the caller relists), status 0 when nothing (not even a
+        bookmark) arrived for ``idle_timeout`` seconds (a half-open connection: the caller
+        watches again from the last version). Bookmarks are asked for and passed on.
         """
         query = {**params, "watch": "true", "resourceVersion": resource_version,
                  "allowWatchBookmarks": "true", "timeoutSeconds": timeout_seconds}
@@ -489,7 +588,8 @@ class KubeClient:
             async with self._session.get(
                 self._url(path, query), headers=headers, proxy=self._proxy,
                 proxy_auth=self._proxy_auth,
-                timeout=aiohttp.ClientTimeout(total=None, sock_read=timeout_seconds + 30),
+                timeout=aiohttp.ClientTimeout(total=None,
+                                              sock_read=min(idle_timeout, timeout_seconds + 30)),
             ) as response:
                 if response.status >= 400:
                     raw = await response.read()

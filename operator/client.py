@@ -9,6 +9,13 @@ controllers behind their work queues, and ``admission`` for its webhook server's
 command's preflights run before kopf, in an event loop of their own: they only probe the API
 server with a client they close at once.)
 
+Rate: the client is limited as a kube component's (``--kube-api-qps``, ``--kube-api-burst``;
+client-go's token bucket, :class:`~berthmaster.kube.TokenBucket`), by default as
+kube-controller-manager's clients (pkg/controller/apis/config/v1alpha1/defaults.go: QPS 20,
+burst 30): a MachineSet of a hundred thousand replicas creates its Machines at that pace, and the
+other capabilities' requests take their turn in the same bucket (:func:`configure`, before
+the first use).
+
 Closing: a capability whose workers use the client past a handler's return (a work queue, the
 admission webhook's server) registers its stop coroutine with :func:`stop_before_close`. The one
 cleanup handler here awaits those stops first, in registration order, and only then closes the
@@ -24,19 +31,29 @@ from typing import Any
 
 import kopf
 
-from berthmaster.kube import KubeClient, user_agent
+from berthmaster.kube import (
+    CONTROLLER_MANAGER_BURST,
+    CONTROLLER_MANAGER_QPS,
+    KubeClient,
+    user_agent,
+)
 
 Stop = Callable[[], Awaitable[None]]
 # The User-Agent of every request of the operator's own clients (kopf's client sends kopf's).
 AGENT = user_agent("berthmaster-operator")
+DEFAULT_QPS = CONTROLLER_MANAGER_QPS
+DEFAULT_BURST = CONTROLLER_MANAGER_BURST
 
 
 class SharedClient:
     """The client, the lock that opens it once, and what to stop before it is closed."""
 
     def __init__(self, connect: Callable[[], Awaitable[KubeClient]] | None = None):
+        self.qps = DEFAULT_QPS
+        self.burst = DEFAULT_BURST
         self._connect = connect or (
-            lambda: KubeClient.connect(os.environ.get("KUBECONFIG") or None, agent=AGENT))
+            lambda: KubeClient.connect(os.environ.get("KUBECONFIG") or None, qps=self.qps,
+                                       burst=self.burst, agent=AGENT))
         self._client: KubeClient | None = None
         self._lock: asyncio.Lock | None = None
         self._stops: list[Stop] = []
@@ -70,6 +87,12 @@ SHARED = SharedClient()
 async def operator_client() -> KubeClient:
     """The operator's client, opened on first use."""
     return await SHARED.get()
+
+
+def configure(qps: float = DEFAULT_QPS, burst: int = DEFAULT_BURST) -> None:
+    """The shared client's rate (``--kube-api-qps``/``--kube-api-burst``), before first use; a
+    qps of 0 or less lifts the limit."""
+    SHARED.qps, SHARED.burst = qps, burst
 
 
 def stop_before_close(stop: Stop) -> None:

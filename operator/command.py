@@ -17,6 +17,8 @@ import os
 from typing import Any
 
 from berthmaster import logs
+from berthmaster.kube import CONTROLLER_MANAGER_BURST as DEFAULT_BURST
+from berthmaster.kube import CONTROLLER_MANAGER_QPS as DEFAULT_QPS
 from berthmaster.operator.admission import options as admission_options
 from berthmaster.serving_options import SecureServing, add_secure_serving_arguments
 from berthmaster.verbosity import add_verbosity
@@ -52,6 +54,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "expander reads its ConfigMap cluster-autoscaler-priority-expander "
                              "from (upstream's --namespace; default: $POD_NAMESPACE, else "
                              "berthmaster)")
+    parser.add_argument("--kube-api-qps", type=float, default=DEFAULT_QPS, metavar="QPS",
+                        help="requests a second to the API server, as kube components' flag "
+                             "(client-go's token bucket; default: kube-controller-manager's "
+                             f"{DEFAULT_QPS:g}; 0 for no limit)")
+    parser.add_argument("--kube-api-burst", type=int, default=DEFAULT_BURST, metavar="BURST",
+                        help="requests allowed at once above --kube-api-qps (default: "
+                             f"kube-controller-manager's {DEFAULT_BURST})")
     parser.add_argument("--standalone", action="store_true",
                         help="do not use kopf's peering (a single operator replica)")
     admission_options.add_arguments(parser)
@@ -96,6 +105,12 @@ def run(args: argparse.Namespace) -> int:
     # One handler on the root logger: kopf's own loggers (kopf.objects, kopf.activities, ...)
     # write the same lines as ours (kopf.configure is not called; kopf.run configures nothing).
     logs.configure("operator", args.log_format, args.verbosity)
+    if args.kube_api_qps > 0 and args.kube_api_burst < 1:
+        raise SystemExit(f"berthmaster operator: --kube-api-burst {args.kube_api_burst}: must be "
+                         "at least 1 when --kube-api-qps is above 0 (kube components' rule)")
+    from berthmaster.operator import client as shared_client
+
+    shared_client.configure(args.kube_api_qps, args.kube_api_burst)
     admission = admission_options.settings_from_args(args)
     secure = SecureServing.from_args(args)  # a bad flag ends the command before kopf starts
     if admission is not None and args.only and "admission" not in args.only:

@@ -72,6 +72,7 @@ def capability_needs(name: str, namespace: str | None = None) -> Needs:
             Access("patch", "clusterautoscalers/status", AUTOSCALING),
             Access("list", "machineautoscalers", AUTOSCALING, ns),
             Access("patch", "machinesets", MACHINE_API, ns),
+            Access("update", "machinesets/scale", MACHINE_API, ns),
             Access("list", "nodes"),
             Access("patch", "nodes"),
             Access("list", "pods")))

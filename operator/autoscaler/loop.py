@@ -18,12 +18,22 @@ builds a fresh placement snapshot, and in this order
    through its lifecycle hooks and the drain;
 4. with ``enforceNodeGroupMinSize``, raises MachineSets below their min size up to it;
 5. returns the ClusterAutoscaler status and records the metrics.
+Its first run removes the ToBeDeleted and DeletionCandidate taints a previous process left
+(:mod:`.taints`, upstream's ``cleanUpIfRequired``).
+Writes never overwrite what they did not read: replicas go through the MachineSet's ``scale``
+subresource with the resourceVersion read, from the size the decision saw (a MachineSet resized
+meanwhile is left alone and decided again next loop: :meth:`Actuator.set_replicas`); node taints
+are guarded the same way; a node being removed has its pods judged again, on a fresh list made
+after its taint, before anything is evicted (:func:`apply_scale_down`).
 Before any of it, a cluster with too many unready nodes (``clusterstate``) is not autoscaled
 in that loop, as upstream; ``cluster_autoscaler_cluster_safe_to_autoscale`` says so.
 ``logVerbosity`` sets the level of the ``berthmaster.operator.autoscaler`` logger each loop.
 The in-memory :class:`AutoscalerState` (unneeded-since times, cooldown stamps, provisioning
 requests, backoffs) is what upstream keeps in memory too; a restart starts the clocks afresh,
-which only ever delays a scale-down.
+which only ever delays a scale-down. Its times are on the monotonic clock (``clock``), so a
+wall-clock step (NTP, a VM resumed) neither expires nor extends a cooldown or a backoff; the
+wall clock (``now``) is read only for pod ages (creationTimestamp is wall time) and for what is
+written to the API (status stamps, ``backoffUntil``, the taint's value, the delete-machine mark).
 """
 
 from __future__ import annotations
@@ -38,7 +48,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from berthmaster.kube import CORE, KubeClient, KubeError, group_path, resource_path
-from berthmaster.operator.autoscaler import events, metrics
+from berthmaster.operator.autoscaler import events, metrics, taints
 from berthmaster.operator.autoscaler.clusterstate import unsafe_to_autoscale
 from berthmaster.operator.autoscaler.config import (
     DEBUG_VERBOSITY,
@@ -46,6 +56,7 @@ from berthmaster.operator.autoscaler.config import (
     AutoscalerConfig,
     parse_cluster_autoscaler,
 )
+from berthmaster.operator.autoscaler.drainability import Verdict
 from berthmaster.operator.autoscaler.expanders import (
     PRIORITY_CONFIGMAP,
     Priorities,
@@ -58,13 +69,13 @@ from berthmaster.operator.autoscaler.groups import (
 )
 from berthmaster.operator.autoscaler.limits import cluster_totals, node_totals
 from berthmaster.operator.autoscaler.scaledown import (
-    TO_BE_DELETED_TAINT,
     Cooldown,
     ScaleDownPlan,
     Unneeded,
     cooldown_reason,
     eviction_grace_period,
     find_unneeded,
+    pods_to_drain,
     select_removals,
     track_unneeded,
 )
@@ -79,6 +90,7 @@ from berthmaster.operator.autoscaler.scaleup import (
     pods_to_help,
 )
 from berthmaster.operator.autoscaler.simulation import Placement, Simulation
+from berthmaster.operator.autoscaler.taints import TO_BE_DELETED_TAINT
 from berthmaster.operator.machines import drain
 from berthmaster.scheduler.volume_objects import NO_VOLUMES, VolumeObjects, list_volume_objects
 from berthmaster.times import format_rfc3339
@@ -90,6 +102,7 @@ SCHEDULING_API = group_path("scheduling.k8s.io", "v1")
 ACTIVE_PODS = "status.phase!=Succeeded,status.phase!=Failed"  # terminal pods need no room
 INITIAL_BACKOFF = 5 * 60.0  # upstream's initial node group backoff
 MAX_BACKOFF = 30 * 60.0
+CONFLICT_ATTEMPTS = 3  # GET+PUT rounds of one replicas write before leaving it to the next loop
 
 log = logging.getLogger("berthmaster.operator.autoscaler")
 
@@ -120,6 +133,7 @@ class AutoscalerState:
     provisioning: dict[str, ProvisionRequest] = field(default_factory=dict)
     backoff_until: dict[str, float] = field(default_factory=dict)
     backoff_length: dict[str, float] = field(default_factory=dict)
+    initialized: bool = False  # start-up clean-up done (taints.clean_up_at_start)
     last_scale_up_record: JSON | None = None
     last_scale_down_record: JSON | None = None
     rng: random.Random = field(default_factory=random.Random)
@@ -172,49 +186,84 @@ def _stamp(when: float) -> str:
     return format_rfc3339(datetime.fromtimestamp(when, UTC))
 
 
+class StaleDecision(KubeError):
+    """A MachineSet's replicas changed between the read a decision was made on and its write:
+    nothing was written; the next loop decides again from the new size."""
+
+    def __init__(self, group_id: str, expected: int, found: int):
+        super().__init__(409, "Conflict", f"MachineSet {group_id} has {found} replicas, not the "
+                         f"{expected} this decision was made on; deciding again next loop")
+
+
 class Actuator:
     """The writes: MachineSet replicas, Machine and Node marks, events."""
 
-    def __init__(self, kube: KubeClient, now: float):
+    def __init__(self, kube: KubeClient, now: float, clock: float | None = None):
         self.kube = kube
-        self.now = now
+        self.now = now  # wall clock: what is written to the API (stamps, the taint's value)
+        self.clock = now if clock is None else clock  # monotonic: what durations are made of
         self.when = datetime.fromtimestamp(now, UTC)
 
-    async def set_replicas(self, group_id: str, replicas: int) -> None:
+    async def set_replicas(self, group_id: str, expected: int, replicas: int) -> None:
+        """Set the MachineSet's replicas from ``expected`` (the size the decision saw) to
+        ``replicas`` through its ``scale`` subresource, as upstream's clusterapi provider
+        (clusterapi_unstructured.go ``SetSize``: GET the Scale, PUT it back with the
+        resourceVersion read). A size other than ``expected`` raises :class:`StaleDecision` and
+        writes nothing; a 409 (the MachineSet changed between our GET and PUT) reads it again
+        and re-checks, so a concurrent change of replicas is never overwritten."""
         namespace, name = group_id.split("/", 1)
-        await self.kube.patch(resource_path(MACHINE_API, "machinesets", namespace, name),
-                              {"spec": {"replicas": replicas}})
+        path = resource_path(MACHINE_API, "machinesets", namespace, name, "scale")
+        for _ in range(CONFLICT_ATTEMPTS):
+            scale = await self.kube.get(path)
+            found = int((scale.get("spec") or {}).get("replicas") or 0)
+            if found != expected:
+                raise StaleDecision(group_id, expected, found)
+            scale["spec"] = {**(scale.get("spec") or {}), "replicas": replicas}
+            try:
+                await self.kube.replace(path, scale)
+                return
+            except KubeError as error:
+                if not error.conflict:
+                    raise
+        raise KubeError(409, "Conflict", f"MachineSet {group_id} kept changing; its replicas "
+                        "were not set, deciding again next loop")
 
     async def mark_machine(self, namespace: str, name: str) -> None:
         await self.kube.patch(resource_path(MACHINE_API, "machines", namespace, name),
                               {"metadata": {"annotations": {DELETE_MACHINE_KEY: _stamp(self.now)}}})
 
+    async def unmark_machine(self, namespace: str, name: str) -> None:
+        """Upstream's ``UnmarkMachineForDeletion`` after a failed ``SetSize``."""
+        try:
+            await self.kube.patch(resource_path(MACHINE_API, "machines", namespace, name),
+                                  {"metadata": {"annotations": {DELETE_MACHINE_KEY: None}}})
+        except KubeError as error:
+            if not error.not_found:
+                log.warning("could not unmark Machine %s/%s: %s", namespace, name, error)
+
     async def taint_node(self, node: Mapping[str, Any], cordon: bool = False) -> None:
         """Upstream's ``MarkToBeDeleted``: the taint, and ``spec.unschedulable`` when cordoning
-        (``--cordon-node-before-terminating``)."""
-        taints = [t for t in (node.get("spec") or {}).get("taints") or []
-                  if t.get("key") != TO_BE_DELETED_TAINT]
-        taints.append({"key": TO_BE_DELETED_TAINT, "value": str(int(self.now)),
-                       "effect": "NoSchedule"})
-        spec: JSON = {"taints": taints}
-        if cordon:
-            spec["unschedulable"] = True
-        await self.kube.patch(resource_path(CORE, "nodes", name=node["metadata"]["name"]),
-                              {"spec": spec})
+        (``--cordon-node-before-terminating``); guarded by the node's resourceVersion
+        (:mod:`.taints`)."""
+        taint = {"key": TO_BE_DELETED_TAINT, "value": str(int(self.now)),
+                 "effect": "NoSchedule"}
+        await taints.update_taints(self.kube, node,
+                                   lambda fresh: taints.with_taint(fresh, taint, cordon))
 
     async def untaint_node(self, node: Mapping[str, Any], uncordon: bool = False) -> None:
         """Upstream's ``CleanToBeDeleted``: the taint goes, and the cordon it added."""
-        taints = [t for t in (node.get("spec") or {}).get("taints") or []
-                  if t.get("key") != TO_BE_DELETED_TAINT]
-        spec: JSON = {"taints": taints}
-        if uncordon:
-            spec["unschedulable"] = False
         try:
-            await self.kube.patch(resource_path(CORE, "nodes", name=node["metadata"]["name"]),
-                                  {"spec": spec})
+            await taints.update_taints(self.kube, node, lambda fresh: taints.without_taints(
+                fresh, [TO_BE_DELETED_TAINT], uncordon))
         except KubeError as error:
             log.warning("could not remove %s from %s: %s", TO_BE_DELETED_TAINT,
                         node["metadata"]["name"], error)
+
+    async def pods_on(self, node_name: str) -> list[JSON]:
+        """The node's pods as the API server has them now (not the watch cache's)."""
+        pods, _ = await self.kube.list_all(resource_path(CORE, "pods"), fieldSelector=(
+            f"spec.nodeName={node_name},{ACTIVE_PODS}"))
+        return pods
 
     async def evict(self, pod: Mapping[str, Any], grace_period: int) -> None:
         """POST a policy/v1 Eviction for ``pod`` with ``grace_period`` seconds to stop; a pod
@@ -237,7 +286,12 @@ class Actuator:
 async def handle_provision_timeouts(act: Actuator, view: ClusterView, state: AutoscalerState,
                                     config: AutoscalerConfig, machine_sets: Sequence[JSON]
                                     ) -> list[str]:
-    """Back off the groups whose requested nodes did not register in time; their ids."""
+    """Back off the groups whose requested nodes did not register in time; their ids. A
+    request of a group that no longer exists (its MachineSet deleted, or no longer autoscaled)
+    is forgotten: nothing will ever arrive for it, and it would keep ScaleUp InProgress."""
+    existing = {group.id for group in view.groups}
+    for gone in [group_id for group_id in state.provisioning if group_id not in existing]:
+        del state.provisioning[gone]
     timed_out = []
     for group in view.groups:
         request = state.provisioning.get(group.id)
@@ -247,12 +301,12 @@ async def handle_provision_timeouts(act: Actuator, view: ClusterView, state: Aut
                 group.target_size < request.target:
             del state.provisioning[group.id]  # arrived, or someone else resized the set
             continue
-        if act.now - request.since < config.max_node_provision_time:
+        if act.clock - request.since < config.max_node_provision_time:
             continue
         del state.provisioning[group.id]
         length = min(MAX_BACKOFF, state.backoff_length.get(group.id, INITIAL_BACKOFF / 2) * 2)
         state.backoff_length[group.id] = length
-        state.backoff_until[group.id] = act.now + length
+        state.backoff_until[group.id] = act.clock + length
         metrics.failed_scale_ups_total.labels("timeout").inc()
         timed_out.append(group.id)
         machine_set = next(m for m in machine_sets
@@ -265,24 +319,35 @@ async def handle_provision_timeouts(act: Actuator, view: ClusterView, state: Aut
         for machine in stuck:
             await act.mark_machine(group.namespace, machine)
         if stuck:
-            await act.set_replicas(group.id, max(group.min_size, group.target_size - len(stuck)))
+            try:
+                await act.set_replicas(group.id, group.target_size,
+                                       max(group.min_size, group.target_size - len(stuck)))
+            except StaleDecision as error:
+                log.info("%s", error.message)
     return timed_out
 
 
 async def apply_scale_up(act: Actuator, decision: ScaleUpDecision, pods: Mapping[str, JSON],
                          state: AutoscalerState) -> None:
+    made = []
     for increase in decision.increases:
-        await act.set_replicas(increase.group_id, increase.new)
-        state.provisioning[increase.group_id] = ProvisionRequest(act.now, increase.new)
+        try:
+            await act.set_replicas(increase.group_id, increase.current, increase.new)
+        except StaleDecision as error:
+            # someone else resized it since our read: never overwrite, decide again next loop
+            log.info("scale-up of %s skipped: %s", increase.group_id, error.message)
+            continue
+        made.append(increase)
+        state.provisioning[increase.group_id] = ProvisionRequest(act.clock, increase.new)
         metrics.scaled_up_nodes_total.inc(increase.new - increase.current)
         log.info("scale-up: %s %d->%d (max: %d)", increase.group_id, increase.current,
                  increase.new, increase.max_size)
-    if decision.increases:
-        state.last_scale_up = act.now
+    if made:
+        state.last_scale_up = act.clock
         state.last_scale_up_record = {
             "time": _stamp(act.now),
             "nodeGroups": [{"name": i.group_id, "from": i.current, "to": i.new,
-                            "max": i.max_size} for i in decision.increases],
+                            "max": i.max_size} for i in made],
             "pods": sorted(decision.triggered)[:50],
         }
     for key, message in decision.triggered.items():
@@ -291,30 +356,51 @@ async def apply_scale_up(act: Actuator, decision: ScaleUpDecision, pods: Mapping
         await act.event(pods[key], events.NOT_TRIGGER_SCALE_UP, message)
 
 
+class ScaleDownAborted(Exception):
+    """A node's removal stopped before its Machine was given back (see apply_scale_down)."""
+
+    def __init__(self, message: str):
+        super().__init__(message)
+        self.message = message
+
+
+Drain = Callable[[Sequence[JSON]], tuple[list[JSON], Verdict | None]]
+
+
 async def apply_scale_down(act: Actuator, removals: Sequence[Unneeded], view: ClusterView,
-                           nodes: Mapping[str, JSON], pods: Mapping[str, JSON],
-                           state: AutoscalerState, config: AutoscalerConfig) -> list[str]:
+                           nodes: Mapping[str, JSON], state: AutoscalerState,
+                           config: AutoscalerConfig, drain_plan: Drain) -> list[str]:
+    """Remove each node in turn: taint it, judge its pods again on a fresh list (``drain_plan``:
+    :func:`~.scaledown.pods_to_drain`), evict those that move, mark its Machine and lower its
+    MachineSet's replicas from the size the decision saw. Any failure untaints the node (and
+    unmarks the Machine: upstream's clusterapi ``DeleteNodes`` after a failed ``SetSize``) and
+    ends the scale-down of this loop."""
     removed = []
     targets = {g.id: g.target_size for g in view.groups}
     cordon = config.scale_down.cordon_node_before_terminating
     for removal in removals:
         node = nodes[removal.node]
         machine = view.node_machine.get(removal.node)
+        marked = False
         try:
             if machine is None:
-                raise KubeError(0, "NoMachine", f"node {removal.node} has no Machine")
+                raise ScaleDownAborted(f"node {removal.node} has no Machine")
             await act.taint_node(node, cordon=cordon)
-            for key in removal.pods_to_move:
-                if key in pods:
-                    await act.event(pods[key], events.SCALE_DOWN,
-                                    "deleting pod for node scale down")
-                    await act.evict(pods[key], eviction_grace_period(
-                        pods[key], config.max_pod_grace_period))
+            to_move, blocked = drain_plan(await act.pods_on(removal.node))
+            if blocked is not None:
+                raise ScaleDownAborted(f"{blocked.reason}: {blocked.message}")
+            for pod in to_move:
+                await act.event(pod, events.SCALE_DOWN, "deleting pod for node scale down")
+                await act.evict(pod, eviction_grace_period(pod, config.max_pod_grace_period))
             await act.mark_machine(*machine)
+            marked = True
+            await act.set_replicas(removal.group_id, targets[removal.group_id],
+                                   targets[removal.group_id] - 1)
             targets[removal.group_id] -= 1
-            await act.set_replicas(removal.group_id, targets[removal.group_id])
-        except KubeError as error:
-            state.last_failure = act.now
+        except (KubeError, ScaleDownAborted) as error:
+            state.last_failure = act.clock
+            if marked and machine is not None:
+                await act.unmark_machine(*machine)
             # a node left tainted would never take pods again
             await act.untaint_node(node, uncordon=cordon)
             await act.event(node, events.SCALE_DOWN_FAILED,
@@ -329,7 +415,7 @@ async def apply_scale_down(act: Actuator, removals: Sequence[Unneeded], view: Cl
         log.info("scale-down: node %s (machine %s/%s) of %s", removal.node, *(machine or ("", "")),
                  removal.group_id)
     if removed:
-        state.last_scale_down = act.now
+        state.last_scale_down = act.clock
         state.last_scale_down_record = {"time": _stamp(act.now), "nodes": removed}
     return removed
 
@@ -354,8 +440,12 @@ def with_transition_times(conditions: list[JSON], previous: Sequence[Mapping[str
 def build_status(view: ClusterView, state: AutoscalerState, decision: ScaleUpDecision,
                  plan: ScaleDownPlan, cooldown: str | None, unschedulable: int,
                  config: AutoscalerConfig, now: float,
-                 previous: Sequence[Mapping[str, Any]] = ()) -> JSON:
-    backing_off = sorted(g for g, until in state.backoff_until.items() if until > now)
+                 previous: Sequence[Mapping[str, Any]] = (), clock: float | None = None
+                 ) -> JSON:
+    """The ClusterAutoscaler status. ``now`` is the wall clock (the stamps written), ``clock``
+    the monotonic one the state's times are on (``now`` when not given)."""
+    clock = now if clock is None else clock
+    backing_off = sorted(g for g, until in state.backoff_until.items() if until > clock)
     if decision.increases:
         scale_up = _condition("ScaleUp", True, "InProgress",
                               "scaling up " + ", ".join(str(i) for i in decision.increases))
@@ -392,8 +482,8 @@ def build_status(view: ClusterView, state: AutoscalerState, decision: ScaleUpDec
             if reason != "NotAutoscaled"][:50],
         "nodeGroups": [{"name": g.id, "minSize": g.min_size, "maxSize": g.max_size,
                         "targetSize": g.target_size, "registered": len(g.nodes),
-                        **({"backoffUntil": _stamp(state.backoff_until[g.id])}
-                           if state.backoff_until.get(g.id, 0) > now else {})}
+                        **({"backoffUntil": _stamp(now + state.backoff_until[g.id] - clock)}
+                           if state.backoff_until.get(g.id, 0) > clock else {})}
                        for g in view.groups],
     }
     if state.last_scale_up_record:
@@ -405,19 +495,27 @@ def build_status(view: ClusterView, state: AutoscalerState, decision: ScaleUpDec
 
 async def run_once(kube: KubeClient, autoscaler: Mapping[str, Any], state: AutoscalerState,
                    placement: Placement, now: float | None = None,
-                   read: ClusterReader | None = None, namespace: str = DEFAULT_NAMESPACE
-                   ) -> JSON:
+                   read: ClusterReader | None = None, namespace: str = DEFAULT_NAMESPACE,
+                   clock: float | None = None) -> JSON:
     """One iteration; returns the ClusterAutoscaler ``status`` to write. ``read`` gives the
     cluster (the watch caches' ``read``); without it every kind is LISTed. ``namespace`` is
-    the operator's, the Priority expander's ConfigMap's (the watch caches' own)."""
+    the operator's, the Priority expander's ConfigMap's (the watch caches' own). ``now`` is
+    the wall clock (pod ages, the stamps written), ``clock`` the monotonic one every duration
+    kept in ``state`` is measured on (see the module docstring)."""
     started = time.monotonic()
     now = time.time() if now is None else now
+    clock = started if clock is None else clock
     config = parse_cluster_autoscaler(autoscaler)
     log.setLevel(log_level(config.log_verbosity))
     cluster = await (read(config) if read is not None else read_cluster(kube, config, namespace))
     view = build_cluster_view(cluster.machine_sets, cluster.machines, cluster.nodes,
                               config.startup_taints)
-    act = Actuator(kube, now)
+    act = Actuator(kube, now, clock)
+    if not state.initialized:
+        await taints.clean_up_at_start(kube, cluster.nodes,
+                                       config.scale_down.cordon_node_before_terminating,
+                                       act.event)
+        state.initialized = True
     for problem in view.problems:
         log.warning("%s", problem)
     previous = (autoscaler.get("status") or {}).get("conditions") or []
@@ -436,10 +534,10 @@ async def run_once(kube: KubeClient, autoscaler: Mapping[str, Any], state: Autos
             node_groups=len(view.groups), max_nodes=sum(g.max_size for g in view.groups),
             safe_to_autoscale=False), now)
         return build_status(view, state, ScaleUpDecision(), ScaleDownPlan(), None, 0, config,
-                            now, previous)
+                            now, previous, clock)
 
     await handle_provision_timeouts(act, view, state, config, cluster.machine_sets)
-    in_backoff = [g for g, until in state.backoff_until.items() if until > now]
+    in_backoff = [g for g, until in state.backoff_until.items() if until > clock]
 
     pods_by_key = {pod_id(p): p for p in cluster.pods}
     sim = Simulation.build(placement, cluster.nodes, cluster.pods, pdbs=cluster.pdbs,
@@ -489,18 +587,20 @@ async def run_once(kube: KubeClient, autoscaler: Mapping[str, Any], state: Autos
         plan = find_unneeded(cluster.nodes, by_node, view, sim, config, cluster.pdbs,
                              cluster_totals(cluster.nodes, config.limits),
                              lambda pod: pod_priority(pod, cluster.priority_classes))
-        state.unneeded_since = track_unneeded(state.unneeded_since, plan, now)
+        state.unneeded_since = track_unneeded(state.unneeded_since, plan, clock)
         cooldown = cooldown_reason(config, Cooldown(state.last_scale_up, state.last_scale_down,
-                                                     state.last_failure), now)
+                                                     state.last_failure), clock)
         if decision.increases:
             cooldown = "scaled up in this loop"
         log.debug("scale-down: unneeded %s, unremovable %s, cooldown %s",
                   [u.node for u in plan.unneeded] or "none", dict(plan.unremovable) or "none",
                   cooldown or "none")
         if cooldown is None:
-            removals = select_removals(plan, state.unneeded_since, now, config)
+            removals = select_removals(plan, state.unneeded_since, clock, config)
             nodes = {n["metadata"]["name"]: n for n in cluster.nodes}
-            await apply_scale_down(act, removals, view, nodes, pods_by_key, state, config)
+            await apply_scale_down(act, removals, view, nodes, state, config, lambda pods: (
+                pods_to_drain(pods, config, cluster.pdbs,
+                              lambda pod: pod_priority(pod, cluster.priority_classes))))
 
     if config.enforce_node_group_min_size:
         # Groups grown in this loop are judged next loop, on their new size.
@@ -527,4 +627,4 @@ async def run_once(kube: KubeClient, autoscaler: Mapping[str, Any], state: Autos
     ), now)
     metrics.function_duration_seconds.labels("main").observe(time.monotonic() - started)
     return build_status(view, state, decision, plan, cooldown, len(pending), config, now,
-                        previous)
+                        previous, clock)

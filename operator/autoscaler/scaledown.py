@@ -23,6 +23,11 @@ Design (upstream cluster-autoscaler, pure):
   which OpenShift's ClusterAutoscaler does not expose), outside the cooldowns
   (``delayAfterAdd``, ``delayAfterDelete``, ``delayAfterFailure``); all eligible empty nodes go
   together, at most one node with pods to move per loop, never a group below its min size.
+- :func:`pods_to_drain` judges a node's pods again when the node is being removed, on a fresh
+  list made after the ToBeDeleted taint: a pod that blocks and arrived after the decision (the
+  taint keeps new ones away only from then on) stops the removal, as upstream's actuator
+  re-lists the pods after tainting and aborts the deletion when ``GetPodsToMove`` fails
+  (core/scaledown/actuation/actuator.go, ``deleteNodesAsync``).
 - :func:`eviction_grace_period` is how long an evicted pod of a removed node may take to stop:
   its own ``terminationGracePeriodSeconds`` capped at ``maxPodGracePeriod``.
 """
@@ -34,18 +39,18 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from berthmaster.operator.autoscaler.config import AutoscalerConfig
-from berthmaster.operator.autoscaler.drainability import PdbBudget, classify
+from berthmaster.operator.autoscaler.drainability import PdbBudget, Verdict, classify
 from berthmaster.operator.autoscaler.groups import ClusterView
 from berthmaster.operator.autoscaler.limits import Totals, node_totals, removal_blocked_by
 from berthmaster.operator.autoscaler.resources import CPU, MEMORY, node_allocatable, pod_requests
 from berthmaster.operator.autoscaler.simulation import Simulation
+from berthmaster.operator.autoscaler.taints import TO_BE_DELETED_TAINT
 from berthmaster.operator.autoscaler.template import has_startup_taint
 from berthmaster.scheduler.pods import is_daemonset_pod
 
 JSON = dict[str, Any]
 
 SCALE_DOWN_DISABLED_KEY = "cluster-autoscaler.kubernetes.io/scale-down-disabled"
-TO_BE_DELETED_TAINT = "ToBeDeletedByClusterAutoscaler"
 DEFAULT_TERMINATION_GRACE_PERIOD = 30  # corev1.DefaultTerminationGracePeriodSeconds
 
 # upstream's simulator.UnremovableReason names
@@ -212,6 +217,22 @@ def find_unneeded(
             f"{(p.get('metadata') or {}).get('namespace')}/{(p.get('metadata') or {}).get('name')}"
             for p in to_move), ready))
     return ScaleDownPlan(tuple(unneeded), unremovable, messages)
+
+
+def pods_to_drain(pods: Sequence[JSON], config: AutoscalerConfig,
+                  pdbs: Sequence[Mapping[str, Any]], priority_of: Any = None
+                  ) -> tuple[list[JSON], Verdict | None]:
+    """The pods of a node being removed that must be evicted, or the first that blocks."""
+    priority = priority_of or (lambda pod: int((pod.get("spec") or {}).get("priority") or 0))
+    budget = PdbBudget(pdbs)
+    to_move = []
+    for pod in pods:
+        verdict = classify(pod, config, budget, priority(pod))
+        if verdict.action == "block":
+            return [], verdict
+        if verdict.action == "move":
+            to_move.append(pod)
+    return to_move, None
 
 
 def eviction_grace_period(pod: Mapping[str, Any], maximum: int) -> int:

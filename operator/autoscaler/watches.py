@@ -20,7 +20,9 @@ arrive within the watch's delivery delay, as with upstream's listers, and every 
 again from the newer state on the next loop. The cached objects are shared between loops; the
 loop never changes them (the simulation works on copies).
 
-Terminal pods (Succeeded/Failed) are filtered out on the server, as the LIST did. The Priority
+Terminal pods (Succeeded/Failed) are filtered out on the server, as the LIST did; each pod is
+trimmed on arrival to what the loop reads (:mod:`.trim`), listed page by page, so the cache's
+size per pod is bounded whatever the pods carry. The Priority
 expander's ConfigMap is watched by name (a field selector) in the operator's namespace only
 (``namespace``; upstream's ConfigMap lister is namespaced the same way), once a configuration
 asks for it.
@@ -49,6 +51,7 @@ from berthmaster.operator.autoscaler.loop import (
     SCHEDULING_API,
     ClusterState,
 )
+from berthmaster.operator.autoscaler.trim import trim_pod
 from berthmaster.scheduler.daemon.cache import Informer, Resource
 from berthmaster.scheduler.volume_objects import VOLUME_KINDS, VolumeObjects
 
@@ -60,7 +63,8 @@ informer_restarts_total = Counter(
     "unexpected failure, by resource.", ["resource"])
 
 NODES = Resource("Node", resource_path(CORE, "nodes"))
-PODS = Resource("Pod", resource_path(CORE, "pods"), field_selector=ACTIVE_PODS)
+PODS = Resource("Pod", resource_path(CORE, "pods"), field_selector=ACTIVE_PODS,
+                transform=trim_pod)
 PDBS = Resource("PodDisruptionBudget", resource_path(POLICY_API, "poddisruptionbudgets"))
 PRIORITY_CLASSES = Resource("PriorityClass", resource_path(SCHEDULING_API, "priorityclasses"))
 MACHINE_SETS = Resource("MachineSet", resource_path(MACHINE_API, "machinesets"))

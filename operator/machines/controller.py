@@ -13,6 +13,17 @@ paced from the Machine's own status (``deletionProgress.drainAttempts``, ``lastD
 and ``nextDrainAttemptAt``: backoff, or upstream's fixed 20 s requeue when a control-plane drain
 is not permitted yet), not from memory, so a restart neither retries early nor forgets the
 backoff, and the status writes a failing drain makes cannot turn into a hot loop.
+
+A MachineSet short of Machines creates at most :data:`BURST_REPLICAS` of them per reconcile
+(kube-controller-manager's ReplicaSet controller's ``BurstReplicas``, pkg/controller/replicaset/
+replica_set.go; machine-api-operator's syncReplicas, pkg/controller/machineset/controller.go,
+creates all of them at once, logging "Creating machine %d of %d" and posting no event), one at
+a time through the client's rate limiter (``--kube-api-qps``/``--kube-api-burst``,
+operator/client.py), and stops at the first refusal; the rest come in the next reconciles
+(delay 0). So a MachineSet of ``replicas: 100000`` fills at the client's rate, its key is
+handed back to the work queue between batches, and the other MachineSets' reconciles (other
+workers) get their share of the same rate limiter meanwhile. A MachineSet's status reads its
+Machines' Nodes with one LIST of the linked Nodes when it has many, not one GET each.
 """
 
 from __future__ import annotations
@@ -166,7 +177,7 @@ class MachineController:
             if problems:
                 raise InvalidProviderSpec("; ".join(problems))
         except InvalidProviderSpec as error:
-            await self.fail(machine, api.INVALID_CONFIGURATION, str(error), "FailedCreate")
+            await self.fail_invalid(machine, str(error))
             return None
         try:
             instance = await provider.instance_exists(machine)
@@ -192,10 +203,28 @@ class MachineController:
         try:
             instance = await provider.create_instance(machine)
         except InvalidProviderSpec as error:
-            await self.fail(machine, api.INVALID_CONFIGURATION, str(error), "FailedCreate")
+            await self.fail_invalid(machine, str(error))
+            return None
+        except KubeError as error:
+            if error.status not in (400, 422):
+                raise
+            # The API server refused what the provider made of this Machine (its message names
+            # the field): nothing changes by retrying, so say so instead of staying
+            # Provisioning.
+            await self.fail_invalid(machine, f"Machine {machine['metadata']['name']}: creating "
+                                    f"its instance was refused: {error.message}; fix the "
+                                    "Machine (or its MachineSet's template) and recreate it")
             return None
         await self.record_created(machine, instance)
         return AGAIN
+
+    async def fail_invalid(self, machine: JSON, message: str) -> None:
+        """A Machine whose instance can never be made as specified: phase Failed with
+        errorReason InvalidConfiguration, a ``FailedCreate`` Warning event and the condition
+        ``InstanceExists=False`` (reason InstanceNotCreated), each with ``message``."""
+        condition = false_condition(api.INSTANCE_EXISTS, api.INSTANCE_NOT_CREATED, message)
+        await self.fail(machine, api.INVALID_CONFIGURATION, message, "FailedCreate",
+                        condition=condition)
 
     async def record_created(self, machine: JSON, instance: Instance) -> None:
         """The Created event and spec.providerID: the record that the instance exists."""
@@ -538,6 +567,10 @@ class MachineController:
         return items
 
 
+BURST_REPLICAS = 500  # Machines created per MachineSet reconcile (see the module docstring)
+NODE_GETS = 10  # up to this many Nodes are read one by one; more with one LIST
+
+
 class MachineSetController:
     def __init__(self, kube: KubeClient, provider_kinds: Collection[str], *,
                  clock: Callable[[], datetime] = utcnow,
@@ -572,10 +605,15 @@ class MachineSetController:
                 "resourceVersion": orphan["metadata"]["resourceVersion"]}})
         replicas = int((ms.get("spec") or {}).get("replicas", 1))
         diff = len(counted) - replicas
+        more = False
         if diff < 0:
+            batch = min(-diff, BURST_REPLICAS)
+            more = batch < -diff
             log.info("Too few replicas for MachineSet %s/%s, need %d, creating %d",
-                     *key, replicas, -diff)
-            for _ in range(-diff):
+                     *key, replicas, batch)
+            for number in range(1, batch + 1):
+                log.debug("Creating machine %d of %d, ( spec.replicas(%d) > "
+                          "currentMachineCount(%d) )", number, -diff, replicas, len(counted))
                 created = await self.kube.create(api.machine_path(namespace),
                                                  machineset.build_machine(ms))
                 counted.append(created)
@@ -592,20 +630,31 @@ class MachineSetController:
                         raise
             names = {m["metadata"]["name"] for m in doomed}
             counted = [m for m in counted if m["metadata"]["name"] not in names]
-        node_objects = {}
-        for machine in counted:
-            name = ((machine.get("status") or {}).get("nodeRef") or {}).get("name")
-            if name:
-                try:
-                    node_objects[name] = await self.kube.get(api.node_path(name))
-                except KubeError as error:
-                    if not error.not_found:
-                        raise
+        node_objects = await self.nodes_of(counted)
         status = machineset.build_status(ms, counted, node_objects, self.clock())
         await self.write_status(ms, {**status, "errorReason": None, "errorMessage": None})
+        if more:
+            return 0.0  # the next batch, after the other keys waiting in the queue
         if diff != 0 or status["readyReplicas"] != replicas:
             return self.status_poll
         return self.resync
+
+    async def nodes_of(self, machines: list[JSON]) -> dict[str, JSON]:
+        """The Nodes of ``machines`` (by name) that exist."""
+        names = {name for machine in machines
+                 if (name := ((machine.get("status") or {}).get("nodeRef") or {}).get("name"))}
+        if len(names) > NODE_GETS:
+            linked, _ = await self.kube.list_all(api.node_path(),
+                                                 labelSelector=api.NODES_WATCH_SELECTOR)
+            return {n["metadata"]["name"]: n for n in linked if n["metadata"]["name"] in names}
+        found = {}
+        for name in sorted(names):
+            try:
+                found[name] = await self.kube.get(api.node_path(name))
+            except KubeError as error:
+                if not error.not_found:
+                    raise
+        return found
 
     async def write_status(self, ms: JSON, updates: JSON) -> None:
         old = dict(ms.get("status") or {})

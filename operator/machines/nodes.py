@@ -8,6 +8,12 @@ so ``kubectl get nodes -l`` can find a Machine's Node, with an empty value when 
 valid label value (longer than 63 characters): every linked Node carries the label, which is
 what the operator's Node watch selects on the server.
 
+:func:`label_problems` checks, before any Node is made, that the labels a Machine asks of its
+Node (``spec.metadata.labels``) are valid label keys and values (apimachinery's
+``validation.IsQualifiedName`` / ``IsValidLabelValue`` rules, via :mod:`berthmaster.scheduler.
+label_string`): the API server would refuse the Node, and the Machine would otherwise never
+leave Provisioning.
+
 Pure: :func:`node_patch` returns a merge patch or None when the Node already conforms.
 """
 
@@ -17,6 +23,7 @@ import re
 from typing import Any
 
 from berthmaster.operator.machines.api import NODE_MACHINE
+from berthmaster.scheduler.label_string import label_key_problem, label_value_problem
 
 Taint = dict[str, Any]
 _LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
@@ -42,6 +49,23 @@ def wanted_labels(machine: dict[str, Any]) -> dict[str, str]:
     name = str(meta.get("name", ""))
     labels[NODE_MACHINE] = name if len(name) <= 63 and _LABEL_VALUE.match(name) else ""
     return labels
+
+
+def label_problems(machine: dict[str, Any]) -> list[str]:
+    """Every label of ``spec.metadata.labels`` no Node may carry, naming the field and why."""
+    name = (machine.get("metadata") or {}).get("name")
+    labels = ((machine.get("spec") or {}).get("metadata") or {}).get("labels") or {}
+    problems = []
+    for key, value in labels.items():
+        where = f"Machine {name}: spec.metadata.labels[{key!r}]"
+        key_problem = label_key_problem(str(key))
+        if key_problem is not None:
+            problems.append(f"{where}: invalid label key: {key_problem}")
+        value_problem = label_value_problem(str(value)) if isinstance(value, str) else \
+            "must be a string"
+        if value_problem is not None:
+            problems.append(f"{where}: invalid label value {value!r}: {value_problem}")
+    return problems
 
 
 def node_patch(node: dict[str, Any], machine: dict[str, Any]) -> dict[str, Any] | None:

@@ -17,7 +17,10 @@ once; at most ``concurrency`` bindings are in flight. Outcomes:
 Every failure posts kube-scheduler's ``FailedScheduling`` Event, ``running Bind plugin
 "DefaultBinder": <the API server's message>``.
 
-A binding is only sent while this replica leads (``may_act``), checked just before the POST.
+A binding is only sent while this replica leads: ``may_act`` is checked before taking a slot
+and is the POST's ``fence`` (:mod:`berthmaster.kube`), asked again after the client's rate
+limiter wait, immediately before sending; a fenced binding is forgotten and requeued, with no
+Event and no status patch (the new leader decides).
 
 A pod with volumes to bind (a :class:`~.volumes.Reservation` made by the loop's Reserve) runs
 VolumeBinding's PreBind first, in the same task and outside the binding slots, so its wait for
@@ -143,7 +146,7 @@ class Binder:
                 sent = time.perf_counter()
                 await self.kube.create(
                     resource_path(CORE, "pods", meta.get("namespace"), meta.get("name"),
-                                  "binding"), binding_body(pod, node))
+                                  "binding"), binding_body(pod, node), fence=self.may_act)
         except asyncio.CancelledError:
             self.snapshot.forget(pod)
             self._unreserve(volumes)
@@ -151,6 +154,10 @@ class Binder:
             raise
         except KubeError as error:
             self._unreserve(volumes)
+            if error.fenced:
+                self.snapshot.forget(pod)
+                self.queue.requeue(info, unschedulable=False)
+                return
             self._failed(info, node, error, started)
             return
         now = time.perf_counter()

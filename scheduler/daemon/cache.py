@@ -1,7 +1,9 @@
 """The scheduler's cache: list+watch of every kind placement reads, applied to one Snapshot.
 
 Design: one :class:`Informer` per kind lists the collection once (paged, raw JSON), then
-watches from the list's resourceVersion, with bookmarks, for ever: a stream that ends is
+watches from the list's resourceVersion, with bookmarks, for ever (each watch request times out
+after a random 5 to 10 minutes, and a stream silent past the bookmark interval is dropped:
+:mod:`berthmaster.kube`): a stream that ends is
 re-opened from the last version seen, a ``410 Gone`` relists (the difference between what was
 known and the new list becomes deletes and upserts, so nothing is missed or doubled), any other
 error retries with a capped backoff. An informer that fails in any other way (an exception
@@ -36,7 +38,15 @@ from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from typing import Any
 
-from berthmaster.kube import CORE, KubeClient, KubeError, group_path, resource_path
+from berthmaster.kube import (
+    CORE,
+    MIN_WATCH_TIMEOUT,
+    KubeClient,
+    KubeError,
+    group_path,
+    resource_path,
+    watch_timeout_seconds,
+)
 from berthmaster.scheduler.daemon import hints
 from berthmaster.scheduler.daemon.hints import ClusterEvent
 from berthmaster.scheduler.daemon.queue import SchedulingQueue
@@ -113,11 +123,12 @@ class Informer:
 
     def __init__(self, kube: KubeClient, resource: Resource,
                  apply: Callable[[str, str, JSON, JSON | None], None],
-                 watch_timeout: int = 300,
+                 watch_timeout: int = MIN_WATCH_TIMEOUT,
                  on_restart: Callable[[str], None] | None = None):
         self.kube = kube
         self.resource = resource
         self.apply = apply  # (kind, event type, object, previous object)
+        # the shortest watch; each one asks for a random timeout up to twice it (reflector.go)
         self.watch_timeout = watch_timeout
         self.on_restart = on_restart  # called with resource_name() on each restart
         self.known: dict[str, JSON] = {}
@@ -216,8 +227,9 @@ class Informer:
                 delay = min(delay * 2, 30.0)
 
     async def _watch(self) -> None:
+        timeout = watch_timeout_seconds(self.watch_timeout)
         async for event in self.kube.watch(self.resource.path, self.version,
-                                           timeout_seconds=self.watch_timeout, **self._params()):
+                                           timeout_seconds=timeout, **self._params()):
             kind = event.get("type")
             obj = event.get("object") or {}
             version = resource_version(obj)

@@ -115,8 +115,10 @@ class EventRecorder:
     """Posts Events and status patches in the background, in order, never blocking the caller."""
 
     def __init__(self, kube: KubeClient, component: str, instance: str, capacity: int = 10_000,
-                 profiles: Collection[str] = ()):
+                 profiles: Collection[str] = (), may_act: Callable[[], bool] | None = None):
         self.kube = kube
+        # the fence of every pod status patch (leader.py): a deposed replica changes no pod
+        self.may_act = may_act
         self.component = component
         # a pod's Events name its profile as their source, as upstream's per-profile recorders
         # (profile.NewMap: one EventRecorder per schedulerName)
@@ -172,9 +174,9 @@ class EventRecorder:
                     meta = obj.get("metadata") or {}
                     await self.kube.patch(
                         resource_path(CORE, "pods", meta.get("namespace"), meta.get("name"),
-                                      "status"), patch, kind="strategic")
+                                      "status"), patch, kind="strategic", fence=self.may_act)
             except KubeError as error:
-                if not error.not_found:
+                if not (error.not_found or error.fenced):
                     log.warning("could not record", extra={"kind": kind, "error": str(error)})
             except Exception:  # a recorder must never die
                 log.exception("recording failed")

@@ -13,9 +13,19 @@ the I/O around it. The rules are client-go's ``tryAcquireOrRenew``:
 
 A leader that has not renewed within ``renew_deadline`` (10 s, shorter than the 15 s lease)
 stops acting at once: :meth:`LeaderElector.is_leader` turns false before any other candidate can
-take over, and the binder checks it before every bind. On graceful shutdown the Lease is
-released (holder emptied, as client-go's ``ReleaseOnCancel``) so a standby takes over within one
-retry period instead of a whole lease duration.
+take over. A renewal counts from the moment its request *started* (before the GET), not from
+when the reply arrived: client-go stamps the record's ``renewTime`` with the clock read at the
+start of ``tryAcquireOrRenew`` (tools/leaderelection/leaderelection.go) and a follower's clock
+for the new record (its ``observedTime``) starts only once it has read that record, after our
+write landed; so a slow reply (a rate limiter's wait, a stalled connection) shortens our
+validity instead of stretching it past what the other candidates allow. Every write that acts
+for the leader (binds, preemption's deletes and nominations, status patches) passes
+:meth:`LeaderElector.is_leader` as the request's ``fence``, asked after the client's rate
+limiter wait, immediately before sending (:mod:`berthmaster.kube`).
+
+On graceful shutdown the Lease is released (holder emptied, as client-go's
+``ReleaseOnCancel``) so a standby takes over within one retry period instead of a whole lease
+duration.
 """
 
 from __future__ import annotations
@@ -162,6 +172,7 @@ class LeaderElector:
     # ---- one attempt -----------------------------------------------------------------------
     async def try_acquire_or_renew(self) -> bool:
         lease_path = f"{self.path}/{self.name}"
+        started = self.clock()  # the renewal is valid from here (module docstring)
         try:
             lease: JSON | None = await self.kube.get(lease_path)
         except KubeError as error:
@@ -191,8 +202,8 @@ class LeaderElector:
         except KubeError as error:
             log.info("lease write lost", extra={"error": str(error), "lease": self.lease})
             return False
-        self._observed = Observation(LeaseRecord.from_lease(written), self.clock())
-        self._last_renew = self.clock()
+        self._observed = Observation(LeaseRecord.from_lease(written), started)
+        self._last_renew = started
         return True
 
     # ---- loops -----------------------------------------------------------------------------

@@ -14,9 +14,11 @@ background task so the scheduling loop never waits on it, in upstream's order:
 The preemptor itself is parked like any unschedulable pod; the victims' deletions are the
 cluster events that wake it, and it then lands on the nominated node or wherever fits first.
 
-Like a binding, each write is sent only while this replica leads (``may_act``, checked just
-before it): a leader frozen past its Lease (SIGSTOP, a long pause) must not wake up and delete
-the victims of a decision the new leader never made.
+Like a binding, each write is sent only while this replica leads: ``may_act`` is the request's
+``fence`` (:mod:`berthmaster.kube`), asked after the client's rate limiter wait, immediately
+before each PATCH and DELETE, not once before a wait: a leader frozen past its Lease (SIGSTOP, a
+long pause, a long queue for a token) must not wake up and delete the victims of a decision the
+new leader never made. A fenced write ends the whole preemption: nothing after it is sent.
 """
 
 from __future__ import annotations
@@ -72,14 +74,14 @@ class Preemptor:
     async def _preempt(self, pod: JSON, node: str, victims: list[JSON],
                        unnominate: list[JSON]) -> None:
         meta = pod.get("metadata") or {}
-        if not self.may_act():
-            log.info("not leading: preemption dropped", extra={"pod": meta.get("name")})
-            return
         try:
             await self.kube.patch(
                 resource_path(CORE, "pods", meta.get("namespace"), meta.get("name"), "status"),
-                {"status": {"nominatedNodeName": node}}, kind="merge")
+                {"status": {"nominatedNodeName": node}}, kind="merge", fence=self.may_act)
         except KubeError as error:
+            if error.fenced:
+                log.info("not leading: preemption dropped", extra={"pod": meta.get("name")})
+                return
             log.warning("could not nominate", extra={"pod": ObjectRef.of(pod),
                                                      "node": ObjectRef(node),
                                                      "error": str(error)})
@@ -91,31 +93,29 @@ class Preemptor:
 
     async def _unnominate(self, pod: JSON) -> None:
         meta = pod.get("metadata") or {}
-        if not self.may_act():
-            return
         try:
             await self.kube.patch(
                 resource_path(CORE, "pods", meta.get("namespace"), meta.get("name"), "status"),
-                {"status": {"nominatedNodeName": None}}, kind="merge")
+                {"status": {"nominatedNodeName": None}}, kind="merge", fence=self.may_act)
         except KubeError as error:
-            if not error.not_found:
+            if not (error.not_found or error.fenced):
                 log.warning("could not clear a nomination", extra={"pod": ObjectRef.of(pod),
                                                                    "error": str(error)})
 
     async def _evict(self, preemptor: JSON, node: str, victim: JSON) -> None:
         meta = victim.get("metadata") or {}
         path = resource_path(CORE, "pods", meta.get("namespace"), meta.get("name"))
-        if not self.may_act():
-            log.info("not leading: victim kept", extra={"victim": meta.get("name")})
-            return
         try:
             await self.kube.patch(f"{path}/status",
                                   events.disruption_target_patch(self.scheduler_name),
-                                  kind="strategic")
+                                  kind="strategic", fence=self.may_act)
             await self.kube.delete(path, {"apiVersion": "v1", "kind": "DeleteOptions",
-                                          "preconditions": {"uid": meta.get("uid")}})
+                                          "preconditions": {"uid": meta.get("uid")}},
+                                   fence=self.may_act)
         except KubeError as error:
-            if not (error.not_found or error.conflict):
+            if error.fenced:
+                log.info("not leading: victim kept", extra={"victim": meta.get("name")})
+            elif not (error.not_found or error.conflict):
                 log.warning("could not delete victim", extra={"victim": ObjectRef.of(victim),
                                                               "error": str(error)})
             return

@@ -107,7 +107,7 @@ class SchedulerService:
         self.cache = ClusterCache(kube, self.snapshot, self.queue, self.names,
                                   on_restart=self.metrics.informer_restart)
         self.recorder = EventRecorder(event_kube, self.name, self.identity,
-                                      profiles=self.names)
+                                      profiles=self.names, may_act=self.may_act)
         self.elector: LeaderElector | None = None
         if election_kube is not None:
             self.elector = LeaderElector(

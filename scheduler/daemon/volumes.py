@@ -166,7 +166,7 @@ class VolumeBinder:
             log.info("updating PersistentVolume: binding to claim", extra={
                 "pod": ObjectRef.of(res.pod), "pv": _name(pv), "pvc": vb.claim_key(claim)})
             written = await self._put(resource_path(CORE, "persistentvolumes", None, _name(pv)),
-                                      pv)
+                                      pv, may_act)
             res.written[(PV, _name(pv))] = _version(written)
         for claim in res.provisions:
             if not may_act():
@@ -175,13 +175,17 @@ class VolumeBinder:
             log.info("updating PersistentVolumeClaim: selected node", extra={
                 "pod": ObjectRef.of(res.pod), "pvc": vb.claim_key(claim), "node": res.node})
             written = await self._put(resource_path(
-                CORE, "persistentvolumeclaims", meta.get("namespace"), meta.get("name")), claim)
+                CORE, "persistentvolumeclaims", meta.get("namespace"), meta.get("name")), claim,
+                may_act)
             res.written[(PVC, vb.claim_key(claim))] = _version(written)
 
-    async def _put(self, path: str, body: JSON) -> JSON:
+    async def _put(self, path: str, body: JSON, may_act: Callable[[], bool]) -> JSON:
+        # may_act again after the client's rate limiter wait (kube.py: fence)
         try:
-            out: JSON = await self.kube.request("PUT", path, body=body)
+            out: JSON = await self.kube.request("PUT", path, body=body, fence=may_act)
         except KubeError as error:
+            if error.fenced:
+                raise NotLeader() from error
             raise PreBindError(error.message or str(error)) from error
         return out
 

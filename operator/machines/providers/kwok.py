@@ -32,8 +32,9 @@ from berthmaster.operator.machines.api import (
     ZONE_LABEL,
     node_path,
 )
-from berthmaster.operator.machines.nodes import wanted_labels
+from berthmaster.operator.machines.nodes import label_problems, wanted_labels
 from berthmaster.operator.machines.providers import Instance, InvalidProviderSpec
+from berthmaster.scheduler.label_string import label_key_problem, label_value_problem
 
 KIND = "KwokMachineProviderSpec"
 API_VERSION = "berthmaster.io/v1alpha1"
@@ -42,6 +43,8 @@ FAKE_NODE_VALUE = "fake"
 DEFAULT_CAPACITY = {"cpu": "4", "memory": "16Gi", "pods": "110", "ephemeral-storage": "100Gi"}
 FIELDS = {"apiVersion", "kind", "instanceType", "region", "zone", "capacity", "labels",
           "metadata"}
+_DNS1123_SUBDOMAIN = re.compile(
+    r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 _QUANTITY = re.compile(
     r"^[+]?(\d+(\.\d*)?|\.\d+)(Ki|Mi|Gi|Ti|Pi|Ei|m|k|M|G|T|P|E|[eE][+-]?\d+)?$")
 
@@ -55,12 +58,30 @@ def provider_id(machine: dict[str, Any]) -> str:
     return f"kwok://{meta.get('namespace')}/{meta.get('name')}"
 
 
+def name_problems(machine: dict[str, Any]) -> list[str]:
+    """Whether the Machine's name can name its Node: a DNS-1123 subdomain, and (the Node's
+    ``kubernetes.io/hostname`` label carries it) a valid label value, so at most 63
+    characters."""
+    name = str((machine.get("metadata") or {}).get("name") or "")
+    fix = ("give the Machine a shorter name (a MachineSet's Machines are named after it: "
+           "<MachineSet name>-<5 characters>, so keep MachineSet names to 57 characters)")
+    if len(name) > 253 or not _DNS1123_SUBDOMAIN.match(name):
+        return [f"Machine {name}: metadata.name: {name!r} is not a valid Node name (a lowercase "
+                f"RFC 1123 subdomain); {fix}"]
+    if label_value_problem(name) is not None:
+        return [f"Machine {name}: metadata.name: the Node named after the Machine carries its "
+                f"name in the kubernetes.io/hostname label, which must be at most 63 characters "
+                f"(this one is {len(name)}); {fix}"]
+    return []
+
+
 def validate(machine: dict[str, Any]) -> list[str]:
-    """Every problem with a kwok providerSpec, each naming the field and the fix."""
+    """Every problem with a kwok Machine (its name, the labels its Node would carry, its
+    providerSpec), each naming the field and the fix."""
     name = (machine.get("metadata") or {}).get("name")
     where = f"Machine {name}: spec.providerSpec.value"
     value = provider_spec(machine)
-    problems = []
+    problems = [*name_problems(machine), *label_problems(machine)]
     unknown = sorted(set(value) - FIELDS)
     if unknown:
         problems.append(f"{where}: unknown field(s) {', '.join(unknown)}; "
@@ -77,6 +98,11 @@ def validate(machine: dict[str, Any]) -> list[str]:
     labels = value.get("labels") or {}
     if not isinstance(labels, dict) or not all(isinstance(v, str) for v in labels.values()):
         problems.append(f"{where}.labels: must be a map of label name to string value")
+    else:
+        for key, label in labels.items():
+            problem = label_key_problem(str(key)) or label_value_problem(label)
+            if problem is not None:
+                problems.append(f"{where}.labels[{key!r}]: {problem}")
     for key in ("instanceType", "region", "zone"):
         if key in value and not isinstance(value[key], str):
             problems.append(f"{where}.{key}: must be a string")

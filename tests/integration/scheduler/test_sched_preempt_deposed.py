@@ -10,9 +10,10 @@ process, cmd/kube-scheduler/app/server.go ``Run``); berthmaster checks before ea
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
-from berthmaster.kube import KubeClient
+from berthmaster.kube import CORE, KubeClient, resource_path
 from berthmaster.scheduler.daemon.events import EventRecorder
 from berthmaster.scheduler.daemon.preempt import Preemptor
 from tests.integration.scheduler.schedkit import create_pod, get_pod, make_pod
@@ -41,3 +42,40 @@ async def test_a_deposed_leader_neither_nominates_nor_deletes_victims(
     acting.preempt(preemptor, node, [victim])
     await acting.wait_idle()
     assert (await get_pod(kube, namespace, "preemptor"))["status"]["nominatedNodeName"] == node
+
+
+async def test_a_leader_deposed_while_waiting_for_a_token_writes_nothing(
+        kube: KubeClient, cluster: Any, namespace: str, nodes: Any) -> None:
+    """Leadership is asked again after the client's rate limiter wait, right before each write
+    (the request's ``fence``, berthmaster/kube.py), not once before the wait: a replica whose
+    Lease lapses while its preemption waits for a token neither nominates, nor marks, nor
+    deletes. (client-go's token bucket, util/flowcontrol/throttle.go, makes such waits; the
+    leader stops acting as soon as it loses the Lease, client-go
+    tools/leaderelection/leaderelection.go ``renew``.)"""
+    node = (await nodes.create())["metadata"]["name"]
+    victim = make_pod("victim", "bm-deposed")
+    victim["spec"]["nodeName"] = node
+    victim = await create_pod(kube, namespace, victim)
+    preemptor = await create_pod(kube, namespace, make_pod("preemptor", "bm-deposed"))
+    # one token every 5 s, none left: the preemption's first write waits about 5 s for it
+    slow = await KubeClient.from_kubeconfig(str(cluster.kubeconfig), qps=0.2, burst=1)
+    try:
+        await slow.get(resource_path(CORE, "namespaces", name=namespace))
+        assert slow._limiter is not None and slow._limiter.delay() > 1.0
+        leading = [True]
+        recorder = EventRecorder(kube, "bm-deposed", "replica-a")
+        acting = Preemptor(slow, recorder, "bm-deposed", may_act=lambda: leading[0])
+        acting.preempt(preemptor, node, [victim])
+        await asyncio.sleep(0)  # the task starts, still leading, and queues for a token
+        await asyncio.sleep(0)
+        leading[0] = False  # the Lease lapses while it waits
+        await acting.wait_idle()
+    finally:
+        await slow.close()
+
+    after = await get_pod(kube, namespace, "victim")
+    assert not after["metadata"].get("deletionTimestamp")
+    assert not any(c.get("type") == "DisruptionTarget"
+                   for c in (after.get("status") or {}).get("conditions") or [])
+    assert not (await get_pod(kube, namespace, "preemptor")).get("status", {}).get(
+        "nominatedNodeName")

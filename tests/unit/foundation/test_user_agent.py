@@ -5,14 +5,27 @@ from __future__ import annotations
 
 import re
 
+import pytest
+
 from berthmaster import __version__
 from berthmaster.kube import user_agent
 
 
 def test_component_version_platform() -> None:
     agent = user_agent("berthmaster-scheduler")
-    assert re.fullmatch(r"berthmaster-scheduler/\S+ \([a-z0-9]+/[a-z0-9_]+\)", agent), agent
+    assert re.fullmatch(r"berthmaster-scheduler/\S+ \([a-z0-9]+/[a-z0-9_]+\) \S+", agent), agent
     assert agent.startswith(f"berthmaster-scheduler/{__version__} (")
+
+
+def test_the_replica_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two replicas of one component tell apart in the audit log: the Pod's name stands where
+    client-go's DefaultKubernetesUserAgent puts ``kubernetes/<commit>``."""
+    monkeypatch.setenv("POD_NAME", "berthmaster-scheduler-7f9c-x2x4q")
+    agent = user_agent("berthmaster-scheduler")
+    assert agent.endswith(") berthmaster-scheduler-7f9c-x2x4q"), agent
+    assert user_agent("berthmaster-scheduler", replica="a b").endswith(") a_b")
+    assert user_agent("berthmaster-scheduler", "leader-election").endswith(
+        "berthmaster-scheduler-7f9c-x2x4q/leader-election")
 
 
 def test_suffix_as_add_user_agent() -> None:

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from typing import Any
 
 import pytest
 
+from berthmaster.kube import KubeError
 from berthmaster.scheduler.daemon.leader import (
     LeaderElector,
     LeaseRecord,
@@ -85,3 +87,42 @@ def test_timings_must_be_ordered() -> None:
     with pytest.raises(ValueError, match="lease duration > renew deadline"):
         LeaderElector(kube=None, namespace="ns", name="x", lease_duration=10,  # type: ignore[arg-type]
                       renew_deadline=10)
+
+
+class _SlowLeaseServer:
+    """A Lease store whose every answer takes ``delay`` seconds of the elector's clock."""
+
+    def __init__(self, now: list[float], delay: float):
+        self.now = now
+        self.delay = delay
+        self.lease: dict[str, Any] | None = None
+
+    async def get(self, path: str) -> dict[str, Any]:
+        self.now[0] += self.delay
+        if self.lease is None:
+            raise KubeError(404, "NotFound", "not found")
+        return self.lease
+
+    async def create(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        self.now[0] += self.delay
+        self.lease = {**body, "metadata": {**body["metadata"], "resourceVersion": "1"}}
+        return self.lease
+
+    async def replace(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        return await self.create(path, body)
+
+
+async def test_a_renewal_counts_from_when_its_request_started() -> None:
+    """client-go stamps ``renewTime`` with the clock read when tryAcquireOrRenew starts
+    (tools/leaderelection/leaderelection.go), and the other candidates' clocks start when they
+    read it: a reply that took 8 s leaves 2 s of the 10 s renew deadline, not 10."""
+    now = [100.0]
+    server = _SlowLeaseServer(now, delay=4.0)
+    elector = LeaderElector(kube=server, namespace="ns", name="x",  # type: ignore[arg-type]
+                            identity="me", clock=lambda: now[0])
+    assert await elector.try_acquire_or_renew()  # started at 100, answered at 108
+    assert now[0] == 108.0
+    now[0] = 109.9
+    assert elector.is_leader()
+    now[0] = 110.0
+    assert not elector.is_leader()

@@ -54,9 +54,10 @@ def machine_api(cluster: RunningCluster) -> RunningCluster:
 
 class OperatorProcess:
     def __init__(self, kubeconfig: str, log: Path,
-                 capabilities: tuple[str, ...] = ("machines",)):
+                 capabilities: tuple[str, ...] = ("machines",), args: tuple[str, ...] = ()):
         self.kubeconfig = kubeconfig
         self.capabilities = capabilities
+        self.args = args  # more command-line flags
         self.log_path = log
         self.process: subprocess.Popen[bytes] | None = None
         self.starts = 0
@@ -72,7 +73,7 @@ class OperatorProcess:
         only = [arg for capability in self.capabilities for arg in ("--only", capability)]
         self.process = subprocess.Popen(
             [sys.executable, "-m", "berthmaster.cli", "operator", "--kubeconfig",
-             self.kubeconfig, *only, "--standalone", "--liveness", ""],
+             self.kubeconfig, *only, "--standalone", "--liveness", "", *self.args],
             stdout=log, stderr=subprocess.STDOUT, env=env, cwd=str(ROOT))
 
     def kill(self) -> None:
