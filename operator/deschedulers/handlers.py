@@ -16,7 +16,7 @@ Design: what runs, in order
   immutable and kept: its name carries the spec generation, so a changed spec gets a new Job).
   A schedule removed deletes the CronJob. All children carry an owner reference, so deleting
   the Descheduler lets the garbage collector clean up.
-- every ``REPORT_INTERVAL`` seconds (a kopf timer per Descheduler): its Jobs (labelled
+- every ``REPORT_INTERVAL`` seconds (a kopf daemon per Descheduler): its Jobs (labelled
   ``berthmaster.io/descheduler``, listed in the operator's namespace: the operator's Role
   covers that namespace only, so it cannot watch Jobs cluster-wide as kopf's watches would) —
   the newest run's start time and outcome (Pending/Running/Succeeded/Failed) go into the
@@ -253,19 +253,33 @@ def run_report(job: Mapping[str, Any], status: Mapping[str, Any]) -> dict[str, A
     return update
 
 
-@kopf.timer(GROUP, VERSION, PLURAL, interval=REPORT_INTERVAL)
-async def descheduler_report_runs(body: kopf.Body, **_: Any) -> None:
-    client = await kube()
-    name = body["metadata"]["name"]
+async def report_runs(client: KubeClient, name: str, namespace: str) -> None:
+    """One look at a Descheduler's Jobs: count finished runs, report the newest."""
     jobs, _version = await client.list_all(
-        resource_path(group_path("batch", "v1"), "jobs", run_settings().namespace),
+        resource_path(group_path("batch", "v1"), "jobs", namespace),
         labelSelector=f"{OWNER_LABEL}={name}")
     for job in jobs:
         await count_finished_run(client, job)
     newest = newest_run(jobs)
     if newest is None:
         return
-    update = run_report(newest, body.get("status") or {})
+    path = resource_path(group_path(GROUP, VERSION), PLURAL, None, name)
+    current = await client.get(path)
+    update = run_report(newest, current.get("status") or {})
     if update is not None:
-        path = resource_path(group_path(GROUP, VERSION), PLURAL, None, name)
         await client.patch(path + "/status", {"status": update}, kind="merge")
+
+
+@kopf.daemon(GROUP, VERSION, PLURAL, cancellation_timeout=5.0)
+async def descheduler_report_runs(name: str | None, stopped: kopf.DaemonStopped,
+                                  **_: Any) -> None:
+    """A daemon rather than a kopf timer: a timer logs (and posts as an event) every tick."""
+    client = await kube()
+    namespace = run_settings().namespace
+    while not stopped:
+        try:
+            await report_runs(client, str(name), namespace)
+        except KubeError as error:
+            if not error.transient and not error.not_found:
+                log.warning("cannot report the runs of Descheduler %s: %s", name, error)
+        await stopped.wait(REPORT_INTERVAL)
