@@ -29,8 +29,9 @@ BERTHMASTER = "berthmaster.io"
 
 CRD_FIX = ("install the CRDs (kubectl apply -f deploy/crds/, or the Helm chart) or leave the "
            "capability out (--only NAME runs just the ones named)")
-RBAC_FIX = ("grant the operator's ClusterRole (the Helm chart's templates/operator-rbac.yaml or "
-            "deploy/manifests/) to this account, or leave the capability out (--only NAME)")
+RBAC_FIX = ("grant the operator's ClusterRole and Role (the Helm chart's "
+            "templates/operator-rbac.yaml or deploy/manifests/) to this account, or leave the "
+            "capability out (--only NAME)")
 
 
 def capability_needs(name: str, namespace: str | None = None) -> Needs:
