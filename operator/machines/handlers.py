@@ -4,9 +4,10 @@ Concurrency: kopf runs one watch per resource kind and calls these handlers seri
 each handler only adds keys to a :class:`~.workqueue.WorkQueue`, whose workers reconcile (one
 worker per key at a time; see :mod:`.workqueue` for why kopf's own retries are not used). The
 startup handler takes the operator's shared API client (:mod:`berthmaster.operator.client`) and
-creates the controllers and the queues; the queues' workers are stopped by that module's cleanup,
-before it closes the client. Nothing here adds a kopf finalizer or kopf annotations
-to Machines: the only finalizer is upstream's ``machine.machine.openshift.io``.
+creates the controllers and the queues (with the providers ``$BERTHMASTER_MACHINE_PROVIDERS``
+names, the chart's ``operator.machineProviders``; unset: every built-in one); the queues'
+workers are stopped by that module's cleanup, before it closes the client. Nothing here adds a
+kopf finalizer or kopf annotations to Machines: the only finalizer is upstream's ``machine.machine.openshift.io``.
 
 What triggers what:
 - a Machine event -> that Machine, and the MachineSet that controls it;
