@@ -354,9 +354,13 @@ class MachineController:
         return None
 
     async def node_not_owned(self, machine: JSON) -> str | None:
-        """Why the Node the nodeRef names is not this Machine's (nodes.not_owned); None when it
-        is, or when it is gone (the drain and the deletion then find nothing to do)."""
-        node = await self.get_node(lifecycle.node_name(machine))
+        """Why the Node the nodeRef names is not this Machine's (nodes.not_owned), before a
+        drain; None when it is, when it is gone, or when it cannot be read (the drain reads it
+        again and reports that error as upstream's drainNode does)."""
+        try:
+            node = await self.get_node(lifecycle.node_name(machine))
+        except KubeError:
+            return None
         return None if node is None else nodes.not_owned(node, machine)
 
     def provider_or_none(self, machine: JSON) -> Provider | None:
