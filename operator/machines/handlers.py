@@ -7,7 +7,8 @@ startup handler takes the operator's shared API client (:mod:`berthmaster.operat
 creates the controllers and the queues (with the providers ``$BERTHMASTER_MACHINE_PROVIDERS``
 names, the chart's ``operator.machineProviders``; unset: every built-in one); the queues'
 workers are stopped by that module's cleanup, before it closes the client. Nothing here adds a
-kopf finalizer or kopf annotations to Machines: the only finalizer is upstream's ``machine.machine.openshift.io``.
+kopf finalizer or kopf annotations to Machines: the only finalizer is upstream's
+``machine.machine.openshift.io``.
 
 What triggers what:
 - a Machine event -> that Machine, and the MachineSet that controls it;
