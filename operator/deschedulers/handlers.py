@@ -2,11 +2,12 @@
 report.
 
 Design: what runs, in order
-- create / spec update / resume: first the administrator's limits (:mod:`.runs`): a spec that
-  names another namespace, a policy ConfigMap outside the operator's namespace, an image not in
-  ``descheduler.allowedImages`` or a ``system-*`` PriorityClass without the opt-in stops here —
-  ``SpecAllowed=False`` naming the field and what to set, a Warning event per problem, no Job,
-  and a CronJob made before is deleted. Then the policy (inline ``spec.policy`` or the ConfigMap
+- create / spec update / resume: first the administrator's limits (:mod:`.runs`): a policy
+  ConfigMap outside the operator's namespace, an image not in ``descheduler.allowedImages`` or
+  a ``system-*`` PriorityClass without the opt-in stops here — ``SpecAllowed=False`` naming the
+  field and what to set, a Warning event per problem, no Job, and a CronJob made before is
+  deleted (a ``spec.namespace`` other than the operator's is only ignored, with a
+  ``NamespaceIgnored`` Warning event). Then the policy (inline ``spec.policy`` or the ConfigMap
   ``spec.policyConfigMap`` names, read in the operator's namespace only) is validated with the
   descheduler's own parser. An invalid one stops too — ``PolicyValid=False`` with every problem
   in the condition message, a Warning event ``InvalidPolicy``, and no Job. A ConfigMap that is
@@ -50,7 +51,13 @@ from berthmaster.operator.deschedulers.build import (
     policy_text,
 )
 from berthmaster.operator.deschedulers.evictions import count_finished_run
-from berthmaster.operator.deschedulers.runs import Refusal, RunSettings, refusals
+from berthmaster.operator.deschedulers.runs import (
+    NAMESPACE_IGNORED,
+    Refusal,
+    RunSettings,
+    namespace_notice,
+    refusals,
+)
 from berthmaster.operator.deschedulers.status import (
     LAST_RUN_SUCCEEDED,
     POLICY_VALID,
@@ -184,8 +191,12 @@ async def descheduler_reconcile(body: kopf.Body, status: kopf.Status, patch: kop
     if found:
         await refuse(client, body, patch, conditions, generation, found, namespace)
         return
-    allowed = condition(conditions, SPEC_ALLOWED, True, "Allowed",
-                        "the spec is within the administrator's limits", generation)
+    notice = namespace_notice(body, settings)
+    if notice is not None:
+        kopf.warn(body, reason=NAMESPACE_IGNORED, message=notice)
+    allowed = condition(conditions, SPEC_ALLOWED, True,
+                        "Allowed" if notice is None else NAMESPACE_IGNORED,
+                        notice or "the spec is within the administrator's limits", generation)
     source = "spec.policy"
     try:
         text, source = await read_policy(client, body, namespace)

@@ -7,9 +7,11 @@ spec against it, purely, before anything is read or created:
 
 - every run lives in the operator's own namespace (``$POD_NAMESPACE``), where the chart's Role
   lets the operator write ConfigMaps, Jobs and CronJobs, and runs as the chart's descheduler
-  ServiceAccount, bound to the chart's ClusterRole; a ``spec.namespace`` naming another
-  namespace is refused, and so is a ``spec.policyConfigMap.namespace`` (the operator reads
-  ConfigMaps only in its namespace);
+  ServiceAccount, bound to the chart's ClusterRole. A ``spec.namespace`` naming another
+  namespace is ignored with a notice (:func:`namespace_notice`; the CRD used to default it to
+  ``kube-system``, so existing resources carry it and keep running), while a
+  ``spec.policyConfigMap.namespace`` naming another one is refused (the operator reads
+  ConfigMaps only in its namespace, and the policy cannot be found elsewhere);
 - ``spec.image`` must be the operator's own image or one of ``descheduler.allowedImages``: a
   Descheduler author otherwise chooses what runs with the power to evict every pod;
 - the ``system-*`` PriorityClasses are the administrator's opt-in (``descheduler.systemCritical``):
@@ -35,7 +37,7 @@ SYSTEM_CRITICAL = "system-cluster-critical"
 SYSTEM_PREFIX = "system-"
 
 IMAGE_NOT_ALLOWED = "ImageNotAllowed"
-NAMESPACE_NOT_ALLOWED = "NamespaceNotAllowed"
+NAMESPACE_IGNORED = "NamespaceIgnored"
 POLICY_CONFIG_MAP_NOT_ALLOWED = "PolicyConfigMapNotAllowed"
 PRIORITY_CLASS_NOT_ALLOWED = "PriorityClassNotAllowed"
 
@@ -82,12 +84,6 @@ def refusals(descheduler: Mapping[str, Any], settings: RunSettings) -> list[Refu
     name = (descheduler.get("metadata") or {}).get("name")
     spec = descheduler.get("spec") or {}
     found: list[Refusal] = []
-    namespace = spec.get("namespace")
-    if namespace and namespace != settings.namespace:
-        found.append(Refusal(NAMESPACE_NOT_ALLOWED, (
-            f"Descheduler {name}: spec.namespace {namespace!r} is not allowed: descheduler runs "
-            f"go in the operator's namespace {settings.namespace!r}; remove spec.namespace or "
-            f"set it to {settings.namespace!r}")))
     ref = spec.get("policyConfigMap") or {}
     if ref.get("namespace") and ref["namespace"] != settings.namespace:
         found.append(Refusal(POLICY_CONFIG_MAP_NOT_ALLOWED, (
@@ -111,3 +107,13 @@ def refusals(descheduler: Mapping[str, Any], settings: RunSettings) -> list[Refu
             "descheduler.systemCritical=true); remove spec.priorityClassName or name a "
             "non-system class")))
     return found
+
+
+def namespace_notice(descheduler: Mapping[str, Any], settings: RunSettings) -> str | None:
+    """Why ``spec.namespace`` is not where the run goes, or None when it is absent or agrees."""
+    namespace = (descheduler.get("spec") or {}).get("namespace")
+    if not namespace or namespace == settings.namespace:
+        return None
+    name = (descheduler.get("metadata") or {}).get("name")
+    return (f"Descheduler {name}: spec.namespace {namespace!r} is ignored: descheduler runs go "
+            f"in the operator's namespace {settings.namespace!r} (remove spec.namespace)")

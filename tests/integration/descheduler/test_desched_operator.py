@@ -76,18 +76,24 @@ async def test_descheduler_becomes_a_configmap_and_a_job_in_the_operator_namespa
     kube: KubeClient, namespace: str, operator: None
 ) -> None:
     """No ServiceAccount, ClusterRole or binding per Descheduler any more: the Job runs as the
-    chart's account (templates/descheduler-rbac.yaml), at no priority class by default."""
+    chart's account (templates/descheduler-rbac.yaml), at no priority class by default, in the
+    operator's namespace even when spec.namespace names kube-system (what the CRD used to
+    default it to): that is ignored with a NamespaceIgnored Warning event."""
     name = f"once-{namespace}"
     await kube.create(DESCHEDULERS, {
         "apiVersion": "berthmaster.io/v1alpha1", "kind": "Descheduler",
         "metadata": {"name": name},
-        "spec": {"policy": GOOD_POLICY, "dryRun": True}})
+        "spec": {"namespace": "kube-system", "policy": GOOD_POLICY, "dryRun": True}})
     path = resource_path(group_path("berthmaster.io", "v1alpha1"), "deschedulers", None, name)
     try:
         valid = await wait_for(lambda: _true(kube, path, "PolicyValid"), timeout=60,
                                what="PolicyValid=True")
         assert valid["reason"] == "Valid"
-        assert (await _true(kube, path, "SpecAllowed")) is not None
+        allowed = await _true(kube, path, "SpecAllowed")
+        assert allowed is not None and allowed["reason"] == "NamespaceIgnored"
+        assert "spec.namespace 'kube-system' is ignored" in allowed["message"]
+        assert any(e.get("reason") == "NamespaceIgnored" and e["type"] == "Warning"
+                   for e in await events_of(kube, name))
         job = await wait_for(lambda: get(kube, resource_path(
             BATCH, "jobs", namespace, f"{name}-descheduler-job-1")), what="Job")
         pod = job["spec"]["template"]["spec"]

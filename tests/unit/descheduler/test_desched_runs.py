@@ -13,10 +13,10 @@ from berthmaster.operator.deschedulers.runs import (
     DEFAULT_IMAGE,
     DEFAULT_SERVICE_ACCOUNT,
     IMAGE_NOT_ALLOWED,
-    NAMESPACE_NOT_ALLOWED,
     POLICY_CONFIG_MAP_NOT_ALLOWED,
     PRIORITY_CLASS_NOT_ALLOWED,
     RunSettings,
+    namespace_notice,
     refusals,
 )
 
@@ -51,14 +51,15 @@ def test_settings_come_from_the_charts_environment() -> None:
     ({"image": "registry.local/descheduler:v2"}, []),
     ({"image": "evil.example/miner:latest"}, [IMAGE_NOT_ALLOWED]),
     ({"image": "registry.local/berthmaster:0.1.1"}, [IMAGE_NOT_ALLOWED]),
-    ({"namespace": "kube-system"}, [NAMESPACE_NOT_ALLOWED]),
+    ({"namespace": "kube-system"}, []),  # ignored, with a notice
     ({"policyConfigMap": {"name": "p"}}, []),
     ({"policyConfigMap": {"name": "p", "namespace": "bm-system"}}, []),
     ({"policyConfigMap": {"name": "p", "namespace": "tenant-a"}}, [POLICY_CONFIG_MAP_NOT_ALLOWED]),
     ({"priorityClassName": "system-cluster-critical"}, [PRIORITY_CLASS_NOT_ALLOWED]),
     ({"priorityClassName": "system-node-critical"}, [PRIORITY_CLASS_NOT_ALLOWED]),
     ({"priorityClassName": "descheduling"}, []),
-    ({"namespace": "kube-system", "image": "x:1"}, [NAMESPACE_NOT_ALLOWED, IMAGE_NOT_ALLOWED]),
+    ({"policyConfigMap": {"name": "p", "namespace": "kube-system"}, "image": "x:1"},
+     [POLICY_CONFIG_MAP_NOT_ALLOWED, IMAGE_NOT_ALLOWED]),
 ])
 def test_refusals(spec: dict[str, Any], reasons: list[str]) -> None:
     assert [r.reason for r in refusals(descheduler(**spec), SETTINGS)] == reasons
@@ -106,3 +107,13 @@ def test_valid_yaml_that_is_no_policy_is_a_policy_error() -> None:
     check_policy("apiVersion: descheduler/v1alpha1\nkind: DeschedulerPolicy\nstrategies:\n"
                  "  RemoveDuplicates: {enabled: true}\n",
                  "spec.policy")
+
+
+def test_another_spec_namespace_is_ignored_with_a_notice() -> None:
+    """The CRD used to default spec.namespace to kube-system: such resources keep running, in
+    the operator's namespace."""
+    assert namespace_notice(descheduler(), SETTINGS) is None
+    assert namespace_notice(descheduler(namespace="bm-system"), SETTINGS) is None
+    assert namespace_notice(descheduler(namespace="kube-system"), SETTINGS) == (
+        "Descheduler nightly: spec.namespace 'kube-system' is ignored: descheduler runs go in "
+        "the operator's namespace 'bm-system' (remove spec.namespace)")
