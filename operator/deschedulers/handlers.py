@@ -17,17 +17,19 @@ Design: what runs, in order
   immutable and kept: its name carries the spec generation, so a changed spec gets a new Job).
   A schedule removed deletes the CronJob. All children carry an owner reference, so deleting
   the Descheduler lets the garbage collector clean up.
-- every ``REPORT_INTERVAL`` seconds (a kopf daemon per Descheduler): its Jobs (labelled
-  ``berthmaster.io/descheduler``, listed in the operator's namespace: the operator's Role
+- every ``REPORT_INTERVAL`` seconds (one loop, :class:`RunReporter`): the Jobs labelled
+  ``berthmaster.io/descheduler``, listed in the operator's namespace (the operator's Role
   covers that namespace only, so it cannot watch Jobs cluster-wide as kopf's watches would) —
-  the newest run's start time and outcome (Pending/Running/Succeeded/Failed) go into the
-  status with a ``LastRunSucceeded`` condition; a finished run's evictions are added to
-  ``descheduler_pods_evicted_total`` (``evictions``).
+  for each Descheduler, the newest run's start time and outcome (Pending, Running, Succeeded,
+  Failed) go into its status with a ``LastRunSucceeded`` condition; a finished run's evictions
+  are added to ``descheduler_pods_evicted_total`` (``evictions``).
 The API client is the operator's shared one (operator/client.py).
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import functools
 import logging
 from collections.abc import Mapping
@@ -39,6 +41,7 @@ import yaml
 from berthmaster.errors import PolicyError
 from berthmaster.kube import CORE, KubeClient, KubeError, group_path, resource_path
 from berthmaster.operator.client import operator_client as kube
+from berthmaster.operator.client import stop_before_close
 from berthmaster.operator.deschedulers.build import (
     GROUP,
     OWNER_LABEL,
@@ -264,33 +267,57 @@ def run_report(job: Mapping[str, Any], status: Mapping[str, Any]) -> dict[str, A
     return update
 
 
-async def report_runs(client: KubeClient, name: str, namespace: str) -> None:
-    """One look at a Descheduler's Jobs: count finished runs, report the newest."""
+async def report_runs(client: KubeClient, namespace: str) -> None:
+    """One look at every Descheduler's Jobs: count finished runs, report each owner's newest."""
     jobs, _version = await client.list_all(
-        resource_path(group_path("batch", "v1"), "jobs", namespace),
-        labelSelector=f"{OWNER_LABEL}={name}")
+        resource_path(group_path("batch", "v1"), "jobs", namespace), labelSelector=OWNER_LABEL)
+    by_owner: dict[str, list[dict[str, Any]]] = {}
     for job in jobs:
         await count_finished_run(client, job)
-    newest = newest_run(jobs)
-    if newest is None:
-        return
-    path = resource_path(group_path(GROUP, VERSION), PLURAL, None, name)
-    current = await client.get(path)
-    update = run_report(newest, current.get("status") or {})
-    if update is not None:
-        await client.patch(path + "/status", {"status": update}, kind="merge")
+        by_owner.setdefault(job["metadata"]["labels"][OWNER_LABEL], []).append(job)
+    for owner, owned in by_owner.items():
+        newest = newest_run(owned)
+        path = resource_path(group_path(GROUP, VERSION), PLURAL, None, owner)
+        descheduler = await client.get_if_exists(path)
+        if newest is None or descheduler is None:
+            continue
+        update = run_report(newest, descheduler.get("status") or {})
+        if update is not None:
+            await client.patch(path + "/status", {"status": update}, kind="merge")
 
 
-@kopf.daemon(GROUP, VERSION, PLURAL, cancellation_timeout=5.0)
-async def descheduler_report_runs(name: str | None, stopped: kopf.DaemonStopped,
-                                  **_: Any) -> None:
-    """A daemon rather than a kopf timer: a timer logs (and posts as an event) every tick."""
-    client = await kube()
-    namespace = run_settings().namespace
-    while not stopped:
-        try:
-            await report_runs(client, str(name), namespace)
-        except KubeError as error:
-            if not error.transient and not error.not_found:
-                log.warning("cannot report the runs of Descheduler %s: %s", name, error)
-        await stopped.wait(REPORT_INTERVAL)
+class RunReporter:
+    """The one loop that reports runs (started with the operator, stopped before its client
+    closes). Not a kopf daemon or timer per Descheduler: those need kopf's finalizer on every
+    Descheduler (deleting one would wait for the operator) and a timer logs every tick."""
+
+    def __init__(self, client: KubeClient, namespace: str, interval: float = REPORT_INTERVAL):
+        self.client = client
+        self.namespace = namespace
+        self.interval = interval
+        self.task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        self.task = asyncio.create_task(self.run(), name="descheduler-run-reporter")
+
+    async def run(self) -> None:
+        while True:
+            try:
+                await report_runs(self.client, self.namespace)
+            except KubeError as error:
+                log.warning("cannot report descheduler runs in namespace %s: %s",
+                            self.namespace, error)
+            await asyncio.sleep(self.interval)
+
+    async def stop(self) -> None:
+        if self.task is not None:
+            self.task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self.task
+
+
+@kopf.on.startup()
+async def start_run_reporter(**_: Any) -> None:
+    reporter = RunReporter(await kube(), run_settings().namespace)
+    reporter.start()
+    stop_before_close(reporter.stop)

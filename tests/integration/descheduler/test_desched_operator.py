@@ -115,6 +115,8 @@ async def test_descheduler_becomes_a_configmap_and_a_job_in_the_operator_namespa
                 "lastRunOutcome") in ("Pending", "Running")
 
         await wait_for(run_reported, timeout=60, what="status.lastJobName and lastRunOutcome")
+        # No finalizer: deleting a Descheduler never waits for the operator.
+        assert not ((await get(kube, path)) or {})["metadata"].get("finalizers")
     finally:
         await kube.delete(path)
     # deleting the resource lets the garbage collector remove what it owned
