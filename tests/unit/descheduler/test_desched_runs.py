@@ -117,3 +117,25 @@ def test_another_spec_namespace_is_ignored_with_a_notice() -> None:
     assert namespace_notice(descheduler(namespace="kube-system"), SETTINGS) == (
         "Descheduler nightly: spec.namespace 'kube-system' is ignored: descheduler runs go in "
         "the operator's namespace 'bm-system' (remove spec.namespace)")
+
+
+def job(name: str, started: str, **status: Any) -> dict[str, Any]:
+    return {"metadata": {"name": name, "namespace": "bm-system"},
+            "status": {"startTime": started, **status}}
+
+
+def test_the_newest_run_is_reported_once() -> None:
+    from berthmaster.operator.deschedulers.handlers import run_report
+    from berthmaster.operator.deschedulers.status import newest_run
+
+    old = job("d-job-1", "2026-01-01T00:00:00Z", succeeded=1)
+    new = job("d-job-2", "2026-01-02T00:00:00Z", active=1)
+    assert newest_run([new, old]) is new and newest_run([]) is None
+    update = run_report(new, {})
+    assert update == {"lastJobName": "d-job-2", "lastRunOutcome": "Running",
+                      "lastRunTime": "2026-01-02T00:00:00Z"}
+    assert run_report(new, update) is None  # nothing changed: no write
+    assert run_report(old, update) is None  # an older run reporting late
+    done = run_report(job("d-job-2", "2026-01-02T00:00:00Z", failed=1), update)
+    assert done is not None and done["lastRunOutcome"] == "Failed"
+    assert done["conditions"][0]["reason"] == "JobFailed"
