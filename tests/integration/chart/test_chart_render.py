@@ -311,8 +311,9 @@ def test_no_component_may_write_rbac(value_set: str) -> None:
 
 def test_the_descheduler_role_is_the_documented_one_and_bound_to_its_account() -> None:
     """The documentation's descheduler-cluster-role (OpenShift scheduling 16.3.2) plus what a
-    pass reads and the events it records (kubernetes-sigs/descheduler
-    kubernetes/base/rbac.yaml), bound to the Jobs' ServiceAccount in the release namespace."""
+    pass reads (the volume objects for nodeFit's placement engine too) and the events it
+    records (kubernetes-sigs/descheduler kubernetes/base/rbac.yaml), bound to the Jobs'
+    ServiceAccount in the release namespace."""
     objects = render()
     rules = one(objects, "ClusterRole", "-descheduler")["rules"]
     assert rules[:3] == [
@@ -324,6 +325,10 @@ def test_the_descheduler_role_is_the_documented_one_and_bound_to_its_account() -
         ("", "namespaces", v) for v in ("get", "watch", "list")} | {
         ("scheduling.k8s.io", "priorityclasses", v) for v in ("get", "watch", "list")} | {
         ("policy", "poddisruptionbudgets", v) for v in ("get", "watch", "list")} | {
+        (group, resource, v) for group, resource in (
+            ("", "persistentvolumes"), ("", "persistentvolumeclaims"),
+            ("storage.k8s.io", "storageclasses"), ("storage.k8s.io", "csinodes"))
+        for v in ("get", "watch", "list")} | {
         ("events.k8s.io", "events", "create"), ("events.k8s.io", "events", "patch")}
     binding = one(objects, "ClusterRoleBinding", "-descheduler")
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "berthmaster-descheduler",
