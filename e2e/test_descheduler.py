@@ -8,7 +8,7 @@ from typing import Any
 
 import yaml
 
-from e2e.conftest import MODE, SCHEDULER, Kind, wait_for
+from e2e.conftest import MODE, NAMESPACE, SCHEDULER, Kind, wait_for
 
 OWNER_LABEL = "berthmaster.io/descheduler"
 
@@ -61,17 +61,18 @@ def test_descheduler_job_runs_on_a_kubelet_and_evicts_a_duplicate(kind: Kind,
     kind.apply(yaml.safe_dump({
         "apiVersion": "berthmaster.io/v1alpha1", "kind": "Descheduler",
         "metadata": {"name": name},
-        "spec": {"namespace": "kube-system", "policy": {
+        "spec": {"policy": {
             "apiVersion": "descheduler/v1alpha1", "kind": "DeschedulerPolicy",
             "strategies": {"RemoveDuplicates": {"enabled": True, "params": {
                 "namespaces": {"include": [namespace]}}}}}}}))
     try:
-        jobs = wait_for(lambda: kind.items("jobs", "-n", "kube-system", "-l",
+        # The Job runs in the operator's (the release's) namespace, as the chart's account.
+        jobs = wait_for(lambda: kind.items("jobs", "-n", NAMESPACE, "-l",
                                            f"{OWNER_LABEL}={name}"), "the descheduler Job")
         job = jobs[0]["metadata"]["name"]
-        kind.run("wait", "--for=condition=Complete", f"job/{job}", "-n", "kube-system",
+        kind.run("wait", "--for=condition=Complete", f"job/{job}", "-n", NAMESPACE,
                  "--timeout=240s")
-        (pod,) = kind.items("pods", "-n", "kube-system", "-l", f"job-name={job}")
+        (pod,) = kind.items("pods", "-n", NAMESPACE, "-l", f"job-name={job}")
         container = pod["spec"]["containers"][0]
         assert container["command"][:2] == ["berthmaster", "deschedule"]
         status = next(s for s in pod["status"]["containerStatuses"]

@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from berthmaster.access import Access, Needs, Resource, check, crd_line, find_missing
 from berthmaster.errors import ConfigurationError
 from berthmaster.kube import KubeClient
+from berthmaster.operator.deschedulers.runs import RunSettings
 
 log = logging.getLogger("berthmaster.operator")
 
@@ -28,8 +29,9 @@ BERTHMASTER = "berthmaster.io"
 
 CRD_FIX = ("install the CRDs (kubectl apply -f deploy/crds/, or the Helm chart) or leave the "
            "capability out (--only NAME runs just the ones named)")
-RBAC_FIX = ("grant the operator's ClusterRole (the Helm chart's templates/operator-rbac.yaml or "
-            "deploy/manifests/) to this account, or leave the capability out (--only NAME)")
+RBAC_FIX = ("grant the operator's ClusterRole and Role (the Helm chart's "
+            "templates/operator-rbac.yaml or deploy/manifests/) to this account, or leave the "
+            "capability out (--only NAME)")
 
 
 def capability_needs(name: str, namespace: str | None = None) -> Needs:
@@ -56,13 +58,16 @@ def capability_needs(name: str, namespace: str | None = None) -> Needs:
             Access("delete", "machines", MACHINE_API, ns),
             Access("list", "nodes")))
     if name == "deschedulers":
+        # The runs are written in the operator's own namespace only (the chart's Role there).
+        own = RunSettings.from_environment().namespace
         return Needs(name, (Resource(BERTHMASTER, "v1alpha1", "deschedulers"),), (
             Access("list", "deschedulers", BERTHMASTER, ns),
             Access("watch", "deschedulers", BERTHMASTER, ns),
             Access("patch", "deschedulers/status", BERTHMASTER, ns),
-            Access("create", "jobs", "batch", ns),
-            Access("create", "cronjobs", "batch", ns),
-            Access("create", "configmaps", "", ns)))
+            Access("create", "jobs", "batch", own),
+            Access("list", "jobs", "batch", own),
+            Access("create", "cronjobs", "batch", own),
+            Access("create", "configmaps", "", own)))
     if name == "autoscaler":
         return Needs(name, (Resource(AUTOSCALING, "v1", "clusterautoscalers"),
                             Resource(AUTOSCALING, "v1beta1", "machineautoscalers"),

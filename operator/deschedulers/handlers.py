@@ -1,33 +1,47 @@
-"""kopf handlers for ``Descheduler`` (berthmaster.io/v1alpha1): validate, render, run, report.
+"""kopf handlers for ``Descheduler`` (berthmaster.io/v1alpha1): check, validate, render, run,
+report.
 
 Design: what runs, in order
-- create / spec update / resume: read the policy (inline ``spec.policy`` or the ConfigMap named
-  by ``spec.policyConfigMap``), validate it with the descheduler's own parser. An invalid policy
-  stops here — ``PolicyValid=False`` with every problem in the condition message, a Warning
-  event ``InvalidPolicy``, and no Job — so nothing ever runs a broken policy. A valid one is
-  rendered by the pure ``build.build_children`` (ConfigMap, ServiceAccount, ClusterRole and
-  binding, Job or CronJob) and applied: created, or on conflict brought up to date (a Job is
+- create / spec update / resume: first the administrator's limits (:mod:`.runs`): a policy
+  ConfigMap outside the operator's namespace, an image not in ``descheduler.allowedImages`` or
+  a ``system-*`` PriorityClass without the opt-in stops here — ``SpecAllowed=False`` naming the
+  field and what to set, a Warning event per problem, no Job, and a CronJob made before is
+  deleted (a ``spec.namespace`` other than the operator's is only ignored, with a
+  ``NamespaceIgnored`` Warning event). Then the policy (inline ``spec.policy`` or the ConfigMap
+  ``spec.policyConfigMap`` names, read in the operator's namespace only) is validated with the
+  descheduler's own parser. An invalid one stops too — ``PolicyValid=False`` with every problem
+  in the condition message, a Warning event ``InvalidPolicy``, and no Job. A ConfigMap that is
+  not YAML is reported by ConfigMap, key and position only: its text never reaches the status.
+  A valid policy is rendered by the pure ``build.build_children`` (ConfigMap, Job or CronJob, in
+  the operator's namespace) and applied: created, or on conflict brought up to date (a Job is
   immutable and kept: its name carries the spec generation, so a changed spec gets a new Job).
   A schedule removed deletes the CronJob. All children carry an owner reference, so deleting
   the Descheduler lets the garbage collector clean up.
-- Job events (Jobs labelled ``berthmaster.io/descheduler``, selected on the server: other Jobs
-  never reach the operator): the newest run's start time and
-  outcome (Pending/Running/Succeeded/Failed) go into the owner's status with a
-  ``LastRunSucceeded`` condition; a finished run's evictions are added to
-  ``descheduler_pods_evicted_total`` (``evictions``).
+- every ``REPORT_INTERVAL`` seconds (one loop, :class:`RunReporter`): the Jobs labelled
+  ``berthmaster.io/descheduler``, listed in the operator's namespace (the operator's Role
+  covers that namespace only, so it cannot watch Jobs cluster-wide as kopf's watches would) —
+  for each Descheduler, the newest run's start time and outcome (Pending, Running, Succeeded,
+  Failed) go into its status with a ``LastRunSucceeded`` condition; a finished run's evictions
+  are added to ``descheduler_pods_evicted_total`` (``evictions``).
 The API client is the operator's shared one (operator/client.py).
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import functools
 import logging
+from collections.abc import Mapping
 from typing import Any
 
 import kopf
+import yaml
 
 from berthmaster.errors import PolicyError
 from berthmaster.kube import CORE, KubeClient, KubeError, group_path, resource_path
 from berthmaster.operator.client import operator_client as kube
+from berthmaster.operator.client import stop_before_close
 from berthmaster.operator.deschedulers.build import (
     GROUP,
     OWNER_LABEL,
@@ -37,45 +51,58 @@ from berthmaster.operator.deschedulers.build import (
     build_children,
     cron_job_name,
     job_name,
-    namespace_of,
     policy_text,
 )
 from berthmaster.operator.deschedulers.evictions import count_finished_run
+from berthmaster.operator.deschedulers.runs import (
+    NAMESPACE_IGNORED,
+    Refusal,
+    RunSettings,
+    namespace_notice,
+    refusals,
+)
 from berthmaster.operator.deschedulers.status import (
     LAST_RUN_SUCCEEDED,
     POLICY_VALID,
     READY,
+    SPEC_ALLOWED,
     condition,
     merge_conditions,
+    newest_run,
     run_outcome,
 )
 from berthmaster.operator.retrying import transient_only
-from berthmaster.scheduler.descheduler.policy import parse_policy_text
+from berthmaster.scheduler.descheduler.policy import parse_policy
 
 log = logging.getLogger("berthmaster.operator.deschedulers")
 
+REPORT_INTERVAL = 5.0
 PATHS = {
-    "ConfigMap": (CORE, "configmaps", True),
-    "ServiceAccount": (CORE, "serviceaccounts", True),
-    "ClusterRole": (group_path("rbac.authorization.k8s.io", "v1"), "clusterroles", False),
-    "ClusterRoleBinding": (group_path("rbac.authorization.k8s.io", "v1"), "clusterrolebindings",
-                           False),
-    "Job": (group_path("batch", "v1"), "jobs", True),
-    "CronJob": (group_path("batch", "v1"), "cronjobs", True),
+    "ConfigMap": (CORE, "configmaps"),
+    "Job": (group_path("batch", "v1"), "jobs"),
+    "CronJob": (group_path("batch", "v1"), "cronjobs"),
 }
+
+
+@functools.cache
+def run_settings() -> RunSettings:
+    """The administrator's limits, read once from the environment the chart sets."""
+    return RunSettings.from_environment()
 
 
 class PolicyUnavailable(Exception):
     """The policy ConfigMap (or its key) does not exist yet."""
 
 
-async def read_policy(client: KubeClient, body: kopf.Body) -> str:
+async def read_policy(client: KubeClient, body: Mapping[str, Any], namespace: str
+                      ) -> tuple[str, str]:
+    """The policy text and where it came from (for messages)."""
     spec = body.get("spec") or {}
     if spec.get("policy") is not None:
-        return policy_text(spec["policy"])
+        return policy_text(spec["policy"]), "spec.policy"
     ref = spec.get("policyConfigMap") or {}
-    namespace = ref.get("namespace") or namespace_of(body)
     key = ref.get("key") or POLICY_KEY
+    where = f"ConfigMap {namespace}/{ref.get('name')} key {key!r}"
     try:
         config_map = await client.get(resource_path(CORE, "configmaps", namespace, ref.get("name")))
     except KubeError as error:
@@ -88,14 +115,29 @@ async def read_policy(client: KubeClient, body: kopf.Body) -> str:
     if text is None:
         raise PolicyUnavailable(f"ConfigMap {namespace}/{ref.get('name')} has no key {key!r}; "
                                 "put the policy file there or set spec.policyConfigMap.key")
-    return str(text)
+    return str(text), where
+
+
+def check_policy(text: str, source: str) -> None:
+    """Validate a policy; PolicyError lists every problem. A YAML error is told by position
+    alone (line and column), never with the text around it: the ConfigMap's content stays out of
+    the Descheduler's status and events."""
+    try:
+        document = yaml.safe_load(text)
+    except yaml.YAMLError as error:
+        position = ""
+        if isinstance(error, yaml.MarkedYAMLError) and error.problem_mark is not None:
+            mark = error.problem_mark
+            position = f" at line {mark.line + 1}, column {mark.column + 1}"
+        raise PolicyError(source, [f"not valid YAML or JSON{position}; fix the policy file "
+                                   "there"]) from None
+    parse_policy(document, source)
 
 
 def _path(obj: dict[str, Any], with_name: bool = True) -> str:
-    api, plural, namespaced = PATHS[obj["kind"]]
+    api, plural = PATHS[obj["kind"]]
     meta = obj["metadata"]
-    return resource_path(api, plural, meta.get("namespace") if namespaced else None,
-                         meta["name"] if with_name else None)
+    return resource_path(api, plural, meta["namespace"], meta["name"] if with_name else None)
 
 
 async def apply(client: KubeClient, obj: dict[str, Any]) -> None:
@@ -111,6 +153,31 @@ async def apply(client: KubeClient, obj: dict[str, Any]) -> None:
         await client.patch(_path(obj), update, kind="merge")
 
 
+async def delete_cron_job(client: KubeClient, body: Mapping[str, Any], namespace: str) -> None:
+    try:
+        await client.delete(resource_path(group_path("batch", "v1"), "cronjobs", namespace,
+                                          cron_job_name(body)))
+    except KubeError as error:
+        if not error.not_found:
+            raise
+
+
+async def refuse(client: KubeClient, body: kopf.Body, patch: kopf.Patch,
+                 conditions: list[dict[str, Any]], generation: int | None,
+                 found: list[Refusal], namespace: str) -> None:
+    message = "; ".join(r.message for r in found)
+    reason = found[0].reason
+    patch.status["conditions"] = merge_conditions(
+        conditions,
+        condition(conditions, SPEC_ALLOWED, False, reason, message, generation),
+        condition(conditions, READY, False, reason, "not allowed here; no Job was created",
+                  generation))
+    patch.status["message"] = message
+    for refusal in found:
+        kopf.warn(body, reason=refusal.reason, message=refusal.message)
+    await delete_cron_job(client, body, namespace)
+
+
 @kopf.on.create(GROUP, VERSION, PLURAL)
 @kopf.on.update(GROUP, VERSION, PLURAL, field="spec")
 @kopf.on.resume(GROUP, VERSION, PLURAL)
@@ -118,15 +185,28 @@ async def apply(client: KubeClient, obj: dict[str, Any]) -> None:
 async def descheduler_reconcile(body: kopf.Body, status: kopf.Status, patch: kopf.Patch,
                                 **_: Any) -> None:
     client = await kube()
+    settings = run_settings()
+    namespace = settings.namespace
     conditions = list(status.get("conditions") or [])
     generation = body["metadata"].get("generation")
     patch.status["observedGeneration"] = generation
+    found = refusals(body, settings)
+    if found:
+        await refuse(client, body, patch, conditions, generation, found, namespace)
+        return
+    notice = namespace_notice(body, settings)
+    if notice is not None:
+        kopf.warn(body, reason=NAMESPACE_IGNORED, message=notice)
+    allowed = condition(conditions, SPEC_ALLOWED, True,
+                        "Allowed" if notice is None else NAMESPACE_IGNORED,
+                        notice or "the spec is within the administrator's limits", generation)
+    source = "spec.policy"
     try:
-        text = await read_policy(client, body)
-        parse_policy_text(text, source="spec.policy")
+        text, source = await read_policy(client, body, namespace)
+        check_policy(text, source)
     except PolicyUnavailable as missing:
         patch.status["conditions"] = merge_conditions(
-            conditions,
+            conditions, allowed,
             condition(conditions, POLICY_VALID, False, "PolicyNotFound", str(missing), generation),
             condition(conditions, READY, False, "PolicyNotFound", str(missing), generation))
         patch.status["message"] = str(missing)
@@ -134,30 +214,27 @@ async def descheduler_reconcile(body: kopf.Body, status: kopf.Status, patch: kop
         raise kopf.TemporaryError(str(missing), delay=30) from missing
     except PolicyError as invalid:
         message = "; ".join(invalid.problems)
+        if source != "spec.policy":
+            message = f"{source}: {message}"
         patch.status["conditions"] = merge_conditions(
-            conditions,
+            conditions, allowed,
             condition(conditions, POLICY_VALID, False, "InvalidPolicy", message, generation),
             condition(conditions, READY, False, "InvalidPolicy",
                       "the policy is invalid; no Job was created", generation))
         patch.status["message"] = f"invalid policy: {message}"
         kopf.warn(body, reason="InvalidPolicy", message=message)
         return
-    children = build_children(body, text)
+    children = build_children(body, text, settings)
     for child in children:
         await apply(client, child)
     scheduled = bool((body.get("spec") or {}).get("schedule"))
     if not scheduled:
-        try:
-            await client.delete(resource_path(group_path("batch", "v1"), "cronjobs",
-                                              namespace_of(body), cron_job_name(body)))
-        except KubeError as error:
-            if not error.not_found:
-                raise
+        await delete_cron_job(client, body, namespace)
     run = children[-1]["metadata"]["name"]
-    ready_message = (f"CronJob {namespace_of(body)}/{run} scheduled" if scheduled
-                     else f"Job {namespace_of(body)}/{run} created")
+    ready_message = (f"CronJob {namespace}/{run} scheduled" if scheduled
+                     else f"Job {namespace}/{run} created")
     patch.status["conditions"] = merge_conditions(
-        conditions,
+        conditions, allowed,
         condition(conditions, POLICY_VALID, True, "Valid", "the policy is valid", generation),
         condition(conditions, READY, True, "CronJobScheduled" if scheduled else "JobCreated",
                   ready_message, generation))
@@ -169,43 +246,78 @@ async def descheduler_reconcile(body: kopf.Body, status: kopf.Status, patch: kop
     kopf.info(body, reason="Reconciled", message=ready_message)
 
 
-@kopf.on.startup()
-def watch_only_descheduler_jobs(settings: kopf.OperatorSettings, **_: Any) -> None:
-    """Only the Jobs a Descheduler made (they and the CronJob's template carry OWNER_LABEL, see
-    build.py) are asked of the API server: other Jobs never reach the operator."""
-    settings.watching.label_selectors["batch", "v1", "jobs"] = OWNER_LABEL
-
-
-@kopf.on.event("batch", "v1", "jobs", labels={OWNER_LABEL: kopf.PRESENT})
-async def descheduler_job_event(body: kopf.Body, type: str | None, **_: Any) -> None:
-    if type == "DELETED":
-        return
-    owner = body["metadata"]["labels"][OWNER_LABEL]
-    client = await kube()
-    await count_finished_run(client, body)
-    path = resource_path(group_path(GROUP, VERSION), PLURAL, None, owner)
-    try:
-        descheduler = await client.get(path)
-    except KubeError as error:
-        if error.not_found:
-            return
-        raise
-    status = descheduler.get("status") or {}
-    started = (body.get("status") or {}).get("startTime") or body["metadata"].get(
-        "creationTimestamp")
+def run_report(job: Mapping[str, Any], status: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The status fields the newest run changes; None when the status already says it (pure)."""
+    meta = job.get("metadata") or {}
+    started = (job.get("status") or {}).get("startTime") or meta.get("creationTimestamp")
     if status.get("lastRunTime") and started and started < status["lastRunTime"]:
-        return  # an older run reporting late
-    outcome = run_outcome(body)
+        return None  # an older run reporting late
+    outcome = run_outcome(job)
     conditions = list(status.get("conditions") or [])
-    update: dict[str, Any] = {"lastJobName": body["metadata"]["name"], "lastRunOutcome": outcome}
+    update: dict[str, Any] = {"lastJobName": meta.get("name"), "lastRunOutcome": outcome}
     if started:
         update["lastRunTime"] = started
     if outcome in ("Succeeded", "Failed"):
         update["conditions"] = merge_conditions(conditions, condition(
             conditions, LAST_RUN_SUCCEEDED, outcome == "Succeeded",
             "JobSucceeded" if outcome == "Succeeded" else "JobFailed",
-            f"Job {body['metadata'].get('namespace')}/{body['metadata']['name']} "
-            f"{outcome.lower()}"))
+            f"Job {meta.get('namespace')}/{meta.get('name')} {outcome.lower()}"))
     if all(status.get(k) == v for k, v in update.items()):
-        return
-    await client.patch(path + "/status", {"status": update}, kind="merge")
+        return None
+    return update
+
+
+async def report_runs(client: KubeClient, namespace: str) -> None:
+    """One look at every Descheduler's Jobs: count finished runs, report each owner's newest."""
+    jobs, _version = await client.list_all(
+        resource_path(group_path("batch", "v1"), "jobs", namespace), labelSelector=OWNER_LABEL)
+    by_owner: dict[str, list[dict[str, Any]]] = {}
+    for job in jobs:
+        await count_finished_run(client, job)
+        by_owner.setdefault(job["metadata"]["labels"][OWNER_LABEL], []).append(job)
+    for owner, owned in by_owner.items():
+        newest = newest_run(owned)
+        path = resource_path(group_path(GROUP, VERSION), PLURAL, None, owner)
+        descheduler = await client.get_if_exists(path)
+        if newest is None or descheduler is None:
+            continue
+        update = run_report(newest, descheduler.get("status") or {})
+        if update is not None:
+            await client.patch(path + "/status", {"status": update}, kind="merge")
+
+
+class RunReporter:
+    """The one loop that reports runs (started with the operator, stopped before its client
+    closes). Not a kopf daemon or timer per Descheduler: those need kopf's finalizer on every
+    Descheduler (deleting one would wait for the operator) and a timer logs every tick."""
+
+    def __init__(self, client: KubeClient, namespace: str, interval: float = REPORT_INTERVAL):
+        self.client = client
+        self.namespace = namespace
+        self.interval = interval
+        self.task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        self.task = asyncio.create_task(self.run(), name="descheduler-run-reporter")
+
+    async def run(self) -> None:
+        while True:
+            try:
+                await report_runs(self.client, self.namespace)
+            except KubeError as error:
+                log.warning("cannot report descheduler runs in namespace %s: %s",
+                            self.namespace, error)
+            await asyncio.sleep(self.interval)
+
+    async def stop(self) -> None:
+        if self.task is not None:
+            self.task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self.task
+
+
+@kopf.on.startup()
+async def start_run_reporter(**_: Any) -> None:
+    reporter = RunReporter(await kube(), run_settings().namespace)
+    reporter.start()
+    stop_before_close(reporter.stop)

@@ -14,6 +14,8 @@ from typing import Any
 from berthmaster.times import format_rfc3339
 
 POLICY_VALID = "PolicyValid"
+# berthmaster's: the spec stays within what the cluster administrator allows (runs.py)
+SPEC_ALLOWED = "SpecAllowed"
 READY = "Ready"
 LAST_RUN_SUCCEEDED = "LastRunSucceeded"
 
@@ -58,3 +60,12 @@ def run_outcome(job: Mapping[str, Any]) -> str:
     if status.get("failed"):
         return "Failed"
     return "Running" if status.get("startTime") or status.get("active") else "Pending"
+
+
+def newest_run(jobs: Sequence[Mapping[str, Any]]) -> Mapping[str, Any] | None:
+    """The Job started last (its startTime, else its creation time), or None."""
+    def started(job: Mapping[str, Any]) -> str:
+        return str((job.get("status") or {}).get("startTime")
+                   or (job.get("metadata") or {}).get("creationTimestamp") or "")
+
+    return max(jobs, key=started, default=None)

@@ -56,6 +56,8 @@ INSTANCE_EXISTS = "InstanceExists"
 HOOK_PRESENT = "HookPresent"
 DRAIN_ERROR = "DrainError"
 DRAIN_TIMEOUT_REASON = "DrainTimeout"  # berthmaster
+# berthmaster: status.nodeRef names a Node whose spec.providerID is not the Machine's
+NODE_NOT_OWNED = "NodeNotOwned"
 INSTANCE_NOT_CREATED = "InstanceNotCreated"
 INSTANCE_MISSING = "InstanceMissing"
 ERROR_CHECKING_PROVIDER = "ErrorCheckingProvider"

@@ -333,6 +333,14 @@ class MachineController:
             await self.mark_drained(machine, true_condition(api.DRAINED, "Node drain skipped"))
             return AGAIN
         if step is Step.DRAIN:
+            refused = await self.node_not_owned(machine)
+            if refused is not None:
+                await self.events.post(machine, api.NODE_NOT_OWNED, refused, event_type="Warning",
+                                       component=events.DRAIN_COMPONENT)
+                await self.mark_drained(machine, true_condition(
+                    api.DRAINED, reason=api.NODE_NOT_OWNED,
+                    message=f"Node drain skipped: {refused}"))
+                return AGAIN
             return await self.drain_step(machine)
         if step is Step.WAIT_PRE_TERMINATE:
             await self.write_status(machine, {})
@@ -347,12 +355,24 @@ class MachineController:
             await self.write_status(machine, {}, {"instanceGoneAt": now})
             return AGAIN
         if step is Step.DELETE_NODE:
-            name = lifecycle.node_name(machine)
-            try:
-                await self.kube.delete(api.node_path(name))
-            except KubeError as error:
-                if not error.not_found:
-                    raise
+            node = await self.get_node(lifecycle.node_name(machine))
+            refused = None if node is None else nodes.not_owned(node, machine)
+            if refused is not None:
+                await self.events.post(machine, api.NODE_NOT_OWNED, refused, event_type="Warning")
+                await self.write_status(machine, {}, {"nodeNotOwnedAt": now})
+                return AGAIN
+            if node is not None:
+                # The uid precondition: a Node recreated under that name since the check above
+                # is not the one checked (409), and the next pass checks it again.
+                try:
+                    await self.kube.delete(api.node_path(node["metadata"]["name"]), {
+                        "apiVersion": "v1", "kind": "DeleteOptions",
+                        "preconditions": {"uid": node["metadata"]["uid"]}})
+                except KubeError as error:
+                    if error.conflict:
+                        return AGAIN
+                    if not error.not_found:
+                        raise
             await self.write_status(machine, {}, {"nodeDeletedAt": now})
             return AGAIN
         # Step.REMOVE_FINALIZER
@@ -361,6 +381,16 @@ class MachineController:
         await self.set_finalizers(machine, finalizers)
         log.info("machine %s/%s: machine deletion successful", *api.key_of(machine))
         return None
+
+    async def node_not_owned(self, machine: JSON) -> str | None:
+        """Why the Node the nodeRef names is not this Machine's (nodes.not_owned), before a
+        drain; None when it is, when it is gone, or when it cannot be read (the drain reads it
+        again and reports that error as upstream's drainNode does)."""
+        try:
+            node = await self.get_node(lifecycle.node_name(machine))
+        except KubeError:
+            return None
+        return None if node is None else nodes.not_owned(node, machine)
 
     def provider_or_none(self, machine: JSON) -> Provider | None:
         try:

@@ -6,11 +6,13 @@ Order (upstream's: openshift/machine-api-operator pkg/controller/machine/control
 
 1. ``MARK_DELETING``: phase Deleting, ``status.deletionProgress.startedAt`` recorded;
 2. ``WAIT_PRE_DRAIN`` while any preDrain hook remains (Drainable False, HookPresent);
-3. ``DRAIN`` (cordon, evict; Drained False/DrainError while it fails) or ``SKIP_DRAIN`` when the
-   Machine has no Node or carries ``machine.openshift.io/exclude-node-draining``;
+3. ``DRAIN`` (cordon, evict; Drained False/DrainError while it fails; Drained True/NodeNotOwned
+   without draining when the nodeRef names a Node of another providerID, see nodes.py) or
+   ``SKIP_DRAIN`` when the Machine has no Node or carries
+   ``machine.openshift.io/exclude-node-draining``;
 4. ``WAIT_PRE_TERMINATE`` while any preTerminate hook remains (Terminable False, HookPresent);
 5. ``DELETE_INSTANCE`` through the provider, then ``WAIT_INSTANCE_GONE``;
-6. ``DELETE_NODE``;
+6. ``DELETE_NODE`` (unless the Node was found not to be the Machine's: ``nodeNotOwnedAt``);
 7. ``REMOVE_FINALIZER``.
 
 Every completed step is recorded in the Machine's status before the next begins (Drained True,
@@ -90,7 +92,8 @@ def decide_deletion_step(machine: Machine) -> Step:
         return Step.DELETE_INSTANCE
     if not done.get("instanceGoneAt"):
         return Step.WAIT_INSTANCE_GONE
-    if node_name(machine) is not None and not done.get("nodeDeletedAt"):
+    if node_name(machine) is not None and not done.get("nodeDeletedAt") \
+            and not done.get("nodeNotOwnedAt"):
         return Step.DELETE_NODE
     return Step.REMOVE_FINALIZER
 

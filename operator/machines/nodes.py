@@ -14,6 +14,15 @@ Node (``spec.metadata.labels``) are valid label keys and values (apimachinery's
 label_string`): the API server would refuse the Node, and the Machine would otherwise never
 leave Provisioning.
 
+Ownership: ``status.nodeRef`` is only a name, and anyone allowed to write a Machine's status can
+point it at any Node. Before the drain and the Node deletion act on it, :func:`not_owned`
+compares the Node's ``spec.providerID`` with the Machine's: they must be equal, which is how
+upstream's node-link controller finds a Node's Machine in the first place
+(openshift/machine-api-operator pkg/controller/nodelink/nodelink_controller.go,
+``findMachineFromNodeByProviderID``), while its machine controller then trusts the nodeRef
+(pkg/controller/machine/controller.go ``drainNode`` and ``deleteNode`` get the Node by name
+alone). A Node with another providerID is left alone.
+
 Pure: :func:`node_patch` returns a merge patch or None when the Node already conforms.
 """
 
@@ -84,3 +93,18 @@ def node_patch(node: dict[str, Any], machine: dict[str, Any]) -> dict[str, Any] 
     if added:
         patch["spec"] = {"taints": [*current, *added]}
     return patch or None
+
+
+def not_owned(node: dict[str, Any], machine: dict[str, Any]) -> str | None:
+    """None when ``node`` is the Machine's instance (the same non-empty ``spec.providerID``);
+    otherwise why the drain and the Node deletion leave it alone, naming both fields."""
+    node_id = str((node.get("spec") or {}).get("providerID") or "")
+    machine_id = str((machine.get("spec") or {}).get("providerID") or "")
+    if machine_id and node_id == machine_id:
+        return None
+    node_name = (node.get("metadata") or {}).get("name")
+    meta = machine.get("metadata") or {}
+    return (f"Node {node_name!r} named by Machine {meta.get('namespace')}/{meta.get('name')} "
+            f"status.nodeRef has spec.providerID {node_id!r}, not the Machine's spec.providerID "
+            f"{machine_id!r}: it is not this Machine's Node, so it is neither drained nor "
+            "deleted; correct status.nodeRef if it names the wrong Node")

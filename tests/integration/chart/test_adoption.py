@@ -125,7 +125,7 @@ def test_rbac_create_false_renders_no_rbac() -> None:
     objects = render(["rbac.create=false"])
     for kind in ("ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"):
         assert find(objects, kind) == [], kind
-    assert len(find(objects, "ServiceAccount")) == 2
+    assert len(find(objects, "ServiceAccount")) == 3
 
 
 @pytest.mark.parametrize("component", ["scheduler", "operator"])

@@ -278,7 +278,8 @@ def test_every_object_carries_the_standard_labels(value_set: str) -> None:
 def test_one_service_account_per_component_each_bound_to_its_own_role() -> None:
     objects = render()
     accounts = {sa["metadata"]["name"] for sa in find(objects, "ServiceAccount")}
-    assert accounts == {"berthmaster-scheduler", "berthmaster-operator"}
+    assert accounts == {"berthmaster-scheduler", "berthmaster-operator",
+                        "berthmaster-descheduler"}
     for deployment in find(objects, "Deployment"):
         component = deployment["metadata"]["labels"]["app.kubernetes.io/component"]
         assert deployment["spec"]["template"]["spec"]["serviceAccountName"] == (
@@ -298,16 +299,76 @@ def granted(rules: list[dict[str, Any]]) -> set[tuple[str, str, str]]:
             for verb in rule["verbs"]}
 
 
-def test_operator_holds_every_permission_of_the_descheduler_role_it_writes() -> None:
-    """RBAC lets the operator write a role only if it holds each of the role's permissions."""
-    from berthmaster.operator.deschedulers.build import build_cluster_role
+RBAC_WRITES = {"create", "update", "patch", "delete", "bind", "escalate", "*"}
 
-    descheduler = {"metadata": {"name": "sample", "uid": "u"}, "spec": {}}
-    wanted = granted(build_cluster_role(descheduler)["rules"])
-    held = granted(one(render(), "ClusterRole", "-operator")["rules"])
-    assert wanted - held == set(), (
-        "the descheduler ClusterRole grants what the operator lacks; add it to "
-        "templates/operator-rbac.yaml and the README's RBAC table")
+
+@pytest.mark.parametrize("value_set", sorted(VALUE_SETS))
+def test_no_component_may_write_rbac(value_set: str) -> None:
+    """The descheduler Jobs' ClusterRole and binding are the chart's; nothing writes roles or
+    bindings at run time (docs/security.md)."""
+    for role in find(render(VALUE_SETS[value_set]), "ClusterRole") + find(
+            render(VALUE_SETS[value_set]), "Role"):
+        for group, resource, verb in granted(role["rules"]):
+            assert not (group == "rbac.authorization.k8s.io" and verb in RBAC_WRITES), (
+                f"{role['metadata']['name']} may {verb} {resource}")
+
+
+def test_the_descheduler_role_is_the_documented_one_and_bound_to_its_account() -> None:
+    """The documentation's descheduler-cluster-role (OpenShift scheduling 16.3.2) plus what a
+    pass reads (the volume objects for nodeFit's placement engine too) and the events it
+    records (kubernetes-sigs/descheduler kubernetes/base/rbac.yaml), bound to the Jobs'
+    ServiceAccount in the release namespace."""
+    objects = render()
+    rules = one(objects, "ClusterRole", "-descheduler")["rules"]
+    assert rules[:3] == [
+        {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "watch", "list"]},
+        {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "watch", "list", "delete"]},
+        {"apiGroups": [""], "resources": ["pods/eviction"], "verbs": ["create"]},
+    ]
+    assert granted(rules[3:]) == {
+        ("", "namespaces", v) for v in ("get", "watch", "list")} | {
+        ("scheduling.k8s.io", "priorityclasses", v) for v in ("get", "watch", "list")} | {
+        ("policy", "poddisruptionbudgets", v) for v in ("get", "watch", "list")} | {
+        (group, resource, v) for group, resource in (
+            ("", "persistentvolumes"), ("", "persistentvolumeclaims"),
+            ("storage.k8s.io", "storageclasses"), ("storage.k8s.io", "csinodes"))
+        for v in ("get", "watch", "list")} | {
+        ("events.k8s.io", "events", "create"), ("events.k8s.io", "events", "patch")}
+    binding = one(objects, "ClusterRoleBinding", "-descheduler")
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "berthmaster-descheduler",
+                                    "namespace": "berthmaster"}]
+    env = {e["name"]: e.get("value") for e in container(objects, "operator")["env"]}
+    assert env["BERTHMASTER_DESCHEDULER_SERVICE_ACCOUNT"] == "berthmaster-descheduler"
+    assert env["BERTHMASTER_DESCHEDULER_IMAGES"] == ""
+    assert env["BERTHMASTER_DESCHEDULER_SYSTEM_CRITICAL"] == "false"
+    assert env["BERTHMASTER_MACHINE_PROVIDERS"] == "kwok"
+    assert find(render(["operator.capabilities={machines}"]), "ClusterRole", "-descheduler") == []
+
+
+def test_descheduler_values_reach_the_operator() -> None:
+    objects = render_values({"descheduler": {
+        "allowedImages": ["registry.local/descheduler:v2", "other@sha256:ab"],
+        "systemCritical": True, "serviceAccount": {"create": False, "name": "platform-desched"}}})
+    env = {e["name"]: e.get("value") for e in container(objects, "operator")["env"]}
+    assert env["BERTHMASTER_DESCHEDULER_IMAGES"] == "registry.local/descheduler:v2,other@sha256:ab"
+    assert env["BERTHMASTER_DESCHEDULER_SYSTEM_CRITICAL"] == "true"
+    assert env["BERTHMASTER_DESCHEDULER_SERVICE_ACCOUNT"] == "platform-desched"
+    assert find(objects, "ServiceAccount", "-descheduler") == []
+    assert one(objects, "ClusterRoleBinding", "-descheduler")["subjects"][0]["name"] == (
+        "platform-desched")
+
+
+@pytest.mark.parametrize(("providers", "writes"), [(["kwok"], True), ([], False)])
+def test_node_create_and_delete_follow_the_machine_providers(
+        providers: list[str], writes: bool) -> None:
+    objects = render_values({"operator": {"machineProviders": providers}})
+    rules = granted(one(objects, "ClusterRole", "-operator")["rules"])
+    assert (("", "nodes", "create") in rules) is writes
+    assert (("", "nodes", "delete") in rules) is writes
+    assert ("", "nodes", "patch") in rules  # cordon and node link, whatever the providers
+    assert ("", "nodes", "update") not in rules
+    env = {e["name"]: e.get("value") for e in container(objects, "operator")["env"]}
+    assert env["BERTHMASTER_MACHINE_PROVIDERS"] == ",".join(providers)
 
 
 def test_no_role_grants_wildcards_or_secrets() -> None:

@@ -5,10 +5,11 @@ scheduler and the operator run here as processes, with the container arguments t
 renders and a kubeconfig holding a token of the chart's ServiceAccount (TokenRequest API), so
 every request they make is authorized as it would be in the cluster. The scheduler must bind a
 pod, hold its Lease and record events; the operator must take a Machine through its preDrain
-hook to deletion and turn a Descheduler into its Job. Neither may log a 403. Both serve their
-metrics port as the chart sets it (kube-scheduler's secure port): their TokenReviews and
-SubjectAccessReviews go through the chart's system:auth-delegator binding, and a ServiceAccount
-bound to the chart's metrics-reader ClusterRole scrapes /metrics.
+hook to deletion and turn a Descheduler into its Job (in its own namespace, run as the chart's
+descheduler account). Neither may log a 403. Both serve their metrics port as the chart sets it
+(kube-scheduler's secure port): their TokenReviews and SubjectAccessReviews go through the
+chart's system:auth-delegator binding, and a ServiceAccount bound to the chart's metrics-reader
+ClusterRole scrapes /metrics.
 """
 
 from __future__ import annotations
@@ -268,19 +269,20 @@ async def test_operator_runs_machines_and_deschedulers_with_only_the_chart_rbac(
         sample = Path(__file__).parent / "seed_samples" / "descheduler-seed-policy.yaml"
         descheduler = yaml.safe_load(sample.read_text())
         descheduler["metadata"]["name"] = descheduler_name
-        descheduler["spec"]["namespace"] = namespace
         await kube.create(resource_path(BERTHMASTER, "deschedulers"), descheduler)
 
         async def job() -> list[dict[str, Any]]:
-            listed = await kube.get(resource_path(BATCH, "jobs", namespace),
+            listed = await kube.get(resource_path(BATCH, "jobs", installed["namespace"]),
                                     labelSelector=f"berthmaster.io/descheduler={descheduler_name}")
             return list(listed["items"])
 
+        # In the operator's namespace, as the chart's descheduler account (no RBAC written).
         (created,) = await wait_for(job, timeout=60, what="the descheduler Job")
         pod_spec = created["spec"]["template"]["spec"]
         assert pod_spec["containers"][0]["image"] == env["BERTHMASTER_IMAGE"]
+        assert pod_spec["serviceAccountName"] == f"{installed['prefix']}-descheduler"
         role = await kube.get(resource_path(RBAC, "clusterroles", None,
-                                            f"{descheduler_name}-descheduler-cluster-role"))
+                                            f"{installed['prefix']}-descheduler"))
         assert {"apiGroups": [""], "resources": ["pods/eviction"], "verbs": ["create"]} in (
             role["rules"])
         await kube.delete(descheduler_path)

@@ -31,7 +31,7 @@ from tests.support.accounts import account_kubeconfig, granted
 DEPLOY = Path(__file__).resolve().parents[3] / "deploy"
 CRD_FIX = ("install the CRDs (kubectl apply -f deploy/crds/, or the Helm chart) or leave the "
            "capability out (--only NAME runs just the ones named)")
-OPERATOR_RBAC_FIX = ("grant the operator's ClusterRole (the Helm chart's templates/"
+OPERATOR_RBAC_FIX = ("grant the operator's ClusterRole and Role (the Helm chart's templates/"
                      "operator-rbac.yaml or deploy/manifests/) to this account, or leave the "
                      "capability out (--only NAME)")
 SCHEDULER_RBAC_FIX = ("grant the scheduler's ClusterRole and lease Role (the Helm chart's "
@@ -84,8 +84,10 @@ async def test_operator_without_rbac(kube: KubeClient, cluster: Any, namespace: 
         "customresourcedefinitions.apiextensions.k8s.io (kopf), create events (kopf), "
         "list deschedulers.berthmaster.io (deschedulers), watch deschedulers.berthmaster.io "
         "(deschedulers), patch deschedulers/status.berthmaster.io (deschedulers), create "
-        "jobs.batch (deschedulers), create cronjobs.batch (deschedulers), create configmaps "
-        f"(deschedulers); {OPERATOR_RBAC_FIX}")
+        "jobs.batch in namespace berthmaster (deschedulers), list jobs.batch in namespace "
+        "berthmaster (deschedulers), create cronjobs.batch in namespace berthmaster "
+        "(deschedulers), create configmaps in namespace berthmaster (deschedulers); "
+        f"{OPERATOR_RBAC_FIX}")
 
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,9 @@
-"""The operator turns a Descheduler resource into its objects and reports in its status."""
+"""The operator turns a Descheduler resource into its objects and reports in its status.
+
+The operator runs here as it does under the chart: its namespace (``$POD_NAMESPACE``, here the
+test's namespace) is where every run goes and the only one it reads policy ConfigMaps from;
+``$BERTHMASTER_DESCHEDULER_IMAGES`` is the administrator's allow-list (docs/security.md).
+"""
 
 from __future__ import annotations
 
@@ -19,6 +24,7 @@ CRD = ROOT / "deploy/crds/berthmaster.io_deschedulers.yaml"
 DESCHEDULERS = resource_path(group_path("berthmaster.io", "v1alpha1"), "deschedulers")
 RBAC = group_path("rbac.authorization.k8s.io", "v1")
 BATCH = group_path("batch", "v1")
+ALLOWED_EXTRA_IMAGE = "registry.example.org/descheduler:v2"
 GOOD_POLICY = {"apiVersion": "descheduler/v1alpha1", "kind": "DeschedulerPolicy",
                "strategies": {"RemoveDuplicates": {"enabled": True}}}
 
@@ -33,14 +39,17 @@ def crd(cluster: Any) -> None:
 
 
 @pytest.fixture
-async def operator(cluster: Any, crd: None, tmp_path: Path) -> AsyncIterator[None]:
+async def operator(cluster: Any, crd: None, namespace: str, tmp_path: Path
+                   ) -> AsyncIterator[None]:
     log = (tmp_path / "operator.log").open("w")
     process = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "berthmaster.cli", "operator", "--only", "deschedulers",
         "--standalone", "--liveness", "", "--kubeconfig", str(cluster.kubeconfig),
         # KUBECONFIG too: kopf's login reads the default path, fixed at import.
         env={**os.environ, "BERTHMASTER_IMAGE": "example.org/berthmaster:test",
-             "KUBECONFIG": str(cluster.kubeconfig)},
+             "BERTHMASTER_DESCHEDULER_IMAGES": ALLOWED_EXTRA_IMAGE,
+             "BERTHMASTER_DESCHEDULER_SERVICE_ACCOUNT": "chart-descheduler",
+             "POD_NAMESPACE": namespace, "KUBECONFIG": str(cluster.kubeconfig)},
         stdout=log, stderr=asyncio.subprocess.STDOUT)
     try:
         yield
@@ -63,35 +72,42 @@ def condition(obj: dict[str, Any] | None, type_: str) -> dict[str, Any] | None:
     return None
 
 
-async def test_descheduler_becomes_configmap_rbac_and_job(
+async def test_descheduler_becomes_a_configmap_and_a_job_in_the_operator_namespace(
     kube: KubeClient, namespace: str, operator: None
 ) -> None:
+    """No ServiceAccount, ClusterRole or binding per Descheduler any more: the Job runs as the
+    chart's account (templates/descheduler-rbac.yaml), at no priority class by default, in the
+    operator's namespace even when spec.namespace names kube-system (what the CRD used to
+    default it to): that is ignored with a NamespaceIgnored Warning event."""
     name = f"once-{namespace}"
     await kube.create(DESCHEDULERS, {
         "apiVersion": "berthmaster.io/v1alpha1", "kind": "Descheduler",
         "metadata": {"name": name},
-        "spec": {"namespace": namespace, "policy": GOOD_POLICY, "dryRun": True}})
+        "spec": {"namespace": "kube-system", "policy": GOOD_POLICY, "dryRun": True}})
     path = resource_path(group_path("berthmaster.io", "v1alpha1"), "deschedulers", None, name)
     try:
         valid = await wait_for(lambda: _true(kube, path, "PolicyValid"), timeout=60,
                                what="PolicyValid=True")
         assert valid["reason"] == "Valid"
+        allowed = await _true(kube, path, "SpecAllowed")
+        assert allowed is not None and allowed["reason"] == "NamespaceIgnored"
+        assert "spec.namespace 'kube-system' is ignored" in allowed["message"]
+        assert any(e.get("reason") == "NamespaceIgnored" and e["type"] == "Warning"
+                   for e in await events_of(kube, name))
         job = await wait_for(lambda: get(kube, resource_path(
             BATCH, "jobs", namespace, f"{name}-descheduler-job-1")), what="Job")
         pod = job["spec"]["template"]["spec"]
-        assert pod["priorityClassName"] == "system-cluster-critical"
+        assert "priorityClassName" not in pod
+        assert pod["serviceAccountName"] == "chart-descheduler"
         assert pod["containers"][0]["image"] == "example.org/berthmaster:test"
         assert "--dry-run" in pod["containers"][0]["command"]
         config_map = await get(kube, resource_path(
             CORE, "configmaps", namespace, f"{name}-descheduler-policy-configmap"))
         assert config_map and "RemoveDuplicates" in config_map["data"]["policy.yaml"]
+        assert await get(kube, resource_path(RBAC, "clusterroles", None,
+                                             f"{name}-descheduler-cluster-role")) is None
         assert await get(kube, resource_path(CORE, "serviceaccounts", namespace,
-                                             f"{name}-descheduler-sa"))
-        role = await get(kube, resource_path(RBAC, "clusterroles", None,
-                                             f"{name}-descheduler-cluster-role"))
-        assert role and role["metadata"]["ownerReferences"][0]["name"] == name
-        assert await get(kube, resource_path(RBAC, "clusterrolebindings", None,
-                                             f"{name}-descheduler-cluster-role-binding"))
+                                             f"{name}-descheduler-sa")) is None
 
         async def run_reported() -> bool:
             status = ((await get(kube, path)) or {}).get("status") or {}
@@ -99,12 +115,124 @@ async def test_descheduler_becomes_configmap_rbac_and_job(
                 "lastRunOutcome") in ("Pending", "Running")
 
         await wait_for(run_reported, timeout=60, what="status.lastJobName and lastRunOutcome")
+        # No finalizer: deleting a Descheduler never waits for the operator.
+        assert not ((await get(kube, path)) or {})["metadata"].get("finalizers")
     finally:
         await kube.delete(path)
     # deleting the resource lets the garbage collector remove what it owned
-    await wait_for(lambda: _gone(kube, resource_path(RBAC, "clusterroles", None,
-                                                     f"{name}-descheduler-cluster-role")),
-                   timeout=60, what="ClusterRole garbage-collected")
+    await wait_for(lambda: _gone(kube, resource_path(
+        CORE, "configmaps", namespace, f"{name}-descheduler-policy-configmap")),
+        timeout=60, what="policy ConfigMap garbage-collected")
+
+
+async def refused(kube: KubeClient, path: str) -> dict[str, Any]:
+    async def spec_refused() -> dict[str, Any] | None:
+        found = condition(await get(kube, path), "SpecAllowed")
+        return found if found and found["status"] == "False" else None
+
+    return await wait_for(spec_refused, timeout=60, what="SpecAllowed=False")
+
+
+async def events_of(kube: KubeClient, name: str) -> list[dict[str, Any]]:
+    events, _ = await kube.list_all(resource_path(CORE, "events", None),
+                                    fieldSelector=f"involvedObject.name={name}")
+    return events
+
+
+async def test_an_image_outside_the_allow_list_runs_nothing(
+    kube: KubeClient, namespace: str, operator: None
+) -> None:
+    """spec.image must be the operator's image or one the administrator listed
+    (descheduler.allowedImages); anything else: a condition and a Warning event naming the
+    field and the Helm value to set, and no Job. An allowed extra image does run."""
+    name = f"img-{namespace}"
+    await kube.create(DESCHEDULERS, {
+        "apiVersion": "berthmaster.io/v1alpha1", "kind": "Descheduler",
+        "metadata": {"name": name},
+        "spec": {"policy": GOOD_POLICY, "image": "evil.example.org/miner:latest"}})
+    path = resource_path(group_path("berthmaster.io", "v1alpha1"), "deschedulers", None, name)
+    try:
+        found = await refused(kube, path)
+        assert found["reason"] == "ImageNotAllowed"
+        assert "spec.image 'evil.example.org/miner:latest' is not an allowed" in found["message"]
+        assert "descheduler.allowedImages" in found["message"]
+        ready = condition(await get(kube, path), "Ready")
+        assert ready is not None and ready["status"] == "False"
+        # The refusal is recorded before anything is created, so nothing was.
+        jobs, _ = await kube.list_all(resource_path(BATCH, "jobs", namespace),
+                                      labelSelector=f"berthmaster.io/descheduler={name}")
+        assert jobs == []
+        warnings = [e for e in await events_of(kube, name)
+                    if e.get("reason") == "ImageNotAllowed"]
+        assert warnings and warnings[0]["type"] == "Warning"
+        assert "descheduler.allowedImages" in warnings[0]["message"]
+
+        await kube.patch(path, {"spec": {"image": ALLOWED_EXTRA_IMAGE}})
+        job = await wait_for(lambda: get(kube, resource_path(
+            BATCH, "jobs", namespace, f"{name}-descheduler-job-2")), what="the allowed Job")
+        assert job["spec"]["template"]["spec"]["containers"][0]["image"] == ALLOWED_EXTRA_IMAGE
+    finally:
+        await kube.delete(path)
+
+
+async def test_a_policy_configmap_in_another_namespace_is_refused_unread(
+    kube: KubeClient, namespace: str, operator: None
+) -> None:
+    """The operator reads policy ConfigMaps only in its own namespace: one named in another
+    namespace is refused with a condition saying where to put it, and its content (here a
+    tenant's secret-looking data, not a policy) never reaches the status."""
+    other = f"{namespace}-tenant"
+    await kube.create(resource_path(CORE, "namespaces"), {
+        "apiVersion": "v1", "kind": "Namespace", "metadata": {"name": other}})
+    await kube.create(resource_path(CORE, "configmaps", other), {
+        "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "app-settings"},
+        "data": {"policy.yaml": "database_password: hunter2-tenant-secret\n"}})
+    name = f"cm-{namespace}"
+    await kube.create(DESCHEDULERS, {
+        "apiVersion": "berthmaster.io/v1alpha1", "kind": "Descheduler",
+        "metadata": {"name": name},
+        "spec": {"policyConfigMap": {"name": "app-settings", "namespace": other}}})
+    path = resource_path(group_path("berthmaster.io", "v1alpha1"), "deschedulers", None, name)
+    try:
+        found = await refused(kube, path)
+        assert found["reason"] == "PolicyConfigMapNotAllowed"
+        assert f"spec.policyConfigMap.namespace {other!r} is not allowed" in found["message"]
+        assert f"{namespace!r}" in found["message"]
+        descheduler = await get(kube, path)
+        assert "hunter2" not in str(descheduler)
+        assert "PolicyValid" not in str(descheduler)  # never read, never parsed
+        jobs, _ = await kube.list_all(resource_path(BATCH, "jobs", namespace),
+                                      labelSelector=f"berthmaster.io/descheduler={name}")
+        assert jobs == []
+    finally:
+        await kube.delete(path)
+        await kube.delete(resource_path(CORE, "namespaces", None, other))
+
+
+async def test_a_broken_policy_configmap_is_reported_by_position_not_content(
+    kube: KubeClient, namespace: str, operator: None
+) -> None:
+    name = f"yaml-{namespace}"
+    await kube.create(resource_path(CORE, "configmaps", namespace), {
+        "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "broken"},
+        "data": {"policy.yaml": "kind: DeschedulerPolicy\n  token: [s3cr3t-value\n"}})
+    await kube.create(DESCHEDULERS, {
+        "apiVersion": "berthmaster.io/v1alpha1", "kind": "Descheduler",
+        "metadata": {"name": name}, "spec": {"policyConfigMap": {"name": "broken"}}})
+    path = resource_path(group_path("berthmaster.io", "v1alpha1"), "deschedulers", None, name)
+    try:
+        async def invalid() -> dict[str, Any] | None:
+            found = condition(await get(kube, path), "PolicyValid")
+            return found if found and found["status"] == "False" else None
+
+        found = await wait_for(invalid, timeout=60, what="PolicyValid=False")
+        assert found["message"] == (
+            f"ConfigMap {namespace}/broken key 'policy.yaml': not valid YAML or JSON at line 2, "
+            "column 8; fix the policy file there")
+        assert "s3cr3t" not in str(await get(kube, path))
+        assert all("s3cr3t" not in str(e) for e in await events_of(kube, name))
+    finally:
+        await kube.delete(path)
 
 
 async def test_invalid_policy_is_rejected_before_any_job(

@@ -19,12 +19,7 @@ from typing import Any
 import pytest
 
 from berthmaster.kube import CORE, KubeClient, KubeError, group_path, resource_path
-from berthmaster.operator.deschedulers.build import (
-    build_cluster_role,
-    build_cluster_role_binding,
-    build_service_account,
-    service_account_name,
-)
+from tests.integration.chart.chartkit import render
 from tests.integration.descheduler.kit import (
     make_owner,
     make_pod,
@@ -43,23 +38,27 @@ RBAC = group_path("rbac.authorization.k8s.io", "v1")
 @pytest.fixture
 async def job_kubeconfig(kube: KubeClient, namespace: str, cluster: Any,
                          tmp_path: Path) -> AsyncIterator[Path]:
-    """A kubeconfig of a ServiceAccount holding exactly what the operator grants a descheduler
-    Job (operator/deschedulers/build.py: its ServiceAccount, ClusterRole and binding)."""
-    descheduler = {"metadata": {"name": f"vol-{namespace}", "uid": "none"},
-                   "spec": {"namespace": namespace}}
-    account, role, binding = (build_service_account(descheduler),
-                              build_cluster_role(descheduler),
-                              build_cluster_role_binding(descheduler))
-    for obj in (account, role, binding):
-        del obj["metadata"]["ownerReferences"]  # no Descheduler owns them here
+    """A kubeconfig of a ServiceAccount holding exactly what a descheduler Job runs with: the
+    chart's descheduler ServiceAccount, ClusterRole and binding
+    (charts/berthmaster/templates/descheduler-rbac.yaml), rendered for a release in this test's
+    namespace."""
+    release = f"vol-{namespace}"[:40]
+    made = [obj for obj in render(release=release, namespace=namespace)
+            if obj["kind"] in ("ServiceAccount", "ClusterRole", "ClusterRoleBinding")
+            and obj["metadata"]["name"].endswith("-descheduler")]
+    account = next(obj for obj in made if obj["kind"] == "ServiceAccount")
+    cluster_wide = [obj for obj in made if obj["kind"] != "ServiceAccount"]
+    assert len(cluster_wide) == 2, [obj["metadata"]["name"] for obj in made]
     await kube.create(resource_path(CORE, "serviceaccounts", namespace), account)
-    await kube.create(resource_path(RBAC, "clusterroles"), role)
-    await kube.create(resource_path(RBAC, "clusterrolebindings"), binding)
+    for obj in cluster_wide:
+        kind = "clusterroles" if obj["kind"] == "ClusterRole" else "clusterrolebindings"
+        await kube.create(resource_path(RBAC, kind), obj)
     try:
         yield await service_account_kubeconfig(kube, cluster, namespace,
-                                               service_account_name(descheduler), tmp_path)
+                                               account["metadata"]["name"], tmp_path)
     finally:
-        for kind, obj in (("clusterrolebindings", binding), ("clusterroles", role)):
+        for obj in cluster_wide:
+            kind = "clusterroles" if obj["kind"] == "ClusterRole" else "clusterrolebindings"
             with contextlib.suppress(KubeError):
                 await kube.delete(resource_path(RBAC, kind, name=obj["metadata"]["name"]))
 

@@ -6,16 +6,16 @@ from typing import Any
 
 import yaml
 
-from berthmaster.operator.deschedulers.build import (
-    build_children,
-    build_cluster_role,
-    build_cron_job,
-    build_job,
-    policy_text,
-)
+from berthmaster.operator.deschedulers import build
+from berthmaster.operator.deschedulers.build import policy_text
+from berthmaster.operator.deschedulers.runs import RunSettings
 from berthmaster.operator.deschedulers.status import condition, merge_conditions, run_outcome
 from berthmaster.scheduler.descheduler.policy import parse_policy_text
 
+SETTINGS = RunSettings(namespace="bm-system", service_account="bm-descheduler",
+                       default_image="bm:1.0", allowed_images=frozenset({"bm:1.0", "example/bm:1"}),
+                       system_critical=False)
+CRITICAL = RunSettings(**{**SETTINGS.__dict__, "system_critical": True})
 POLICY = {"apiVersion": "descheduler/v1alpha1", "kind": "DeschedulerPolicy",
           "strategies": {"RemoveDuplicates": {"enabled": True}}}
 
@@ -23,38 +23,48 @@ POLICY = {"apiVersion": "descheduler/v1alpha1", "kind": "DeschedulerPolicy",
 def descheduler(**spec: Any) -> dict[str, Any]:
     return {"apiVersion": "berthmaster.io/v1alpha1", "kind": "Descheduler",
             "metadata": {"name": "nightly", "uid": "u-1", "generation": 3},
-            "spec": {"namespace": "kube-system", "policy": POLICY, **spec}}
+            "spec": {"policy": POLICY, **spec}}
 
 
-def test_run_once_children_are_owned_and_in_order() -> None:
-    children = build_children(descheduler(), policy_text(POLICY))
-    assert [c["kind"] for c in children] == [
-        "ConfigMap", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Job"]
+def build_children(body: dict[str, Any], text: str) -> list[dict[str, Any]]:
+    return build.build_children(body, text, SETTINGS)
+
+
+def build_job(body: dict[str, Any], settings: RunSettings = SETTINGS) -> dict[str, Any]:
+    return build.build_job(body, settings)
+
+
+def build_cron_job(body: dict[str, Any]) -> dict[str, Any]:
+    return build.build_cron_job(body, SETTINGS)
+
+
+def test_run_once_children_are_owned_in_the_operator_namespace_and_in_order() -> None:
+    """Only the policy ConfigMap and the Job: the account and its ClusterRole are the chart's
+    (templates/descheduler-rbac.yaml), so the operator writes no RBAC."""
+    children = build_children(descheduler(namespace="elsewhere"), policy_text(POLICY))
+    assert [c["kind"] for c in children] == ["ConfigMap", "Job"]
     for child in children:
         (owner,) = child["metadata"]["ownerReferences"]
         assert owner == {"apiVersion": "berthmaster.io/v1alpha1", "kind": "Descheduler",
                          "name": "nightly", "uid": "u-1", "controller": True,
                          "blockOwnerDeletion": True}
         assert child["metadata"]["labels"] == {"berthmaster.io/descheduler": "nightly"}
+        assert child["metadata"]["namespace"] == "bm-system"
     config_map = children[0]
     assert parse_policy_text(config_map["data"]["policy.yaml"]).strategies[0].name == (
         "RemoveDuplicates")
-    binding = children[3]
-    assert binding["roleRef"]["name"] == children[2]["metadata"]["name"]
-    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "nightly-descheduler-sa",
-                                    "namespace": "kube-system"}]
 
 
-def test_job_is_critical_and_runs_the_policy_file() -> None:
+def test_job_runs_the_policy_file_as_the_chart_account_at_no_priority_by_default() -> None:
     job = build_job(descheduler(dryRun=True, image="example/bm:1",
                                 resources={"requests": {"cpu": "100m"}}))
     assert job["metadata"]["name"] == "nightly-descheduler-job-3"
     pod = job["spec"]["template"]
-    assert pod["metadata"]["annotations"] == {"scheduler.alpha.kubernetes.io/critical-pod": "true"}
+    assert "annotations" not in pod["metadata"]
     spec = pod["spec"]
-    assert spec["priorityClassName"] == "system-cluster-critical"
+    assert "priorityClassName" not in spec
     assert spec["restartPolicy"] == "Never"
-    assert spec["serviceAccountName"] == "nightly-descheduler-sa"
+    assert spec["serviceAccountName"] == "bm-descheduler"
     (container,) = spec["containers"]
     assert container["command"] == ["berthmaster", "deschedule", "--policy-config-file",
                                     "/policy-dir/policy.yaml", "--dry-run"]
@@ -64,6 +74,16 @@ def test_job_is_critical_and_runs_the_policy_file() -> None:
         {"name": "policy-volume", "configMap": {"name": "nightly-descheduler-policy-configmap"}},
         {"name": "tmp", "emptyDir": {}},
     ]
+    assert build_job(descheduler())["spec"]["template"]["spec"]["containers"][0]["image"] == (
+        "bm:1.0")
+
+
+def test_job_is_critical_only_with_the_administrators_opt_in() -> None:
+    """The upstream descheduler chart's default priorityClassName, system-cluster-critical
+    (kubernetes-sigs/descheduler charts/descheduler/values.yaml), with the opt-in only."""
+    pod = build_job(descheduler(), CRITICAL)["spec"]["template"]
+    assert pod["metadata"]["annotations"] == {"scheduler.alpha.kubernetes.io/critical-pod": "true"}
+    assert pod["spec"]["priorityClassName"] == "system-cluster-critical"
 
 
 def test_job_pod_meets_the_restricted_pod_security_profile() -> None:
@@ -83,16 +103,6 @@ def test_schedule_makes_a_cron_job() -> None:
     assert cron == build_cron_job(descheduler(schedule="*/10 * * * *"))
     assert "--dry-run" not in cron["spec"]["jobTemplate"]["spec"]["template"]["spec"][
         "containers"][0]["command"]
-
-
-def test_cluster_role_holds_the_seed_rules() -> None:
-    rules = build_cluster_role(descheduler())["rules"]
-    assert rules[:3] == [
-        {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "watch", "list"]},
-        {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "watch", "list", "delete"]},
-        {"apiGroups": [""], "resources": ["pods/eviction"], "verbs": ["create"]},
-    ]
-    assert any(r["resources"] == ["events"] for r in rules)
 
 
 def test_run_outcome_from_job_status() -> None:
@@ -148,12 +158,13 @@ def test_pod_options_come_from_the_spec() -> None:
     default = build_job(descheduler())["spec"]["template"]["spec"]
     for key in PLACEMENT:
         assert key not in default
-    assert default["priorityClassName"] == "system-cluster-critical"
+    assert build_job(descheduler(), CRITICAL)["spec"]["template"]["spec"][
+        "priorityClassName"] == "system-cluster-critical"
     spec = build_job(descheduler(priorityClassName="descheduling", **PLACEMENT))[
         "spec"]["template"]["spec"]
     assert {key: spec[key] for key in PLACEMENT} == PLACEMENT
     assert spec["priorityClassName"] == "descheduling"
-    assert "priorityClassName" not in build_job(descheduler(priorityClassName=""))[
+    assert "priorityClassName" not in build_job(descheduler(priorityClassName=""), CRITICAL)[
         "spec"]["template"]["spec"]
 
 

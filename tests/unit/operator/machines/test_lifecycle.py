@@ -53,6 +53,10 @@ DRAINED = [{"type": "Drained", "status": "True"}]
     (make_machine(deleting=True, phase="Deleting", node="n", conditions=DRAINED,
                   progress={**STARTED, "instanceDeletedAt": "t", "instanceGoneAt": "t",
                             "nodeDeletedAt": "t"}), Step.REMOVE_FINALIZER),
+    # the Node the nodeRef named was not the Machine's: left alone, deletion goes on
+    (make_machine(deleting=True, phase="Deleting", node="n", conditions=DRAINED,
+                  progress={**STARTED, "instanceDeletedAt": "t", "instanceGoneAt": "t",
+                            "nodeNotOwnedAt": "t"}), Step.REMOVE_FINALIZER),
 ])
 def test_next_step(machine: dict, step: Step) -> None:
     assert decide_deletion_step(machine) is step
