@@ -32,6 +32,7 @@ import yaml
 
 from berthmaster.documents import safe_load
 from berthmaster.errors import PolicyError
+from berthmaster.scheduler.framework import ArgErrors, PluginKind
 from berthmaster.scheduler.model import NodeSelector, NodeSelectorTerm, node_selector_term
 from berthmaster.scheduler.plugins import (
     csi_volume_limits,
@@ -42,6 +43,7 @@ from berthmaster.scheduler.plugins import (
     node_ports,
     node_resources_fit,
     node_unschedulable,
+    out_of_tree,
     pod_topology_spread,
     resource_allocation,
     taint_toleration,
@@ -65,16 +67,6 @@ POINTS = {
     "permit": "PermitPlugin", "preBind": "PreBindPlugin", "bind": "BindPlugin",
     "postBind": "PostBindPlugin",
 }
-
-
-@dataclass(frozen=True)
-class PluginKind:
-    """One in-tree plugin: the extension points it implements and the berthmaster classes
-    that carry its filter and its score."""
-
-    points: frozenset[str]
-    predicate: type[Predicate] | None = None
-    priority: type[Priority] | None = None
 
 
 def _points(*names: str) -> frozenset[str]:
@@ -272,6 +264,42 @@ def _duration(value: Any, path: str, problems: _Problems, default: float) -> flo
 
 
 # ---------------------------------------------------------------------------- plugins
+class _Known:
+    """The plugins one load may name: the in-tree ones, then, for a name berthmaster does not
+    have, the one an installed package provides (:mod:`.plugins.out_of_tree`), each looked up
+    once per load."""
+
+    def __init__(self) -> None:
+        self.found: dict[str, PluginKind | None] = dict(PLUGINS)
+        self.out_of_tree: set[str] = set()
+        self.failed: dict[str, str] = {}
+
+    def get(self, name: str) -> PluginKind | None:
+        if name not in self.found:
+            try:
+                kind = out_of_tree.find(name)
+            except out_of_tree.PluginLoadError as error:
+                self.failed[name] = str(error)
+                kind = None
+            self.found[name] = kind
+            if kind is not None:
+                self.out_of_tree.add(name)
+        return self.found[name]
+
+    def __getitem__(self, name: str) -> PluginKind:
+        kind = self.get(name)
+        assert kind is not None, name
+        return kind
+
+    def unknown(self, name: str) -> str:
+        """Why ``name`` is not a plugin: its package failed to load, or nothing provides it."""
+        if name in self.failed:
+            return f"the package providing plugin {name!r} failed: {self.failed[name]}"
+        return (f"no such plugin in berthmaster; its plugins are: {', '.join(sorted(PLUGINS))}; "
+                f"and none in the {out_of_tree.where_looked()}: install the package that "
+                "provides it (docs/plugins.md)")
+
+
 @dataclass
 class _PluginSet:
     enabled: list[tuple[str, int]]
@@ -293,7 +321,7 @@ def _named(raw: Any, path: str, problems: _Problems, fields: Sequence[str]
         yield where, name, entry
 
 
-def _plugin_set(raw: Any, path: str, problems: _Problems) -> _PluginSet:
+def _plugin_set(raw: Any, path: str, problems: _Problems, known: _Known) -> _PluginSet:
     doc = _object(raw, path, problems)
     _fields(doc, path, ("enabled", "disabled"), problems)
     enabled: list[tuple[str, int]] = []
@@ -302,17 +330,13 @@ def _plugin_set(raw: Any, path: str, problems: _Problems) -> _PluginSet:
         weight = _int(entry.get("weight"), f"{where}.weight", problems, 0)
         if weight < 0:
             problems.invalid(f"{where}.weight", weight, "must not be negative")
-        if name != "*" and name not in PLUGINS:
-            problems.invalid(f"{where}.name", name, _unknown_plugin())
+        if name != "*" and known.get(name) is None:
+            problems.invalid(f"{where}.name", name, known.unknown(name))
             continue
         enabled.append((name, weight))
     disabled = [name for _, name, _ in _named(doc.get("disabled"), f"{path}.disabled",
                                               problems, ("name", "weight"))]
     return _PluginSet(enabled, disabled)
-
-
-def _unknown_plugin() -> str:
-    return ("no such plugin in berthmaster; its plugins are: " + ", ".join(sorted(PLUGINS)))
 
 
 def merge_plugin_set(default: Sequence[tuple[str, int]], custom: _PluginSet
@@ -337,12 +361,13 @@ def merge_plugin_set(default: Sequence[tuple[str, int]], custom: _PluginSet
 
 def expand(multipoint: Sequence[tuple[str, int]], point: str,
            specific: Sequence[tuple[str, int]], disabled: set[str], path: str,
-           problems: _Problems) -> list[tuple[str, int]]:
+           problems: _Problems, known: Mapping[str, PluginKind] | _Known = PLUGINS
+           ) -> list[tuple[str, int]]:
     """runtime/framework.go, expandMultiPointPlugins, for one extension point: the plugins
     that run there in order, with their weights."""
     interface = POINTS[point]
     for i, (name, _) in enumerate(specific):
-        if point not in PLUGINS[name].points:
+        if point not in known[name].points:
             problems.invalid(f"{path}.{point}.enabled[{i}].name", name,
                              f"plugin {name!r} does not extend {interface}")
     enabled_here = {name for name, _ in specific}
@@ -350,7 +375,7 @@ def expand(multipoint: Sequence[tuple[str, int]], point: str,
     from_multipoint: list[tuple[str, int]] = []
     if "*" not in disabled:
         for name, weight in multipoint:
-            if point not in PLUGINS[name].points or name in disabled:
+            if point not in known[name].points or name in disabled:
                 continue
             if name in enabled_here:
                 overrides.append(name)
@@ -385,6 +410,8 @@ class _Args:
     bind_timeout_seconds: int = 600
     added_required: NodeSelector | None = None
     added_preferred: tuple[tuple[int, NodeSelectorTerm], ...] = ()
+    # out-of-tree plugins' arguments, parsed by their own parsers (framework.ArgsParser)
+    out_of_tree: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
 def _resources(raw: Any, path: str, problems: _Problems, balanced: bool
@@ -604,15 +631,22 @@ _ARGS: dict[str, tuple[str, Callable[[Mapping[str, Any], str, _Args, _Problems],
 }
 
 
-def _plugin_args(raw: Any, path: str, problems: _Problems) -> _Args:
+def _plugin_args(raw: Any, path: str, problems: _Problems, known: _Known) -> _Args:
     args = _Args()
     seen: set[str] = set()
     for where, name, entry in _named(raw, path, problems, ("name", "args")):
         if name in seen:
             problems.duplicate(where, name)
         seen.add(name)
+        plugin = known.get(name)
+        if name in known.out_of_tree and plugin is not None and plugin.args is not None:
+            body = dict(_object(entry.get("args"), f"{where}.args", problems))
+            body.pop("apiVersion", None)
+            body.pop("kind", None)
+            args.out_of_tree[name] = _out_of_tree_args(plugin, body, f"{where}.args", problems)
+            continue
         if name not in _ARGS:
-            detail = ("has no arguments" if name in PLUGINS else _unknown_plugin())
+            detail = "has no arguments" if plugin is not None else known.unknown(name)
             problems.invalid(f"{where}.name", name, detail)
             continue
         kind, parse = _ARGS[name]
@@ -627,12 +661,41 @@ def _plugin_args(raw: Any, path: str, problems: _Problems) -> _Args:
     return args
 
 
+def _out_of_tree_args(plugin: PluginKind, body: dict[str, Any], path: str,
+                      problems: _Problems) -> dict[str, Any]:
+    """An out-of-tree plugin's arguments through its own parser, whose problems are reported
+    under ``path`` in the loader's words; a parser that raises is reported as such."""
+    assert plugin.args is not None
+    errors = ArgErrors()
+    try:
+        parsed = plugin.args(body, errors)
+    except Exception as error:  # the plugin's code: report, do not crash the loader
+        problems.invalid(path, body, f"the plugin's argument parser failed: "
+                         f"{type(error).__name__}: {error}")
+        return {}
+    for what, where, value, detail in errors.items:
+        at = f"{path}.{where}" if where else path
+        if what == "required":
+            problems.required(at, detail)
+        elif what == "unknown":
+            problems.unknown(at, where.rsplit(".", 1)[-1], value)
+        else:
+            problems.invalid(at, value, detail)
+    return parsed
+
+
 # ---------------------------------------------------------------------------- profiles
 def _build_profile(name: str, percentage: int | None, filters: Sequence[tuple[str, int]],
                    scores: Sequence[tuple[str, int]], post_filters: Sequence[tuple[str, int]],
-                   args: _Args, source: str) -> Policy:
+                   args: _Args, source: str, known: _Known) -> Policy:
     predicates: list[Predicate] = []
     for plugin, _ in filters:
+        if plugin in known.out_of_tree:
+            predicate, _unused = out_of_tree.build(known[plugin], plugin, 0,
+                                                   args.out_of_tree.get(plugin))
+            if predicate is not None:
+                predicates.append(predicate)
+            continue
         cls = PLUGINS[plugin].predicate
         if cls is pod_topology_spread.PodTopologySpread:
             predicates.append(pod_topology_spread.PodTopologySpread(
@@ -644,6 +707,12 @@ def _build_profile(name: str, percentage: int | None, filters: Sequence[tuple[st
             predicates.append(cls(name=plugin))
     priorities: list[Priority] = []
     for plugin, weight in scores:
+        if plugin in known.out_of_tree:
+            _none, priority = out_of_tree.build(known[plugin], plugin, weight,
+                                                args.out_of_tree.get(plugin))
+            if priority is not None:
+                priorities.append(priority)
+            continue
         pcls = PLUGINS[plugin].priority
         if pcls is None:
             continue
@@ -678,6 +747,7 @@ _PROFILE_FIELDS = ("schedulerName", "percentageOfNodesToScore", "plugins", "plug
 
 def _profile(raw: Any, path: str, default_name: str, problems: _Problems,
              source: str) -> Policy | None:
+    known = _Known()
     doc = _object(raw, path, problems)
     _fields(doc, path, _PROFILE_FIELDS, problems)
     name = doc.get("schedulerName", default_name)
@@ -693,7 +763,7 @@ def _profile(raw: Any, path: str, default_name: str, problems: _Problems,
     plugins = _object(doc.get("plugins"), f"{path}.plugins", problems)
     _fields(plugins, f"{path}.plugins", ("multiPoint", *POINTS), problems)
     custom_multi = _plugin_set(plugins.get("multiPoint"), f"{path}.plugins.multiPoint",
-                               problems)
+                               problems, known)
     multipoint, multi_disabled = merge_plugin_set(DEFAULT_PLUGINS, custom_multi)
     for i, (plugin, _) in enumerate(custom_multi.enabled):
         if plugin == "*":
@@ -703,20 +773,20 @@ def _profile(raw: Any, path: str, default_name: str, problems: _Problems,
     by_point: dict[str, list[tuple[str, int]]] = {}
     for point in POINTS:
         where = f"{path}.plugins.{point}"
-        custom = _plugin_set(plugins.get(point), where, problems)
+        custom = _plugin_set(plugins.get(point), where, problems, known)
         specific, disabled = merge_plugin_set((), custom)
         specific = [(n, w) for n, w in specific if n != "*"]
         by_point[point] = expand(multipoint, point, specific, disabled, f"{path}.plugins",
-                                 problems)
+                                 problems, known)
     sorts = by_point["queueSort"]
     if len(sorts) > 1:
         problems.invalid(f"{path}.plugins.queueSort.Enabled", len(sorts),
                          "only one queue sort plugin can be enabled")
     if not by_point["bind"]:
         problems.invalid(f"{path}.plugins.bind", "", "at least one bind plugin is needed")
-    args = _plugin_args(doc.get("pluginConfig"), f"{path}.pluginConfig", problems)
+    args = _plugin_args(doc.get("pluginConfig"), f"{path}.pluginConfig", problems, known)
     return _build_profile(name, percentage, by_point["filter"], by_point["score"],
-                          by_point["postFilter"], args, source)
+                          by_point["postFilter"], args, source, known)
 
 
 _TOP_FIELDS = ("apiVersion", "kind", "parallelism", "leaderElection", "clientConnection",

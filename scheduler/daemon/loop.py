@@ -28,6 +28,7 @@ from berthmaster.scheduler.daemon.metrics import SchedulerMetrics
 from berthmaster.scheduler.daemon.preempt import Preemptor
 from berthmaster.scheduler.daemon.queue import QueuedPod, SchedulingQueue
 from berthmaster.scheduler.engine import Decision, Engine, fit_error_message
+from berthmaster.scheduler.framework import PluginError
 from berthmaster.scheduler.model import PodView
 from berthmaster.scheduler.plugins import dynamic_resources
 from berthmaster.scheduler.preemption import (
@@ -88,10 +89,14 @@ class SchedulingLoop:
             return
         try:
             decision = engine.schedule(pod, self.snapshot)
-        except Exception as error:  # an engine bug must not kill the scheduler
-            log.exception("scheduling failed", extra={"pod": ObjectRef.from_key(info.key)})
+        except Exception as error:  # an engine or plugin bug must not kill the scheduler
+            # a plugin's error is worded as runtime/framework.go words it, naming the plugin
+            plugin = error.plugin if isinstance(error, PluginError) else None
+            log.exception("scheduling failed", extra={"pod": ObjectRef.from_key(info.key),
+                                                      "plugin": plugin})
             self.metrics.attempt("error", time.perf_counter() - started)
-            message = f"running the scheduling algorithm: {error}"
+            message = (str(error) if plugin is not None
+                       else f"running the scheduling algorithm: {error}")
             self.recorder.event(pod, "Warning", events.FAILED_SCHEDULING, message, "Scheduling")
             # schedule_one.go: an error sets PodScheduled reason SchedulerError and clears
             # the nomination (clearNominatedNode)

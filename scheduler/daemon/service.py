@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import functools
 import logging
 from dataclasses import replace
 from typing import Any
@@ -30,6 +31,7 @@ from berthmaster.scheduler.daemon.metrics import SchedulerMetrics
 from berthmaster.scheduler.daemon.preempt import Preemptor
 from berthmaster.scheduler.daemon.queue import SchedulingQueue
 from berthmaster.scheduler.engine import Engine
+from berthmaster.scheduler.plugins import out_of_tree
 from berthmaster.scheduler.snapshot import Snapshot
 from berthmaster.serving import SecureServing, Served, serve
 
@@ -125,6 +127,12 @@ class SchedulerService:
             profile.scheduler_name: Engine(
                 profile, percentage_of_nodes_to_score=self.config.percentage_of_nodes_to_score)
             for profile in self.config.profiles}
+        for profile_name, engine in self.engines.items():
+            out_of_tree.observe(engine.policy.predicates, engine.policy.priorities,
+                                out_of_tree.Observers(self.metrics.plugin_execution,
+                                                      functools.partial(
+                                                          self.metrics.plugin_evaluated,
+                                                          profile=profile_name)))
         self.engine = self.engines[self.name]
         self.loop = SchedulingLoop(self.engine, self.snapshot, self.queue, self.binder,
                                    self.preemptor, self.recorder, self.metrics, self.may_act,

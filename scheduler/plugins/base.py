@@ -118,6 +118,9 @@ class Predicate:
     # cluster events that could make a node rejected by this predicate fit (for the queue)
     EVENTS: ClassVar[tuple[str, ...]] = ()
     name: str = ""
+    # the plugin's parsed ``pluginConfig`` arguments (an out-of-tree plugin's; see
+    # berthmaster.scheduler.framework.PluginKind)
+    args: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not self.name:

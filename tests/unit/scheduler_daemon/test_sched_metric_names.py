@@ -27,6 +27,8 @@ def families() -> dict[str, tuple[str, ...]]:
     metrics.algorithm_duration.observe(0.001)
     metrics.preemption_attempts.inc()
     metrics.preemption_victims.observe(1)
+    metrics.plugin_execution("LicensedNodes", "Filter", "Success", 0.00002)
+    metrics.plugin_evaluated("LicensedNodes", "Filter", "berthmaster")
     found = {}
     for family in text_string_to_metric_families(metrics.exposition().decode()):
         labels = {k for s in family.samples for k in s.labels if k not in ("le", "quantile")}
@@ -49,6 +51,9 @@ UPSTREAM = {
     "scheduler_cache_size": ("type",),
     "scheduler_unschedulable_pods": ("plugin", "profile"),
     "leader_election_master_status": ("name",),
+    # PluginExecutionDuration, PluginEvaluationTotal (a counter: its samples end in _total)
+    "scheduler_plugin_execution_duration_seconds": ("extension_point", "plugin", "status"),
+    "scheduler_plugin_evaluation": ("extension_point", "plugin", "profile"),
 }
 
 
@@ -76,6 +81,7 @@ def test_runtime_collectors() -> None:
     ("sli_duration", exponential_buckets(0.01, 2, 20)),
     ("scheduling_attempts", exponential_buckets(1, 2, 5)),
     ("binding_duration", exponential_buckets(0.0001, 2, 12)),
+    ("plugin_execution_duration", exponential_buckets(0.00001, 1.5, 20)),
 ])
 def test_buckets(attribute: str, buckets: list[float]) -> None:
     histogram = getattr(SchedulerMetrics("p"), attribute)

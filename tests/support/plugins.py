@@ -1,0 +1,116 @@
+"""Out-of-tree scheduler plugins for tests, made discoverable the way an installed package is:
+a ``*.dist-info`` directory with an ``entry_points.txt`` on ``sys.path``, so
+``importlib.metadata`` finds them exactly as it finds a ``pip install``-ed plugin
+(docs/plugins.md), with nothing installed into the environment.
+
+``broken`` plugins misbehave on purpose (raise in PreFilter, Filter or Score; score out of
+range; fail to import; not a PluginKind) for the containment tests.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar
+
+from berthmaster.scheduler import framework
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "plugins" / "licensed-nodes"
+EXAMPLE_ENTRY_POINTS = {"LicensedNodes": "berthmaster_licensed_nodes:PLUGIN"}
+BROKEN_ENTRY_POINTS = {
+    "RaisingPreFilter": "tests.support.plugins:RAISING_PREFILTER",
+    "RaisingFilter": "tests.support.plugins:RAISING_FILTER",
+    "RaisingScore": "tests.support.plugins:RAISING_SCORE",
+    "WildScore": "tests.support.plugins:WILD_SCORE",
+    "Unimportable": "tests.support.no_such_module:PLUGIN",
+    "NotAPlugin": "tests.support.plugins:NOT_A_PLUGIN",
+}
+# the pods the raising plugins fail on carry this label; others pass untouched
+TRIGGER = "plugins.berthmaster.test/raise"
+
+
+def write_distribution(root: Path, name: str, entries: Mapping[str, str]) -> None:
+    """A minimal installed distribution under ``root``: its metadata and its entry points."""
+    info = root / f"{name.replace('-', '_')}-0.0.0.dist-info"
+    info.mkdir(parents=True, exist_ok=True)
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 0.0.0\n")
+    lines = [f"[{framework.ENTRY_POINT_GROUP}]", *(f"{k} = {v}" for k, v in entries.items())]
+    (info / "entry_points.txt").write_text("\n".join(lines) + "\n")
+
+
+@contextmanager
+def installed(root: Path, paths: Sequence[Path] = ()) -> Iterator[None]:
+    """The example and the broken plugins discoverable while the block runs."""
+    write_distribution(root, "berthmaster-licensed-nodes", EXAMPLE_ENTRY_POINTS)
+    write_distribution(root, "berthmaster-test-broken-plugins", BROKEN_ENTRY_POINTS)
+    added = [str(root), str(EXAMPLE / "src"), *map(str, paths)]
+    sys.path[:0] = added
+    importlib.invalidate_caches()
+    try:
+        yield
+    finally:
+        for path in added:
+            sys.path.remove(path)
+        importlib.invalidate_caches()
+
+
+def _triggered(pod: framework.PodView) -> str | None:
+    return pod.labels.get(TRIGGER)
+
+
+@dataclass
+class _RaisingPreFilter(framework.Predicate):
+    NAME: ClassVar[str] = "RaisingPreFilter"
+
+    def prefilter(self, pod: framework.PodView, snapshot: framework.Snapshot
+                  ) -> framework.PrefilterResult:
+        if _triggered(pod):
+            raise RuntimeError("prefilter exploded")
+        return None
+
+
+@dataclass
+class _RaisingFilter(framework.Predicate):
+    NAME: ClassVar[str] = "RaisingFilter"
+    EVENTS: ClassVar[tuple[str, ...]] = ("Node/Add",)
+
+    def prefilter(self, pod: framework.PodView, snapshot: framework.Snapshot
+                  ) -> framework.PrefilterResult:
+        if not _triggered(pod):
+            return None
+
+        def check(node: framework.NodeInfo) -> framework.Status | None:
+            raise KeyError(f"no table for {node.name}")
+
+        return check
+
+
+@dataclass
+class _RaisingScore(framework.Priority):
+    NAME: ClassVar[str] = "RaisingScore"
+
+    def scores(self, pod: framework.PodView, snapshot: framework.Snapshot,
+               nodes: Sequence[framework.NodeInfo]) -> list[int] | int:
+        if _triggered(pod):
+            raise ZeroDivisionError("division by zero")
+        return 0
+
+
+@dataclass
+class _WildScore(framework.Priority):
+    NAME: ClassVar[str] = "WildScore"
+
+    def scores(self, pod: framework.PodView, snapshot: framework.Snapshot,
+               nodes: Sequence[framework.NodeInfo]) -> list[int] | int:
+        return [1000 for _ in nodes]
+
+
+RAISING_PREFILTER = framework.plugin(filter=_RaisingPreFilter)
+RAISING_FILTER = framework.plugin(filter=_RaisingFilter)
+RAISING_SCORE = framework.plugin(score=_RaisingScore)
+WILD_SCORE = framework.plugin(score=_WildScore)
+NOT_A_PLUGIN: Any = {"name": "NotAPlugin"}
