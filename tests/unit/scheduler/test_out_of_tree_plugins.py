@@ -52,9 +52,8 @@ def _cluster() -> Snapshot:
 
 
 def _solver(**labels: str) -> dict[str, Any]:
-    pod = make_pod("solver", cpu="100m", labels=labels)
-    pod["metadata"]["annotations"] = {"licenses.example.com/product": "matlab"}
-    return pod
+    return make_pod("solver", cpu="100m",
+                    labels={"licenses.example.com/product": "matlab", **labels})
 
 
 def test_status_codes_are_upstreams() -> None:

@@ -48,7 +48,7 @@ apiVersion: v1
 kind: Pod
 metadata:
   name: solver
-  annotations: {licenses.example.com/product: matlab}
+  labels: {licenses.example.com/product: matlab}
 spec:
   containers: [{name: c, image: solver, resources: {requests: {cpu: 100m}}}]
 """
@@ -73,7 +73,7 @@ def test_min_seats_rejects_the_small_node_and_nothing_fits_without_a_license() -
 
 
 def test_a_pod_without_a_product_is_left_alone() -> None:
-    plain = MATLAB.replace("annotations: {licenses.example.com/product: matlab}", "labels: {}")
+    plain = MATLAB.replace("labels: {licenses.example.com/product: matlab}", "labels: {}")
     outcome = run_pod(plain, snapshot_from_yaml(CLUSTER), profile_from_yaml(CONFIG % 1))
     assert outcome.rejected_by("LicensedNodes") == set()
     assert {row["LicensedNodes"] for row in outcome.scores.values()} == {0}

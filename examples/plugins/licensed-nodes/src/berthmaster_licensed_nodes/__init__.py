@@ -1,12 +1,13 @@
 """LicensedNodes: pods that need a licensed product go to nodes holding seats for it.
 
-A pod asks for a product with the annotation ``<licenseDomain>/product`` (``matlab``); a node
+A pod asks for a product with the label ``<licenseDomain>/product`` (``matlab``); a node
 offers seats with the label ``<licenseDomain>/<product>`` (``"4"``). The Filter rejects nodes
 without at least ``minSeats`` seats of the pod's product; the Score prefers the nodes with the
 most seats. A pod that asks for no product is left alone (PreFilter Skip, the same score
 everywhere).
 
-A node without the license is rejected as UnschedulableAndUnresolvable: evicting pods there
+A label rather than an annotation: the scheduler's cache keeps no pod annotations (what a
+plugin can read is in docs/plugins.md). A node without the license is rejected as UnschedulableAndUnresolvable: evicting pods there
 (preemption) cannot create a license. A rejected pod is retried when a node is added or its
 labels change (the queueing hints).
 
@@ -14,7 +15,7 @@ Arguments (``pluginConfig``)::
 
     - name: LicensedNodes
       args:
-        licenseDomain: licenses.example.com   # the annotation's and labels' prefix
+        licenseDomain: licenses.example.com   # the pod's and the nodes' label prefix
         minSeats: 1                           # fewer seats than this: rejected
 """
 
@@ -53,8 +54,7 @@ def parse_args(raw: Mapping[str, Any], errors: framework.ArgErrors) -> dict[str,
 
 
 def _product(pod: framework.PodView, domain: str) -> str | None:
-    annotations = (pod.raw.get("metadata") or {}).get("annotations") or {}
-    product = annotations.get(f"{domain}/product")
+    product = pod.labels.get(f"{domain}/product")
     return str(product) if product else None
 
 
