@@ -860,7 +860,7 @@ def load_config(text: str, source: str = "<config>",
     _fields(doc, "", _TOP_FIELDS, problems)
     if doc.get("extenders"):
         problems.forbidden("extenders", "scheduler extenders are not supported by berthmaster; "
-                           "write a Python plugin instead (docs/scheduler.md)")
+                           "write a Python plugin instead (docs/plugins.md)")
     percentage = _int(doc.get("percentageOfNodesToScore"), "percentageOfNodesToScore",
                       problems, 0)
     if not 0 <= percentage <= 100:

@@ -35,7 +35,8 @@ import yaml
 
 from berthmaster.documents import load_documents, read_text
 from berthmaster.errors import PolicyError
-from berthmaster.scheduler.config import default_profile
+from berthmaster.scheduler.config import KIND as CONFIG_KIND
+from berthmaster.scheduler.config import default_profile, load_config
 from berthmaster.scheduler.engine import Decision, Engine
 from berthmaster.scheduler.model import PodView, resolve_priority
 from berthmaster.scheduler.policy import Policy, load_policy
@@ -67,7 +68,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "format --cluster reads (JSON when FILE ends in .json, else YAML)")
     parser.add_argument("--pods", metavar="FILE", help="pods to place (any schedulerName)")
     parser.add_argument("--policy", metavar="FILE",
-                        help="scheduler Policy file (JSON or YAML); default: the default policy")
+                        help="scheduler Policy file (JSON or YAML), or a "
+                             "KubeSchedulerConfiguration (its first profile: in-tree and "
+                             "installed plugins, docs/plugins.md); default: the default "
+                             "profile")
     parser.add_argument("--seed", type=int, default=0,
                         help="random seed for breaking score ties (default 0)")
     parser.add_argument("--explain", action="store_true",
@@ -278,14 +282,23 @@ def _live_objects(args: argparse.Namespace) -> list[dict[str, Any]]:
     return objects
 
 
+def load_profile(path: str) -> Policy:
+    """A Policy file, or a KubeSchedulerConfiguration's first profile (told apart by kind)."""
+    text = read_text(path)
+    documents = [d for d in load_documents(path) if d is not None]
+    if documents and isinstance(documents[0], Mapping) and \
+            documents[0].get("kind") == CONFIG_KIND:
+        return load_config(text, path).profiles[0]
+    return load_policy(text, path)
+
+
 def run(args: argparse.Namespace) -> int:
     if (args.save or args.kubeconfig or args.context) and not args.from_cluster:
         print("berthmaster simulate: --save, --kubeconfig and --context go with --from-cluster; "
               "add it (or drop them to simulate the --cluster file)", file=sys.stderr)
         return 2
     try:
-        policy: Policy = load_policy(read_text(args.policy), args.policy) if args.policy \
-            else default_profile()
+        policy: Policy = load_profile(args.policy) if args.policy else default_profile()
         if args.from_cluster:
             sources = [Source("the live cluster", _live_objects(args))]
             if args.pods:

@@ -17,7 +17,7 @@ from berthmaster.scheduler import framework
 from berthmaster.scheduler.config import load_config
 from berthmaster.scheduler.engine import Engine
 from berthmaster.scheduler.plugins import out_of_tree
-from berthmaster.scheduler.simulate import simulate
+from berthmaster.scheduler.simulate import load_profile, simulate
 from berthmaster.scheduler.snapshot import Snapshot
 from berthmaster.scheduler.testing import profile_from_yaml, run_pod, snapshot_from_yaml
 from tests.support import plugins
@@ -216,3 +216,13 @@ items:
     assert placement["nodes"]["a"]["predicates"]["LicensedNodes"] == \
         "node(s) had no license for matlab"
     assert placement["nodes"]["b"]["scores"]["LicensedNodes"] == 100
+
+
+def test_simulate_reads_a_configuration_with_out_of_tree_plugins(tmp_path: Path) -> None:
+    path = tmp_path / "config.yaml"
+    path.write_text(_config("{name: LicensedNodes}"))
+    profile = load_profile(str(path))
+    assert "LicensedNodes" in [p.name for p in profile.priorities]
+    policy = tmp_path / "policy.yaml"
+    policy.write_text("kind: Policy\napiVersion: v1\npredicates: [{name: PodFitsResources}]\n")
+    assert "PodFitsResources" in [p.name for p in load_profile(str(policy)).predicates]

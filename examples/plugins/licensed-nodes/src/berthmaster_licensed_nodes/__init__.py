@@ -7,7 +7,9 @@ most seats. A pod that asks for no product is left alone (PreFilter Skip, the sa
 everywhere).
 
 A label rather than an annotation: the scheduler's cache keeps no pod annotations (what a
-plugin can read is in docs/plugins.md). A node without the license is rejected as UnschedulableAndUnresolvable: evicting pods there
+plugin can read is in docs/plugins.md).
+
+A node without the license is rejected as UnschedulableAndUnresolvable: evicting pods there
 (preemption) cannot create a license. A rejected pod is retried when a node is added or its
 labels change (the queueing hints).
 
