@@ -687,12 +687,12 @@ def _out_of_tree_args(plugin: PluginKind, body: dict[str, Any], path: str,
 # ---------------------------------------------------------------------------- profiles
 def _build_profile(name: str, percentage: int | None, filters: Sequence[tuple[str, int]],
                    scores: Sequence[tuple[str, int]], post_filters: Sequence[tuple[str, int]],
-                   args: _Args, source: str, known: _Known) -> Policy:
+                   args: _Args, source: str, known: _Known,
+                   built: Mapping[str, tuple[Predicate | None, Priority | None]]) -> Policy:
     predicates: list[Predicate] = []
     for plugin, _ in filters:
         if plugin in known.out_of_tree:
-            predicate, _unused = out_of_tree.build(known[plugin], plugin, 0,
-                                                   args.out_of_tree.get(plugin))
+            predicate = built[plugin][0] if plugin in built else None
             if predicate is not None:
                 predicates.append(predicate)
             continue
@@ -708,9 +708,9 @@ def _build_profile(name: str, percentage: int | None, filters: Sequence[tuple[st
     priorities: list[Priority] = []
     for plugin, weight in scores:
         if plugin in known.out_of_tree:
-            _none, priority = out_of_tree.build(known[plugin], plugin, weight,
-                                                args.out_of_tree.get(plugin))
+            priority = built[plugin][1] if plugin in built else None
             if priority is not None:
+                priority.weight = weight or 1
                 priorities.append(priority)
             continue
         pcls = PLUGINS[plugin].priority
@@ -785,8 +785,17 @@ def _profile(raw: Any, path: str, default_name: str, problems: _Problems,
     if not by_point["bind"]:
         problems.invalid(f"{path}.plugins.bind", "", "at least one bind plugin is needed")
     args = _plugin_args(doc.get("pluginConfig"), f"{path}.pluginConfig", problems, known)
+    built: dict[str, tuple[Predicate | None, Priority | None]] = {}
+    for plugin in sorted({n for n, _ in (*by_point["filter"], *by_point["score"])}
+                         & known.out_of_tree):
+        try:
+            built[plugin] = out_of_tree.build(known[plugin], plugin, 1,
+                                              args.out_of_tree.get(plugin))
+        except Exception as error:  # the plugin's constructor: report it as upstream does
+            problems.invalid(f"{path}.plugins", plugin, f'initializing plugin "{plugin}": '
+                             f"{type(error).__name__}: {error}")
     return _build_profile(name, percentage, by_point["filter"], by_point["score"],
-                          by_point["postFilter"], args, source, known)
+                          by_point["postFilter"], args, source, known, built)
 
 
 _TOP_FIELDS = ("apiVersion", "kind", "parallelism", "leaderElection", "clientConnection",

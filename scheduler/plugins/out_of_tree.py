@@ -69,7 +69,12 @@ def where_looked() -> str:
 def find(name: str) -> PluginKind | None:
     """The plugin an installed package provides under ``name``, None when none does; raises
     :class:`PluginLoadError` when the entry point cannot be loaded or is not a PluginKind."""
-    for entry in metadata.entry_points(group=ENTRY_POINT_GROUP, name=name):
+    entries = list(metadata.entry_points(group=ENTRY_POINT_GROUP, name=name))
+    if len({e.value for e in entries}) > 1:
+        providers = ", ".join(f"{e.dist.name if e.dist else '?'} ({e.value})" for e in entries)
+        raise PluginLoadError(f"more than one installed package provides it: {providers}; "
+                              "uninstall all but one")
+    for entry in entries:
         try:
             loaded = entry.load()
         except Exception as error:  # an import error in a user's package is expected input

@@ -28,6 +28,7 @@ BROKEN_ENTRY_POINTS = {
     "WildScore": "tests.support.plugins:WILD_SCORE",
     "Unimportable": "tests.support.no_such_module:PLUGIN",
     "NotAPlugin": "tests.support.plugins:NOT_A_PLUGIN",
+    "RaisingInit": "tests.support.plugins:RAISING_INIT",
 }
 # the pods the raising plugins fail on carry this label; others pass untouched
 TRIGGER = "plugins.berthmaster.test/raise"
@@ -109,6 +110,15 @@ class _WildScore(framework.Priority):
         return [1000 for _ in nodes]
 
 
+@dataclass
+class _RaisingInit(framework.Predicate):
+    NAME: ClassVar[str] = "RaisingInit"
+
+    def __post_init__(self) -> None:
+        raise ValueError("cannot reach the license server")
+
+
+RAISING_INIT = framework.plugin(filter=_RaisingInit)
 RAISING_PREFILTER = framework.plugin(filter=_RaisingPreFilter)
 RAISING_FILTER = framework.plugin(filter=_RaisingFilter)
 RAISING_SCORE = framework.plugin(score=_RaisingScore)

@@ -226,3 +226,21 @@ def test_simulate_reads_a_configuration_with_out_of_tree_plugins(tmp_path: Path)
     policy = tmp_path / "policy.yaml"
     policy.write_text("kind: Policy\napiVersion: v1\npredicates: [{name: PodFitsResources}]\n")
     assert "PodFitsResources" in [p.name for p in load_profile(str(policy)).predicates]
+
+
+def test_a_plugin_that_fails_to_initialise_is_reported_as_upstream_words_it() -> None:
+    assert _problems(_config("{name: RaisingInit}")) == [
+        'profiles[0].plugins: Invalid value: "RaisingInit": initializing plugin "RaisingInit": '
+        "ValueError: cannot reach the license server"]
+
+
+def test_two_packages_providing_one_name_is_an_error(tmp_path: Path) -> None:
+    other = tmp_path / "other"
+    plugins.write_distribution(other, "another-licensing", {"LicensedNodes": "other:PLUGIN"})
+    with plugins.installed(tmp_path / "site", [other]):
+        [problem] = _problems(_config("{name: LicensedNodes}"))
+    assert problem == (
+        'profiles[0].plugins.multiPoint.enabled[0].name: Invalid value: "LicensedNodes": the '
+        "package providing plugin 'LicensedNodes' failed: more than one installed package "
+        "provides it: berthmaster-licensed-nodes (berthmaster_licensed_nodes:PLUGIN), "
+        "another-licensing (other:PLUGIN); uninstall all but one")
