@@ -183,6 +183,16 @@ def test_contained_calls_are_timed_and_counted_with_upstream_labels() -> None:
                               ("LicensedNodes", "Score", "Success"),
                               ("LicensedNodes", "Filter", "UnschedulableAndUnresolvable"),
                               ("LicensedNodes", "Filter", "Success")}
+    # Filter's per-node calls are timed in one cycle of SAMPLE_EVERY (as upstream's 10%
+    # sample), PreFilter and Score in every cycle
+    filters = sum(1 for d in durations if d[1] == "Filter")
+    assert filters == 3
+    for _ in range(out_of_tree.SAMPLE_EVERY - 1):
+        Engine(profile, seed=0).schedule(_solver(), snapshot)
+    assert sum(1 for d in durations if d[1] == "Filter") == filters
+    assert sum(1 for d in durations if d[1] == "PreFilter") == out_of_tree.SAMPLE_EVERY
+    Engine(profile, seed=0).schedule(_solver(), snapshot)
+    assert sum(1 for d in durations if d[1] == "Filter") == 2 * filters
 
 
 def test_a_rejected_pod_waits_for_the_events_the_plugin_declared() -> None:
