@@ -52,7 +52,7 @@ from berthmaster.scheduler.plugins import (
     volume_zone,
 )
 from berthmaster.scheduler.plugins.base import Predicate, Priority
-from berthmaster.scheduler.policy import Policy
+from berthmaster.scheduler.policy import Policy, load_policy
 
 API_VERSION = "kubescheduler.config.k8s.io/v1"
 KIND = "KubeSchedulerConfiguration"
@@ -906,6 +906,18 @@ def load_config(text: str, source: str = "<config>",
         raise PolicyError(source, problems.items, document="scheduler configuration")
     return SchedulerConfig(tuple(profiles), percentage, initial, maximum, election, qps, burst,
                            source)
+
+
+def load_profile(text: str, source: str) -> Policy:
+    """A Policy file, or a KubeSchedulerConfiguration's first profile, told apart by ``kind``
+    (what ``simulate --policy`` and ``explain --policy`` read)."""
+    try:
+        doc = safe_load(text) if text.strip() else None
+    except yaml.YAMLError:
+        doc = None  # load_policy reports it in its words
+    if isinstance(doc, Mapping) and doc.get("kind") == KIND:
+        return load_config(text, source).profiles[0]
+    return load_policy(text, source)
 
 
 def default_config(scheduler_name: str = DEFAULT_SCHEDULER_NAME) -> SchedulerConfig:

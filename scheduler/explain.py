@@ -58,7 +58,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "in-cluster)")
     parser.add_argument("--context", metavar="NAME", help="the kubeconfig context to use")
     parser.add_argument("--policy", "--policy-config-file", dest="policy", metavar="FILE",
-                        help="scheduler Policy file (default: the running scheduler's policy "
+                        help="scheduler Policy file, or a KubeSchedulerConfiguration (its "
+                             "first profile) (default: the running scheduler's policy "
                              "ConfigMap, else the default policy)")
     parser.add_argument("--policy-configmap", metavar="NAME",
                         help="read the Policy from this ConfigMap (key policy.json or "

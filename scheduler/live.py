@@ -32,7 +32,7 @@ import yaml
 from berthmaster.documents import read_text
 from berthmaster.errors import ConfigurationError, ConnectivityError
 from berthmaster.kube import CORE, KubeClient, KubeError, resource_path
-from berthmaster.scheduler.config import default_profile, load_config
+from berthmaster.scheduler.config import default_profile, load_config, load_profile
 from berthmaster.scheduler.daemon.cache import RESOURCES, Resource
 from berthmaster.scheduler.policy import Policy, load_policy
 
@@ -168,8 +168,9 @@ async def _get_configmap(kube: KubeClient, namespace: str, name: str) -> JSON | 
 
 
 def policy_file(path: str) -> ConfiguredPolicy:
-    """The Policy of a file (read before connecting: a bad file needs no cluster to report)."""
-    return ConfiguredPolicy(load_policy(read_text(path), path), f"file {path}")
+    """The Policy, or KubeSchedulerConfiguration's first profile, of a file (read before
+    connecting: a bad file needs no cluster to report)."""
+    return ConfiguredPolicy(load_profile(read_text(path), path), f"file {path}")
 
 
 async def configured_policy(kube: KubeClient, configmap: str | None = None,

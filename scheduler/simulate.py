@@ -35,11 +35,11 @@ import yaml
 
 from berthmaster.documents import load_documents, read_text
 from berthmaster.errors import PolicyError
-from berthmaster.scheduler.config import KIND as CONFIG_KIND
-from berthmaster.scheduler.config import default_profile, load_config
+from berthmaster.scheduler.config import default_profile
+from berthmaster.scheduler.config import load_profile as load_profile_text
 from berthmaster.scheduler.engine import Decision, Engine
 from berthmaster.scheduler.model import PodView, resolve_priority
-from berthmaster.scheduler.policy import Policy, load_policy
+from berthmaster.scheduler.policy import Policy
 from berthmaster.scheduler.preemption import evaluate_preemption, failed_scheduling_message
 from berthmaster.scheduler.shape import shape_problem
 from berthmaster.scheduler.snapshot import KINDS, Snapshot
@@ -284,12 +284,7 @@ def _live_objects(args: argparse.Namespace) -> list[dict[str, Any]]:
 
 def load_profile(path: str) -> Policy:
     """A Policy file, or a KubeSchedulerConfiguration's first profile (told apart by kind)."""
-    text = read_text(path)
-    documents = [d for d in load_documents(path) if d is not None]
-    if documents and isinstance(documents[0], Mapping) and \
-            documents[0].get("kind") == CONFIG_KIND:
-        return load_config(text, path).profiles[0]
-    return load_policy(text, path)
+    return load_profile_text(read_text(path), path)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -16,6 +16,7 @@ from berthmaster.errors import PolicyError
 from berthmaster.scheduler import framework
 from berthmaster.scheduler.config import load_config
 from berthmaster.scheduler.engine import Engine
+from berthmaster.scheduler.live import policy_file
 from berthmaster.scheduler.plugins import out_of_tree
 from berthmaster.scheduler.simulate import load_profile, simulate
 from berthmaster.scheduler.snapshot import Snapshot
@@ -254,3 +255,10 @@ def test_two_packages_providing_one_name_is_an_error(tmp_path: Path) -> None:
         "package providing plugin 'LicensedNodes' failed: more than one installed package "
         "provides it: berthmaster-licensed-nodes (berthmaster_licensed_nodes:PLUGIN), "
         "another-licensing (other:PLUGIN); uninstall all but one")
+
+
+def test_explain_reads_a_configuration_file_too(tmp_path: Path) -> None:
+    path = tmp_path / "config.yaml"
+    path.write_text(_config("{name: LicensedNodes}"))
+    configured = policy_file(str(path))
+    assert "LicensedNodes" in [p.name for p in configured.policy.predicates]
