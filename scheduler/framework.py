@@ -173,7 +173,6 @@ def score_problems(name: str, scores: Sequence[int]) -> str | None:
     range, else None."""
     for score in scores:
         if not MIN_NODE_SCORE <= score <= MAX_NODE_SCORE:
-            return (f"plugin {name!r} returns an invalid score {score}, it should in the range "
-                    f"of [{MIN_NODE_SCORE}, {MAX_NODE_SCORE}] after normalizing"
-                    ).replace(f"plugin {name!r}", f'plugin "{name}"')
+            return (f'plugin "{name}" returns an invalid score {score}, it should in the range '
+                    f"of [{MIN_NODE_SCORE}, {MAX_NODE_SCORE}] after normalizing")
     return None
