@@ -294,7 +294,10 @@ def test_one_service_account_per_component_each_bound_to_its_own_role() -> None:
 
 
 def granted(rules: list[dict[str, Any]]) -> set[tuple[str, str, str]]:
-    return {(group, resource, verb) for rule in rules if not rule.get("resourceNames")
+    """The (group, resource, verb) a role grants on every object of a resource; rules naming
+    objects (resourceNames) or non-resource URLs (the metrics reader's) grant none."""
+    return {(group, resource, verb) for rule in rules
+            if not rule.get("resourceNames") and "resources" in rule
             for group in rule["apiGroups"] for resource in rule["resources"]
             for verb in rule["verbs"]}
 
