@@ -38,6 +38,7 @@ thread-safe.
 from __future__ import annotations
 
 import copy
+import logging
 import random
 from bisect import bisect_left
 from collections import Counter
@@ -67,6 +68,7 @@ DEFAULT_PERCENTAGE_OF_NODES_TO_SCORE = 0  # adaptive
 NO_NODES_AVAILABLE = "no nodes available to schedule pods"
 _MEMO_ENTRIES = 16  # node-local score sums kept per node (one per pod shape)
 _ENGINES = count()
+log = logging.getLogger("berthmaster.scheduler")
 
 
 def num_feasible_nodes_to_find(num_all_nodes: int, percentage: int = 0) -> int:
@@ -581,8 +583,15 @@ class Engine:
         by_name = {p.NAME: p for p in self.policy.predicates}
         for name in decision.rejected_by:
             predicate = by_name.get(name)
-            if predicate is not None:
+            if predicate is None:
+                continue
+            try:
                 events.update(predicate.EVENTS if pod is None else predicate.events_for(pod))
+            except Exception:  # a plugin's queueing hint failed: any event requeues the pod
+                # as upstream's queue does when a QueueingHintFn errs
+                # (pkg/scheduler/backend/queue/scheduling_queue.go, isPodWorthRequeuing)
+                log.exception("queueing hint failed", extra={"plugin": predicate.name})
+                return frozenset()
         return frozenset(events)
 
 

@@ -133,14 +133,11 @@ class ContainedPredicate(Predicate):
         return self.inner.EVENTS
 
     def events_for(self, pod: PodView) -> tuple[str, ...]:
-        """The wrapped plugin's queueing hints; when that raises, none (the queue's defaults
-        then retry the pod on any relevant change) and a logged error: the cycle is over by
-        then, and a hint must not cost the pod its retry."""
-        try:
-            return self.inner.events_for(pod)
-        except Exception:
-            log.exception("plugin's queueing hints failed", extra={"plugin": self.name})
-            return ()
+        """The wrapped plugin's queueing hints. When that raises, the engine logs it with the
+        plugin's name and names no events, so the pod is retried on any change
+        (``Engine.unschedulable_events``): one failing hint must not narrow what the other
+        plugins' hints would wake the pod for."""
+        return self.inner.events_for(pod)
 
     def prefilter(self, pod: PodView, snapshot: Snapshot) -> PrefilterResult:
         evaluation = self.observers.evaluation

@@ -29,9 +29,12 @@ BROKEN_ENTRY_POINTS = {
     "Unimportable": "tests.support.no_such_module:PLUGIN",
     "NotAPlugin": "tests.support.plugins:NOT_A_PLUGIN",
     "RaisingInit": "tests.support.plugins:RAISING_INIT",
+    "RaisingHints": "tests.support.plugins:RAISING_HINTS",
 }
 # the pods the raising plugins fail on carry this label; others pass untouched
 TRIGGER = "plugins.berthmaster.test/raise"
+# the pods RaisingHints rejects, and whose queueing hints it then fails to give
+HINTS_TRIGGER = "plugins.berthmaster.test/raise-hints"
 
 
 def write_distribution(root: Path, name: str, entries: Mapping[str, str]) -> None:
@@ -111,6 +114,23 @@ class _WildScore(framework.Priority):
 
 
 @dataclass
+class _RaisingHints(framework.Predicate):
+    """Rejects the pods carrying HINTS_TRIGGER, then raises when asked which cluster events
+    could make them schedulable."""
+
+    NAME: ClassVar[str] = "RaisingHints"
+
+    def prefilter(self, pod: framework.PodView, snapshot: framework.Snapshot
+                  ) -> framework.PrefilterResult:
+        if not pod.labels.get(HINTS_TRIGGER):
+            return None
+        return lambda node: framework.unschedulable("node(s) are not for this pod")
+
+    def events_for(self, pod: framework.PodView) -> tuple[str, ...]:
+        raise LookupError("hint table missing")
+
+
+@dataclass
 class _RaisingInit(framework.Predicate):
     NAME: ClassVar[str] = "RaisingInit"
 
@@ -122,5 +142,6 @@ RAISING_INIT = framework.plugin(filter=_RaisingInit)
 RAISING_PREFILTER = framework.plugin(filter=_RaisingPreFilter)
 RAISING_FILTER = framework.plugin(filter=_RaisingFilter)
 RAISING_SCORE = framework.plugin(score=_RaisingScore)
+RAISING_HINTS = framework.plugin(filter=_RaisingHints)
 WILD_SCORE = framework.plugin(score=_WildScore)
 NOT_A_PLUGIN: Any = {"name": "NotAPlugin"}

@@ -54,7 +54,8 @@ profiles:
 - schedulerName: {name}
   plugins:
     multiPoint:
-      enabled: [{{name: LicensedNodes, weight: 5}}, {{name: RaisingFilter}}]
+      enabled: [{{name: LicensedNodes, weight: 5}}, {{name: RaisingFilter}},
+               {{name: RaisingHints}}]
   pluginConfig:
   - name: LicensedNodes
     args: {{minSeats: 1}}
@@ -121,11 +122,26 @@ async def test_an_installed_plugin_places_pods_and_a_raising_one_is_contained(
         "scheduler_plugin_evaluation_total",
         {"plugin": "LicensedNodes", "extension_point": "Filter", "profile": sched.name})
 
+    # a plugin whose queueing hint raises after it rejected a pod: the pod is requeued on any
+    # event, as upstream's queue requeues when a QueueingHintFn errs
+    # (pkg/scheduler/backend/queue/scheduling_queue.go, isPodWorthRequeuing)
+    await create_pod(kube, namespace, make_pod("hintless", sched.name, nodeSelector=group,
+                                               labels={plugins.HINTS_TRIGGER: "yes"}))
+
+    async def hintless_failed() -> list[dict[str, Any]]:
+        return [e for e in await events_for(kube, namespace, "FailedScheduling")
+                if e["involvedObject"]["name"] == "hintless"]
+
+    (event,) = await wait_for(hintless_failed, timeout=30, what="FailedScheduling for hintless")
+    assert event["message"].startswith("0/")
+    assert "node(s) are not for this pod" in event["message"]
+
     # the scheduler keeps serving the other pods meanwhile
     await create_pod(kube, namespace, make_pod("calm", sched.name, nodeSelector=group))
     assert await wait_for(lambda: node_of(kube, namespace, "calm"), timeout=30,
                           what="calm bound")
     assert await node_of(kube, namespace, "boom") is None
+    assert await node_of(kube, namespace, "hintless") is None
 
 
 @pytest.mark.parametrize(("enabled", "plugin_config", "wanted"), [

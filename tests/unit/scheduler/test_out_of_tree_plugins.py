@@ -17,6 +17,7 @@ from berthmaster.scheduler import framework
 from berthmaster.scheduler.config import load_config
 from berthmaster.scheduler.engine import Engine
 from berthmaster.scheduler.live import policy_file
+from berthmaster.scheduler.model import PodView
 from berthmaster.scheduler.plugins import out_of_tree
 from berthmaster.scheduler.simulate import load_profile, simulate
 from berthmaster.scheduler.snapshot import Snapshot
@@ -262,3 +263,18 @@ def test_explain_reads_a_configuration_file_too(tmp_path: Path) -> None:
     path.write_text(_config("{name: LicensedNodes}"))
     configured = policy_file(str(path))
     assert "LicensedNodes" in [p.name for p in configured.policy.predicates]
+
+
+def test_a_queueing_hint_that_raises_requeues_on_any_event(caplog: Any) -> None:
+    """A plugin whose ``events_for`` raises after rejecting a pod: the engine names no events
+    (the daemon then requeues the pod on any event), logging the plugin's name — as upstream's
+    queue requeues when a QueueingHintFn errs (pkg/scheduler/backend/queue/
+    scheduling_queue.go, isPodWorthRequeuing)."""
+    profile = load_config(_config("{name: RaisingHints}")).profiles[0]
+    engine = Engine(profile)
+    pod = make_pod("hintless", labels={plugins.HINTS_TRIGGER: "yes"})
+    decision = engine.schedule(pod, _cluster())
+    assert decision.node is None and "RaisingHints" in decision.rejected_by
+    assert engine.unschedulable_events(decision, PodView.from_dict(pod)) == frozenset()
+    assert [r.plugin for r in caplog.records if r.getMessage() == "queueing hint failed"] == [
+        "RaisingHints"]
