@@ -23,7 +23,6 @@ plugins are not wrapped, so their hot path keeps its cost.
 
 from __future__ import annotations
 
-import logging
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -55,7 +54,6 @@ from berthmaster.scheduler.snapshot import NodeInfo, Snapshot
 # cycle for the evaluation count
 Observer = Callable[[str, str, str, float], None]
 EvaluationObserver = Callable[[str, str], None]
-log = logging.getLogger("berthmaster.scheduler")
 SAMPLE_EVERY = 10  # the Filter calls of one cycle in ten are timed (the first one's included)
 
 
