@@ -281,8 +281,9 @@ class Harness:
         return body
 
     async def cleanup(self) -> None:
+        self.storage.use(None)
         with contextlib.suppress(KubeError, AssertionError):
-            await self.storage.use(None)
+            await self.storage.ensure()
         for namespace, kind, name in self.owners:
             with contextlib.suppress(KubeError):
                 await self.kube.patch(self._controller_path(namespace, kind, name),
@@ -413,7 +414,7 @@ class Harness:
         if scheduler == self.kube_scheduler:
             self._read_log()  # the lines of an earlier copy of this name are behind us
             self.scores.forget(key)
-        await self.storage.ensure()
+        await self._storage_ready()
         claims = bool(body["spec"].get("volumes"))
         provisioner = asyncio.create_task(self.storage.provision()) if claims else None
         try:
@@ -426,7 +427,7 @@ class Harness:
                 with contextlib.suppress(asyncio.CancelledError):
                     await provisioner
         if claims and outcome.kind != "unschedulable":
-            self.storage.touched()
+            self.storage.touched(body)
         outcome = Outcome(outcome.kind, outcome.node, outcome.message, created=created)
         if outcome.kind == "bound" and scheduler == self.kube_scheduler:
             outcome = await self._with_scores(outcome, key)
@@ -493,6 +494,13 @@ class Harness:
             for p in existing
             if (p["metadata"]["namespace"], p["metadata"]["name"]) not in present))
 
+    async def _storage_ready(self) -> None:
+        """The scenario's storage as it made it; the seconds that took, by phase."""
+        before = Counter(self.storage.seconds)
+        await self.storage.ensure()
+        for phase, seconds in (self.storage.seconds - before).items():
+            self.seconds[f"storage {phase}"] += seconds
+
     async def _berthmaster_feasible(self, pod: JSON, node: str) -> bool:
         return self.engine.fits(pod, node, await self.snapshot())
 
@@ -506,16 +514,13 @@ class Harness:
         await self._shape_nodes(scenario)
         self.seconds["nodes"] += time.monotonic() - started
         await self._create_existing(scenario.existing)
-        started = time.monotonic()
-        await self.storage.use(scenario.storage)
-        self.seconds["storage"] += time.monotonic() - started
+        self.storage.use(scenario.storage)
+        await self._storage_ready()
 
     async def snapshot(self) -> Snapshot:
         """The scenario's cluster as berthmaster's engine sees it (its storage as the scenario
         made it)."""
-        started = time.monotonic()
-        await self.storage.ensure()
-        self.seconds["storage"] += time.monotonic() - started
+        await self._storage_ready()
         nodes, _ = await self.kube.list_all(resource_path(CORE, "nodes"))
         namespaces, _ = await self.kube.list_all(resource_path(CORE, "namespaces"))
         services: list[JSON] = []

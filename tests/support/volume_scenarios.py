@@ -14,9 +14,9 @@ its own random stream, so the rest of every scenario is what it was without volu
 - CSINodes with an allocatable volume count per driver for some nodes, CSIStorageCapacities of
   :data:`CSI` on some nodes' hostname or zone;
 - for each incoming pod, sometimes, one or two claims in its namespace, each of one kind:
-  ``bound`` (to a volume of its own on some node, pre-bound both ways so that the PV controller
-  completes the binding; its volume sometimes labelled with a zone, mostly the node's, for
-  VolumeZone),
+  ``bound`` (to a volume of its own on some node, whose claimRef names it: the PV controller
+  completes the binding as it does a scheduler's; its volume sometimes labelled with a zone,
+  mostly the node's, for VolumeZone),
   ``static`` (:data:`LOCAL`: a local volume has to match), ``dynamic`` (:data:`CSI` or
   :data:`PLAIN`: provisioned where topology, capacity and the CSI volume limit allow),
   ``immediate``, ``no-class`` (naming a StorageClass that does not exist) or ``missing`` (no
@@ -120,11 +120,9 @@ def local_volume(name: str, cls: str, node: str, size: str, zone: str | None = N
             "spec": spec}
 
 
-def _claim(name: str, namespace: str, cls: str, size: str, volume: str = "") -> JSON:
+def _claim(name: str, namespace: str, cls: str, size: str) -> JSON:
     spec: JSON = {"accessModes": ["ReadWriteOnce"], "storageClassName": cls,
                   "resources": {"requests": {"storage": size}}}
-    if volume:
-        spec["volumeName"] = volume
     return {"apiVersion": "v1", "kind": "PersistentVolumeClaim",
             "metadata": _meta(name, namespace), "spec": spec}
 
@@ -202,7 +200,7 @@ def _add_claim(rng: random.Random, out: Volumes, kind: str, name: str, namespace
         # VolumeZone: mostly the node's own zone, sometimes another
         roll = rng.random()
         zone = labels.get(ZONE) if roll < 0.4 else rng.choice(zones) if roll < 0.55 else None
-        out.claims.append(_claim(name, namespace, LOCAL, size, volume))
+        out.claims.append(_claim(name, namespace, LOCAL, size))
         out.volumes.append(local_volume(volume, LOCAL, node, size, zone, claim={
             "apiVersion": "v1", "kind": "PersistentVolumeClaim", "namespace": namespace,
             "name": name}))
