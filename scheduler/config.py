@@ -613,8 +613,15 @@ def _volume_binding_args(doc: Mapping[str, Any], path: str, args: _Args, problem
     if timeout < 0:
         problems.invalid(f"{path}.bindTimeoutSeconds", timeout,
                          "invalid BindTimeoutSeconds, should not be a negative value")
-    if doc.get("shape") is not None:
-        problems.invalid(f"{path}.shape", doc.get("shape"), "unexpected field `shape`, remove "
+    shape = doc.get("shape")
+    if shape is not None:
+        # validation_pluginargs.go, ValidateVolumeBindingArgsWithOptions: the gate
+        # StorageCapacityScoring is alpha and off in 1.35, so any shape is refused; the value
+        # is printed as the internal type marshals (field names without JSON tags)
+        if isinstance(shape, list):
+            shape = [{"Utilization": p.get("utilization", 0), "Score": p.get("score", 0)}
+                     if isinstance(p, Mapping) else p for p in shape]
+        problems.invalid(f"{path}.shape", shape, "unexpected field `shape`, remove "
                          "it or turn on the feature gate StorageCapacityScoring")
     args.bind_timeout_seconds = timeout
 

@@ -124,6 +124,9 @@ class Decision:
     # the predicates that rejected at least one node (canonical names)
     rejected_by: frozenset[str] = frozenset()
     prefilter_message: str = ""
+    # a prefilter rejected the pod as UnschedulableAndUnresolvable: kube-scheduler stops running
+    # PreFilter plugins there (framework/runtime/framework.go, RunPreFilterPlugins)
+    prefilter_unresolvable: bool = False
     # explain only: node -> predicate name -> "" (passed) or its reasons; node -> priority -> score
     verdicts: dict[str, dict[str, str]] = field(default_factory=dict)
     priority_scores: dict[str, dict[str, int]] = field(default_factory=dict)
@@ -659,7 +662,8 @@ def _prefilter_rejection(view: PodView, nodes: list[NodeInfo], predicate: Predic
     return Decision(view.key, None, fit_error_message(total, {}, message), reasons,
                     evaluated=total, total_nodes=total,
                     unresolvable=frozenset(reasons) if status.unresolvable else frozenset(),
-                    rejected_by=frozenset((predicate.NAME,)), prefilter_message=message)
+                    rejected_by=frozenset((predicate.NAME,)), prefilter_message=message,
+                    prefilter_unresolvable=status.unresolvable)
 
 
 def _position_index(snapshot: Snapshot, nodes: list[NodeInfo]) -> dict[str, int]:

@@ -35,6 +35,15 @@ unresolvable is not tried (``Preemption is not helpful for scheduling``, also ev
 not tried); a tried node without lower-priority pods says ``No preemption victims found for
 incoming pod``; a tried node where the pod still does not fit with every lower-priority pod
 gone counts the reasons of the first predicate that still rejects it.
+
+One upstream quirk is kept: when a PreFilter plugin rejects the pod as UnschedulableAndUnresolvable
+(a missing or unbound immediate claim, say), kube-scheduler runs no later PreFilter plugin
+(framework/runtime/framework.go, RunPreFilterPlugins), so DynamicResources, which comes after
+every other PreFilter plugin of the default profile (apis/config/v1/default_plugins.go,
+applyDynamicResources), never wrote its cycle state; its PostFilter then fails reading it
+(dynamicresources.go, PostFilter, getStateData: the framework's ``not found`` error), which
+ends the PostFilter phase with that error: the FailedScheduling text ends ``... . not found``
+and no preemption is tried (:data:`DRA_STATE_NOT_FOUND`).
 """
 
 from __future__ import annotations
@@ -49,6 +58,8 @@ from berthmaster.scheduler.plugins.base import Status, unresolvable
 from berthmaster.scheduler.snapshot import Snapshot
 
 NO_CLAIMS_TO_DEALLOCATE = "no new claims to deallocate"
+# framework/interface.go, ErrNotFound: DynamicResources' PostFilter without its PreFilter state
+DRA_STATE_NOT_FOUND = "not found"
 NOT_HELPFUL = "Preemption is not helpful for scheduling"
 NO_VICTIMS = "No preemption victims found for incoming pod"
 NEVER = "not eligible due to preemptionPolicy=Never."
@@ -197,6 +208,10 @@ def _pick(candidates: list[_Candidate]) -> _Candidate:
 def evaluate_preemption(pod: Obj, snapshot: Snapshot, engine: Engine,
                         decision: Decision | None = None) -> PreemptionResult:
     """Choose a preemption for ``pod`` (which ``decision`` found fitting nowhere)."""
+    if decision is None:
+        decision = engine.schedule(pod, snapshot, sample=False)
+    if decision.prefilter_unresolvable:
+        return PreemptionResult(None, DRA_STATE_NOT_FOUND)  # see the module docstring
     if not engine.policy.preemption:
         # DefaultPreemption disabled: DynamicResources' PostFilter reason alone
         return PreemptionResult(None, NO_CLAIMS_TO_DEALLOCATE)
@@ -205,8 +220,6 @@ def evaluate_preemption(pod: Obj, snapshot: Snapshot, engine: Engine,
         return PreemptionResult(None, post_filter_message("preemption: " + NEVER))
     priority = snapshot.priority(view)
     total = len(snapshot)
-    if decision is None:
-        decision = engine.schedule(pod, snapshot, sample=False)
     if view.nominated_node and view.nominated_node not in decision.unresolvable:
         # default_preemption.go, PodEligibleToPreemptOthers: a pod whose nominated node still
         # holds a lower-priority pod being deleted *by preemption* waits for it; one whose

@@ -3,7 +3,8 @@
 Input: ``--cluster FILE`` holds any number of YAML documents, each an object or a ``List``
 (``kubectl get nodes,pods -A -o yaml`` prints one): Nodes, Pods, Namespaces, Services,
 ReplicationControllers, ReplicaSets, StatefulSets, PodDisruptionBudgets, PriorityClasses,
-PersistentVolumes, PersistentVolumeClaims, StorageClasses, CSINodes; other kinds are ignored.
+PersistentVolumes, PersistentVolumeClaims, StorageClasses, CSINodes, CSIDrivers,
+CSIStorageCapacities; other kinds are ignored.
 Pods with ``spec.nodeName`` are running. Pods without it are placed when their schedulerName is
 ``berthmaster``; every pod of ``--pods FILE`` is placed, whatever its schedulerName.
 ``--from-cluster`` reads the same kinds from the live cluster instead (what the running

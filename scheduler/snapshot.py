@@ -59,6 +59,7 @@ NAMESPACED_KINDS = {
     "StatefulSet": "stateful_sets",
     "PodDisruptionBudget": "pdbs",
     "PersistentVolumeClaim": "persistent_volume_claims",
+    "CSIStorageCapacity": "csi_storage_capacities",
 }
 CLUSTER_KINDS = {
     "Namespace": "namespaces",
@@ -66,6 +67,7 @@ CLUSTER_KINDS = {
     "PersistentVolume": "persistent_volumes",
     "StorageClass": "storage_classes",
     "CSINode": "csi_nodes",
+    "CSIDriver": "csi_drivers",
 }
 TERM_KINDS = ("anti_required", "affinity_required", "affinity_preferred", "anti_preferred")
 KINDS = frozenset({*NAMESPACED_KINDS, *CLUSTER_KINDS, "Node", "Pod"})
@@ -278,6 +280,8 @@ class Snapshot:
         self.persistent_volume_claims: dict[str, Obj] = {}
         self.storage_classes: dict[str, Obj] = {}
         self.csi_nodes: dict[str, Obj] = {}  # storage.k8s.io CSINodes, by (node) name
+        self.csi_drivers: dict[str, Obj] = {}  # storage.k8s.io CSIDrivers, by (driver) name
+        self.csi_storage_capacities: dict[str, Obj] = {}  # by namespace/name
         self._selectors: dict[tuple[str, str], LabelSelector] = {}
         self.generation = 0
         # results that depend only on the nodes (e.g. node sets matching a selector); cleared
@@ -292,7 +296,9 @@ class Snapshot:
               stateful_sets: Iterable[Obj] = (), pdbs: Iterable[Obj] = (),
               priority_classes: Iterable[Obj] = (), persistent_volumes: Iterable[Obj] = (),
               persistent_volume_claims: Iterable[Obj] = (),
-              storage_classes: Iterable[Obj] = (), csi_nodes: Iterable[Obj] = ()) -> Snapshot:
+              storage_classes: Iterable[Obj] = (), csi_nodes: Iterable[Obj] = (),
+              csi_drivers: Iterable[Obj] = (),
+              csi_storage_capacities: Iterable[Obj] = ()) -> Snapshot:
         snap = cls()
         groups: list[tuple[str, Iterable[Obj]]] = [
             ("Namespace", namespaces), ("PriorityClass", priority_classes),
@@ -300,7 +306,8 @@ class Snapshot:
             ("ReplicaSet", replica_sets), ("StatefulSet", stateful_sets),
             ("PodDisruptionBudget", pdbs), ("PersistentVolume", persistent_volumes),
             ("PersistentVolumeClaim", persistent_volume_claims),
-            ("StorageClass", storage_classes), ("CSINode", csi_nodes)]
+            ("StorageClass", storage_classes), ("CSINode", csi_nodes),
+            ("CSIDriver", csi_drivers), ("CSIStorageCapacity", csi_storage_capacities)]
         for kind, objs in groups:
             for obj in objs:
                 snap.upsert(kind, obj)

@@ -106,6 +106,12 @@ RESOURCES: tuple[Resource, ...] = (
                                            "storageclasses"), event="StorageClass/Add"),
     Resource("CSINode", resource_path(group_path("storage.k8s.io", "v1"), "csinodes"),
              event="CSINode", by_action=True),
+    # VolumeBinding's storage capacity check (volumebinding/binder.go, hasEnoughCapacity)
+    Resource("CSIDriver", resource_path(group_path("storage.k8s.io", "v1"), "csidrivers"),
+             event="CSIDriver", by_action=True),
+    Resource("CSIStorageCapacity",
+             resource_path(group_path("storage.k8s.io", "v1"), "csistoragecapacities"),
+             event="CSIStorageCapacity", by_action=True),
 )
 
 

@@ -103,7 +103,8 @@ _NODE_UPDATES = {
     "conditions": "Node/UpdateNodeCondition",
 }
 # volume-related kinds whose events are named "Kind/Action" already (the cache names them)
-_VOLUME_KINDS = ("PersistentVolume", "StorageClass", "CSINode")
+_VOLUME_KINDS = ("PersistentVolume", "StorageClass", "CSINode", "CSIDriver",
+                 "CSIStorageCapacity")
 _SIMPLE = {
     NODE_ADD: ("Node/Add",),
     ASSIGNED_POD_ADD: ("Pod/Add",),

@@ -19,16 +19,26 @@ pv_helpers.go``, FindMatchingVolume):
   provisioner is not ``kubernetes.io/no-provisioner`` and its ``allowedTopologies`` match the
   node (otherwise ``node(s) didn't find available persistent volumes to bind``). A claim that
   already carries ``volume.kubernetes.io/selected-node`` fits that node only.
+- **Storage capacity** (:func:`has_enough_capacity`, binder.go hasEnoughCapacity): a claim to
+  provision whose provisioner has a CSIDriver with ``storageCapacity: true`` needs a
+  CSIStorageCapacity (any namespace) of the claim's class whose ``nodeTopology`` selects the
+  node and whose ``maximumVolumeSize`` (or else ``capacity``) is at least the claim's storage
+  request, in whole bytes rounded up as ``Quantity.Value()``; otherwise ``node(s) did not have
+  enough free storage``. A provisioner without a CSIDriver, a driver that does not opt in, and
+  a claim without a storage request are not checked. A capacity without ``nodeTopology`` is
+  available nowhere.
   The outcome for the chosen node, a :class:`PodVolumes` (static bindings and claims to
   provision), is what Reserve assumes and PreBind writes (``scheduler/daemon/volumes.py``).
-- Not done: the CSIStorageCapacity check (``node(s) did not have enough free storage``;
-  berthmaster watches neither CSIDriver nor CSIStorageCapacity, so capacity is never short),
-  in-tree to CSI translation of volumes' node affinity, and the capacity score.
+- **Score**: none. In 1.35 the capacity score (scorer.go) is behind the alpha feature gate
+  StorageCapacityScoring, off by default: the plugin's PreScore skips and ``shape`` in
+  VolumeBindingArgs is refused (``scheduler/config.py``), as upstream does with the gate off.
+- Not done: in-tree to CSI translation of volumes' node affinity.
 """
 
 from __future__ import annotations
 
 import copy
+import math
 from collections.abc import Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
@@ -189,6 +199,30 @@ def find_matching_volume(pvc: Obj, volumes: Sequence[Obj], labels: Mapping[str, 
     return smallest
 
 
+def has_enough_capacity(snapshot: Snapshot, provisioner: str, pvc: Obj, class_name: str,
+                        labels: Mapping[str, str]) -> bool:
+    """hasEnoughCapacity (binder.go): see the module docstring."""
+    requests = ((pvc.get("spec") or {}).get("resources") or {}).get("requests") or {}
+    if requests.get("storage") is None:
+        return True
+    driver = snapshot.csi_drivers.get(provisioner)
+    if driver is None or (driver.get("spec") or {}).get("storageCapacity") is not True:
+        return True
+    wanted = math.ceil(parse_quantity(requests["storage"]))
+    for capacity in snapshot.csi_storage_capacities.values():
+        if capacity.get("storageClassName") != class_name:
+            continue
+        limit = capacity.get("maximumVolumeSize")
+        if limit is None:
+            limit = capacity.get("capacity")
+        if limit is None or math.ceil(parse_quantity(limit)) < wanted:
+            continue
+        topology = capacity.get("nodeTopology")
+        if topology is not None and label_selector(topology).matches(labels):
+            return True
+    return False
+
+
 def topology_matches(cls: Obj, labels: Mapping[str, str]) -> bool:
     """MatchTopologySelectorTerms (apis/core/v1/helper): no terms match every node; else some
     term whose every expression has the node's label value among its values."""
@@ -287,6 +321,7 @@ def find_pod_volumes(claims: PodVolumeClaims, snapshot: Snapshot, node_name: str
     bound_ok = True
     bound_found = True
     unbound_ok = True
+    enough_storage = True
     for pvc in claims.bound:
         pv = snapshot.persistent_volumes.get((pvc.get("spec") or {}).get("volumeName") or "")
         if pv is None:
@@ -304,7 +339,7 @@ def find_pod_volumes(claims: PodVolumeClaims, snapshot: Snapshot, node_name: str
             ann = ((pvc.get("metadata") or {}).get("annotations") or {})
             if ANN_SELECTED_NODE in ann:
                 if ann[ANN_SELECTED_NODE] != node_name:
-                    return PodVolumes(), _reasons(bound_ok, False, bound_found)
+                    return PodVolumes(), _reasons(bound_ok, False, bound_found, True)
                 to_provision.append(pvc)
             else:
                 to_match.append(pvc)
@@ -331,19 +366,27 @@ def find_pod_volumes(claims: PodVolumeClaims, snapshot: Snapshot, node_name: str
                     unbound_ok = False
                     provisions = []
                     break
+                if not has_enough_capacity(snapshot, provisioner, pvc, claim_class(pvc), labels):
+                    enough_storage = False
+                    provisions = []
+                    break
                 provisions.append(pvc)
-    reasons = _reasons(bound_ok, unbound_ok, bound_found)
+    reasons = _reasons(bound_ok, unbound_ok, bound_found, enough_storage)
     if reasons:
         return PodVolumes(), reasons
     return PodVolumes(tuple(static), tuple(provisions)), ()
 
 
-def _reasons(bound_ok: bool, unbound_ok: bool, bound_found: bool) -> tuple[str, ...]:
+def _reasons(bound_ok: bool, unbound_ok: bool, bound_found: bool,
+             enough_storage: bool) -> tuple[str, ...]:
+    """FindPodVolumes' reasons, in its order."""
     out = []
     if not bound_ok:
         out.append(REASON_NODE_CONFLICT)
     if not unbound_ok:
         out.append(REASON_BIND_CONFLICT)
+    if not enough_storage:
+        out.append(REASON_NOT_ENOUGH_SPACE)
     if not bound_found:
         out.append(REASON_PV_NOT_EXIST)
     return tuple(out)
@@ -384,7 +427,8 @@ class VolumeBinding(Predicate):
     NAME = NAME
     ALIASES = ALIASES
     EVENTS = ("PersistentVolume/Add", "PersistentVolumeClaim/Add", "StorageClass/Add",
-              "Node/Add")
+              "Node/Add", "CSIDriver/Update", "CSIStorageCapacity/Add",
+              "CSIStorageCapacity/Update")
 
     def prefilter(self, pod: PodView, snapshot: Snapshot) -> PrefilterResult:
         claims = pod_volume_claims(pod, snapshot)

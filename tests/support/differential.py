@@ -32,6 +32,13 @@ when ``DeletionTimestamp`` is nil; pkg/controller/statefulset/stateful_set_contr
 while the garbage collector leaves their pods alone (the owner exists), and both schedulers
 still read their selectors for default spreading.
 
+Scenarios with storage (:mod:`tests.support.volume_scenarios`) have their StorageClasses,
+volumes, claims and CSI objects made before their pods; a copy that mounts claims may be bound
+only once its claims are, so while it waits the harness plays the provisioner, and before the
+next copy it puts the storage back as the scenario made it
+(:mod:`tests.support.differential_storage`). Both schedulers therefore bind such pods for
+real: PreBind's writes, the PV controller's binding and the wait included.
+
 Pods of one watch stream reach a scheduler in order, so a scheduler always sees the previous
 copy's deletion before the next copy's creation. Node updates travel on another stream, so a
 scheduler may still see a node's previous shape: a pod whose outcomes differ is compared once
@@ -55,6 +62,8 @@ from berthmaster.devcluster.nodes import fake_node
 from berthmaster.kube import CORE, KubeClient, KubeError, group_path, resource_path
 from berthmaster.scheduler.engine import Decision, Engine
 from berthmaster.scheduler.snapshot import Snapshot
+from tests.support.differential_storage import PATHS as STORAGE_PATHS
+from tests.support.differential_storage import Storage
 from tests.support.kube_scheduler_log import Binding, ScoreCycle, ScoreLog
 from tests.support.scenarios import (
     APPS,
@@ -165,6 +174,7 @@ class Harness:
         self.compared = 0
         self.outcomes: Counter[str] = Counter()
         self.seconds: Counter[str] = Counter()
+        self.storage = Storage(kube)
 
     # ------------------------------------------------------------------ setup
     def use(self, kube_scheduler: str, berthmaster: str, engine: Engine, kube_log: Path,
@@ -271,6 +281,9 @@ class Harness:
         return body
 
     async def cleanup(self) -> None:
+        self.storage.use(None)
+        with contextlib.suppress(KubeError, AssertionError):
+            await self.storage.ensure()
         for namespace, kind, name in self.owners:
             with contextlib.suppress(KubeError):
                 await self.kube.patch(self._controller_path(namespace, kind, name),
@@ -401,9 +414,20 @@ class Harness:
         if scheduler == self.kube_scheduler:
             self._read_log()  # the lines of an earlier copy of this name are behind us
             self.scores.forget(key)
-        created = await self.kube.create(resource_path(CORE, "pods", namespace), body)
-        outcome: Outcome = await _until(lambda: self._outcome(namespace, name),
-                                        f"{scheduler}'s decision on {namespace}/{name}")
+        await self._storage_ready()
+        claims = bool(body["spec"].get("volumes"))
+        provisioner = asyncio.create_task(self.storage.provision()) if claims else None
+        try:
+            created = await self.kube.create(resource_path(CORE, "pods", namespace), body)
+            outcome: Outcome = await _until(lambda: self._outcome(namespace, name),
+                                            f"{scheduler}'s decision on {namespace}/{name}")
+        finally:
+            if provisioner is not None:
+                provisioner.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await provisioner
+        if claims and outcome.kind != "unschedulable":
+            self.storage.touched(body)
         outcome = Outcome(outcome.kind, outcome.node, outcome.message, created=created)
         if outcome.kind == "bound" and scheduler == self.kube_scheduler:
             outcome = await self._with_scores(outcome, key)
@@ -470,6 +494,13 @@ class Harness:
             for p in existing
             if (p["metadata"]["namespace"], p["metadata"]["name"]) not in present))
 
+    async def _storage_ready(self) -> None:
+        """The scenario's storage as it made it; the seconds that took, by phase."""
+        before = Counter(self.storage.seconds)
+        await self.storage.ensure()
+        for phase, seconds in (self.storage.seconds - before).items():
+            self.seconds[f"storage {phase}"] += seconds
+
     async def _berthmaster_feasible(self, pod: JSON, node: str) -> bool:
         return self.engine.fits(pod, node, await self.snapshot())
 
@@ -483,9 +514,13 @@ class Harness:
         await self._shape_nodes(scenario)
         self.seconds["nodes"] += time.monotonic() - started
         await self._create_existing(scenario.existing)
+        self.storage.use(scenario.storage)
+        await self._storage_ready()
 
     async def snapshot(self) -> Snapshot:
-        """The scenario's cluster as berthmaster's engine sees it."""
+        """The scenario's cluster as berthmaster's engine sees it (its storage as the scenario
+        made it)."""
+        await self._storage_ready()
         nodes, _ = await self.kube.list_all(resource_path(CORE, "nodes"))
         namespaces, _ = await self.kube.list_all(resource_path(CORE, "namespaces"))
         services: list[JSON] = []
@@ -497,9 +532,16 @@ class Harness:
                 self._controller_path(name, "ReplicaSet")))[0])
             stateful_sets.extend((await self.kube.list_all(
                 self._controller_path(name, "StatefulSet")))[0])
+        storage = {kind: (await self.kube.list_all(path))[0]
+                   for kind, path in STORAGE_PATHS.items()}
         return Snapshot.build(nodes=nodes, pods=await self._namespace_pods(),
                               namespaces=namespaces, services=services,
-                              replica_sets=replica_sets, stateful_sets=stateful_sets)
+                              replica_sets=replica_sets, stateful_sets=stateful_sets,
+                              storage_classes=storage["StorageClass"],
+                              csi_drivers=storage["CSIDriver"], csi_nodes=storage["CSINode"],
+                              csi_storage_capacities=storage["CSIStorageCapacity"],
+                              persistent_volume_claims=storage["PersistentVolumeClaim"],
+                              persistent_volumes=storage["PersistentVolume"])
 
     async def run(self, scenario: Scenario) -> list[Disagreement]:
         await self.setup(scenario)
@@ -530,6 +572,8 @@ class Harness:
         self.seconds["berthmaster"] += time.monotonic() - started
         if count:
             self.outcomes[f"{kube.kind}/{bm.kind}"] += 1
+            if pod["spec"].get("volumes"):
+                self.outcomes[f"with claims {kube.kind}/{bm.kind}"] += 1
 
         def disagreement(what: str, kind: str, detail: str = "") -> Disagreement:
             return Disagreement(scenario, pod, what, kube, bm, detail, kind, self.config)

@@ -28,6 +28,10 @@ whose ``uid`` the harness fills in (the objects exist only once it made them). A
 pods are named ``<set>-<ordinal>``: its controller releases owned pods of any other name
 (pkg/controller/statefulset/stateful_set.go, getPodsForStatefulSet).
 
+A share of the small scenarios also carries storage (:mod:`tests.support.volume_scenarios`:
+StorageClasses, local volumes, claims bound and unbound, CSINodes, a CSIDriver, CSIStorage
+Capacities) and some of its incoming pods mount claims.
+
 ``generate(seed, count)`` is pure: the same seed gives the same scenarios, ordered by node
 count, largest first, so the harness only ever deletes nodes between scenarios (a new node
 would have to wait for the node-lifecycle controller's ``not-ready`` taint to go).
@@ -40,6 +44,9 @@ import hashlib
 import random
 from dataclasses import dataclass, field
 from typing import Any
+
+from tests.support.volume_scenarios import Volumes
+from tests.support.volume_scenarios import build as build_volumes
 
 JSON = dict[str, Any]
 
@@ -111,6 +118,7 @@ class Scenario:
     nodes: list[NodeSpec]
     existing: list[JSON]
     incoming: list[JSON] = field(default_factory=list)
+    storage: Volumes | None = None
 
     def describe(self) -> str:
         lines = [f"scenario {self.index}:"]
@@ -122,6 +130,8 @@ class Scenario:
         for p in self.existing:
             lines.append(f"  existing {p['metadata']['namespace']}/{p['metadata']['name']} "
                          f"-> {p['spec']['nodeName']}: {_spec_summary(p)}")
+        if self.storage is not None:
+            lines.extend(self.storage.describe())
         return "\n".join(lines)
 
 
@@ -425,7 +435,9 @@ def scenario(seed: int, index: int) -> Scenario:
         existing.append(pod)
     incoming = [_incoming(rng, nodes, f"new-{j}", 1000 + j, zones)
                 for j in range(rng.randint(1, 3))]
-    return Scenario(index, nodes, existing, incoming)
+    # its own random stream: a scenario with storage is otherwise the one it was without
+    storage = build_volumes(seed, index, [(n.name, n.labels) for n in nodes], incoming, zones)
+    return Scenario(index, nodes, existing, incoming, storage)
 
 
 def generate(seed: int, count: int, start: int = 0) -> list[Scenario]:

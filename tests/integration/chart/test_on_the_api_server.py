@@ -172,7 +172,8 @@ SCHEDULER_MAY = [
     ("delete", "pods", "-A"), ("watch", "nodes"), ("list", "persistentvolumeclaims", "-A"),
     ("list", "poddisruptionbudgets.policy", "-A"), ("list", "replicasets.apps", "-A"),
     ("list", "priorityclasses.scheduling.k8s.io"), ("create", "events", "-A"),
-    ("watch", "csinodes.storage.k8s.io"),
+    ("watch", "csinodes.storage.k8s.io"), ("watch", "csidrivers.storage.k8s.io"),
+    ("watch", "csistoragecapacities.storage.k8s.io", "-A"),
     ("create", "leases.coordination.k8s.io", "-n", "{ns}"),
     ("update", "leases.coordination.k8s.io/zonal", "-n", "{ns}"),
 ]

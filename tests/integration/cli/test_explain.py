@@ -254,7 +254,8 @@ SCHEDULER_READS = [
     {"apiGroups": ["policy"], "resources": ["poddisruptionbudgets"], "verbs": ["get", "list"]},
     {"apiGroups": ["scheduling.k8s.io"], "resources": ["priorityclasses"],
      "verbs": ["get", "list"]},
-    {"apiGroups": ["storage.k8s.io"], "resources": ["storageclasses", "csinodes"],
+    {"apiGroups": ["storage.k8s.io"], "resources": ["storageclasses", "csinodes", "csidrivers",
+                                                "csistoragecapacities"],
      "verbs": ["get", "list"]},
 ]
 

@@ -21,6 +21,14 @@ state (``tests.support.differential``), and:
   (over 100 nodes) the scores are not compared and the pod is counted apart;
 - a node either one chose must be feasible for the other.
 
+A share of the small scenarios carries storage (``tests.support.volume_scenarios``:
+StorageClasses Immediate and WaitForFirstConsumer, no-provisioner and CSI provisioners, a
+CSIDriver that may publish capacity, local volumes, bound, unbound and missing claims, CSINodes
+with volume limits, CSIStorageCapacities), so VolumeBinding, VolumeZone and NodeVolumeLimits
+are compared too: a pod with claims that fits is bound by each scheduler for
+real (PreBind's writes and wait), the harness playing the provisioner the local control plane
+lacks and putting the storage back between copies (``tests.support.differential_storage``).
+
 Then a second part, the same comparison under generated configurations: batches of scenarios,
 each batch under one KubeSchedulerConfiguration drawn from the seed
 (``tests.support.scheduler_configs.random_config``: score weights, disabled score plugins,

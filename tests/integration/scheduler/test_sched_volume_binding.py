@@ -28,6 +28,9 @@ from berthmaster.scheduler.plugins.volume_binding import (
     ANN_SELECTED_NODE,
     NO_PROVISIONER,
     REASON_BIND_CONFLICT,
+    REASON_NODE_CONFLICT,
+    REASON_NOT_ENOUGH_SPACE,
+    REASON_UNBOUND_IMMEDIATE,
 )
 from tests.integration.scheduler.schedkit import create_pod, events_for, make_pod, node_of
 from tests.support.waiting import wait_for
@@ -56,16 +59,33 @@ class Storage:
         self.made.append(resource_path(STORAGE, "storageclasses", name=name))
         return name
 
+    async def csi_driver(self, name: str, storage_capacity: bool) -> None:
+        """A CSIDriver (cluster-wide) that does or does not publish storage capacity."""
+        await self.kube.create(resource_path(STORAGE, "csidrivers"), {
+            "apiVersion": "storage.k8s.io/v1", "kind": "CSIDriver", "metadata": {"name": name},
+            "spec": {"storageCapacity": storage_capacity, "attachRequired": False}})
+        self.made.append(resource_path(STORAGE, "csidrivers", name=name))
+
+    async def capacity(self, name: str, cls: str, node: str, size: str) -> None:
+        """A CSIStorageCapacity of ``cls`` with ``size`` free on ``node``'s topology."""
+        await self.kube.create(resource_path(STORAGE, "csistoragecapacities", self.namespace), {
+            "apiVersion": "storage.k8s.io/v1", "kind": "CSIStorageCapacity",
+            "metadata": {"name": name}, "storageClassName": cls, "capacity": size,
+            "nodeTopology": {"matchLabels": {HOST: node}}})
+        self.made.append(resource_path(STORAGE, "csistoragecapacities", self.namespace, name))
+
     async def local_pv(self, name: str, cls: str, node: str,
-                       claim: dict[str, Any] | None = None) -> dict[str, Any]:
+                       claim: dict[str, Any] | None = None,
+                       affinity: list[dict[str, Any]] | None = None) -> dict[str, Any]:
         full = f"{self.namespace}-{name}"
+        expressions = affinity or [{"key": HOST, "operator": "In", "values": [node]}]
         body: dict[str, Any] = {
             "apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": full},
             "spec": {"capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOnce"],
                      "persistentVolumeReclaimPolicy": "Retain", "storageClassName": cls,
                      "local": {"path": f"/mnt/{full}"},
-                     "nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [
-                         {"key": HOST, "operator": "In", "values": [node]}]}]}}}}
+                     "nodeAffinity": {"required": {"nodeSelectorTerms": [
+                         {"matchExpressions": expressions}]}}}}
         if claim is not None:
             body["spec"]["claimRef"] = claim
             body["metadata"]["annotations"] = {"pv.kubernetes.io/provisioned-by": "test"}
@@ -73,12 +93,16 @@ class Storage:
         self.made.append(resource_path(CORE, "persistentvolumes", name=full))
         return created
 
-    async def claim(self, name: str, cls: str) -> dict[str, Any]:
+    async def claim(self, name: str, cls: str, size: str = "1Gi",
+                    volume: str = "") -> dict[str, Any]:
+        spec: dict[str, Any] = {"accessModes": ["ReadWriteOnce"], "storageClassName": cls,
+                                "resources": {"requests": {"storage": size}}}
+        if volume:
+            spec["volumeName"] = volume
         created = await self.kube.create(
             resource_path(CORE, "persistentvolumeclaims", self.namespace), {
                 "apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": name},
-                "spec": {"accessModes": ["ReadWriteOnce"], "storageClassName": cls,
-                         "resources": {"requests": {"storage": "1Gi"}}}})
+                "spec": spec})
         self.made.append(resource_path(CORE, "persistentvolumeclaims", self.namespace, name))
         return created
 
@@ -270,3 +294,142 @@ async def test_pod_with_resource_claims_is_refused(
                  if c["type"] == "PodScheduled"]
     assert condition and condition[0]["reason"] == "Unschedulable"
     assert REFUSED in condition[0]["message"]
+
+
+async def selected_node(storage: Storage, claim: str) -> str | None:
+    found = await storage.get_claim(claim)
+    return ((found or {}).get("metadata", {}).get("annotations") or {}).get(ANN_SELECTED_NODE)
+
+
+async def test_claim_to_provision_needs_enough_free_storage(
+    kube: KubeClient, namespace: str, nodes: Any, storage: Storage, run_scheduler: Any
+) -> None:
+    """binder.go, checkVolumeProvisions / hasEnoughCapacity: the provisioner's CSIDriver
+    publishes capacity (``storageCapacity: true``), so a claim is provisioned only where a
+    CSIStorageCapacity of its class offers its size; a new capacity retries the pod
+    (volume_binding.go, EventsToRegister: CSIStorageCapacity Add)."""
+    small, roomy = await two_nodes(nodes)
+    driver = f"{namespace}.capacity.berthmaster.test"
+    await storage.csi_driver(driver, storage_capacity=True)
+    cls = await storage.storage_class("capacity", driver)
+    await storage.capacity("small", cls, small, "1Gi")
+    await storage.capacity("roomy", cls, roomy, "10Gi")
+    await storage.claim("fits", cls, size="5Gi")
+    await storage.claim("huge", cls, size="20Gi")
+    sched = await run_scheduler.start(policy=policy())
+    await create_pod(kube, namespace, with_claims("fits", sched.name, "fits"))
+    await create_pod(kube, namespace, with_claims("huge", sched.name, "huge"))
+
+    # only the node with room is chosen for the 5Gi claim (PreBind then waits for a volume)
+    assert await wait_for(lambda: selected_node(storage, "fits"), timeout=30,
+                          what="selected-node on claim fits") == roomy
+    message = await failed_with(kube, namespace, "huge", REASON_NOT_ENOUGH_SPACE)
+    assert message == (f"0/2 nodes are available: 2 {REASON_NOT_ENOUGH_SPACE}. no new claims "
+                       "to deallocate, preemption: 0/2 nodes are available: 2 Preemption is not "
+                       "helpful for scheduling.")
+    assert await selected_node(storage, "huge") is None
+
+    # the driver publishes a larger pool on the small node: the pod is retried and goes there
+    await storage.capacity("grown", cls, small, "50Gi")
+    assert await wait_for(lambda: selected_node(storage, "huge"), timeout=30,
+                          what="selected-node on claim huge") == small
+    for pod in ("fits", "huge"):
+        assert await node_of(kube, namespace, pod) is None  # no provisioner: never bound
+
+
+async def test_a_driver_that_does_not_publish_capacity_is_not_checked(
+    kube: KubeClient, namespace: str, nodes: Any, storage: Storage, run_scheduler: Any
+) -> None:
+    """hasEnoughCapacity: a CSIDriver with ``storageCapacity: false`` opts out, so the
+    CSIStorageCapacity objects of its class are ignored."""
+    small, _ = await two_nodes(nodes)
+    driver = f"{namespace}.nocapacity.berthmaster.test"
+    await storage.csi_driver(driver, storage_capacity=False)
+    cls = await storage.storage_class("nocapacity", driver)
+    await storage.capacity("small", cls, small, "1Gi")
+    await storage.claim("data", cls, size="5Gi")
+    sched = await run_scheduler.start(policy=policy())
+    await create_pod(kube, namespace, with_claims("web", sched.name, "data"))
+    assert await wait_for(lambda: selected_node(storage, "data"), timeout=30,
+                          what="selected-node on the claim") is not None
+
+
+async def test_claim_naming_a_missing_storage_class(
+    kube: KubeClient, namespace: str, nodes: Any, storage: Storage, run_scheduler: Any
+) -> None:
+    """A class that does not exist is not delayed binding (component-helpers
+    storage/volume/pv_helpers.go, IsDelayBindingMode: not found is ``false, nil``), so the
+    claim is an unbound immediate claim (binder.go, GetPodVolumeClaims) and the pod is refused
+    on every node with upstream's text; the PV controller says why on the claim. Once the class
+    exists (WaitForFirstConsumer, a local volume), the pod is retried and bound."""
+    _, there = await two_nodes(nodes)
+    cls = f"{namespace}-not-yet"
+    await storage.claim("data", cls)
+    sched = await run_scheduler.start(policy=policy())
+    await create_pod(kube, namespace, with_claims("web", sched.name, "data"))
+    message = await failed_with(kube, namespace, "web", REASON_UNBOUND_IMMEDIATE)
+    # refused at PreFilter: DynamicResources' PostFilter has no state ("not found"), as
+    # kube-scheduler 1.35 writes it (see scheduler/preemption.py)
+    assert message == f"0/2 nodes are available: {REASON_UNBOUND_IMMEDIATE}. not found"
+
+    async def provisioning_failed() -> str | None:
+        for event in await events_for(kube, namespace, "ProvisioningFailed"):
+            if event["involvedObject"]["name"] == "data":
+                return str(event["message"])
+        return None
+
+    said = await wait_for(provisioning_failed, timeout=60,
+                          what="the PV controller's ProvisioningFailed on the claim")
+    assert said == f'storageclass.storage.k8s.io "{cls}" not found'
+    assert await node_of(kube, namespace, "web") is None
+
+    await storage.local_pv("disk", await storage.storage_class("not-yet", NO_PROVISIONER), there)
+    assert await wait_for(lambda: node_of(kube, namespace, "web"), timeout=60,
+                          what="pod web bound once its class exists") == there
+
+
+async def test_volume_with_malformed_node_affinity(
+    kube: KubeClient, namespace: str, nodes: Any, storage: Storage, run_scheduler: Any
+) -> None:
+    """A volume's node affinity the API server refuses (an unknown operator) never exists; one
+    it accepts but no node can satisfy (``Gt`` with a value that is not an integer: the API
+    server checks only the count of values, core/validation ValidateNodeSelectorRequirement,
+    while labels.NewRequirement refuses to parse it, so component-helpers'
+    CheckNodeAffinity matches no node) keeps its pods pending with upstream's texts, bound
+    (``node(s) didn't match PersistentVolume's node affinity``) or to bind (``node(s) didn't
+    find available persistent volumes to bind``), and no pod bound to a node it cannot reach."""
+    first, _ = await two_nodes(nodes)
+    cls = await storage.storage_class("odd", NO_PROVISIONER)
+    with pytest.raises(KubeError) as refused:
+        await storage.local_pv("near", cls, first, affinity=[
+            {"key": HOST, "operator": "Near", "values": [first]}])
+    assert refused.value.status == 422
+    assert ('spec.nodeAffinity.required.nodeSelectorTerms[0].matchExpressions[0].operator: '
+            'Invalid value: "Near": not a valid selector operator') in refused.value.message
+
+    odd = [{"key": HOST, "operator": "Gt", "values": ["abc"]}]
+    await storage.local_pv("free", cls, first, affinity=odd)
+    await storage.claim("unbound", cls)
+    # pre-bound both ways: the PV controller completes the binding without the scheduler
+    claimed = await storage.claim("bound", cls, volume=f"{namespace}-taken")
+    await storage.local_pv("taken", cls, first, affinity=odd, claim={
+        "apiVersion": "v1", "kind": "PersistentVolumeClaim", "namespace": namespace,
+        "name": "bound", "uid": claimed["metadata"]["uid"]})
+
+    async def claim_bound() -> bool:
+        found = await storage.get_claim("bound")
+        return ((found or {}).get("status") or {}).get("phase") == "Bound"
+
+    await wait_for(claim_bound, timeout=60, what="claim bound bound by the PV controller")
+    sched = await run_scheduler.start(policy=policy())
+    await create_pod(kube, namespace, with_claims("to-bind", sched.name, "unbound"))
+    await create_pod(kube, namespace, with_claims("bound", sched.name, "bound"))
+    message = await failed_with(kube, namespace, "to-bind", REASON_BIND_CONFLICT)
+    assert message.startswith(f"0/2 nodes are available: 2 {REASON_BIND_CONFLICT}.")
+    message = await failed_with(kube, namespace, "bound", REASON_NODE_CONFLICT)
+    assert message.startswith(f"0/2 nodes are available: 2 {REASON_NODE_CONFLICT}.")
+    for pod in ("to-bind", "bound"):
+        assert await node_of(kube, namespace, pod) is None
+    free = await kube.get(resource_path(CORE, "persistentvolumes",
+                                        name=f"{namespace}-free"))
+    assert not free["spec"].get("claimRef")

@@ -334,3 +334,24 @@ def test_added_affinity_filters_and_scores_every_pod() -> None:
     assert problems[0].startswith("profiles[0].pluginConfig[0].args.addedAffinity."
                                   "requiredDuringSchedulingIgnoredDuringExecution."
                                   "nodeSelectorTerms: Required value")
+
+
+def test_volume_binding_shape_is_refused_as_with_the_gate_off() -> None:
+    """kube-scheduler 1.35 keeps VolumeBinding's capacity score behind the alpha gate
+    StorageCapacityScoring (pkg/features/kube_features.go: off by default); with it off,
+    validation_pluginargs.go refuses any ``shape``. The text is what kube-scheduler 1.35 prints
+    for this very file."""
+    problems = _problems("""
+            apiVersion: kubescheduler.config.k8s.io/v1
+            kind: KubeSchedulerConfiguration
+            profiles:
+            - schedulerName: x
+              pluginConfig:
+              - name: VolumeBinding
+                args:
+                  bindTimeoutSeconds: 5
+                  shape: [{utilization: 0, score: 10}, {utilization: 100, score: 0}]
+            """)
+    assert problems == ['profiles[0].pluginConfig[0].args.shape: Invalid value: [{"Utilization":0,'
+            '"Score":10},{"Utilization":100,"Score":0}]: unexpected field `shape`, remove it '
+            'or turn on the feature gate StorageCapacityScoring']

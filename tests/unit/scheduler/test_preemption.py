@@ -268,3 +268,38 @@ def test_without_default_preemption_the_message_ends_with_dynamic_resources_word
     assert result.preemption is None
     assert failed_scheduling_message(decision, result) == \
         "0/1 nodes are available: 1 Insufficient cpu. no new claims to deallocate"
+
+
+@pytest.mark.parametrize(("claims", "classes", "want"), [
+    ([], [], 'persistentvolumeclaim "data" not found'),
+    ([{"kind": "PersistentVolumeClaim", "metadata": {"name": "data", "namespace": "default"},
+       "spec": {"storageClassName": "absent"}}], [],
+     "pod has unbound immediate PersistentVolumeClaims"),
+])
+def test_a_prefilter_rejection_ends_with_dynamic_resources_missing_state(claims, classes, want):
+    """kube-scheduler 1.35 stops its PreFilter plugins at an UnschedulableAndUnresolvable one
+    (framework/runtime/framework.go, RunPreFilterPlugins), so DynamicResources' PostFilter finds
+    no state of its own and fails with the framework's "not found" (dynamicresources.go,
+    PostFilter): no preemption, that error as the PostFilter text. Seen from kube-scheduler
+    itself in the differential test (a claim naming a StorageClass that does not exist)."""
+    nodes = [make_node("n1", cpu="1"), make_node("n2", cpu="1")]
+    pods = [make_pod("low", cpu="1", priority=1, node_name="n1")]
+    pod = make_pod("p", cpu="1", priority=50, volumes=[
+        {"name": "v", "persistentVolumeClaim": {"claimName": "data"}}])
+    decision, result = run(nodes, pods, pod, persistent_volume_claims=claims,
+                           storage_classes=classes)
+    assert result.preemption is None
+    assert failed_scheduling_message(decision, result) == (
+        f"0/2 nodes are available: {want}. not found")
+
+
+def test_a_filter_rejection_keeps_the_post_filter_sentences():
+    """An unresolvable rejection at Filter (not PreFilter) leaves DynamicResources its state:
+    its sentence and DefaultPreemption's, as before."""
+    nodes = [make_node("n1", cpu="1")]
+    pod = make_pod("p", cpu="1", node_selector={"disk": "ssd"})
+    decision, result = run(nodes, [], pod)
+    assert failed_scheduling_message(decision, result) == (
+        "0/1 nodes are available: 1 node(s) didn't match Pod's node affinity/selector. no new "
+        "claims to deallocate, preemption: 0/1 nodes are available: 1 Preemption is not helpful "
+        "for scheduling.")

@@ -153,6 +153,100 @@ def test_find_pod_volumes(volumes, claims, classes, node, want, static, prov):
         assert verdict.unresolvable
 
 
+CSI = "example.com/csi"
+ZONE_A = {"matchLabels": {"zone": "a"}}
+
+
+def driver(name: str = CSI, capacity: bool | None = True) -> dict[str, Any]:
+    spec: dict[str, Any] = {} if capacity is None else {"storageCapacity": capacity}
+    return {"kind": "CSIDriver", "metadata": {"name": name}, "spec": spec}
+
+
+def capacity(name: str, cls: str = "dyn", topology: dict[str, Any] | None = ZONE_A,
+             **sizes: str) -> dict[str, Any]:
+    out: dict[str, Any] = {"kind": "CSIStorageCapacity",
+                           "metadata": {"name": name, "namespace": "kube-system"},
+                           "storageClassName": cls, **sizes}
+    if topology is not None:
+        out["nodeTopology"] = topology
+    return out
+
+
+NOT_ENOUGH = (vb.REASON_NOT_ENOUGH_SPACE,)
+# binder.go, checkVolumeProvisions / hasEnoughCapacity: (id, drivers, capacities, claim size,
+# node, want reasons)
+CAPACITY_CASES: list[tuple[str, list[Any], list[Any], str, str, tuple[str, ...]]] = [
+    ("no CSIDriver: not checked", [], [], "5Gi", "n1", ()),
+    ("driver does not opt in", [driver(capacity=False)], [], "5Gi", "n1", ()),
+    ("driver without the field", [driver(capacity=None)], [], "5Gi", "n1", ()),
+    ("opted in, no capacity published", [driver()], [], "5Gi", "n1", NOT_ENOUGH),
+    ("capacity enough on the node's topology", [driver()], [capacity("c", capacity="10Gi")],
+     "5Gi", "n1", ()),
+    ("capacity of another topology", [driver()], [capacity("c", capacity="10Gi")], "5Gi",
+     "n2", NOT_ENOUGH),
+    ("capacity too small", [driver()], [capacity("c", capacity="4Gi")], "5Gi", "n1",
+     NOT_ENOUGH),
+    ("exactly the request", [driver()], [capacity("c", capacity="5Gi")], "5Gi", "n1", ()),
+    ("maximumVolumeSize wins over capacity", [driver()],
+     [capacity("c", capacity="100Gi", maximumVolumeSize="1Gi")], "5Gi", "n1", NOT_ENOUGH),
+    ("maximumVolumeSize enough, capacity not", [driver()],
+     [capacity("c", capacity="1Gi", maximumVolumeSize="8Gi")], "5Gi", "n1", ()),
+    ("capacity of another class", [driver()], [capacity("c", cls="other", capacity="10Gi")],
+     "5Gi", "n1", NOT_ENOUGH),
+    ("no nodeTopology: available nowhere", [driver()],
+     [capacity("c", topology=None, capacity="10Gi")], "5Gi", "n1", NOT_ENOUGH),
+    ("empty nodeTopology: everywhere", [driver()], [capacity("c", topology={},
+                                                             capacity="10Gi")], "5Gi", "n2", ()),
+    ("neither size given", [driver()], [capacity("c")], "5Gi", "n1", NOT_ENOUGH),
+    ("bytes rounded up: 1500m bytes needs 2", [driver()], [capacity("c", capacity="1")],
+     "1500m", "n1", NOT_ENOUGH),
+    ("one of several is enough", [driver()],
+     [capacity("small", capacity="1Gi"), capacity("big", topology={}, capacity="9Gi")],
+     "5Gi", "n1", ()),
+]
+
+
+@pytest.mark.parametrize(("drivers", "capacities", "size", "node", "want"),
+                         [c[1:] for c in CAPACITY_CASES], ids=[c[0] for c in CAPACITY_CASES])
+def test_storage_capacity(drivers, capacities, size, node, want):
+    s = Snapshot.build(nodes=nodes(), persistent_volume_claims=[pvc("c", cls="dyn", size=size)],
+                       storage_classes=[sc("dyn", CSI)], csi_drivers=drivers,
+                       csi_storage_capacities=capacities)
+    pod = PodView.from_dict(pod_with("c"))
+    found = vb.pod_volume_claims(pod, s)
+    assert isinstance(found, vb.PodVolumeClaims)
+    info = s.node(node)
+    assert info is not None
+    got, reasons = vb.find_pod_volumes(found, s, node, info.labels)
+    assert reasons == want
+    assert [c["metadata"]["name"] for c in got.provisions] == ([] if want else ["c"])
+
+
+def test_claim_without_storage_request_is_not_capacity_checked():
+    claim = pvc("c", cls="dyn")
+    del claim["spec"]["resources"]
+    s = Snapshot.build(nodes=nodes(), persistent_volume_claims=[claim],
+                       storage_classes=[sc("dyn", CSI)], csi_drivers=[driver()])
+    found = vb.pod_volume_claims(PodView.from_dict(pod_with("c")), s)
+    assert isinstance(found, vb.PodVolumeClaims)
+    _, reasons = vb.find_pod_volumes(found, s, "n1", {"zone": "a"})
+    assert reasons == ()
+
+
+def test_static_conflict_and_short_storage_are_both_reported_in_upstreams_order():
+    """A bound claim elsewhere and a claim to provision without room: FindPodVolumes' order
+    (node conflict first, then not enough storage)."""
+    s = Snapshot.build(
+        nodes=nodes(), persistent_volumes=[pv("a", phase="Bound", node="n2")],
+        persistent_volume_claims=[pvc("b", volume="a", annotations=BOUND),
+                                  pvc("c", cls="dyn", size="5Gi")],
+        storage_classes=[sc(), sc("dyn", CSI)], csi_drivers=[driver()])
+    found = vb.pod_volume_claims(PodView.from_dict(pod_with("b", "c")), s)
+    assert isinstance(found, vb.PodVolumeClaims)
+    _, reasons = vb.find_pod_volumes(found, s, "n1", {"zone": "a", HOST: "n1"})
+    assert reasons == (vb.REASON_NODE_CONFLICT, vb.REASON_NOT_ENOUGH_SPACE)
+
+
 PREFILTER_CASES = [
     ("missing claim", [], None, ('persistentvolumeclaim "c" not found',)),
     ("immediate class", [pvc("c", cls="imm")], [sc("imm", mode="Immediate")],
