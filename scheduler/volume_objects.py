@@ -2,10 +2,11 @@
 
 Design: the placement engine's default profile (kube-scheduler 1.35's) judges a pod's volumes
 with VolumeBinding, VolumeRestrictions, VolumeZone and NodeVolumeLimits, which read the
-PersistentVolumes, PersistentVolumeClaims, StorageClasses and CSINodes of the
+PersistentVolumes, PersistentVolumeClaims, StorageClasses, CSINodes, CSIDrivers and
+CSIStorageCapacities (VolumeBinding's storage-capacity check) of the
 :class:`~berthmaster.scheduler.snapshot.Snapshot`. The scheduler daemon watches them
 (``scheduler/daemon/cache.py``); the autoscaler's and the descheduler's simulations read the
-same four kinds their own way — watch caches (``operator/autoscaler/watches.py``) or one LIST
+same six kinds their own way — watch caches (``operator/autoscaler/watches.py``) or one LIST
 each (:func:`list_volume_objects`, the descheduler's pass and the autoscaler without caches) —
 as raw JSON, and hand them to ``Snapshot.build`` through :meth:`VolumeObjects.snapshot_args`.
 So a pod whose claim is bound to a local volume is placed, in a simulation, only where the
@@ -34,17 +35,22 @@ VOLUME_KINDS: tuple[tuple[str, str, str], ...] = (
      "persistent_volume_claims"),
     ("StorageClass", resource_path(STORAGE_API, "storageclasses"), "storage_classes"),
     ("CSINode", resource_path(STORAGE_API, "csinodes"), "csi_nodes"),
+    ("CSIDriver", resource_path(STORAGE_API, "csidrivers"), "csi_drivers"),
+    ("CSIStorageCapacity", resource_path(STORAGE_API, "csistoragecapacities"),
+     "csi_storage_capacities"),
 )
 
 
 @dataclass(frozen=True)
 class VolumeObjects:
-    """The four kinds as read (raw JSON); empty when nothing was read."""
+    """The six kinds as read (raw JSON); empty when nothing was read."""
 
     persistent_volumes: tuple[Obj, ...] = ()
     persistent_volume_claims: tuple[Obj, ...] = ()
     storage_classes: tuple[Obj, ...] = ()
     csi_nodes: tuple[Obj, ...] = ()
+    csi_drivers: tuple[Obj, ...] = ()
+    csi_storage_capacities: tuple[Obj, ...] = ()
 
     @classmethod
     def by_kind(cls, found: Mapping[str, Iterable[Obj]]) -> VolumeObjects:

@@ -6,10 +6,11 @@ project's one list+watch): per kind one paged LIST served from the API server's 
 (``resourceVersion=0``), then a WATCH from that list's resourceVersion with bookmarks; a stream
 that ends is re-opened from the last version seen, ``410 Gone`` relists, any other error backs
 off (capped) and retries. At rest the autoscaler so costs one open watch per kind, re-opened
-every five minutes, instead of ten LISTs (every pod in the cluster among them) every 10 s. The
-kinds: nodes, pods, PDBs, PriorityClasses, MachineSets, Machines, and the volume objects of
+every five minutes, instead of twelve LISTs (every pod in the cluster among them) every 10 s.
+The kinds: nodes, pods, PDBs, PriorityClasses, MachineSets, Machines, and the volume objects of
 ``berthmaster.scheduler.volume_objects`` (PersistentVolumes, PersistentVolumeClaims,
-StorageClasses, CSINodes), which the placement engine's volume filters read.
+StorageClasses, CSINodes, CSIDrivers, CSIStorageCapacities), which the placement engine's
+volume filters read.
 
 What runs when: the caches start on the first loop that reads them (an operator without a
 ClusterAutoscaler watches nothing more) and run until the operator stops (:meth:`stop`, before

@@ -2,8 +2,9 @@
 
 Design: :func:`list_cluster` issues exactly one (paged) LIST per resource type — nodes, pods,
 namespaces, PriorityClasses, PodDisruptionBudgets, and the volume objects nodeFit's placement
-engine judges claims with (PersistentVolumes, PersistentVolumeClaims, StorageClasses, CSINodes:
-``berthmaster.scheduler.volume_objects``) — never a request per node or per pod.
+engine judges claims with (PersistentVolumes, PersistentVolumeClaims, StorageClasses, CSINodes,
+CSIDrivers, CSIStorageCapacities: ``berthmaster.scheduler.volume_objects``) — never a request
+per node or per pod.
 :func:`prepare` indexes them into a :class:`ClusterState` with the engine-backed ``node_fit``.
 :func:`run_pass` then runs the policy's strategies in order (every ``deschedule`` strategy, then
 every ``balance`` one) over that one state, each through the :class:`Evictor`; a pod evicted by

@@ -66,6 +66,8 @@ QUESTIONS: list[tuple[tuple[str, ...], set[str]]] = [
     (("watch", "persistentvolumes"), {"autoscaler"}),
     (("list", "storageclasses.storage.k8s.io"), {"autoscaler"}),
     (("list", "csinodes.storage.k8s.io"), {"autoscaler"}),
+    (("watch", "csidrivers.storage.k8s.io"), {"autoscaler"}),
+    (("list", "csistoragecapacities.storage.k8s.io", "-A"), {"autoscaler"}),
     (("patch", "deschedulers.berthmaster.io", "-A"), {"deschedulers"}),
     (("create", "jobs.batch", "-n", "{ns}"), {"deschedulers"}),
     (("create", "cronjobs.batch", "-n", "{ns}"), {"deschedulers"}),

@@ -334,7 +334,8 @@ def test_the_descheduler_role_is_the_documented_one_and_bound_to_its_account() -
         ("policy", "poddisruptionbudgets", v) for v in ("get", "watch", "list")} | {
         (group, resource, v) for group, resource in (
             ("", "persistentvolumes"), ("", "persistentvolumeclaims"),
-            ("storage.k8s.io", "storageclasses"), ("storage.k8s.io", "csinodes"))
+            ("storage.k8s.io", "storageclasses"), ("storage.k8s.io", "csinodes"),
+            ("storage.k8s.io", "csidrivers"), ("storage.k8s.io", "csistoragecapacities"))
         for v in ("get", "watch", "list")} | {
         ("events.k8s.io", "events", "create"), ("events.k8s.io", "events", "patch")}
     binding = one(objects, "ClusterRoleBinding", "-descheduler")

@@ -201,7 +201,9 @@ async def test_one_list_per_resource_type(kube: KubeClient, cluster: Any) -> Non
         resource_path(group_path("policy", "v1"), "poddisruptionbudgets"),
         resource_path(CORE, "persistentvolumes"), resource_path(CORE, "persistentvolumeclaims"),
         resource_path(group_path("storage.k8s.io", "v1"), "storageclasses"),
-        resource_path(group_path("storage.k8s.io", "v1"), "csinodes")])
+        resource_path(group_path("storage.k8s.io", "v1"), "csinodes"),
+        resource_path(group_path("storage.k8s.io", "v1"), "csidrivers"),
+        resource_path(group_path("storage.k8s.io", "v1"), "csistoragecapacities")])
 
 
 async def test_anti_affinity_evicts_the_pod_others_rule_out(
