@@ -4,8 +4,9 @@ The namespace is read from the API server on every request that needs it (one GE
 loopback or in-cluster connection): an annotation an administrator just changed applies to
 the very next pod, as upstream's plugins do once their informer has the change. A node is read
 only for NodeEnv's nodeName check and a SubjectAccessReview asked only when PodNodeConstraints'
-answer depends on it (access.py caches those). A pod with more tolerations than
-``--max-tolerations`` is refused before anything is read.
+answer depends on it (access.py caches those). A pod arriving at ``/mutate`` with more
+tolerations than ``--max-tolerations`` is refused before anything is read (at ``/validate``, 64
+more are allowed: what the mutating pass itself may have added).
 
 When a read fails (an error status, an unreachable API server, missing RBAC, or no answer within
 the webhook's ``timeoutSeconds`` less a second) the request is answered as the configured
@@ -29,6 +30,7 @@ from berthmaster.operator.admission.metrics import AdmissionMetrics
 from berthmaster.operator.admission.options import DEFAULT_MAX_TOLERATIONS
 
 _log = logging.getLogger("berthmaster.operator.admission")
+MERGE_ALLOWANCE = 64
 
 
 class FactsUnavailable(Exception):
@@ -56,12 +58,15 @@ class PlacementWebhook:
         except review.ReviewError as error:
             self.metrics.count(path, "bad_request")
             return review.deny("", str(error), code=400)
-        oversized = decisions.too_many_tolerations(request, self.max_tolerations)
+        validating = path == "/validate"
+        # The validating pass sees the pod with the mutating pass's additions (the namespace's
+        # default tolerations, memory-pressure): room for them above the limit.
+        oversized = decisions.too_many_tolerations(
+            request, self.max_tolerations + (MERGE_ALLOWANCE if validating else 0))
         if oversized is not None:
             self.metrics.count(path, "denied")
             return review.deny(request.uid, oversized.refusal or "", oversized.code)
         config = self.config  # one configuration for the whole request, even if reloaded
-        validating = path == "/validate"
         try:
             facts = await self._facts(request, config, validating)
         except FactsUnavailable as error:
