@@ -142,7 +142,10 @@ async def wait_webhook_active(kube: KubeClient) -> None:
         prefix="probe")
     try:
         async def merged() -> bool:
-            pod = await create_pod(kube, probe, pod_body("probe"))
+            try:
+                pod = await create_pod(kube, probe, pod_body("probe"))
+            except KubeError:  # failurePolicy Fail while the webhook starts
+                return False
             return (pod["spec"].get("nodeSelector") or {}).get("berthmaster-probe") == "yes"
 
         await wait_for(merged, timeout=60, what="the API server calling the webhook")
