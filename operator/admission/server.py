@@ -93,8 +93,8 @@ def review_uid(prefix: bytes) -> str | None:
 
 
 def too_large_message(limit: int, declared: int | None) -> str:
-    size = f"{declared} bytes" if declared is not None else "more"
-    return (f"the admission review is {size}, over the {limit}-byte limit of berthmaster "
+    size = f" {declared} bytes," if declared is not None else ""
+    return (f"the admission review is{size} over the {limit}-byte limit of berthmaster "
             "placement admission (berthmaster admission --max-request-bytes; chart value "
             "admission.maxRequestBytes); make the object smaller or raise the limit")
 

@@ -25,6 +25,7 @@ import contextlib
 import datetime
 import logging
 import shutil
+import ssl
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -193,8 +194,13 @@ class AdmissionService:
         before = self.data
         await self.load_certificate()
         if self.data.get(certs.TLS_CERT) != before.get(certs.TLS_CERT):
-            load_chain(self.server.context, self.data[certs.TLS_CERT],
-                       self.data[certs.TLS_KEY], self.scratch)
+            try:
+                load_chain(self.server.context, self.data[certs.TLS_CERT],
+                           self.data[certs.TLS_KEY], self.scratch)
+            except (ssl.SSLError, OSError):
+                # A pair read mid-swap (files) does not match: the next tick tries again.
+                self.data = before
+                raise
             _log.info("placement admission webhook: serving certificate rotated")
         await self.publish()
 

@@ -220,3 +220,53 @@ async def test_client_certificates_from_the_api_server(
             if space:
                 with contextlib.suppress(KubeError):
                     await kube.delete(resource_path(CORE, "namespaces", name=space))
+
+
+async def serves_ca(port: int, ca: str) -> bool:
+    """Whether a handshake verified by ``ca`` alone succeeds."""
+    context = ssl.create_default_context(cadata=ca)
+    try:
+        _, writer = await asyncio.open_connection("127.0.0.1", port, ssl=context,
+                                                  server_hostname="127.0.0.1")
+    except (OSError, ssl.SSLError):
+        return False
+    writer.close()
+    return True
+
+
+async def test_certificate_files_are_reloaded_when_they_change(
+        kube: KubeClient, cluster: RunningCluster, tmp_path: Path) -> None:
+    """kubelet replaces a mounted Secret's files when the Secret changes (cert-manager's
+    renewal, or a new Secret and ``helm upgrade``); new handshakes get the new certificate
+    without a restart."""
+    own = await create_namespace(kube, prefix="berthmaster")
+    first = tmp_path / "first"
+    first.mkdir()
+    ca, cert, key = serving_files(first)
+    mounted = tmp_path / "mounted"
+    mounted.mkdir()
+    for path in (cert, key):
+        (mounted / path.name).write_text(path.read_text())
+    port = free_port()
+    args = ["--kubeconfig", str(cluster.kubeconfig), "--listen", f"127.0.0.1:{port}",
+            "--namespace", own, "--tls-cert-file", str(mounted / "tls.crt"),
+            "--tls-key-file", str(mounted / "tls.key")]
+    log = tmp_path / "admission.log"
+    try:
+        async with running(["admission", *args], log,
+                           {"BERTHMASTER_ADMISSION_CHECK_SECONDS": "1"}) as process:
+            await wait_for(lambda: serves_ca(port, ca), timeout=60, what="the first certificate")
+            second = tmp_path / "second"
+            second.mkdir()
+            renewed_ca, renewed_cert, renewed_key = serving_files(second)
+            for path in (renewed_key, renewed_cert):  # replaced whole, as kubelet swaps them
+                (mounted / f"{path.name}.new").write_text(path.read_text())
+                (mounted / f"{path.name}.new").rename(mounted / path.name)
+            await wait_for(lambda: serves_ca(port, renewed_ca), timeout=60,
+                           what="the renewed certificate")
+            assert not await serves_ca(port, ca)
+            assert process.returncode is None
+        assert "serving certificate rotated" in log.read_text()
+    finally:
+        with contextlib.suppress(KubeError):
+            await kube.delete(resource_path(CORE, "namespaces", name=own))
