@@ -8,8 +8,11 @@ leaves admission serving. The process is stateless (the certificate and configur
 read from the API server or mounted files), so the chart runs two replicas behind a Service.
 
 Start: preflight (the account's access and the configuration; exit 2 naming what is wrong),
-then the service; ``/readyz`` turns 200 once the webhook serves. SIGTERM/SIGINT stop the
-servers (requests in flight finish within aiohttp's shutdown) and the process exits 0.
+then the service; ``/readyz`` turns 200 once the webhook serves. SIGTERM/SIGINT: ``/readyz``
+turns 500 and the webhook keeps serving for ``--shutdown-delay-seconds`` (the Service and
+kube-proxy stop sending to a terminating replica only after a moment, and with
+``failurePolicy: Fail`` a refused connection refuses a pod), then the servers stop (requests in
+flight finish within aiohttp's shutdown) and the process exits 0.
 """
 
 from __future__ import annotations
@@ -51,12 +54,18 @@ async def main(settings: options.AdmissionSettings, kubeconfig: str | None) -> i
     metrics = AdmissionMetrics()
     service = AdmissionService(client, settings, metrics)
     health = None
+    draining = False
+
+    def ready() -> tuple[bool, str]:
+        if draining:
+            return False, "shutting down"
+        return (True, "ok") if service.serving else (False, "not serving yet")
+
     try:
         await preflight(client, settings)
         if settings.metrics_address:
             health = await serve(
-                metrics.exposition, settings.metrics_address, lambda: (True, "ok"),
-                lambda: (True, "ok") if service.serving else (False, "not serving yet"))
+                metrics.exposition, settings.metrics_address, lambda: (True, "ok"), ready)
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
@@ -64,6 +73,8 @@ async def main(settings: options.AdmissionSettings, kubeconfig: str | None) -> i
                 loop.add_signal_handler(sig, stop.set)
         await service.start()
         await stop.wait()
+        draining = True
+        await asyncio.sleep(settings.shutdown_delay_seconds)
         return 0
     finally:
         await service.stop()

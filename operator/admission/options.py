@@ -62,6 +62,7 @@ class AdmissionSettings:
     timeout_seconds: int = 5
     check_seconds: float = 60.0
     metrics_address: str = ""
+    shutdown_delay_seconds: float = 0.0
     limits: Limits = field(default_factory=Limits)
     lifetimes: Lifetimes = field(default_factory=Lifetimes)
 
@@ -144,6 +145,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                             f"(default {DEFAULT_MAX_IN_FLIGHT})")
     parser.add_argument("--metrics-bind-address", default="", metavar="HOST:PORT",
                         help="serve /metrics, /healthz and /readyz over HTTP here (default off)")
+    parser.add_argument("--shutdown-delay-seconds", type=float, default=0.0, metavar="SECONDS",
+                        help="on SIGTERM, report not ready and keep serving this long before "
+                             "stopping, while the Service stops sending to this replica "
+                             "(default 0; the chart sets 5)")
 
 
 def _seconds(name: str, default: float) -> float:
@@ -186,6 +191,7 @@ def settings_from_args(args: argparse.Namespace) -> AdmissionSettings:
         failure_policy=args.failure_policy, timeout_seconds=args.timeout_seconds,
         check_seconds=_seconds("BERTHMASTER_ADMISSION_CHECK_SECONDS", 60.0),
         metrics_address=args.metrics_bind_address,
+        shutdown_delay_seconds=max(0.0, args.shutdown_delay_seconds),
         limits=Limits(max_request_bytes=args.max_request_bytes,
                       max_tolerations=args.max_tolerations,
                       max_in_flight=args.max_in_flight),

@@ -77,6 +77,7 @@ def test_its_own_deployment_two_replicas_spread_and_restricted() -> None:
     assert (args.failure_policy, args.timeout_seconds, args.max_request_bytes,
             args.max_tolerations, args.max_in_flight, args.client_ca_file) == (
         "Fail", 5, 3 * 1024 * 1024, 1000, 32, "")
+    assert args.shutdown_delay_seconds == 5  # serves on while endpoints drop the replica
     service = one(objects, "Service", "-admission")
     assert service["spec"]["selector"] == spec["selector"]["matchLabels"]
 
