@@ -87,6 +87,15 @@ def test_its_own_deployment_two_replicas_spread_and_restricted() -> None:
     assert not [port for port in operator["ports"] if port["name"] == "admission"]
 
 
+def test_limits_from_a_values_file_are_whole_numbers() -> None:
+    """Numbers in a values file reach the templates as floats (3.145728e+06 printed)."""
+    objects = render_values({"admission": {"enabled": True, "maxRequestBytes": 4194304,
+                                           "maxTolerations": 2000000, "maxInFlight": 64}})
+    args = admission_args(objects)
+    assert (args.max_request_bytes, args.max_tolerations, args.max_in_flight) == (
+        4194304, 2000000, 64)
+
+
 def test_a_budget_of_one_replica_down() -> None:
     budget = one(render(ON), "PodDisruptionBudget", "-admission")
     assert budget["spec"]["maxUnavailable"] == 1
