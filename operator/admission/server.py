@@ -20,7 +20,9 @@ What one review may cost, in the order a request meets the limits (options.Limit
    declared or actual size above the limit stops the reading at once. When the bytes read so
    far show an AdmissionReview's ``request.uid`` (kube-apiserver writes it first), the review is
    denied in-band with a 413 Status naming the limit; otherwise the answer is HTTP 413. The
-   connection is then closed rather than drained (``lingering_time=0``);
+   answer goes out at once; whatever of the body still arrives is discarded unparsed for at
+   most ``LINGER_SECONDS`` and the connection is then closed (closing a socket with unread
+   data resets it, and the peer could lose the answer before reading it);
 4. the decision itself (webhook.py), linear in the pod's tolerations and capped by
    ``max_tolerations``, quick enough to run on the event loop (a 3 MiB review parses in tens of
    milliseconds).
@@ -48,6 +50,7 @@ from berthmaster.operator.admission.options import Limits
 Answer = Callable[[str, Any], Awaitable[dict[str, Any]]]
 PREFIX_BYTES = 4096  # enough of a body to find its request.uid
 CHUNK_BYTES = 64 * 1024
+LINGER_SECONDS = 2.0
 _UID = re.compile(rb'"request"\s*:\s*\{\s*"uid"\s*:\s*"([0-9A-Za-z._-]{1,128})"')
 
 
@@ -117,9 +120,9 @@ class WebhookServer:
         app.router.add_post("/mutate", self._review)
         app.router.add_post("/validate", self._review)
         app.router.add_get("/healthz", self._healthz)
-        # lingering_time=0: a body left unread (too large) is not drained; the connection
-        # closes after the answer.
-        self._runner = web.AppRunner(app, access_log=None, lingering_time=0)
+        # A body left unread (too large) is discarded for LINGER_SECONDS after the answer,
+        # then the connection closes.
+        self._runner = web.AppRunner(app, access_log=None, lingering_time=LINGER_SECONDS)
         await self._runner.setup()
         site = web.TCPSite(self._runner, self.host, self.port, ssl_context=self.context)
         await site.start()

@@ -170,6 +170,27 @@ async def test_a_4_mib_post_is_refused_unread(admission: AdmissionProcess,
     assert status == 413 and b"over the 3145728-byte limit" in body
 
 
+async def test_a_review_over_the_limit_is_refused_with_the_reason(
+        admission: AdmissionProcess, kube: KubeClient, project: Any) -> None:
+    """A pod body just under kube-apiserver's own 3 MiB limit makes a review just over ours
+    (the review adds the defaulted fields and the envelope): the user reads why."""
+    namespace = await project(ANNOTATION)
+    pod = pod_body("huge")
+    pod["metadata"]["annotations"] = {"pad": ""}
+    pod["metadata"]["annotations"]["pad"] = "x" * (3 * MiB - 64 - len(orjson.dumps(pod)))
+    assert len(orjson.dumps(pod)) == 3 * MiB - 64
+    with pytest.raises(KubeError) as caught:
+        await create_pod(kube, namespace, pod)
+    assert caught.value.status == 413, caught.value.message
+    assert ('admission webhook "pod-placement.berthmaster.io" denied the request: the admission '
+            "review is ") in caught.value.message
+    assert "over the 3145728-byte limit of berthmaster placement admission" in (
+        caught.value.message)
+    # The webhook answered and keeps answering.
+    assert (await create_pod(kube, namespace, pod_body("small")))["spec"]["nodeSelector"] == {
+        "env": "test"}
+
+
 async def in_flight() -> float:
     async with aiohttp.ClientSession() as session, session.get(
             f"http://127.0.0.1:{METRICS_PORT}/metrics") as response:
