@@ -1,11 +1,13 @@
 """``berthmaster admission``: the placement admission webhook as a process of its own.
 
 Design: one asyncio event loop holds the API client, the HTTPS webhook server
-(service.AdmissionService) and, with ``--metrics-bind-address``, the HTTP server of /metrics,
-/healthz and /readyz (berthmaster.serving). Nothing here is shared with the operator: a pod
-flood on the webhook cannot delay a Machine reconcile, and an operator restart or upgrade
-leaves admission serving. The process is stateless (the certificate and configuration are
-read from the API server or mounted files), so the chart runs two replicas behind a Service.
+(service.AdmissionService) and, with ``--metrics-bind-address`` or ``--secure-port``, the
+endpoint of /metrics, /healthz and /readyz (berthmaster.serving: plain HTTP, or HTTPS with
+kube-scheduler's delegated authentication and authorization, the chart's default). Nothing
+here is shared with the operator: a pod flood on the webhook cannot delay a Machine reconcile,
+and an operator restart or upgrade leaves admission serving. The process is stateless (the
+certificate and configuration are read from the API server or mounted files), so the chart runs
+two replicas behind a Service.
 
 Start: preflight (the account's access and the configuration; exit 2 naming what is wrong),
 then the service; ``/readyz`` turns 200 once the webhook serves. SIGTERM/SIGINT: ``/readyz``
@@ -24,6 +26,7 @@ import signal
 
 from berthmaster import logs
 from berthmaster.operator.admission import options
+from berthmaster.serving_options import SecureServing, add_secure_serving_arguments
 from berthmaster.verbosity import add_verbosity
 
 AGENT_NAME = "berthmaster-admission"
@@ -31,6 +34,7 @@ AGENT_NAME = "berthmaster-admission"
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     options.add_arguments(parser)
+    add_secure_serving_arguments(parser)
     logs.add_log_format(parser)
     add_verbosity(parser)
 
@@ -38,13 +42,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     logs.configure("admission", args.log_format, args.verbosity)
     settings = options.settings_from_args(args)
+    secure = SecureServing.from_args(args)
     try:
-        return asyncio.run(main(settings, args.kubeconfig))
+        return asyncio.run(main(settings, args.kubeconfig, secure))
     except KeyboardInterrupt:
         return 130
 
 
-async def main(settings: options.AdmissionSettings, kubeconfig: str | None) -> int:
+async def main(settings: options.AdmissionSettings, kubeconfig: str | None,
+               secure: SecureServing | None = None) -> int:
     from berthmaster.kube import KubeClient, user_agent
     from berthmaster.operator.admission.metrics import AdmissionMetrics
     from berthmaster.operator.admission.service import AdmissionService, preflight
@@ -63,9 +69,9 @@ async def main(settings: options.AdmissionSettings, kubeconfig: str | None) -> i
 
     try:
         await preflight(client, settings)
-        if settings.metrics_address:
-            health = await serve(
-                metrics.exposition, settings.metrics_address, lambda: (True, "ok"), ready)
+        if settings.metrics_address or secure is not None:
+            health = await serve(metrics.exposition, settings.metrics_address,
+                                 lambda: (True, "ok"), ready, secure, kubeconfig)
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):

@@ -2,10 +2,11 @@
 
 Two ways to hold the serving certificate (docs/admission.md, "Certificates"):
 
-- ``--tls-cert-file``/``--tls-key-file``: files (in a cluster, the chart's Secret mounted into
-  every replica), re-read when they change; the webhook configurations belong to whoever made
-  the certificate (the chart), and the process writes nothing to the API server. Any number of
-  replicas serve the same certificate.
+- ``--webhook-cert-file``/``--webhook-key-file``: files (in a cluster, the chart's Secret
+  mounted into every replica), re-read when they change; the webhook configurations belong to
+  whoever made the certificate (the chart), and the process writes nothing to the API server.
+  Any number of replicas serve the same certificate. (``--tls-cert-file`` is the secure metrics
+  port's, as kube-scheduler's.)
 - neither: the process keeps a CA and a serving certificate in a Secret and registers both
   configurations itself, pointing at ``--listen`` (one process outside a cluster: the local
   control plane, the demo, a development machine). Two such processes would each make a CA on
@@ -113,13 +114,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--config-map", default="",
                         help="ConfigMap with the plugins' configuration in key config.yaml")
     group = parser.add_argument_group("certificates")
-    group.add_argument("--tls-cert-file", default="",
+    group.add_argument("--webhook-cert-file", default="",
                        help="serving certificate (PEM), re-read when it changes; with it the "
                             "process registers nothing (the chart owns the configurations)")
-    group.add_argument("--tls-key-file", default="", help="its private key (PEM)")
+    group.add_argument("--webhook-key-file", default="", help="its private key (PEM)")
     group.add_argument("--secret", default="",
-                       help="without --tls-cert-file: the Secret where the process keeps its "
-                            "own CA and serving certificate (one replica)")
+                       help="without --webhook-cert-file: the Secret where the process keeps "
+                            "its own CA and serving certificate (one replica)")
     group.add_argument("--client-ca-file", default="",
                        help="require callers of /mutate and /validate to present a client "
                             "certificate signed by this CA (the API server's "
@@ -144,7 +145,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                             "then is answered 429 so the API server applies the failurePolicy "
                             f"(default {DEFAULT_MAX_IN_FLIGHT})")
     parser.add_argument("--metrics-bind-address", default="", metavar="HOST:PORT",
-                        help="serve /metrics, /healthz and /readyz over HTTP here (default off)")
+                        help="serve /metrics, /healthz and /readyz over plain HTTP here "
+                             "(default off; --secure-port serves them over HTTPS with delegated "
+                             "authentication)")
     parser.add_argument("--shutdown-delay-seconds", type=float, default=0.0, metavar="SECONDS",
                         help="on SIGTERM, report not ready and keep serving this long before "
                              "stopping, while the Service stops sending to this replica "
@@ -168,9 +171,9 @@ def settings_from_args(args: argparse.Namespace) -> AdmissionSettings:
     if not 1 <= args.timeout_seconds <= 30:
         raise ConfigurationError("--timeout-seconds must be between 1 and 30 (the API "
                                  "server's limits)")
-    if bool(args.tls_cert_file) != bool(args.tls_key_file):
-        raise ConfigurationError("--tls-cert-file and --tls-key-file go together: give both "
-                                 "or neither")
+    if bool(args.webhook_cert_file) != bool(args.webhook_key_file):
+        raise ConfigurationError("--webhook-cert-file and --webhook-key-file go together: give "
+                                 "both or neither")
     for flag, value in (("--max-tolerations", args.max_tolerations),
                         ("--max-in-flight", args.max_in_flight),
                         ("--max-request-bytes", args.max_request_bytes)):
@@ -185,8 +188,8 @@ def settings_from_args(args: argparse.Namespace) -> AdmissionSettings:
     return AdmissionSettings(
         host=host.strip("[]"), port=int(port), namespace=namespace, name=args.name,
         config_map=args.config_map or args.name,
-        secret="" if args.tls_cert_file else (args.secret or f"{args.name}-tls"),
-        tls_cert_file=args.tls_cert_file, tls_key_file=args.tls_key_file,
+        secret="" if args.webhook_cert_file else (args.secret or f"{args.name}-tls"),
+        tls_cert_file=args.webhook_cert_file, tls_key_file=args.webhook_key_file,
         client_ca_file=args.client_ca_file,
         failure_policy=args.failure_policy, timeout_seconds=args.timeout_seconds,
         check_seconds=_seconds("BERTHMASTER_ADMISSION_CHECK_SECONDS", 60.0),

@@ -5,16 +5,16 @@ loop, apart from the operator, so neither can stall the other and any number of 
 serve (they share nothing but the certificate and the ConfigMap, both read-only to them).
 
 Start, in this order: read the configuration ConfigMap, load the serving certificate (from
-``--tls-cert-file``/``--tls-key-file``, or, self-managed, bring the Secret up to date, creating it
-the first time), start the HTTPS server, and, self-managed only, write both configurations
-pointing at the listen address with the Secret's CA. One background task then repeats every
-``BERTHMASTER_ADMISSION_CHECK_SECONDS`` (60 s): reload the configuration (an invalid one is logged
-with every problem and the last good one kept), reload the certificate when its files changed
-(kubelet swaps a mounted Secret's files atomically) or, self-managed, reconcile the Secret
-(certs.reconcile: a rotation is stored first, then the server's TLS context is reloaded, then the
-configurations are re-applied whole). :meth:`AdmissionService.stop` cancels the task and stops
-the server; the configurations stay registered, as the administrator's policy
-(docs/admission.md says how to remove them).
+``--webhook-cert-file``/``--webhook-key-file``, or, self-managed, bring the Secret up to date,
+creating it the first time), start the HTTPS server, and, self-managed only, write both
+configurations pointing at the listen address with the Secret's CA. One background task then
+repeats every ``BERTHMASTER_ADMISSION_CHECK_SECONDS`` (60 s): reload the configuration (an
+invalid one is logged with every problem and the last good one kept), reload the certificate
+when its files changed (kubelet swaps a mounted Secret's files atomically) or, self-managed,
+reconcile the Secret (certs.reconcile: a rotation is stored first, then the server's TLS context
+is reloaded, then the configurations are re-applied whole). :meth:`AdmissionService.stop`
+cancels the task and stops the server; the configurations stay registered, as the
+administrator's policy (docs/admission.md says how to remove them).
 """
 
 from __future__ import annotations
@@ -106,8 +106,8 @@ def _read_pair(settings: AdmissionSettings) -> tuple[str, str]:
         return (Path(settings.tls_cert_file).read_text(),
                 Path(settings.tls_key_file).read_text())
     except OSError as error:
-        raise ConfigurationError(f"cannot read --tls-cert-file/--tls-key-file: {error}; mount "
-                                 "the certificate Secret (docs/admission.md)") from error
+        raise ConfigurationError(f"cannot read --webhook-cert-file/--webhook-key-file: {error}; "
+                                 "mount the certificate Secret (docs/admission.md)") from error
 
 
 class AdmissionService:

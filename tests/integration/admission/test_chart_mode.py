@@ -2,7 +2,8 @@
 ``berthmaster admission`` run with exactly the chart's arguments, the chart's Secret as its
 mounted files and a token of the chart's ServiceAccount (every request authorized by the chart's
 RBAC only): it passes its preflight, serves the Secret's certificate under the Service's name,
-trusted by the caBundle helm wrote into both configurations, and is refused nothing. A
+trusted by the caBundle helm wrote into both configurations, serves its metrics port with the
+API server's authentication and authorization, and is refused nothing. A
 ``helm upgrade`` keeps the Secret and the caBundle (lookup), so replicas and the API server keep
 agreeing across upgrades.
 
@@ -20,7 +21,9 @@ import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
 
+import aiohttp
 import pytest
+import yaml
 
 from berthmaster.devcluster.cluster import RunningCluster
 from berthmaster.kube import CORE, KubeClient, resource_path
@@ -67,6 +70,13 @@ async def handshake(port: int, server_name: str, ca: str) -> bool:
     return True
 
 
+async def metrics_status(port: int, path: str, token: str | None) -> int:
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    async with aiohttp.ClientSession() as session, session.get(
+            f"https://127.0.0.1:{port}{path}", headers=headers, ssl=False) as response:
+        return response.status
+
+
 async def ca_bundles(kube: KubeClient, name: str) -> set[str]:
     return {(await kube.get(resource_path(REGISTRATION, plural, name=name)))["webhooks"][0][
         "clientConfig"]["caBundle"]
@@ -91,9 +101,10 @@ async def test_the_webhook_serves_the_charts_certificate_with_the_charts_rbac(
     for arg in container["args"]:
         flag = arg.split("=", 1)[0]
         arg = {"--listen": f"--listen=127.0.0.1:{port}",
-               "--metrics-bind-address": f"--metrics-bind-address=127.0.0.1:{metrics}",
-               "--tls-cert-file": f"--tls-cert-file={mounted / 'tls.crt'}",
-               "--tls-key-file": f"--tls-key-file={mounted / 'tls.key'}"}.get(flag, arg)
+               "--secure-port": f"--secure-port={metrics}",
+               "--bind-address": "--bind-address=127.0.0.1",
+               "--webhook-cert-file": f"--webhook-cert-file={mounted / 'tls.crt'}",
+               "--webhook-key-file": f"--webhook-key-file={mounted / 'tls.key'}"}.get(flag, arg)
         args.append(arg)
     kubeconfig = await service_account_kubeconfig(
         kube, cluster, release["namespace"], f"{release['prefix']}-admission", tmp_path)
@@ -110,6 +121,13 @@ async def test_the_webhook_serves_the_charts_certificate_with_the_charts_rbac(
             return await handshake(port, service, bundle)
 
         await wait_for(serving, timeout=90, what="the webhook serving the chart's certificate")
+        # The metrics port as metrics.serving=authenticated: probes open, /metrics reviewed by
+        # the API server (TokenReview and SubjectAccessReview with the chart's auth-delegator
+        # binding); neither an anonymous caller nor the webhook's own account reads metrics.
+        token = yaml.safe_load(kubeconfig.read_text())["users"][0]["user"]["token"]
+        assert await metrics_status(metrics, "/healthz", None) == 200
+        assert await metrics_status(metrics, "/metrics", None) == 403
+        assert await metrics_status(metrics, "/metrics", token) == 403
     assert refusals(log) == [], "\n".join(refusals(log))
 
     upgrade = ["upgrade", release["release"], str(CHART), "--namespace", release["namespace"],

@@ -129,7 +129,7 @@ async def test_ignore_fails_open_and_fail_closes_when_reads_fail(
                 for policy, port in ports.items():
                     args = ["--kubeconfig", str(kubeconfig), "--listen", f"127.0.0.1:{port}",
                             "--namespace", own, "--name", f"{name}-{policy.lower()}",
-                            "--tls-cert-file", str(cert), "--tls-key-file", str(key),
+                            "--webhook-cert-file", str(cert), "--webhook-key-file", str(key),
                             "--failure-policy", policy]
                     if policy == "Ignore":
                         args += ["--metrics-bind-address", f"127.0.0.1:{metrics}"]
@@ -194,7 +194,7 @@ async def test_client_certificates_from_the_api_server(
     try:
         async with webhook(["--kubeconfig", str(cluster.kubeconfig), "--listen",
                             f"127.0.0.1:{port}", "--namespace", own, "--name", name,
-                            "--tls-cert-file", str(cert), "--tls-key-file", str(key),
+                            "--webhook-cert-file", str(cert), "--webhook-key-file", str(key),
                             "--client-ca-file", str(pki.ca_cert)], tmp_path / "admission.log"):
             await register(kube, name, port, ca, own, "Fail", "client-certs")
             namespace = await labelled_namespace(kube, "client-certs")
@@ -249,8 +249,8 @@ async def test_certificate_files_are_reloaded_when_they_change(
         (mounted / path.name).write_text(path.read_text())
     port = free_port()
     args = ["--kubeconfig", str(cluster.kubeconfig), "--listen", f"127.0.0.1:{port}",
-            "--namespace", own, "--tls-cert-file", str(mounted / "tls.crt"),
-            "--tls-key-file", str(mounted / "tls.key")]
+            "--namespace", own, "--webhook-cert-file", str(mounted / "tls.crt"),
+            "--webhook-key-file", str(mounted / "tls.key")]
     log = tmp_path / "admission.log"
     try:
         async with running(["admission", *args], log,

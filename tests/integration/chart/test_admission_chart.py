@@ -62,8 +62,11 @@ def test_its_own_deployment_two_replicas_spread_and_restricted() -> None:
     assert container["securityContext"] == operator_pod["containers"][0]["securityContext"]
     assert container["resources"] == {"requests": {"cpu": "50m", "memory": "96Mi"},
                                       "limits": {"memory": "256Mi"}}
-    assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "metrics"}
-    assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "metrics"}
+    # The metrics port serves as metrics.serving says: HTTPS with delegated authentication.
+    assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "metrics",
+                                                      "scheme": "HTTPS"}
+    assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "metrics",
+                                                     "scheme": "HTTPS"}
     assert {"name": "admission", "containerPort": 9443, "protocol": "TCP"} in container["ports"]
     assert pod["serviceAccountName"] == "berthmaster-admission"
     assert {"name": "tls", "secret": {"secretName": "berthmaster-admission-tls"}} in pod[
@@ -72,12 +75,15 @@ def test_its_own_deployment_two_replicas_spread_and_restricted() -> None:
     args = admission_args(objects)
     assert (args.listen, args.name, args.config_map) == (
         "0.0.0.0:9443", NAME, "berthmaster-admission")
-    assert (args.tls_cert_file, args.tls_key_file) == (
+    assert (args.webhook_cert_file, args.webhook_key_file) == (
         "/etc/berthmaster/admission-tls/tls.crt", "/etc/berthmaster/admission-tls/tls.key")
     assert (args.failure_policy, args.timeout_seconds, args.max_request_bytes,
             args.max_tolerations, args.max_in_flight, args.client_ca_file) == (
         "Fail", 5, 3 * 1024 * 1024, 1000, 32, "")
     assert args.shutdown_delay_seconds == 5  # serves on while endpoints drop the replica
+    assert (args.secure_port, args.metrics_bind_address) == (8082, "")
+    plain = admission_args(render([*ON, "metrics.serving=plain"]))
+    assert (plain.secure_port, plain.metrics_bind_address) == (0, "$(POD_IP):8082")
     service = one(objects, "Service", "-admission")
     assert service["spec"]["selector"] == spec["selector"]["matchLabels"]
 
@@ -114,11 +120,15 @@ def test_reads_only() -> None:
     assert one(objects, "Role", "-admission")["rules"] == [
         {"apiGroups": [""], "resources": ["configmaps"],
          "resourceNames": ["berthmaster-admission"], "verbs": ["get"]}]
-    for binding in (one(objects, "ClusterRoleBinding", "-admission"),
+    for binding in (one(objects, "ClusterRoleBinding", "berthmaster-admission"),
                     one(objects, "RoleBinding", "-admission")):
         assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "berthmaster-admission",
                                         "namespace": "berthmaster"}]
     assert one(objects, "ServiceAccount", "-admission")
+    # The authenticated metrics port reviews tokens and access, as kube-scheduler's.
+    delegator = one(objects, "ClusterRoleBinding", "-admission-auth-delegator")
+    assert delegator["roleRef"]["name"] == "system:auth-delegator"
+    assert delegator["subjects"][0]["name"] == "berthmaster-admission"
     operator_rules = one(objects, "ClusterRole", "-operator")["rules"]
     assert not [rule for rule in operator_rules
                 if "admissionregistration.k8s.io" in rule["apiGroups"]

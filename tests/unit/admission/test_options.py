@@ -27,7 +27,7 @@ def test_self_managed_on_loopback(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_in_a_cluster_with_the_charts_certificate(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("POD_NAMESPACE", "bm")
-    got = settings("--tls-cert-file", "/tls/tls.crt", "--tls-key-file", "/tls/tls.key",
+    got = settings("--webhook-cert-file", "/tls/tls.crt", "--webhook-key-file", "/tls/tls.key",
                    "--client-ca-file", "/client/ca.crt", "--failure-policy", "Ignore")
     assert got.namespace == "bm" and not got.self_managed and got.secret == ""
     assert (got.host, got.port) == ("0.0.0.0", 9443)
@@ -46,7 +46,7 @@ def test_limits() -> None:
     (("--listen", "9443"), "is not HOST:PORT"),
     (("--listen", "127.0.0.1:0"), "is not HOST:PORT"),
     (("--timeout-seconds", "31"), "between 1 and 30"),
-    (("--tls-cert-file", "/tls/tls.crt"), "go together"),
+    (("--webhook-cert-file", "/tls/tls.crt"), "go together"),
     (("--max-in-flight", "0"), "--max-in-flight must be at least 1"),
 ])
 def test_bad_flags_are_configuration_errors(flags: tuple[str, ...], message: str) -> None:
