@@ -84,6 +84,10 @@ def test_its_own_deployment_two_replicas_spread_and_restricted() -> None:
     assert (args.secure_port, args.metrics_bind_address) == (8082, "")
     plain = admission_args(render([*ON, "metrics.serving=plain"]))
     assert (plain.secure_port, plain.metrics_bind_address) == (0, "$(POD_IP):8082")
+    # The secure port's certificate flags are not the webhook's.
+    tls = admission_args(render([*ON, "metrics.tls.secretName=berthmaster-metrics-tls"]))
+    assert (tls.tls_cert_file, tls.webhook_cert_file) == (
+        "/etc/berthmaster-tls/tls.crt", "/etc/berthmaster/admission-tls/tls.crt")
     service = one(objects, "Service", "-admission")
     assert service["spec"]["selector"] == spec["selector"]["matchLabels"]
 
