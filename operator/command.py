@@ -97,8 +97,13 @@ async def preflight(kubeconfig: str | None, capabilities: list[str] | None = Non
 
 def run(args: argparse.Namespace) -> int:
     if args.kubeconfig:
-        # Before kopf and kubernetes_asyncio are imported: both read $KUBECONFIG at import time.
+        # Before kopf is imported: it reads $KUBECONFIG at import time. kubernetes_asyncio's
+        # loader, whose default kopf's login uses, read it when berthmaster.kube (imported above)
+        # loaded it: point its default at the flag's file too.
         os.environ["KUBECONFIG"] = args.kubeconfig
+        from kubernetes_asyncio.config import kube_config
+
+        kube_config.KUBE_CONFIG_DEFAULT_LOCATION = args.kubeconfig
     # One handler on the root logger: kopf's own loggers (kopf.objects, kopf.activities, ...)
     # write the same lines as ours (kopf.configure is not called; kopf.run configures nothing).
     logs.configure("operator", args.log_format, args.verbosity)
