@@ -37,8 +37,10 @@ ANNOTATION = {"scheduler.alpha.kubernetes.io/node-selector": "env=test"}
 
 
 @pytest.fixture
-async def operator(cluster: RunningCluster, tmp_path: Path
+async def operator(cluster: RunningCluster, admission: AdmissionProcess, tmp_path: Path
                    ) -> AsyncIterator[asyncio.subprocess.Process]:
+    """The operator as the chart runs it, in berthmaster's own namespace (never sent to the
+    webhook): its descheduler runs go there."""
     applied = cluster.kubectl("apply", "-f", str(CRD))
     assert applied.returncode == 0, applied.stderr
     established = cluster.kubectl("wait", "--for=condition=Established", "--timeout=60s",
@@ -50,7 +52,8 @@ async def operator(cluster: RunningCluster, tmp_path: Path
             sys.executable, "-m", "berthmaster.cli", "operator", "--only", "deschedulers",
             "--standalone", "--liveness", "", "--kubeconfig", str(cluster.kubeconfig),
             env={**os.environ, "BERTHMASTER_IMAGE": "example.org/berthmaster:test",
-                 "KUBECONFIG": str(cluster.kubeconfig)},
+                 "BERTHMASTER_DESCHEDULER_SERVICE_ACCOUNT": "chart-descheduler",
+                 "POD_NAMESPACE": admission.namespace, "KUBECONFIG": str(cluster.kubeconfig)},
             stdout=log, stderr=asyncio.subprocess.STDOUT)
         try:
             yield process
