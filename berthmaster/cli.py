@@ -33,6 +33,9 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
                "convert a scheduler Policy file into a KubeSchedulerConfiguration"),
     "operator": ("berthmaster.operator.command",
                  "run the operator (Machines, Deschedulers, autoscaling)"),
+    "admission": ("berthmaster.operator.admission.command",
+                  "serve the placement admission webhook (PodNodeSelector, "
+                  "PodTolerationRestriction, PodNodeConstraints)"),
     "deschedule": ("berthmaster.scheduler.descheduler.command", "one descheduler pass"),
 }
 

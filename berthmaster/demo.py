@@ -60,6 +60,7 @@ def run(args: argparse.Namespace) -> int:
         start_scheduler(plane, cluster)
         install_machine_api(cluster)
         start_operator(plane, cluster)
+        start_admission(plane, cluster)
     except (BuildError, ClusterError, FileNotFoundError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 1
@@ -91,7 +92,7 @@ async def _show(cluster: RunningCluster) -> int:
         for line in await machine_story(kube, NAMESPACE):
             print(f"  {line}")
         print()
-        print("Dedicated nodes with the operator's placement admission webhook:")
+        print("Dedicated nodes with berthmaster's placement admission webhook:")
         for line in await dedicated_story(kube):
             print(f"  {line}")
         print()
@@ -165,18 +166,28 @@ def start_scheduler(plane: ControlPlane, cluster: RunningCluster) -> None:
 
 
 def start_operator(plane: ControlPlane, cluster: RunningCluster) -> None:
-    """Run ``berthmaster operator`` beside the cluster, recorded so ``dev down`` stops it. It
-    also serves the placement admission webhook on loopback (``Ignore``: a stopped operator
-    never blocks the cluster's pods)."""
+    """Run ``berthmaster operator`` beside the cluster, recorded so ``dev down`` stops it."""
     port = free_port()
     command = [sys.executable, "-m", "berthmaster.cli", "operator",
                "--kubeconfig", str(cluster.kubeconfig), "--standalone",
-               "--liveness", f"http://127.0.0.1:{port}/healthz",
-               "--admission-listen", f"127.0.0.1:{free_port()}",
-               "--admission-failure-policy", "Ignore"]
+               "--liveness", f"http://127.0.0.1:{port}/healthz"]
     os.environ["PYTHONSAFEPATH"] = "1"
     plane.attach(cluster, "berthmaster-operator", command, f"http://127.0.0.1:{port}",
                  lambda: _http_ok(f"http://127.0.0.1:{port}/healthz"))
+
+
+def start_admission(plane: ControlPlane, cluster: RunningCluster) -> None:
+    """Run ``berthmaster admission`` on loopback beside the cluster, recorded so ``dev down``
+    stops it. It keeps its certificate in a Secret and registers its configurations itself,
+    with ``Ignore``: a stopped demo never blocks the cluster's pods."""
+    port = free_port()
+    command = [sys.executable, "-m", "berthmaster.cli", "admission",
+               "--kubeconfig", str(cluster.kubeconfig), "--listen", f"127.0.0.1:{free_port()}",
+               "--failure-policy", "Ignore", "--metrics-bind-address", f"127.0.0.1:{port}",
+               "--log-format", "text"]
+    os.environ["PYTHONSAFEPATH"] = "1"
+    plane.attach(cluster, "berthmaster-admission", command, f"http://127.0.0.1:{port}",
+                 lambda: _http_ok(f"http://127.0.0.1:{port}/readyz"))
 
 
 def _http_ok(url: str) -> bool:

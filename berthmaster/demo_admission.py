@@ -2,8 +2,8 @@
 
 The taints document says to dedicate nodes to a group by tainting them
 (``dedicated=groupName:NoSchedule``) and "writing a custom admission controller" that adds the
-toleration to the group's pods. With the webhook the operator serves (``--admission-listen``,
-docs/admission.md), the group's namespace only needs two annotations: its default tolerations
+toleration to the group's pods. With the webhook ``berthmaster admission`` serves
+(docs/admission.md), the group's namespace only needs two annotations: its default tolerations
 and its node selector. A pod written with neither comes back from the API server with both and
 is placed on the dedicated node by the berthmaster scheduler. Everything printed is read back.
 """

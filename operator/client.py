@@ -5,7 +5,7 @@ modules are imported, so :func:`operator_client` opens the client lazily in that
 use, under a lock so that concurrent handlers (or two capabilities' startup handlers) open it
 once. Every capability calls it: the thin kopf handlers of ``deschedulers`` and ``autoscaler``
 per call, the ``machines`` and ``machinehealthchecks`` capabilities once, at startup, for the
-controllers behind their work queues, and ``admission`` for its webhook server's upkeep. (The
+controllers behind their work queues. (The
 command's preflights run before kopf, in an event loop of their own: they only probe the API
 server with a client they close at once.)
 
@@ -16,8 +16,8 @@ burst 30): a MachineSet of a hundred thousand replicas creates its Machines at t
 other capabilities' requests take their turn in the same bucket (:func:`configure`, before
 the first use).
 
-Closing: a capability whose workers use the client past a handler's return (a work queue, the
-admission webhook's server) registers its stop coroutine with :func:`stop_before_close`. The one
+Closing: a capability whose workers use the client past a handler's return (a work queue)
+registers its stop coroutine with :func:`stop_before_close`. The one
 cleanup handler here awaits those stops first, in registration order, and only then closes the
 client, so no worker is left holding a closed client. No capability closes the client itself.
 """

@@ -19,7 +19,6 @@ from typing import Any
 from berthmaster import logs
 from berthmaster.kube import CONTROLLER_MANAGER_BURST as DEFAULT_BURST
 from berthmaster.kube import CONTROLLER_MANAGER_QPS as DEFAULT_QPS
-from berthmaster.operator.admission import options as admission_options
 from berthmaster.serving_options import SecureServing, add_secure_serving_arguments
 from berthmaster.verbosity import add_verbosity
 
@@ -28,7 +27,6 @@ CAPABILITIES = {
     "machinehealthchecks": "berthmaster.operator.machines.healthcheck_handlers",
     "deschedulers": "berthmaster.operator.deschedulers.handlers",
     "autoscaler": "berthmaster.operator.autoscaler.handlers",
-    "admission": "berthmaster.operator.admission.handlers",
 }
 
 
@@ -63,7 +61,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              f"kube-controller-manager's {DEFAULT_BURST})")
     parser.add_argument("--standalone", action="store_true",
                         help="do not use kopf's peering (a single operator replica)")
-    admission_options.add_arguments(parser)
     add_secure_serving_arguments(parser)
     logs.add_log_format(parser)
     add_verbosity(parser)
@@ -100,8 +97,13 @@ async def preflight(kubeconfig: str | None, capabilities: list[str] | None = Non
 
 def run(args: argparse.Namespace) -> int:
     if args.kubeconfig:
-        # Before kopf and kubernetes_asyncio are imported: both read $KUBECONFIG at import time.
+        # Before kopf is imported: it reads $KUBECONFIG at import time. kubernetes_asyncio's
+        # loader, whose default kopf's login uses, read it when berthmaster.kube (imported above)
+        # loaded it: point its default at the flag's file too.
         os.environ["KUBECONFIG"] = args.kubeconfig
+        from kubernetes_asyncio.config import kube_config
+
+        kube_config.KUBE_CONFIG_DEFAULT_LOCATION = args.kubeconfig
     # One handler on the root logger: kopf's own loggers (kopf.objects, kopf.activities, ...)
     # write the same lines as ours (kopf.configure is not called; kopf.run configures nothing).
     logs.configure("operator", args.log_format, args.verbosity)
@@ -111,18 +113,10 @@ def run(args: argparse.Namespace) -> int:
     from berthmaster.operator import client as shared_client
 
     shared_client.configure(args.kube_api_qps, args.kube_api_burst)
-    admission = admission_options.settings_from_args(args)
     secure = SecureServing.from_args(args)  # a bad flag ends the command before kopf starts
-    if admission is not None and args.only and "admission" not in args.only:
-        args.only = [*args.only, "admission"]  # --admission-listen runs it whatever --only says
-    asyncio.run(preflight(args.kubeconfig, [c for c in CAPABILITIES if c != "admission"
-                                            and (not args.only or c in args.only)],
+    asyncio.run(preflight(args.kubeconfig, [c for c in CAPABILITIES
+                                            if not args.only or c in args.only],
                           explicit=bool(args.only), namespaces=args.namespace))
-    if admission is not None:  # its own checks: they depend on its flags
-        from berthmaster.operator.admission import handlers as admission_handlers
-
-        asyncio.run(admission_handlers.preflight(admission, args.kubeconfig))
-        admission_handlers.configure(admission)
     import kopf
 
     from berthmaster.operator.health import HealthServer, Readiness

@@ -104,6 +104,33 @@ class Options:
         return base + (NODE_COMPONENTS if self.kubelets else ())
 
 
+WEBHOOK_CLIENT = "apiserver-webhook-client"
+
+
+def webhook_client_config(root: Path, pki: Pki) -> Path:
+    """kube-apiserver's AdmissionConfiguration giving both webhook admission plugins a
+    kubeConfigFile whose ``*`` user is a client certificate signed by the cluster CA
+    (k8s.io/apiserver/pkg/util/webhook/authentication.go: ``*`` is the default for every
+    webhook). The API server presents it only to a webhook that asks for one, such as
+    ``berthmaster admission --client-ca-file`` (docs/admission.md)."""
+    ensure_client(pki, WEBHOOK_CLIENT, "kube-apiserver-webhook-client")
+    users = root / "webhook-client.kubeconfig"
+    users.write_text(yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Config",
+        "users": [{"name": "*", "user": {
+            "client-certificate": str(pki.client_cert(WEBHOOK_CLIENT)),
+            "client-key": str(pki.client_key(WEBHOOK_CLIENT))}}]}))
+    users.chmod(0o600)
+    plugin = {"apiVersion": "apiserver.config.k8s.io/v1", "kind": "WebhookAdmissionConfiguration",
+              "kubeConfigFile": str(users)}
+    config = root / "admission-control.yaml"
+    config.write_text(yaml.safe_dump({
+        "apiVersion": "apiserver.config.k8s.io/v1", "kind": "AdmissionConfiguration",
+        "plugins": [{"name": name, "configuration": plugin}
+                    for name in ("ValidatingAdmissionWebhook", "MutatingAdmissionWebhook")]}))
+    return config
+
+
 def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
@@ -285,6 +312,7 @@ class ControlPlane:
         pki = ensure_pki(self.root / "pki", SERVICE_IP, (node.GATEWAY,) if kubelets else ())
         api_port = self.apiserver_port or free_port()
         server = f"https://127.0.0.1:{api_port}"
+        admission_config = webhook_client_config(self.root, pki)
         clients = ["admin", "controller-manager", "kwok"]
         if kubelets:
             layout = self.node_layout
@@ -333,6 +361,7 @@ class ControlPlane:
             f"--service-cluster-ip-range={SERVICE_CIDR}", "--allow-privileged=true",
             "--max-requests-inflight=2000", "--max-mutating-requests-inflight=1000",
             "--enable-priority-and-fairness=false", "--profiling=false",
+            f"--admission-control-config-file={admission_config}",
         ], server, lambda: _https_ok(f"{server}/readyz", pki))
 
         cm_port = free_port()

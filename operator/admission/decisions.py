@@ -54,6 +54,22 @@ def _bad_annotation(request: Request, error: Exception) -> Verdict:
                            "annotation", code=400)
 
 
+def too_many_tolerations(request: Request, limit: int) -> Verdict | None:
+    """A pod with more tolerations than this webhook merges (``--max-tolerations``) is refused
+    before any work on them; no upstream plugin caps them, so the sentence is ours."""
+    if not request.is_pod:
+        return None
+    tolerations = _spec(request).get("tolerations")
+    count = len(tolerations) if isinstance(tolerations, list) else 0
+    if count <= limit:
+        return None
+    return Verdict(refusal=forbidden_message(
+        "", "pods", object_name(request),
+        f"spec.tolerations has {count} entries, more than the {limit} berthmaster placement "
+        "admission accepts (berthmaster admission --max-tolerations; chart value "
+        "admission.maxTolerations); remove tolerations or raise the limit"), code=422)
+
+
 def node_to_read(request: Request) -> str | None:
     """The node whose labels NodeEnv checks: a new pod's nodeName, when it sets one (whether
     the project selector makes it matter is known only with the namespace)."""

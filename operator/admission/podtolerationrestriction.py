@@ -34,6 +34,7 @@ WHITELIST_CONFLICT = ("pod tolerations (possibly merged with namespace default t
                       "conflict with its {scope} whitelist")
 
 Toleration = Mapping[str, Any]
+Identity = tuple[str, str, str, str, int | None]  # key, operator, value, effect, seconds
 
 
 class TolerationsAnnotationError(ValueError):
@@ -49,7 +50,7 @@ class Settings:
     whitelist: Sequence[Toleration] = field(default_factory=list)
 
 
-def _fields(toleration: Toleration) -> tuple[str, str, str, str, int | None]:
+def _fields(toleration: Toleration) -> Identity:
     seconds = toleration.get("tolerationSeconds")
     return (str(toleration.get("key") or ""), str(toleration.get("operator") or ""),
             str(toleration.get("value") or ""), str(toleration.get("effect") or ""),
@@ -75,18 +76,117 @@ def is_superset(broad: Toleration, narrow: Toleration) -> bool:
     return b_op == "Exists"
 
 
+# The linear-time merge. isSuperset(broad, narrow) can only hold when ``broad`` sits in one of
+# a handful of buckets determined by ``narrow`` alone: an Exists toleration of the same key (or
+# of the empty key, which matches every key) and of the same effect (or of the empty one), or
+# an Equal toleration of the same key, value and effect (or empty effect) when ``narrow`` is
+# Equal. Inside a bucket the only condition left is NoExecute's tolerationSeconds, so a bucket
+# keeps how many broad tolerations cover unconditionally and the longest seconds of the ones
+# that do not, each per identity (so "another toleration than this very one" is answerable).
+
+Bucket = tuple[str, ...]
+
+
+def _bucket(toleration: Identity) -> Bucket | None:
+    """Where ``toleration`` sits as a possible superset; None: it covers only its equals."""
+    key, operator, value, effect, _ = toleration
+    if operator == "Exists":
+        return ("Exists", key, effect)
+    if operator in ("Equal", ""):
+        return ("Equal", key, effect, value)
+    return None
+
+
+def _buckets_covering(toleration: Identity) -> set[Bucket]:
+    """Every bucket whose members may be supersets of ``toleration``."""
+    key, operator, value, effect, _ = toleration
+    buckets: set[Bucket] = {("Exists", k, e) for k in (key, "") for e in (effect, "")}
+    if operator == "Equal":
+        buckets |= {("Equal", key, e, value) for e in (effect, "")}
+    return buckets
+
+
+def _limit(toleration: Identity) -> int | None:
+    """The tolerationSeconds a narrower toleration must not exceed; None: no condition."""
+    _, _, _, effect, seconds = toleration
+    return seconds if effect == "NoExecute" else None
+
+
+class _Group:
+    """The tolerations of one bucket: per identity, how many cover unconditionally and the
+    two identities with the longest NoExecute seconds."""
+
+    __slots__ = ("by_identity", "longest", "unconditional")
+
+    def __init__(self) -> None:
+        self.unconditional = 0
+        self.by_identity: dict[Identity, int] = {}
+        self.longest: list[tuple[int, Identity]] = []  # at most two, distinct identities
+
+    def add(self, toleration: Identity) -> None:
+        limit = _limit(toleration)
+        if limit is None:
+            self.unconditional += 1
+            self.by_identity[toleration] = self.by_identity.get(toleration, 0) + 1
+            return
+        entries = [e for e in self.longest if e[1] != toleration]
+        previous = max((e[0] for e in self.longest if e[1] == toleration), default=limit)
+        entries.append((max(previous, limit), toleration))
+        self.longest = sorted(entries, reverse=True)[:2]
+
+    def covers(self, narrow: Identity, except_identity: Identity | None) -> bool:
+        """Whether a member (other than ``except_identity``'s copies) is a superset of
+        ``narrow``, given the bucket already matches its key, operator, value and effect."""
+        others = self.unconditional - self.by_identity.get(except_identity, 0) \
+            if except_identity is not None else self.unconditional
+        if others > 0:
+            return True
+        seconds = narrow[4]
+        if seconds is None:
+            return False
+        return any(limit >= seconds for limit, identity in self.longest
+                   if identity != except_identity)
+
+
+class _Index:
+    def __init__(self) -> None:
+        self.groups: dict[Bucket, _Group] = {}
+        self.identities: set[Identity] = set()
+
+    def add(self, toleration: Identity) -> None:
+        self.identities.add(toleration)
+        bucket = _bucket(toleration)
+        if bucket is not None:
+            self.groups.setdefault(bucket, _Group()).add(toleration)
+
+    def covers(self, narrow: Identity, except_identity: Identity | None = None) -> bool:
+        """Whether a member is a superset of ``narrow``; with ``except_identity``, a member
+        that is not equal to it (upstream's "unless equal" in MergeTolerations)."""
+        if except_identity is None and narrow in self.identities:
+            return True
+        return any(group.covers(narrow, except_identity)
+                   for bucket in _buckets_covering(narrow)
+                   if (group := self.groups.get(bucket)) is not None)
+
+
 def merge_tolerations(first: Sequence[Toleration], second: Sequence[Toleration]
                       ) -> list[Toleration]:
     """Both lists in order, without a toleration that another one covers (upstream's
-    MergeTolerations)."""
+    MergeTolerations: one kept of equal ones, the first; a toleration dropped when a kept one
+    before it or a different one after it covers it), in time linear in the lists' length."""
     everything = [*first, *second]
+    identities = [_fields(t) for t in everything]
+    later: list[bool] = [False] * len(everything)
+    after = _Index()
+    for index in range(len(everything) - 1, -1, -1):
+        later[index] = after.covers(identities[index], except_identity=identities[index])
+        after.add(identities[index])
+    kept = _Index()
     merged: list[Toleration] = []
     for index, toleration in enumerate(everything):
-        if any(is_superset(kept, toleration) for kept in merged):
+        if later[index] or kept.covers(identities[index]):
             continue
-        if any(_fields(later) != _fields(toleration) and is_superset(later, toleration)
-               for later in everything[index + 1:]):
-            continue
+        kept.add(identities[index])
         merged.append(toleration)
     return merged
 
@@ -96,7 +196,10 @@ def verify_against_whitelist(tolerations: Sequence[Toleration],
     """Every toleration is covered by an entry of the whitelist (an empty one allows all)."""
     if not whitelist or not tolerations:
         return True
-    return all(any(is_superset(allowed, t) for allowed in whitelist) for t in tolerations)
+    allowed = _Index()
+    for entry in whitelist:
+        allowed.add(_fields(entry))
+    return all(allowed.covers(_fields(t)) for t in tolerations)
 
 
 def namespace_tolerations(annotations: Mapping[str, str], key: str) -> list[Toleration] | None:

@@ -3,7 +3,7 @@
 Choices (explained for users in docs/admission.md):
 
 - ``failurePolicy: Fail`` by default: the whitelists and PodNodeConstraints are policy, and a
-  policy that lapses whenever the operator restarts is none; ``Ignore`` is offered for clusters
+  policy that lapses whenever the webhook restarts is none; ``Ignore`` is offered for clusters
   that prefer availability. The excluded namespaces keep the cluster and berthmaster itself
   able to start pods while the webhook is down.
 - ``timeoutSeconds: 5``: a decision costs a namespace read and at most a node read and a
@@ -17,10 +17,10 @@ Choices (explained for users in docs/admission.md):
 - ``sideEffects: None``: a decision writes nothing (a SubjectAccessReview is a read), so dry-run
   requests are served too.
 
-Two ways to point the API server at the webhook: a Service (the chart installs both
-configurations without a caBundle; the operator fills it in, :func:`inject_ca_bundle`), or a
-URL (``--admission-listen`` outside a cluster; the operator writes the whole configurations,
-:func:`apply_configurations`).
+Two ways to point the API server at the webhook: a Service (the chart renders both
+configurations with the CA of the certificate it generates, templates/admission.yaml), or a
+URL (``berthmaster admission`` outside a cluster writes the whole configurations pointing at
+``--listen``, :func:`apply_configurations`).
 """
 
 from __future__ import annotations
@@ -30,14 +30,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from berthmaster.kube import KubeClient, KubeError, group_path, resource_path
+from berthmaster.kube import KubeClient, group_path, resource_path
 from berthmaster.operator.admission.podnodeconstraints import POD_SPEC_PATHS
 
 ADMISSIONREGISTRATION = group_path("admissionregistration.k8s.io", "v1")
 MUTATING, VALIDATING = "mutatingwebhookconfigurations", "validatingwebhookconfigurations"
 WEBHOOK_NAME = "pod-placement.berthmaster.io"
 SYSTEM_NAMESPACES = ("kube-system", "kube-public", "kube-node-lease")
-FIELD_MANAGER = "berthmaster-operator"
+FIELD_MANAGER = "berthmaster-admission"
 VERSIONS = {"": "v1", "apps": "v1", "batch": "v1", "apps.openshift.io": "v1"}
 
 
@@ -111,39 +111,10 @@ def build_configurations(name: str, target: Target, ca_bundle: str, own_namespac
 
 async def apply_configurations(client: KubeClient, configurations: Sequence[dict[str, Any]]
                                ) -> None:
-    """Create or update the configurations (server-side apply, this operator's fields)."""
+    """Create or update the configurations (server-side apply, this webhook's fields)."""
     for configuration in configurations:
         plural = MUTATING if configuration["kind"].startswith("Mutating") else VALIDATING
         await client.patch(resource_path(ADMISSIONREGISTRATION, plural,
                                          name=configuration["metadata"]["name"]),
                            configuration, kind="apply", fieldManager=FIELD_MANAGER,
                            force="true")
-
-
-async def inject_ca_bundle(client: KubeClient, name: str, ca_bundle: str) -> list[str]:
-    """Set every webhook's caBundle in both configurations named ``name``; returns the ones
-    that do not exist (the chart was installed without admission.enabled)."""
-    encoded = base64.b64encode(ca_bundle.encode()).decode()
-    missing = []
-    for plural in (MUTATING, VALIDATING):
-        path = resource_path(ADMISSIONREGISTRATION, plural, name=name)
-        for _attempt in range(5):
-            try:
-                current = await client.get(path)
-            except KubeError as error:
-                if not error.not_found:
-                    raise
-                missing.append(f"{plural}/{name}")
-                break
-            webhooks = current.get("webhooks") or []
-            if all((w.get("clientConfig") or {}).get("caBundle") == encoded for w in webhooks):
-                break
-            for webhook in webhooks:
-                webhook.setdefault("clientConfig", {})["caBundle"] = encoded
-            try:
-                await client.replace(path, current)
-                break
-            except KubeError as error:
-                if not error.conflict:
-                    raise
-    return missing

@@ -92,8 +92,12 @@ def object_name(request: Request) -> str:
                or "Unknown")
 
 
-def allow(uid: str, patch: Sequence[Mapping[str, Any]] = ()) -> dict[str, Any]:
+def allow(uid: str, patch: Sequence[Mapping[str, Any]] = (),
+          warnings: Sequence[str] = ()) -> dict[str, Any]:
+    """An admitting answer; ``warnings`` reach the user as kubectl's ``Warning:`` lines."""
     response: dict[str, Any] = {"uid": uid, "allowed": True}
+    if warnings:
+        response["warnings"] = list(warnings)
     if patch:
         response["patchType"] = "JSONPatch"
         response["patch"] = base64.b64encode(orjson.dumps(list(patch))).decode()
@@ -101,7 +105,8 @@ def allow(uid: str, patch: Sequence[Mapping[str, Any]] = ()) -> dict[str, Any]:
 
 
 def deny(uid: str, message: str, code: int = 403) -> dict[str, Any]:
-    reason = {400: "BadRequest", 403: "Forbidden", 404: "NotFound"}.get(code, "InternalError")
+    reason = {400: "BadRequest", 403: "Forbidden", 404: "NotFound",
+              413: "RequestEntityTooLarge", 422: "Invalid"}.get(code, "InternalError")
     return {"apiVersion": API_VERSION, "kind": "AdmissionReview",
             "response": {"uid": uid, "allowed": False,
                          "status": {"status": "Failure", "code": code, "reason": reason,

@@ -4,12 +4,21 @@ The namespace is read from the API server on every request that needs it (one GE
 loopback or in-cluster connection): an annotation an administrator just changed applies to
 the very next pod, as upstream's plugins do once their informer has the change. A node is read
 only for NodeEnv's nodeName check and a SubjectAccessReview asked only when PodNodeConstraints'
-answer depends on it (access.py caches those). A failure to read refuses the request with the
-reason (``failurePolicy`` only covers an unreachable webhook, not a webhook's own errors).
+answer depends on it (access.py caches those). A pod arriving at ``/mutate`` with more
+tolerations than ``--max-tolerations`` is refused before anything is read (at ``/validate``, 64
+more are allowed: what the mutating pass itself may have added).
+
+When a read fails (an error status, an unreachable API server, missing RBAC, or no answer within
+the webhook's ``timeoutSeconds`` less a second) the request is answered as the configured
+``failurePolicy`` says the API server answers a webhook it cannot call: ``Ignore`` admits it
+unchanged with a ``warnings`` entry naming the failure (kubectl prints it), ``Fail`` denies it
+with the failure. Either way a log line and ``berthmaster_admission_requests_total``
+(``fail_open`` / ``error``) record it.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import Any
 
@@ -17,38 +26,86 @@ from berthmaster.kube import CORE, KubeClient, KubeError, resource_path
 from berthmaster.operator.admission import decisions, review
 from berthmaster.operator.admission.access import BindingAccess
 from berthmaster.operator.admission.config import AdmissionConfig
+from berthmaster.operator.admission.metrics import AdmissionMetrics
+from berthmaster.operator.admission.options import DEFAULT_MAX_TOLERATIONS
 
 _log = logging.getLogger("berthmaster.operator.admission")
+MERGE_ALLOWANCE = 64
+
+
+class FactsUnavailable(Exception):
+    """A read the decision needs failed; the message says which and why."""
 
 
 class PlacementWebhook:
-    def __init__(self, client: KubeClient, config: AdmissionConfig, access: BindingAccess):
+    def __init__(self, client: KubeClient, config: AdmissionConfig, access: BindingAccess,
+                 failure_policy: str = "Fail", timeout_seconds: int = 5,
+                 max_tolerations: int = DEFAULT_MAX_TOLERATIONS,
+                 metrics: AdmissionMetrics | None = None):
         self.client = client
         self.config = config
         self.access = access
+        self.failure_policy = failure_policy
+        # The reads must end before the API server gives up on us (timeoutSeconds).
+        self.read_budget = max(0.5, timeout_seconds - 1.0)
+        self.max_tolerations = max_tolerations
+        self.metrics = metrics or AdmissionMetrics()
 
     async def answer(self, path: str, body: Any) -> dict[str, Any]:
         """The AdmissionReview response for ``/mutate`` or ``/validate``."""
         try:
             request = review.read_request(body)
         except review.ReviewError as error:
+            self.metrics.count(path, "bad_request")
             return review.deny("", str(error), code=400)
+        validating = path == "/validate"
+        # The validating pass sees the pod with the mutating pass's additions (the namespace's
+        # default tolerations, memory-pressure): room for them above the limit.
+        oversized = decisions.too_many_tolerations(
+            request, self.max_tolerations + (MERGE_ALLOWANCE if validating else 0))
+        if oversized is not None:
+            self.metrics.count(path, "denied")
+            return review.deny(request.uid, oversized.refusal or "", oversized.code)
         config = self.config  # one configuration for the whole request, even if reloaded
         try:
-            facts = await self._facts(request, config, validating=path == "/validate")
-        except KubeError as error:
-            _log.warning("admission %s %s/%s: %s", request.operation, request.namespace,
-                         request.name, error)
-            return review.deny(request.uid, f"berthmaster placement admission could not "
-                                            f"decide: {error}", code=500)
-        decide = decisions.validate if path == "/validate" else decisions.mutate
+            facts = await self._facts(request, config, validating)
+        except FactsUnavailable as error:
+            return self._undecided(path, request, str(error))
+        decide = decisions.validate if validating else decisions.mutate
         verdict = decide(request, config, facts)
         if verdict.refusal:
+            self.metrics.count(path, "denied")
             return review.deny(request.uid, verdict.refusal, verdict.code)
+        self.metrics.count(path, "allowed")
         return review.allow(request.uid, verdict.patch)
+
+    def _undecided(self, path: str, request: review.Request, reason: str) -> dict[str, Any]:
+        what = f"{request.operation} {request.resource} {request.namespace}/{request.name}"
+        if self.failure_policy == "Ignore":
+            _log.warning("admission %s admitted unchecked (failurePolicy Ignore): %s", what,
+                         reason)
+            self.metrics.count(path, "fail_open")
+            return review.allow(request.uid, warnings=[
+                f"berthmaster placement admission could not check this request ({reason}); "
+                "admitted unchanged because its failurePolicy is Ignore"])
+        _log.warning("admission %s refused (failurePolicy Fail): %s", what, reason)
+        self.metrics.count(path, "error")
+        return review.deny(request.uid, f"berthmaster placement admission could not decide: "
+                                        f"{reason}", code=500)
 
     async def _facts(self, request: review.Request, config: AdmissionConfig,
                      validating: bool) -> decisions.Facts:
+        try:
+            async with asyncio.timeout(self.read_budget):
+                return await self._read_facts(request, config, validating)
+        except KubeError as error:
+            raise FactsUnavailable(str(error)) from error
+        except TimeoutError as error:
+            raise FactsUnavailable(f"the API server did not answer within "
+                                   f"{self.read_budget:g} s") from error
+
+    async def _read_facts(self, request: review.Request, config: AdmissionConfig,
+                          validating: bool) -> decisions.Facts:
         annotations: dict[str, str] = {}
         if request.is_pod:
             namespace = await self.client.get(resource_path(CORE, "namespaces",

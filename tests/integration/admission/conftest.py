@@ -1,11 +1,11 @@
-"""Fixtures for the placement admission tests: the operator serving the webhook on loopback.
+"""Fixtures for the placement admission tests: ``berthmaster admission`` serving on loopback.
 
-``admission`` runs ``berthmaster operator --only admission --admission-listen 127.0.0.1:<port>``
-as a subprocess for the whole module, with its own namespace (for the Secret and ConfigMap) and
-its own configuration names; the operator registers the webhook configurations itself and the
-local control plane's kube-apiserver calls it over TLS. The fixture waits until the API server
-actually applies the webhook (a dry-run pod gets the namespace's selector), and at the end stops
-the operator and deletes both configurations, so no other test module ever meets them.
+``admission`` runs ``berthmaster admission --listen 127.0.0.1:<port>`` (self-managed: its
+certificate in a Secret, the configurations written by itself) as a subprocess for the whole
+module, with its own namespace (for the Secret and ConfigMap) and its own configuration names;
+the local control plane's kube-apiserver calls it over TLS. The fixture waits until the API
+server actually applies the webhook (a dry-run pod gets the namespace's selector), and at the end
+stops the process and deletes both configurations, so no other test module ever meets them.
 """
 
 from __future__ import annotations
@@ -33,6 +33,13 @@ REGISTRATION = group_path("admissionregistration.k8s.io", "v1")
 JSON = dict[str, Any]
 
 
+def admission_command(kubeconfig: Path | str, port: int, namespace: str, name: str,
+                      *extra: str) -> list[str]:
+    return [sys.executable, "-m", "berthmaster.cli", "admission", "--kubeconfig",
+            str(kubeconfig), "--listen", f"127.0.0.1:{port}", "--namespace", namespace,
+            "--name", name, *extra]
+
+
 def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
@@ -40,8 +47,8 @@ def free_port() -> int:
 
 
 @dataclass
-class AdmissionOperator:
-    """One operator process serving the webhook; restartable (``stop``/``start``)."""
+class AdmissionProcess:
+    """One ``berthmaster admission`` process; restartable (``stop``/``start``)."""
 
     cluster: RunningCluster
     namespace: str
@@ -56,11 +63,8 @@ class AdmissionOperator:
         env = {**os.environ, "KUBECONFIG": str(self.cluster.kubeconfig), **self.env}
         log = self.log_path.open("ab")
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "berthmaster.cli", "operator", "--kubeconfig",
-             str(self.cluster.kubeconfig), "--only", "admission", "--standalone",
-             "--liveness", "", "--admission-listen", f"127.0.0.1:{self.port}",
-             "--admission-namespace", self.namespace, "--admission-name", self.name,
-             *self.extra_args],
+            admission_command(self.cluster.kubeconfig, self.port, self.namespace, self.name,
+                              *self.extra_args),
             stdout=log, stderr=subprocess.STDOUT, env=env, cwd=str(ROOT))
 
     def stop(self) -> None:
@@ -111,17 +115,17 @@ async def refusal(kube: KubeClient, namespace: str, body: JSON, path: str | None
     return caught.value
 
 
-async def write_config(kube: KubeClient, operator: AdmissionOperator, text: str) -> None:
-    path = resource_path(CORE, "configmaps", operator.namespace, operator.name)
+async def write_config(kube: KubeClient, webhook: AdmissionProcess, text: str) -> None:
+    path = resource_path(CORE, "configmaps", webhook.namespace, webhook.name)
     body = {"apiVersion": "v1", "kind": "ConfigMap",
-            "metadata": {"name": operator.name, "namespace": operator.namespace},
+            "metadata": {"name": webhook.name, "namespace": webhook.namespace},
             "data": {"config.yaml": text}}
     try:
         await kube.replace(path, body)
     except KubeError as error:
         if not error.not_found:
             raise
-        await kube.create(resource_path(CORE, "configmaps", operator.namespace), body)
+        await kube.create(resource_path(CORE, "configmaps", webhook.namespace), body)
 
 
 async def delete_configurations(kube: KubeClient, name: str) -> None:
@@ -138,7 +142,10 @@ async def wait_webhook_active(kube: KubeClient) -> None:
         prefix="probe")
     try:
         async def merged() -> bool:
-            pod = await create_pod(kube, probe, pod_body("probe"))
+            try:
+                pod = await create_pod(kube, probe, pod_body("probe"))
+            except KubeError:  # failurePolicy Fail while the webhook starts
+                return False
             return (pod["spec"].get("nodeSelector") or {}).get("berthmaster-probe") == "yes"
 
         await wait_for(merged, timeout=60, what="the API server calling the webhook")
@@ -149,32 +156,32 @@ async def wait_webhook_active(kube: KubeClient) -> None:
 
 @pytest.fixture(scope="module")
 def admission_log(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tmp_path_factory.mktemp("admission") / "operator.log"
+    return tmp_path_factory.mktemp("admission") / "admission.log"
 
 
 @pytest.fixture(scope="module")
 async def admission(cluster: RunningCluster, kube: KubeClient, admission_log: Path,
-                    request: pytest.FixtureRequest) -> AsyncIterator[AdmissionOperator]:
-    """The operator serving the webhook, with the module's ``ADMISSION_CONFIG`` (if any) in
-    its ConfigMap and ``ADMISSION_ENV`` in its environment."""
+                    request: pytest.FixtureRequest) -> AsyncIterator[AdmissionProcess]:
+    """The webhook process, with the module's ``ADMISSION_CONFIG`` (if any) in its ConfigMap,
+    ``ADMISSION_ENV`` in its environment and ``ADMISSION_ARGS`` on its command line."""
     own = await create_namespace(kube, prefix="berthmaster")
-    operator = AdmissionOperator(cluster, own, f"placement-{uuid.uuid4().hex[:6]}",
+    webhook = AdmissionProcess(cluster, own, f"placement-{uuid.uuid4().hex[:6]}",
                                  free_port(), admission_log,
                                  env=dict(getattr(request.module, "ADMISSION_ENV", {})),
                                  extra_args=tuple(getattr(request.module, "ADMISSION_ARGS", ())))
     config = getattr(request.module, "ADMISSION_CONFIG", "")
     if config:
-        await write_config(kube, operator, config)
-    operator.start()
+        await write_config(kube, webhook, config)
+    webhook.start()
     try:
         await wait_webhook_active(kube)
-        yield operator
+        yield webhook
     finally:
-        operator.stop()
-        await delete_configurations(kube, operator.name)
+        webhook.stop()
+        await delete_configurations(kube, webhook.name)
         with contextlib.suppress(KubeError):
             await kube.delete(resource_path(CORE, "namespaces", name=own))
-        print(operator.log()[-8000:])
+        print(webhook.log()[-8000:])
 
 
 @pytest.fixture

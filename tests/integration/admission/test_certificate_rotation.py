@@ -14,7 +14,7 @@ import base64
 from typing import Any
 
 from berthmaster.kube import CORE, KubeClient, KubeError, resource_path
-from tests.integration.admission.conftest import AdmissionOperator, create_pod, pod_body
+from tests.integration.admission.conftest import AdmissionProcess, create_pod, pod_body
 from tests.support.waiting import wait_for
 
 ADMISSION_ENV = {"BERTHMASTER_ADMISSION_CHECK_SECONDS": "1",
@@ -22,7 +22,7 @@ ADMISSION_ENV = {"BERTHMASTER_ADMISSION_CHECK_SECONDS": "1",
                  "BERTHMASTER_ADMISSION_CA_SECONDS": "24"}
 
 
-async def test_rotation_without_a_failed_request(admission: AdmissionOperator,
+async def test_rotation_without_a_failed_request(admission: AdmissionProcess,
                                                  kube: KubeClient, project: Any) -> None:
     namespace = await project({"scheduler.alpha.kubernetes.io/node-selector": "env=test"})
     secret_path = resource_path(CORE, "secrets", admission.namespace, f"{admission.name}-tls")

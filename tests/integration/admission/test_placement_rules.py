@@ -1,6 +1,7 @@
-"""Each placement rule on the real API server, with the webhook the operator registered.
+"""Each placement rule on the real API server, with the webhook ``berthmaster admission``
+registered.
 
-kube-apiserver calls ``berthmaster operator --admission-listen 127.0.0.1:<port>`` over TLS; the
+kube-apiserver calls ``berthmaster admission --listen 127.0.0.1:<port>`` over TLS; the
 requests are dry runs (admission runs in full, nothing is stored) unless a test needs the
 stored object. Refusals are checked as the user sees them: the API server's ``admission webhook
 "pod-placement.berthmaster.io" denied the request:`` followed by the plugin's own words
@@ -21,7 +22,7 @@ from berthmaster.scheduler.engine import Engine
 from berthmaster.scheduler.simulate import Source, build_inputs, simulate
 from tests.integration.admission.conftest import (
     REGISTRATION,
-    AdmissionOperator,
+    AdmissionProcess,
     create_pod,
     delete_configurations,
     impersonate,
@@ -44,7 +45,7 @@ RBAC = group_path("rbac.authorization.k8s.io", "v1")
 Project = Callable[..., Awaitable[str]]
 
 
-async def configure(kube: KubeClient, admission: AdmissionOperator, text: str,
+async def configure(kube: KubeClient, admission: AdmissionProcess, text: str,
                     probe: Callable[[], Awaitable[bool]]) -> None:
     """Write the ConfigMap and wait until the webhook behaves by it (it reloads every
     second)."""
@@ -52,7 +53,7 @@ async def configure(kube: KubeClient, admission: AdmissionOperator, text: str,
     await wait_for(probe, timeout=60, what="the webhook to reload its configuration")
 
 
-async def test_namespace_node_selector_is_merged(admission: AdmissionOperator,
+async def test_namespace_node_selector_is_merged(admission: AdmissionProcess,
                                                  kube: KubeClient, project: Project) -> None:
     """The seed's 16.5.4 example: env=test,infra=fedora on the namespace, env/os on the pod."""
     namespace = await project({NODE_SELECTOR: "env=test,infra=fedora"})
@@ -63,7 +64,7 @@ async def test_namespace_node_selector_is_merged(admission: AdmissionOperator,
     assert stored["spec"]["nodeSelector"] == pod["spec"]["nodeSelector"]
 
 
-async def test_a_conflicting_pod_is_refused(admission: AdmissionOperator, kube: KubeClient,
+async def test_a_conflicting_pod_is_refused(admission: AdmissionProcess, kube: KubeClient,
                                             project: Project) -> None:
     namespace = await project({NODE_SELECTOR: "env=test"})
     error = await refusal(kube, namespace, pod_body("prod", nodeSelector={"env": "production"}))
@@ -73,7 +74,7 @@ async def test_a_conflicting_pod_is_refused(admission: AdmissionOperator, kube: 
         "label selector")
 
 
-async def test_a_malformed_annotation_is_named(admission: AdmissionOperator, kube: KubeClient,
+async def test_a_malformed_annotation_is_named(admission: AdmissionProcess, kube: KubeClient,
                                                project: Project) -> None:
     namespace = await project({NODE_SELECTOR: "env"})
     error = await refusal(kube, namespace, pod_body("p"))
@@ -83,7 +84,7 @@ async def test_a_malformed_annotation_is_named(admission: AdmissionOperator, kub
         "namespace's annotation")
 
 
-async def test_openshift_project_node_selector(admission: AdmissionOperator, kube: KubeClient,
+async def test_openshift_project_node_selector(admission: AdmissionProcess, kube: KubeClient,
                                                project: Project) -> None:
     """NodeEnv: ``openshift.io/node-selector`` (what ``oc adm new-project --node-selector``
     sets) is merged too, and refused in NodeEnv's words; the upstream annotation wins."""
@@ -99,7 +100,7 @@ async def test_openshift_project_node_selector(admission: AdmissionOperator, kub
     assert pod["spec"]["nodeSelector"] == {"env": "test"}
 
 
-async def test_project_selector_checks_a_named_node(admission: AdmissionOperator,
+async def test_project_selector_checks_a_named_node(admission: AdmissionProcess,
                                                     kube: KubeClient, project: Project,
                                                     nodes: Any) -> None:
     west = await nodes.create(labels={"region": "west"}, wait_ready=False)
@@ -111,7 +112,7 @@ async def test_project_selector_checks_a_named_node(admission: AdmissionOperator
 
 
 async def test_default_tolerations_and_the_dedicated_node_recipe(
-        admission: AdmissionOperator, kube: KubeClient, project: Project, nodes: Any) -> None:
+        admission: AdmissionProcess, kube: KubeClient, project: Project, nodes: Any) -> None:
     """The taints document's dedicated nodes: ``dedicated=groupName:NoSchedule`` on the node,
     the group's namespace annotated with the toleration and the node selector; the group's
     pods get both, and the placement engine (the one the berthmaster scheduler runs) puts the
@@ -142,7 +143,7 @@ async def test_default_tolerations_and_the_dedicated_node_recipe(
 
 
 async def test_memory_pressure_toleration_for_pods_that_are_not_best_effort(
-        admission: AdmissionOperator, kube: KubeClient, project: Project) -> None:
+        admission: AdmissionProcess, kube: KubeClient, project: Project) -> None:
     namespace = await project()
     body = pod_body("burstable")
     body["spec"]["containers"][0]["resources"] = {"requests": {"cpu": "100m"}}
@@ -154,7 +155,7 @@ async def test_memory_pressure_toleration_for_pods_that_are_not_best_effort(
                for t in best_effort["spec"].get("tolerations") or [])
 
 
-async def test_tolerations_whitelist(admission: AdmissionOperator, kube: KubeClient,
+async def test_tolerations_whitelist(admission: AdmissionProcess, kube: KubeClient,
                                      project: Project) -> None:
     """A namespace whitelist must cover every toleration the pod ends with, including the
     API server's own not-ready/unreachable ones (DefaultTolerationSeconds runs first)."""
@@ -171,7 +172,7 @@ async def test_tolerations_whitelist(admission: AdmissionOperator, kube: KubeCli
         "its namespace whitelist")
 
 
-async def test_cluster_configuration(admission: AdmissionOperator, kube: KubeClient,
+async def test_cluster_configuration(admission: AdmissionProcess, kube: KubeClient,
                                      project: Project) -> None:
     """The seed's PodNodeSelector snippet with this test's namespace as ``ns1``, and a cluster
     whitelist and default for tolerations, through the ConfigMap."""
@@ -237,7 +238,7 @@ async def grant(kube: KubeClient, namespace: str, user: str, bind: bool) -> None
         "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}]})
 
 
-async def test_pod_node_constraints_by_role(admission: AdmissionOperator, kube: KubeClient,
+async def test_pod_node_constraints_by_role(admission: AdmissionProcess, kube: KubeClient,
                                             project: Project) -> None:
     """16.5.2/16.5.3: a user without pods/binding may not name a node nor select a
     blacklisted label, in a pod or a Deployment's template; a user with it may."""
@@ -312,7 +313,7 @@ pluginConfig:
 
 @pytest.mark.parametrize("annotation", [NODE_SELECTOR, PROJECT_SELECTOR])
 async def test_system_and_own_namespaces_are_left_alone(
-        admission: AdmissionOperator, kube: KubeClient, annotation: str) -> None:
+        admission: AdmissionProcess, kube: KubeClient, annotation: str) -> None:
     """The namespaceSelector: berthmaster's own namespace is never sent to the webhook."""
     await kube.patch(resource_path(CORE, "namespaces", name=admission.namespace),
                      {"metadata": {"annotations": {annotation: "env=test"}}})
@@ -324,7 +325,7 @@ async def test_system_and_own_namespaces_are_left_alone(
                          {"metadata": {"annotations": {annotation: None}}})
 
 
-async def test_deleted_configurations_come_back(admission: AdmissionOperator,
+async def test_deleted_configurations_come_back(admission: AdmissionProcess,
                                                 kube: KubeClient) -> None:
     """The operator re-applies the configurations it writes at every check (every second
     here), so a deleted or edited one is restored."""

@@ -1,16 +1,15 @@
 """The webhook down, with each failurePolicy, and a configuration or an account refused at
 start.
 
-``Fail`` (the default): while the operator is stopped, pods in covered namespaces are refused
+``Fail`` (the default): while the webhook is stopped, pods in covered namespaces are refused
 with the API server's ``failed calling webhook`` and its own namespace is unaffected (the
-namespaceSelector). ``Ignore`` (``--admission-failure-policy Ignore``): pods are admitted
-unchanged. Restarting the operator reuses the certificate in its Secret.
+namespaceSelector). ``Ignore`` (``--failure-policy Ignore``): pods are admitted unchanged.
+Restarting the webhook reuses the certificate in its Secret.
 """
 
 from __future__ import annotations
 
 import asyncio
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +19,8 @@ from berthmaster.kube import CORE, KubeClient, KubeError, group_path, resource_p
 from tests.integration.admission.conftest import (
     REGISTRATION,
     ROOT,
-    AdmissionOperator,
+    AdmissionProcess,
+    admission_command,
     create_pod,
     pod_body,
     wait_webhook_active,
@@ -42,7 +42,7 @@ async def failure_policy(kube: KubeClient, name: str) -> tuple[str, str]:
             validating["webhooks"][0]["failurePolicy"])
 
 
-async def test_fail_then_ignore(admission: AdmissionOperator, kube: KubeClient,
+async def test_fail_then_ignore(admission: AdmissionProcess, kube: KubeClient,
                                 project: Any) -> None:
     namespace = await project(ANNOTATION)
     secret = resource_path(CORE, "secrets", admission.namespace, f"{admission.name}-tls")
@@ -56,7 +56,7 @@ async def test_fail_then_ignore(admission: AdmissionOperator, kube: KubeClient,
     own = await create_pod(kube, admission.namespace, pod_body("own"))
     assert own["metadata"]["namespace"] == admission.namespace
 
-    admission.extra_args = ("--admission-failure-policy", "Ignore")
+    admission.extra_args = ("--failure-policy", "Ignore")
     admission.start()
     await wait_for(lambda: is_ignore(kube, admission.name), timeout=60,
                    what="the configurations rewritten with Ignore")
@@ -71,7 +71,7 @@ async def is_ignore(kube: KubeClient, name: str) -> bool:
     return await failure_policy(kube, name) == ("Ignore", "Ignore")
 
 
-async def test_an_invalid_configuration_stops_the_start(admission: AdmissionOperator,
+async def test_an_invalid_configuration_stops_the_start(admission: AdmissionProcess,
                                                         kube: KubeClient) -> None:
     """Every problem named, exit status 2, before anything is served."""
     await write_config(kube, admission, "pluginConfig:\n  PodNodeSelector:\n    configuration:\n"
@@ -79,10 +79,8 @@ async def test_an_invalid_configuration_stops_the_start(admission: AdmissionOper
                                         "        clusterDefaultNodeSelector: k3\n"
                                         "  PodNodeConstrains: {}\n")
     process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "berthmaster.cli", "operator", "--kubeconfig",
-        str(admission.cluster.kubeconfig), "--only", "admission", "--standalone",
-        "--liveness", "", "--admission-listen", "127.0.0.1:1",
-        "--admission-namespace", admission.namespace, "--admission-name", admission.name,
+        *admission_command(admission.cluster.kubeconfig, 1, admission.namespace,
+                           admission.name),
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, cwd=str(ROOT))
     _, raw = await asyncio.wait_for(process.communicate(), timeout=120)
     stderr = raw.decode()
@@ -94,10 +92,9 @@ async def test_an_invalid_configuration_stops_the_start(admission: AdmissionOper
     assert "pluginConfig.PodNodeConstrains: unknown plugin" in stderr
 
 
-async def test_missing_rbac_stops_the_start(admission: AdmissionOperator, kube: KubeClient,
+async def test_missing_rbac_stops_the_start(admission: AdmissionProcess, kube: KubeClient,
                                             tmp_path: Path) -> None:
-    """An account with kopf's rules but not the admission ones: one line naming what it may
-    not do, exit 2."""
+    """An account without the admission rules: one line naming what it may not do, exit 2."""
     await kube.create(resource_path(CORE, "serviceaccounts", admission.namespace), {
         "apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "no-rights"}})
     role = f"{admission.name}-kopf-only"
@@ -121,19 +118,16 @@ async def test_missing_rbac_stops_the_start(admission: AdmissionOperator, kube: 
             await kube.delete(resource_path(RBAC, plural, name=role))
 
 
-async def start_without_rights(admission: AdmissionOperator, kube: KubeClient,
+async def start_without_rights(admission: AdmissionProcess, kube: KubeClient,
                                tmp_path: Path) -> None:
     kubeconfig = await service_account_kubeconfig(kube, admission.cluster, admission.namespace,
                                                   "no-rights", tmp_path)
     process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "berthmaster.cli", "operator", "--kubeconfig", str(kubeconfig),
-        "--only", "admission", "--standalone", "--liveness", "",
-        "--admission-listen", "127.0.0.1:1", "--admission-namespace", admission.namespace,
-        "--admission-name", admission.name, stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE, cwd=str(ROOT))
+        *admission_command(kubeconfig, 1, admission.namespace, admission.name),
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, cwd=str(ROOT))
     _, raw = await asyncio.wait_for(process.communicate(), timeout=120)
     stderr = raw.decode()
     assert process.returncode == 2, stderr
     assert (f"system:serviceaccount:{admission.namespace}:no-rights may not create "
             "subjectaccessreviews.authorization.k8s.io (admission)") in stderr
-    assert "grant the operator the admission rules" in stderr
+    assert "grant the admission ServiceAccount its rules" in stderr

@@ -58,7 +58,10 @@ def parsed_args(args: list[str]) -> argparse.Namespace:
 @pytest.mark.parametrize("value_set", sorted(VALUE_SETS))
 def test_container_args_parse_with_the_real_cli(value_set: str) -> None:
     objects = render(VALUE_SETS[value_set])
-    for component, command in (("scheduler", "scheduler"), ("operator", "operator")):
+    components = [("scheduler", "scheduler"), ("operator", "operator")]
+    if find(objects, "Deployment", "-admission"):
+        components.append(("admission", "admission"))
+    for component, command in components:
         args = list(container(objects, component)["args"])
         assert args[0] == command
         parsed_args(args)  # argparse exits (SystemExit) on an unknown flag or a bad value
@@ -376,8 +379,8 @@ def test_node_create_and_delete_follow_the_machine_providers(
 
 
 def test_no_role_grants_wildcards_or_secrets() -> None:
-    """Secrets only for the admission webhook's certificate, in its namespace: create (the
-    first start makes it) and get/update of that one Secret by name."""
+    """No Secret access at all: the admission webhook's certificate is the chart's own,
+    mounted into its pods (templates/admission.yaml)."""
     for value_set in VALUE_SETS.values():
         for role in find(render(value_set), "ClusterRole") + find(render(value_set), "Role"):
             for rule in role["rules"]:
@@ -386,13 +389,7 @@ def test_no_role_grants_wildcards_or_secrets() -> None:
                 assert "*" not in rule["verbs"] and "*" not in resources, where
                 assert "*" not in rule.get("apiGroups", []), where
                 assert "*" not in rule.get("nonResourceURLs", []), where
-                if "secrets" in resources:
-                    assert role["kind"] == "Role", where
-                    assert role["metadata"]["name"].endswith("-operator-admission"), where
-                    assert rule["resources"] == ["secrets"], where
-                    assert rule["verbs"] == ["create"] or (
-                        rule["verbs"] == ["get", "update"]
-                        and rule["resourceNames"] == ["berthmaster-admission-tls"]), where
+                assert "secrets" not in resources, where
                 assert not {"escalate", "impersonate"} & set(rule["verbs"]), where
 
 
@@ -400,39 +397,7 @@ def test_admission_is_off_by_default() -> None:
     objects = render()
     assert not find(objects, "MutatingWebhookConfiguration")
     assert not find(objects, "ValidatingWebhookConfiguration")
-    assert not any(arg.startswith("--admission") for arg in container(objects, "operator")["args"])
-
-
-def test_admission_webhooks_are_the_operators_own() -> None:
-    """The chart's configurations make the same choices as the ones the operator writes
-    outside a cluster (operator/admission/registration.py), pointing at the Service."""
-    from berthmaster.operator.admission import registration
-
-    objects = render(VALUE_SETS["admission-on"])
-    service = one(objects, "Service", "-admission")
-    deployment = one(objects, "Deployment", "-operator")
-    assert service["spec"]["selector"] == deployment["spec"]["selector"]["matchLabels"]
-    args = parsed_args(list(container(objects, "operator")["args"]))
-    assert args.admission_listen == "0.0.0.0:9443"
-    assert args.admission_service == service["metadata"]["name"]
-    assert {"name": "admission", "containerPort": 9443, "protocol": "TCP"} in container(
-        objects, "operator")["ports"]
-    target = registration.Target(service=("berthmaster", service["metadata"]["name"], 443))
-    expected = registration.build_configurations(args.admission_name, target, "",
-                                                 "berthmaster", failure_policy="Ignore")
-    for wanted in expected:
-        rendered = one(objects, wanted["kind"], args.admission_name)
-        assert rendered["metadata"]["name"] == args.admission_name
-        webhook = dict(rendered["webhooks"][0])
-        want = dict(wanted["webhooks"][0])
-        want["clientConfig"].pop("caBundle")  # the operator injects it
-        assert webhook == want
-    config_map = one(objects, "ConfigMap", "-admission")
-    from berthmaster.operator.admission.config import parse_text
-
-    assert parse_text(config_map["data"]["config.yaml"], "chart").constraints.enabled
-    rules = granted(one(objects, "ClusterRole", "-operator")["rules"])
-    assert ("authorization.k8s.io", "subjectaccessreviews", "create") in rules
+    assert not find(objects, "Deployment", "-admission")
 
 
 def test_metrics_service_selects_the_scheduler_and_names_its_port() -> None:

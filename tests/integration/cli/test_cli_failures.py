@@ -27,6 +27,7 @@ import yaml
 CONNECTING = {
     "scheduler": ["scheduler", "--no-leader-elect", "--metrics-bind-address="],
     "operator": ["operator", "--liveness=", "--standalone"],
+    "admission": ["admission", "--listen=127.0.0.1:1"],
 }
 
 

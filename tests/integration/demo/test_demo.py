@@ -47,3 +47,4 @@ def test_demo_places_the_samples_and_runs_the_machine_story(cluster: RunningClus
                               text=True, env=env, timeout=120)
         assert down.returncode == 0, down.stderr
     assert "berthmaster-scheduler" in down.stdout and "berthmaster-operator" in down.stdout
+    assert "berthmaster-admission" in down.stdout

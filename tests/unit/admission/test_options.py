@@ -1,4 +1,4 @@
-"""``berthmaster operator``'s admission flags: parsed by the real CLI parser into settings."""
+"""``berthmaster admission``'s flags: parsed by the real CLI parser into settings."""
 
 from __future__ import annotations
 
@@ -6,57 +6,66 @@ import pytest
 
 from berthmaster.cli import build_parser
 from berthmaster.errors import ConfigurationError
-from berthmaster.operator.admission.options import AdmissionSettings, settings_from_args
-
-
-def parse(*flags: str) -> AdmissionSettings | None:
-    return settings_from_args(build_parser("operator").parse_args(["operator", *flags]))
+from berthmaster.operator.admission.options import AdmissionSettings, Limits, settings_from_args
 
 
 def settings(*flags: str) -> AdmissionSettings:
-    parsed = parse(*flags)
-    assert parsed is not None
-    return parsed
+    return settings_from_args(build_parser("admission").parse_args(["admission", *flags]))
 
 
-def test_off_without_listen() -> None:
-    assert parse() is None
-
-
-def test_standalone_on_loopback(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_self_managed_on_loopback(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("POD_NAMESPACE", raising=False)
-    got = settings("--admission-listen", "127.0.0.1:9443")
+    got = settings("--listen", "127.0.0.1:9443")
+    assert got.self_managed
     assert (got.url, got.namespace, got.name, got.config_map, got.secret) == (
         "https://127.0.0.1:9443", "berthmaster", "berthmaster-placement",
         "berthmaster-placement", "berthmaster-placement-tls")
     assert got.hosts() == ["127.0.0.1", "localhost"]
     assert got.failure_policy == "Fail" and got.timeout_seconds == 5
+    assert got.limits == Limits()
 
 
-def test_in_a_cluster_behind_the_service(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_in_a_cluster_with_the_charts_certificate(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("POD_NAMESPACE", "bm")
-    got = settings("--admission-listen", "0.0.0.0:9443", "--admission-service", "bm-admission")
-    assert got.namespace == "bm"
-    assert got.hosts() == ["bm-admission.bm.svc", "bm-admission.bm.svc.cluster.local",
-                           "bm-admission.bm", "bm-admission"]
+    got = settings("--webhook-cert-file", "/tls/tls.crt", "--webhook-key-file", "/tls/tls.key",
+                   "--client-ca-file", "/client/ca.crt", "--failure-policy", "Ignore")
+    assert got.namespace == "bm" and not got.self_managed and got.secret == ""
+    assert (got.host, got.port) == ("0.0.0.0", 9443)
+    assert got.client_ca_file == "/client/ca.crt" and got.failure_policy == "Ignore"
+
+
+def test_limits() -> None:
+    got = settings("--max-request-bytes", "512Ki", "--max-tolerations", "50",
+                   "--max-in-flight", "4")
+    assert got.limits == Limits(max_request_bytes=512 * 1024, max_tolerations=50,
+                                max_in_flight=4)
+    assert Limits().max_request_bytes == 3 * 1024 * 1024
 
 
 @pytest.mark.parametrize("flags,message", [
-    (("--admission-listen", "9443"), "is not HOST:PORT"),
-    (("--admission-listen", "127.0.0.1:0"), "is not HOST:PORT"),
-    (("--admission-listen", "127.0.0.1:9443", "--admission-timeout-seconds", "31"),
-     "between 1 and 30"),
+    (("--listen", "9443"), "is not HOST:PORT"),
+    (("--listen", "127.0.0.1:0"), "is not HOST:PORT"),
+    (("--timeout-seconds", "31"), "between 1 and 30"),
+    (("--webhook-cert-file", "/tls/tls.crt"), "go together"),
+    (("--max-in-flight", "0"), "--max-in-flight must be at least 1"),
 ])
 def test_bad_flags_are_configuration_errors(flags: tuple[str, ...], message: str) -> None:
     with pytest.raises(ConfigurationError, match=message):
         settings(*flags)
 
 
+def test_a_size_that_is_not_one_is_refused_by_the_parser(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        settings("--max-request-bytes", "3MB")
+    assert "'3MB' is not a size in bytes" in capsys.readouterr().err
+
+
 def test_short_lifetimes_for_tests(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("BERTHMASTER_ADMISSION_CERT_SECONDS", "9")
     monkeypatch.setenv("BERTHMASTER_ADMISSION_CHECK_SECONDS", "1")
-    got = settings("--admission-listen", "127.0.0.1:9443")
+    got = settings()
     assert got.lifetimes.serving.total_seconds() == 9 and got.check_seconds == 1
     monkeypatch.setenv("BERTHMASTER_ADMISSION_CA_SECONDS", "soon")
     with pytest.raises(ConfigurationError, match="BERTHMASTER_ADMISSION_CA_SECONDS"):
-        settings("--admission-listen", "127.0.0.1:9443")
+        settings()

@@ -1,22 +1,20 @@
-"""The admission capability: start the webhook with the operator, keep it current, stop it.
+"""The admission service: start the webhook, keep it current, stop it.
 
-Design: ``berthmaster operator --admission-listen HOST:PORT`` calls :func:`configure` before
-kopf starts; kopf's startup handler then, in the operator's event loop and in this order,
-makes its namespace if it writes the configurations itself and the namespace is missing, reads
-the configuration ConfigMap, brings the certificate Secret up to date (creating it the
-first time), starts the HTTPS server, and publishes the CA (into the chart's configurations
-with ``--admission-service``, else by writing both configurations, pointing at the listen
-address). One background task then repeats, every ``BERTHMASTER_ADMISSION_CHECK_SECONDS``
-(60 s): reload the configuration (an invalid one is logged with every problem and the last
-good one kept), reconcile the certificate (certs.reconcile: a rotation is stored first, then
-the server's TLS context is reloaded, then the CA bundle published), and publish again (a
-``helm upgrade`` may have reset the chart's caBundle; the configurations the operator writes
-itself are re-applied whole). The cleanup of the operator's shared client
-(:mod:`berthmaster.operator.client`) cancels the task and stops the server before it closes the
-client; the configurations stay registered, as the administrator's policy (docs/admission.md
-says how to remove them).
+Design: ``berthmaster admission`` (command.py) runs :class:`AdmissionService` in its own event
+loop, apart from the operator, so neither can stall the other and any number of replicas can
+serve (they share nothing but the certificate and the ConfigMap, both read-only to them).
 
-Without ``--admission-listen`` the capability is loaded but idle.
+Start, in this order: read the configuration ConfigMap, load the serving certificate (from
+``--webhook-cert-file``/``--webhook-key-file``, or, self-managed, bring the Secret up to date,
+creating it the first time), start the HTTPS server, and, self-managed only, write both
+configurations pointing at the listen address with the Secret's CA. One background task then
+repeats every ``BERTHMASTER_ADMISSION_CHECK_SECONDS`` (60 s): reload the configuration (an
+invalid one is logged with every problem and the last good one kept), reload the certificate
+when its files changed (kubelet swaps a mounted Secret's files atomically) or, self-managed,
+reconcile the Secret (certs.reconcile: a rotation is stored first, then the server's TLS context
+is reloaded, then the configurations are re-applied whole). :meth:`AdmissionService.stop`
+cancels the task and stops the server; the configurations stay registered, as the
+administrator's policy (docs/admission.md says how to remove them).
 """
 
 from __future__ import annotations
@@ -27,11 +25,10 @@ import contextlib
 import datetime
 import logging
 import shutil
+import ssl
 import tempfile
 from pathlib import Path
 from typing import Any
-
-import kopf
 
 from berthmaster.access import Access, Needs, check
 from berthmaster.errors import ConfigurationError
@@ -44,22 +41,12 @@ from berthmaster.operator.admission.config import (
     AdmissionConfigError,
     parse_text,
 )
+from berthmaster.operator.admission.metrics import AdmissionMetrics
 from berthmaster.operator.admission.options import AdmissionSettings
 from berthmaster.operator.admission.server import WebhookServer, load_chain, tls_context
 from berthmaster.operator.admission.webhook import PlacementWebhook
-from berthmaster.operator.client import AGENT, operator_client, stop_before_close
 
 _log = logging.getLogger("berthmaster.operator.admission")
-
-
-class _State:
-    settings: AdmissionSettings | None = None
-    runtime: Runtime | None = None
-
-
-def configure(settings: AdmissionSettings | None) -> None:
-    """Called by ``berthmaster operator`` with the flags' settings (None: stay idle)."""
-    _State.settings = settings
 
 
 async def read_config(client: KubeClient, settings: AdmissionSettings) -> AdmissionConfig:
@@ -75,39 +62,34 @@ async def read_config(client: KubeClient, settings: AdmissionSettings) -> Admiss
     return parse_text((config_map.get("data") or {}).get(CONFIG_KEY) or "", source)
 
 
-RBAC_FIX = ("grant the operator the admission rules (the Helm chart with admission.enabled, "
-            "templates/admission.yaml and operator-rbac.yaml; docs/admission.md)")
+RBAC_FIX = ("grant the admission ServiceAccount its rules (the Helm chart with "
+            "admission.enabled, templates/admission-rbac.yaml; docs/admission.md)")
 
 
 def needs(settings: AdmissionSettings) -> Needs:
-    """What the webhook cannot work without, for these flags."""
+    """What the webhook cannot work without, for these flags: reads only, unless it manages
+    its own certificate and configurations."""
     ns, group = settings.namespace, "admissionregistration.k8s.io"
     access = [Access("create", "subjectaccessreviews", "authorization.k8s.io"),
               Access("get", "namespaces"), Access("get", "nodes"),
-              Access("get", "configmaps", "", ns, settings.config_map),
-              Access("create", "secrets", "", ns),
-              Access("get", "secrets", "", ns, settings.secret),
-              Access("update", "secrets", "", ns, settings.secret)]
-    for plural in (registration.MUTATING, registration.VALIDATING):
-        if settings.service:
-            access += [Access("get", plural, group, name=settings.name),
-                       Access("update", plural, group, name=settings.name)]
-        else:
-            access.append(Access("patch", plural, group, name=settings.name))
+              Access("get", "configmaps", "", ns, settings.config_map)]
+    if settings.self_managed:
+        access += [Access("create", "secrets", "", ns),
+                   Access("get", "secrets", "", ns, settings.secret),
+                   Access("update", "secrets", "", ns, settings.secret)]
+        access += [Access("patch", plural, group, name=settings.name)
+                   for plural in (registration.MUTATING, registration.VALIDATING)]
     return Needs("admission", (), tuple(access))
 
 
-async def preflight(settings: AdmissionSettings, kubeconfig: str | None) -> None:
+async def preflight(client: KubeClient, settings: AdmissionSettings) -> None:
     """Refuse to start without the access it needs or with an invalid configuration (exit 2,
     one line naming what is refused, or every problem of the configuration)."""
-    client = await KubeClient.connect(kubeconfig, agent=AGENT)
     try:
         await check(client, [needs(settings)], "", RBAC_FIX)
         await read_config(client, settings)
     except AdmissionConfigError as error:
         raise ConfigurationError(f"{error}\nfix the ConfigMap (docs/admission.md)") from error
-    finally:
-        await client.close()
 
 
 def _decode(secret: dict[str, Any]) -> dict[str, str]:
@@ -119,29 +101,50 @@ def _encode(data: dict[str, str]) -> dict[str, str]:
     return {key: base64.b64encode(value.encode()).decode() for key, value in data.items()}
 
 
-class Runtime:
-    def __init__(self, client: KubeClient, settings: AdmissionSettings):
+def _read_pair(settings: AdmissionSettings) -> tuple[str, str]:
+    try:
+        return (Path(settings.tls_cert_file).read_text(),
+                Path(settings.tls_key_file).read_text())
+    except OSError as error:
+        raise ConfigurationError(f"cannot read --webhook-cert-file/--webhook-key-file: {error}; "
+                                 "mount the certificate Secret (docs/admission.md)") from error
+
+
+class AdmissionService:
+    def __init__(self, client: KubeClient, settings: AdmissionSettings,
+                 metrics: AdmissionMetrics | None = None):
         self.client = client
         self.settings = settings
+        self.metrics = metrics or AdmissionMetrics()
         self.scratch = Path(tempfile.mkdtemp(prefix="berthmaster-admission-"))
-        self.data: dict[str, str] = {}
+        self.data: dict[str, str] = {}  # the Secret's keys, or tls.crt/tls.key from files
         self.webhook: PlacementWebhook | None = None
         self.server: WebhookServer | None = None
         self.task: asyncio.Task[None] | None = None
 
+    @property
+    def serving(self) -> bool:
+        return self.server is not None
+
     async def start(self) -> None:
-        if not self.settings.service:
+        settings = self.settings
+        if settings.self_managed:
             await self.ensure_namespace()
-        config = await read_config(self.client, self.settings)
-        await self.reconcile_certificate()
-        self.webhook = PlacementWebhook(self.client, config, BindingAccess(self.client))
-        self.server = WebhookServer(
-            self.webhook.answer, self.settings.host, self.settings.port,
-            tls_context(self.data[certs.TLS_CERT], self.data[certs.TLS_KEY], self.scratch))
-        await self.server.start()
+        config = await read_config(self.client, settings)
+        await self.load_certificate()
+        self.webhook = PlacementWebhook(
+            self.client, config, BindingAccess(self.client), settings.failure_policy,
+            settings.timeout_seconds, settings.limits.max_tolerations, self.metrics)
+        server = WebhookServer(
+            self.webhook.answer, settings.host, settings.port,
+            tls_context(self.data[certs.TLS_CERT], self.data[certs.TLS_KEY], self.scratch,
+                        settings.client_ca_file),
+            settings.limits, self.metrics, require_client_cert=bool(settings.client_ca_file))
+        await server.start()
+        self.server = server
         await self.publish()
         _log.info("placement admission webhook serving on %s (configurations %s)",
-                  self.settings.url, self.settings.name)
+                  settings.url, settings.name)
         self.task = asyncio.create_task(self.maintain())
 
     async def ensure_namespace(self) -> None:
@@ -168,6 +171,7 @@ class Runtime:
                 await self.task
         if self.server is not None:
             await self.server.stop()
+            self.server = None
         shutil.rmtree(self.scratch, ignore_errors=True)
 
     async def maintain(self) -> None:
@@ -188,12 +192,24 @@ class Runtime:
         except AdmissionConfigError as error:
             _log.error("%s; keeping the previous configuration", error)
         before = self.data
-        await self.reconcile_certificate()
+        await self.load_certificate()
         if self.data.get(certs.TLS_CERT) != before.get(certs.TLS_CERT):
-            load_chain(self.server.context, self.data[certs.TLS_CERT],
-                       self.data[certs.TLS_KEY], self.scratch)
+            try:
+                load_chain(self.server.context, self.data[certs.TLS_CERT],
+                           self.data[certs.TLS_KEY], self.scratch)
+            except (ssl.SSLError, OSError):
+                # A pair read mid-swap (files) does not match: the next tick tries again.
+                self.data = before
+                raise
             _log.info("placement admission webhook: serving certificate rotated")
         await self.publish()
+
+    async def load_certificate(self) -> None:
+        if self.settings.self_managed:
+            await self.reconcile_certificate()
+        else:
+            cert, key = _read_pair(self.settings)
+            self.data = {certs.TLS_CERT: cert, certs.TLS_KEY: key}
 
     async def reconcile_certificate(self) -> None:
         """Bring the Secret up to date and remember what it holds."""
@@ -225,33 +241,12 @@ class Runtime:
         self.data = wanted
 
     async def publish(self) -> None:
-        bundle = self.data[certs.CA_CERT]
-        if self.settings.service:
-            missing = await registration.inject_ca_bundle(self.client, self.settings.name,
-                                                          bundle)
-            if missing:
-                _log.warning("placement admission: %s not found; install the chart with "
-                             "admission.enabled=true", ", ".join(missing))
-        else:  # the whole configurations, every time: an edit or deletion is undone
-            target = registration.Target(url=self.settings.url)
-            await registration.apply_configurations(
-                self.client, registration.build_configurations(
-                    self.settings.name, target, bundle, self.settings.namespace,
-                    self.settings.failure_policy, self.settings.timeout_seconds))
-
-
-@kopf.on.startup()
-async def start_admission_webhook(**_: Any) -> None:
-    if _State.settings is None:
-        _log.info("placement admission webhook off (no --admission-listen)")
-        return
-    # The operator's shared client; its cleanup stops the server and the upkeep task before it
-    # closes the client (requests keep arriving until the listener is gone).
-    runtime = Runtime(await operator_client(), _State.settings)
-    _State.runtime = runtime
-    try:
-        await runtime.start()
-    except BaseException:
-        await runtime.stop()
-        raise
-    stop_before_close(runtime.stop)
+        """Self-managed: the whole configurations, every time (an edit or deletion is
+        undone). With certificate files the configurations are the chart's."""
+        if not self.settings.self_managed:
+            return
+        target = registration.Target(url=self.settings.url)
+        await registration.apply_configurations(
+            self.client, registration.build_configurations(
+                self.settings.name, target, self.data[certs.CA_CERT], self.settings.namespace,
+                self.settings.failure_policy, self.settings.timeout_seconds))

@@ -1,0 +1,236 @@
+"""What one request may cost the webhook, on the real API server and by direct POSTs.
+
+- A pod with 5,000 tolerations is refused at once with a sentence naming the limit
+  (``--max-tolerations``), while other pods keep being admitted and mutated; one at the limit
+  is merged (the linear MergeTolerations of pkg/util/tolerations/tolerations.go's semantics).
+  Before, the quadratic merge ran on the event loop for minutes and every other admission
+  timed out behind it.
+- A 4 MiB POST is answered without the webhook reading it: an AdmissionReview is denied
+  in-band with 413 for its uid, anything else gets HTTP 413; a chunked body is cut at the limit.
+  Before, the whole body was read (up to 8 MiB) before anything was decided.
+- With every slot taken (``--max-in-flight 2``, two requests whose bodies never finish), one
+  more request is answered 429 at once, and the API server applies the failurePolicy (Fail:
+  the pod is refused naming the webhook) instead of waiting for its timeout; once the slots
+  free, pods are admitted again. Before, requests queued without bound.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import ssl
+from typing import Any
+
+import aiohttp
+import orjson
+import pytest
+
+from berthmaster.kube import CORE, KubeClient, KubeError, resource_path
+from tests.integration.admission.conftest import (
+    AdmissionProcess,
+    create_pod,
+    free_port,
+    pod_body,
+)
+from tests.support.waiting import wait_for
+
+METRICS_PORT = free_port()
+ADMISSION_ARGS = ("--max-in-flight", "2", "--metrics-bind-address", f"127.0.0.1:{METRICS_PORT}")
+ANNOTATION = {"scheduler.alpha.kubernetes.io/node-selector": "env=test"}
+MiB = 1024 * 1024
+
+
+def tolerations(count: int) -> list[dict[str, Any]]:
+    return [{"key": f"example.com/t{i}", "operator": "Equal", "value": "v",
+             "effect": "NoSchedule"} for i in range(count)]
+
+
+async def test_many_tolerations_are_refused_while_others_are_admitted(
+        admission: AdmissionProcess, kube: KubeClient, project: Any) -> None:
+    namespace = await project(ANNOTATION)
+
+    async def heavy() -> KubeError:
+        with pytest.raises(KubeError) as caught:
+            await create_pod(kube, namespace, pod_body("heavy", tolerations=tolerations(5000)))
+        return caught.value
+
+    async def ordinary() -> list[dict[str, Any]]:
+        return [(await create_pod(kube, namespace, pod_body(f"p{i}")))["spec"]
+                for i in range(10)]
+
+    refused, admitted = await asyncio.gather(heavy(), ordinary())
+    assert refused.status == 422, refused.message
+    # 5,002: the API server's DefaultTolerationSeconds added not-ready and unreachable first.
+    assert ('admission webhook "pod-placement.berthmaster.io" denied the request: pods "heavy" '
+            "is forbidden: spec.tolerations has 5002 entries, more than the 1000 berthmaster "
+            "placement admission accepts (berthmaster admission --max-tolerations") in (
+        refused.message)
+    assert [spec.get("nodeSelector") for spec in admitted] == [{"env": "test"}] * 10
+
+    # 998 + DefaultTolerationSeconds' two = the limit; not BestEffort, so the merge adds
+    # memory-pressure (PodTolerationRestriction's Admit).
+    burstable = [{"name": "app", "image": "registry.example/app:1",
+                  "resources": {"requests": {"cpu": "10m"}}}]
+    at_limit = await create_pod(kube, namespace, pod_body("at-limit", containers=burstable,
+                                                          tolerations=tolerations(998)))
+    merged = at_limit["spec"]["tolerations"]
+    assert merged[:998] == tolerations(998)
+    assert {"key": "node.kubernetes.io/memory-pressure", "operator": "Exists",
+            "effect": "NoSchedule"} in merged[998:]
+
+
+async def ca_of(kube: KubeClient, admission: AdmissionProcess) -> str:
+    secret = await kube.get(resource_path(CORE, "secrets", admission.namespace,
+                                          f"{admission.name}-tls"))
+    return base64.b64decode(secret["data"]["ca.crt"]).decode()
+
+
+class Connection:
+    """One raw HTTPS connection to the webhook: a request written piece by piece."""
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter):
+        self.reader, self.writer = reader, writer
+
+    @classmethod
+    async def open(cls, port: int, ca: str) -> Connection:
+        context = ssl.create_default_context(cadata=ca)
+        reader, writer = await asyncio.open_connection("127.0.0.1", port, ssl=context,
+                                                       server_hostname="127.0.0.1")
+        return cls(reader, writer)
+
+    async def send(self, data: bytes) -> None:
+        self.writer.write(data)
+        await self.writer.drain()
+
+    async def answer(self) -> tuple[int, bytes]:
+        """The status and body of the response (Content-Length framed)."""
+        head = await asyncio.wait_for(self.reader.readuntil(b"\r\n\r\n"), 60)
+        lines = head.decode().split("\r\n")
+        status = int(lines[0].split()[1])
+        length = next(int(line.split(":", 1)[1]) for line in lines
+                      if line.lower().startswith("content-length:"))
+        return status, await self.reader.readexactly(length)
+
+    async def close(self) -> None:
+        """Close; the server may have closed first (after refusing a body it did not read)."""
+        with contextlib.suppress(OSError, ssl.SSLError):
+            self.writer.close()
+            await self.writer.wait_closed()
+
+
+def post_head(path: str, length: int | None) -> bytes:
+    framing = (f"Content-Length: {length}" if length is not None
+               else "Transfer-Encoding: chunked")
+    return (f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+            f"{framing}\r\n\r\n").encode()
+
+
+REVIEW_START = (b'{"kind":"AdmissionReview","apiVersion":"admission.k8s.io/v1",'
+                b'"request":{"uid":"0d6a3c2e-big","kind":{"group":"","version":"v1",'
+                b'"kind":"Pod"},"object":{"metadata":{"annotations":{"pad":"')
+
+
+async def test_a_4_mib_post_is_refused_unread(admission: AdmissionProcess,
+                                              kube: KubeClient) -> None:
+    ca = await ca_of(kube, admission)
+    review = await Connection.open(admission.port, ca)
+    try:
+        # 64 KiB of a 4 MiB AdmissionReview: the answer comes without the rest.
+        await review.send(post_head("/mutate", 4 * MiB) + REVIEW_START + b"x" * 64 * 1024)
+        status, body = await review.answer()
+    finally:
+        await review.close()
+    assert status == 200
+    response = orjson.loads(body)["response"]
+    assert (response["uid"], response["allowed"], response["status"]["code"]) == (
+        "0d6a3c2e-big", False, 413)
+    assert ("the admission review is 4194304 bytes, over the 3145728-byte limit of "
+            "berthmaster placement admission (berthmaster admission --max-request-bytes") in (
+        response["status"]["message"])
+
+    other = await Connection.open(admission.port, ca)
+    try:
+        await other.send(post_head("/validate", 4 * MiB) + b"y" * 64 * 1024)
+        status, body = await other.answer()
+    finally:
+        await other.close()
+    assert status == 413
+    assert orjson.loads(body)["reason"] == "RequestEntityTooLarge"
+
+    chunked = await Connection.open(admission.port, ca)
+    try:
+        await chunked.send(post_head("/mutate", None))
+        # 3 MiB and 64 KiB, no final chunk: the reading stops past 3 MiB.
+        for chunk in (b"z" * MiB, b"z" * MiB, b"z" * MiB, b"z" * 64 * 1024):
+            await chunked.send(f"{len(chunk):x}\r\n".encode() + chunk + b"\r\n")
+        status, body = await chunked.answer()
+    finally:
+        await chunked.close()
+    assert status == 413 and b"over the 3145728-byte limit" in body
+
+
+async def test_a_review_over_the_limit_is_refused_with_the_reason(
+        admission: AdmissionProcess, kube: KubeClient, project: Any) -> None:
+    """A pod body just under kube-apiserver's own 3 MiB limit makes a review just over ours
+    (the review adds the defaulted fields and the envelope): the user reads why."""
+    namespace = await project(ANNOTATION)
+    pod = pod_body("huge")
+    pod["metadata"]["annotations"] = {"pad": ""}
+    pod["metadata"]["annotations"]["pad"] = "x" * (3 * MiB - 64 - len(orjson.dumps(pod)))
+    assert len(orjson.dumps(pod)) == 3 * MiB - 64
+    with pytest.raises(KubeError) as caught:
+        await create_pod(kube, namespace, pod)
+    assert caught.value.status == 413, caught.value.message
+    assert ('admission webhook "pod-placement.berthmaster.io" denied the request: the admission '
+            "review is ") in caught.value.message
+    assert "over the 3145728-byte limit of berthmaster placement admission" in (
+        caught.value.message)
+    # The webhook answered and keeps answering.
+    assert (await create_pod(kube, namespace, pod_body("small")))["spec"]["nodeSelector"] == {
+        "env": "test"}
+
+
+async def in_flight() -> float:
+    async with aiohttp.ClientSession() as session, session.get(
+            f"http://127.0.0.1:{METRICS_PORT}/metrics") as response:
+        text = await response.text()
+    return next(float(line.split()[1]) for line in text.splitlines()
+                if line.startswith("berthmaster_admission_in_flight "))
+
+
+async def test_requests_beyond_the_slots_are_answered_at_once(
+        admission: AdmissionProcess, kube: KubeClient, project: Any) -> None:
+    namespace = await project(ANNOTATION)
+    ca = await ca_of(kube, admission)
+    held = [await Connection.open(admission.port, ca) for _ in range(2)]
+    try:
+        for connection in held:  # a body that never finishes keeps its slot
+            await connection.send(post_head("/mutate", 1000) + b'{"kind"')
+        await wait_for(lambda: _equals(in_flight(), 2.0), timeout=30,
+                       what="both slots taken")
+        extra = await Connection.open(admission.port, ca)
+        try:
+            body = orjson.dumps({"apiVersion": "admission.k8s.io/v1",
+                                 "kind": "AdmissionReview", "request": {"uid": "u"}})
+            await extra.send(post_head("/validate", len(body)) + body)
+            status, answer = await extra.answer()
+        finally:
+            await extra.close()
+        assert status == 429, answer
+        assert b"is working on 2 reviews (--max-in-flight)" in answer
+
+        with pytest.raises(KubeError) as caught:
+            await create_pod(kube, namespace, pod_body("crowded"))
+        assert 'failed calling webhook "pod-placement.berthmaster.io"' in caught.value.message
+        assert "--max-in-flight" in caught.value.message
+    finally:
+        for connection in held:
+            await connection.close()
+    await wait_for(lambda: _equals(in_flight(), 0.0), timeout=30, what="the slots freed")
+    pod = await create_pod(kube, namespace, pod_body("after"))
+    assert pod["spec"]["nodeSelector"] == {"env": "test"}
+
+
+async def _equals(value: Any, expected: float) -> bool:
+    return bool(await value == expected)
