@@ -11,9 +11,10 @@ default values, release ``berthmaster`` in namespace ``berthmaster``:
 - ``berthmaster.yaml``: every object of the chart's templates (the CRDs are not copied: they
   live in deploy/crds/).
 
-It also copies deploy/crds/*.yaml into charts/berthmaster/crds/ (real files, not a symlink: Helm
-warns about symlinks and packaging tools mishandle them), so the chart carries the same bytes;
-``--check`` reports a copy that differs, is missing or is left over.
+It also copies deploy/crds/*.yaml into charts/berthmaster/crds/ and
+deploy/machine-lifecycle-hooks-policy.yaml into charts/berthmaster/files/ (real files, not
+symlinks: Helm warns about symlinks on every command and packaging tools mishandle them), so the
+chart carries the same bytes; ``--check`` reports a copy that differs, is missing or is left over.
 
 Users apply them with ``kubectl apply --server-side -f deploy/crds/`` and then
 ``kubectl apply -f deploy/manifests/``. The tests run ``--check``, so a chart change without a
@@ -35,6 +36,11 @@ CHART = ROOT / "charts" / "berthmaster"
 OUT = ROOT / "deploy" / "manifests"
 CRDS = ROOT / "deploy" / "crds"
 CHART_CRDS = CHART / "crds"
+# Single files the chart's templates read with .Files.Get: chart copy -> source.
+CHART_FILES = {
+    CHART / "files" / "machine-lifecycle-hooks-policy.yaml":
+        ROOT / "deploy" / "machine-lifecycle-hooks-policy.yaml",
+}
 RELEASE = "berthmaster"
 NAMESPACE = "berthmaster"
 # Rendered for this Kubernetes version and newer: the Machine hooks ValidatingAdmissionPolicy is
@@ -106,6 +112,13 @@ def crd_drift() -> tuple[list[str], list[str]]:
     return stale, sorted(present - set(wanted))
 
 
+def file_drift() -> list[Path]:
+    """The chart's single-file copies that differ from their source, are missing or are a
+    symlink."""
+    return [copy for copy, source in CHART_FILES.items()
+            if copy.is_symlink() or not copy.is_file() or copy.read_bytes() != source.read_bytes()]
+
+
 def sync_crds() -> None:
     stale, extra = crd_drift()
     CHART_CRDS.mkdir(exist_ok=True)
@@ -113,6 +126,9 @@ def sync_crds() -> None:
         (CHART_CRDS / name).unlink()
     for name in stale:
         (CHART_CRDS / name).write_bytes((CRDS / name).read_bytes())
+    for copy in file_drift():
+        copy.unlink(missing_ok=True)
+        copy.write_bytes(CHART_FILES[copy].read_bytes())
 
 
 def main() -> int:
@@ -137,7 +153,11 @@ def main() -> int:
         for name in crds_extra:
             print(f"charts/berthmaster/crds/{name} is not in deploy/crds/: "
                   "run `python hack/render-manifests.py`")
-        return 1 if stale or extra or crds_stale or crds_extra else 0
+        files_stale = file_drift()
+        for copy in files_stale:
+            print(f"{copy.relative_to(ROOT)} differs from {CHART_FILES[copy].relative_to(ROOT)}: "
+                  "run `python hack/render-manifests.py`")
+        return 1 if stale or extra or crds_stale or crds_extra or files_stale else 0
     sync_crds()
     OUT.mkdir(parents=True, exist_ok=True)
     for name in extra:

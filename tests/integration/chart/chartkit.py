@@ -68,18 +68,12 @@ def helm_binary() -> Path:
 
 def helm(*args: str, input: str | None = None) -> subprocess.CompletedProcess[str]:
     """Run helm. ``helm template`` renders for the local control plane's Kubernetes version
-    unless the caller names one: a helm built with ``go install`` (as ours is) otherwise assumes
-    v1.20.0, which the chart's kubeVersion refuses."""
+    unless the caller names one (helm's own default is the minor of the client-go it was built
+    with, stamped by berthmaster.devcluster.build; test_helm_build.py checks that default)."""
     if args and args[0] == "template" and "--kube-version" not in args:
         args = (*args, "--kube-version", KUBE_VERSION.removeprefix("v"))
     return subprocess.run([str(helm_binary()), *args], input=input, capture_output=True,
                           text=True, timeout=120, check=False)
-
-
-def without_symlink_notes(stderr: str) -> str:
-    """helm notes once per run that files/ holds symlinks; that line is expected, not an error."""
-    return "\n".join(line for line in stderr.splitlines()
-                     if "found symbolic link in path" not in line).strip()
 
 
 def template(sets: Sequence[str] = (), release: str = "berthmaster",

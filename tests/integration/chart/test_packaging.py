@@ -1,7 +1,9 @@
 """One source of truth, and an image consistent with the package, checked without Docker.
 
-- charts/berthmaster/crds holds real copies of deploy/crds (``hack/render-manifests.py``
-  writes them; ``--check`` fails on drift), byte-identical, and so does the packaged chart.
+- charts/berthmaster/crds holds real copies of deploy/crds, and files/ a real copy of
+  deploy/machine-lifecycle-hooks-policy.yaml (``hack/render-manifests.py`` writes them;
+  ``--check`` fails on drift), byte-identical, and so does the packaged chart. The chart holds
+  no symlink, so helm prints no "found symbolic link" note on every command.
 - deploy/manifests/ is the chart's rendering (``hack/render-manifests.py --check``).
 - The Dockerfile builds a wheel with ``pip wheel . --no-deps`` and installs it: the same wheel,
   built here, holds berthmaster.scheduler and berthmaster.operator (never top-level
@@ -40,6 +42,42 @@ def test_chart_crds_are_byte_identical_copies_of_deploy_crds() -> None:
             "`python hack/render-manifests.py`")
 
 
+HOOKS_POLICY = "machine-lifecycle-hooks-policy.yaml"
+
+
+def test_chart_holds_no_symlinks() -> None:
+    links = sorted(str(path.relative_to(CHART)) for path in CHART.rglob("*") if path.is_symlink())
+    assert links == [], f"replace with real copies (hack/render-manifests.py): {links}"
+
+
+def test_chart_hooks_policy_is_a_byte_identical_copy() -> None:
+    copy = CHART / "files" / HOOKS_POLICY
+    assert not copy.is_symlink()
+    assert copy.read_bytes() == (ROOT / "deploy" / HOOKS_POLICY).read_bytes(), (
+        f"charts/berthmaster/files/{HOOKS_POLICY} differs from deploy/{HOOKS_POLICY}: run "
+        "`python hack/render-manifests.py`")
+
+
+def test_render_manifests_check_reports_hooks_policy_drift(tmp_path: Path) -> None:
+    import shutil
+
+    copy = tmp_path / "repo"
+    for part in ("charts", "deploy", "hack", "scheduler/data"):
+        shutil.copytree(ROOT / part, copy / part, symlinks=True)
+    source = copy / "deploy" / HOOKS_POLICY
+    source.write_text(source.read_text() + "# changed\n")
+    script = [sys.executable, str(copy / "hack" / "render-manifests.py")]
+    env = {**os.environ, "HELM": str(helm_binary())}
+    result = subprocess.run([*script, "--check"], capture_output=True, text=True, check=False,
+                            env=env)
+    assert result.returncode == 1
+    assert (f"charts/berthmaster/files/{HOOKS_POLICY} differs from deploy/{HOOKS_POLICY}"
+            in result.stdout)
+    subprocess.run(script, capture_output=True, text=True, check=True, env=env)
+    assert (copy / "charts" / "berthmaster" / "files" / HOOKS_POLICY).read_bytes() == (
+        source.read_bytes())
+
+
 def test_render_manifests_check_reports_crd_drift(tmp_path: Path) -> None:
     """A CRD changed in deploy/crds without re-running the script fails --check, by name."""
     import shutil
@@ -68,6 +106,17 @@ def test_packaged_chart_carries_every_crd_byte_for_byte(tmp_path: Path) -> None:
     expected = {path.name: path.read_bytes() for path in CRDS.glob("*.yaml")}
     assert expected, "deploy/crds/ is empty"
     assert packaged == expected
+
+
+def test_packaged_chart_carries_the_hooks_policy_byte_for_byte(tmp_path: Path) -> None:
+    result = helm("package", str(CHART), "--destination", str(tmp_path))
+    assert result.returncode == 0, result.stderr
+    assert result.stderr == ""
+    (archive,) = tmp_path.glob("berthmaster-*.tgz")
+    with tarfile.open(archive) as tar:
+        member = tar.extractfile(f"berthmaster/files/{HOOKS_POLICY}")
+        assert member is not None
+        assert member.read() == (ROOT / "deploy" / HOOKS_POLICY).read_bytes()
 
 
 def test_template_with_crds_includes_each_crd_once() -> None:
