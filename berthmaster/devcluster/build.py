@@ -59,6 +59,23 @@ _KUBE_LDFLAGS = " ".join(
     )
 )
 
+# helm's release build (its Makefile's LDFLAGS, helm.sh/helm/v3@v3.22.0/Makefile) stamps its
+# version and derives the Kubernetes version `helm template` assumes from the client-go module it
+# is built with (v0.37 -> 1.37); without them helm calls itself "v3.22" and assumes Kubernetes
+# v1.20.0, which the chart's kubeVersion refuses. Both must match hack/helm/go.mod (a unit test
+# compares them). The git commit is not stamped: the module proxy does not serve it.
+HELM_VERSION = "v3.22.0"
+HELM_CLIENT_GO_VERSION = "v0.37.0"
+_HELM_KUBE_MAJOR = str(int(HELM_CLIENT_GO_VERSION.removeprefix("v").split(".")[0]) + 1)
+_HELM_KUBE_MINOR = HELM_CLIENT_GO_VERSION.split(".")[1]
+_HELM_LDFLAGS = " ".join(
+    [f"-X helm.sh/helm/v3/internal/version.version={HELM_VERSION}",
+     "-X helm.sh/helm/v3/internal/version.gitTreeState=clean"]
+    + [f"-X helm.sh/helm/v3/pkg/{pkg}.k8sVersion{part}={value}"
+       for pkg in ("lint/rules", "chartutil")
+       for part, value in (("Major", _HELM_KUBE_MAJOR), ("Minor", _HELM_KUBE_MINOR))]
+)
+
 FAMILIES: tuple[Family, ...] = (
     Family("etcd", (("etcd", "go.etcd.io/etcd/server/v3"),)),
     Family("kwok", (("kwok", "sigs.k8s.io/kwok/cmd/kwok"),)),
@@ -73,7 +90,7 @@ FAMILIES: tuple[Family, ...] = (
         ldflags="-s -w " + _KUBE_LDFLAGS,
         tags="selinux,notest",
     ),
-    Family("helm", (("helm", "helm.sh/helm/v3/cmd/helm"),)),
+    Family("helm", (("helm", "helm.sh/helm/v3/cmd/helm"),), ldflags="-s -w " + _HELM_LDFLAGS),
 )
 
 BINARIES = tuple(binary for family in FAMILIES for binary, _ in family.packages)

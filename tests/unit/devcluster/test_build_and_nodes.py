@@ -66,3 +66,18 @@ def test_fake_node_carries_kwok_annotation_zone_and_capacity() -> None:
     assert node["status"]["allocatable"]["nvidia.com/gpu"] == "1"
     assert node["spec"]["taints"][0]["key"] == "dedicated"
 
+
+
+def test_helm_stamps_match_its_wrapper_module() -> None:
+    """The helm family's version stamps (helm's Makefile LDFLAGS) name the helm and client-go
+    versions hack/helm/go.mod pins, so a bump of one without the other fails here."""
+    pinned = dict(line.split()[:2] for line in
+                  (build.hack_dir() / "helm" / "go.mod").read_text().splitlines()
+                  if line.startswith("\t") and len(line.split()) >= 2)
+    assert pinned["helm.sh/helm/v3"] == build.HELM_VERSION
+    assert pinned["k8s.io/client-go"] == build.HELM_CLIENT_GO_VERSION
+    (helm,) = [family for family in build.FAMILIES if family.name == "helm"]
+    minor = build.HELM_CLIENT_GO_VERSION.split(".")[1]
+    assert f"helm.sh/helm/v3/internal/version.version={build.HELM_VERSION}" in helm.ldflags
+    assert "helm.sh/helm/v3/pkg/chartutil.k8sVersionMajor=1" in helm.ldflags
+    assert f"helm.sh/helm/v3/pkg/chartutil.k8sVersionMinor={minor}" in helm.ldflags
