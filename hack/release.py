@@ -49,10 +49,12 @@ OCI_LAYER = "application/vnd.oci.image.layer.v1.tar"
 UPGRADE_AND_UNINSTALL = """\
 ## Upgrade
 
-1. Apply the CRDs first (Helm never upgrades them):
-   `kubectl apply --server-side -f deploy/crds/` (or the `crds/` of the packaged chart).
-2. `helm upgrade berthmaster berthmaster-{version}.tgz -n berthmaster --reuse-values`,
-   after reading the upgrade notes above.
+1. Apply the new chart's CRDs first (Helm never upgrades them):
+   `helm show crds berthmaster-{version}.tgz | kubectl apply --server-side --force-conflicts -f -`.
+2. `helm upgrade berthmaster berthmaster-{version}.tgz -n berthmaster -f values.yaml` with
+   your own values file, after reading the upgrade notes above (not `--reuse-values`, which
+   keeps the installed version's defaults; `helm get values berthmaster -n berthmaster` prints
+   what you set).
 
 ## Uninstall, in this order
 
@@ -63,7 +65,8 @@ UPGRADE_AND_UNINSTALL = """\
 2. Delete the Descheduler, ClusterAutoscaler and MachineAutoscaler resources (their Jobs,
    CronJobs, roles and annotations go with them).
 3. `helm uninstall berthmaster -n berthmaster`.
-4. Last, and only when no other controller uses them: `kubectl delete -f deploy/crds/`.
+4. Last, and only when no other controller uses them:
+   `helm show crds berthmaster-{version}.tgz | kubectl delete -f -`.
 """
 
 

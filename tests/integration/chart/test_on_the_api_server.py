@@ -19,6 +19,7 @@ import json
 import subprocess
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -26,9 +27,12 @@ import yaml
 
 from berthmaster.devcluster.cluster import RunningCluster
 from tests.integration.chart.chartkit import (
+    CHART,
+    CRDS,
     MANIFESTS,
     VALUE_SETS,
     find,
+    helm,
     pod_templates,
     render,
     to_yaml,
@@ -150,10 +154,37 @@ def test_helm_install_creates_the_objects_and_the_crds(
     notes = installed["notes"]
     assert "schedulerName: zonal" in notes
     assert f"Lease {namespace}/zonal" in notes
-    assert "kubectl apply --server-side -f deploy/crds/" in notes
+    # NOTES work from a packaged chart: no deploy/ path, no --reuse-values.
+    assert "deploy/crds" not in notes
+    assert "helm show crds CHART | kubectl apply --server-side --force-conflicts -f -" in notes
+    assert f"helm upgrade {installed['release']} CHART -n {namespace} -f values.yaml" in notes
     # `port-forward ... && curl` never reaches curl: port-forward runs until interrupted.
     assert "&&" not in notes
     assert f"port-forward svc/{prefix}-scheduler-metrics 10260 &\n" in notes
+
+
+def test_notes_crd_upgrade_command_applies_from_a_packaged_chart(
+    cluster: RunningCluster, installed: dict[str, str], tmp_path: Path
+) -> None:
+    """After ``helm install`` (Helm's field manager owns the CRDs it created), the NOTES'
+    ``helm show crds CHART | kubectl apply --server-side --force-conflicts -f -`` run on the
+    packaged chart applies every CRD."""
+    packaged = helm("package", str(CHART), "--destination", str(tmp_path))
+    assert packaged.returncode == 0, packaged.stderr
+    (archive,) = tmp_path.glob("berthmaster-*.tgz")
+    shown = helm("show", "crds", str(archive))
+    assert shown.returncode == 0, shown.stderr
+    (line,) = [line.strip() for line in installed["notes"].splitlines()
+               if line.strip().startswith("helm show crds CHART |")]
+    apply = line.split("|", 1)[1].split()
+    assert apply[0] == "kubectl"
+    result = cluster.kubectl(*apply[1:], input=shown.stdout)
+    assert result.returncode == 0, result.stderr
+    applied = sorted(line.split()[0] for line in result.stdout.splitlines())
+    expected = sorted(f"customresourcedefinition.apiextensions.k8s.io/"
+                      f"{yaml.safe_load(path.read_text())['metadata']['name']}"
+                      for path in CRDS.glob("*.yaml"))
+    assert applied == expected
 
 
 def can_i(cluster: RunningCluster, account: str, namespace: str, *question: str) -> bool:

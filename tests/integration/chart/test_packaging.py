@@ -119,6 +119,23 @@ def test_packaged_chart_carries_the_hooks_policy_byte_for_byte(tmp_path: Path) -
         assert member.read() == (ROOT / "deploy" / HOOKS_POLICY).read_bytes()
 
 
+def test_helm_show_crds_of_the_packaged_chart_yields_every_crd(tmp_path: Path) -> None:
+    """``helm show crds CHART | kubectl apply -f -`` (NOTES.txt, docs/deployment.md) works from
+    a packaged chart: helm prints the crds/ files one after another with no separator of its
+    own (helm.sh/helm/v3 pkg/action/show.go), so each file starts its document with ``---``."""
+    for path in CRDS.glob("*.yaml"):
+        assert path.read_text().startswith("---\n"), f"deploy/crds/{path.name}: start with ---"
+    result = helm("package", str(CHART), "--destination", str(tmp_path))
+    assert result.returncode == 0, result.stderr
+    (archive,) = tmp_path.glob("berthmaster-*.tgz")
+    shown = helm("show", "crds", str(archive))
+    assert shown.returncode == 0, shown.stderr
+    names = [doc["metadata"]["name"] for doc in yaml.safe_load_all(shown.stdout) if doc]
+    expected = [yaml.safe_load(path.read_text())["metadata"]["name"]
+                for path in CRDS.glob("*.yaml")]
+    assert sorted(names) == sorted(expected)
+
+
 def test_template_with_crds_includes_each_crd_once() -> None:
     result = helm("template", "berthmaster", str(CHART), "--include-crds")
     assert result.returncode == 0, result.stderr
