@@ -5,6 +5,10 @@ Each subcommand lives in its own module, which exposes ``add_arguments(parser)``
 ``berthmaster version`` does not pay for kopf or the Kubernetes client, and a component's
 import error cannot break the others.
 
+``berthmaster --version`` prints the first line of ``berthmaster version``.
+``berthmaster completion bash|zsh`` (berthmaster.completion_command) is the one command that
+loads every subcommand's options, to describe the whole command line to the shell.
+
 A :class:`~berthmaster.errors.CommandError` raised by any command ends it with one line
 (``berthmaster COMMAND: what is wrong; what to do``) and its exit status (2 configuration,
 3 connectivity); ``-v``/``--verbose`` adds the traceback.
@@ -37,6 +41,8 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
                   "serve the placement admission webhook (PodNodeSelector, "
                   "PodTolerationRestriction, PodNodeConstraints)"),
     "deschedule": ("berthmaster.scheduler.descheduler.command", "one descheduler pass"),
+    "completion": ("berthmaster.completion_command",
+                   "print a shell completion script (bash or zsh)"),
 }
 
 
@@ -51,16 +57,23 @@ def _load(name: str) -> _Subcommand:
     return cast(_Subcommand, importlib.import_module(module_path))
 
 
-def build_parser(selected: str | None, prog: str = "berthmaster") -> argparse.ArgumentParser:
+def build_parser(selected: str | None, prog: str = "berthmaster",
+                 load_all: bool = False) -> argparse.ArgumentParser:
+    """The command line, with the options of the ``selected`` subcommand only (or of every
+    subcommand with ``load_all``, which imports them all)."""
+    from berthmaster.version_command import short_version
+
     parser = argparse.ArgumentParser(
         prog=prog,
         description="OpenShift's scheduling and machine-lifecycle features for any "
         "Kubernetes cluster.",
     )
+    parser.add_argument("--version", action="version", version=short_version(),
+                        help="print berthmaster's version and exit")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, (_, summary) in SUBCOMMANDS.items():
         child = sub.add_parser(name, help=summary, description=summary)
-        if name == selected:
+        if load_all or name == selected:
             _load(name).add_arguments(child)
     return parser
 

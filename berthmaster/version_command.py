@@ -11,10 +11,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     del parser  # no options
 
 
+def short_version() -> str:
+    """The first line of ``berthmaster version``, and all ``berthmaster --version`` prints (the
+    short form, as ``kube-scheduler --version`` prints ``Kubernetes v1.35.4``)."""
+    return f"berthmaster {__version__}"
+
+
 def run(args: argparse.Namespace) -> int:
     del args
     from berthmaster.devcluster.build import KUBE_VERSION
 
-    print(f"berthmaster {__version__}")
+    print(short_version())
     print(f"local control plane: Kubernetes {KUBE_VERSION} (built from the Go module proxy)")
     return 0
