@@ -32,7 +32,7 @@ import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -43,7 +43,12 @@ sys.path.insert(0, str(ROOT))
 
 from berthmaster.devcluster import build, images, kwok_incluster  # noqa: E402
 from berthmaster.devcluster.cluster import ClusterError, ControlPlane, Options  # noqa: E402
-from berthmaster.devcluster.kubelet import NodeError, preflight  # noqa: E402
+from berthmaster.devcluster.kubelet import (  # noqa: E402
+    NODE_LABEL,
+    NODE_LABEL_VALUE,
+    NodeError,
+    preflight,
+)
 from berthmaster.devcluster.nodes import kind_workers  # noqa: E402
 
 IMAGE, TAG = "berthmaster", "e2e"
@@ -53,6 +58,8 @@ DEV_CLUSTER = "e2e"
 CHART = ROOT / "charts" / "berthmaster"
 CRDS = ROOT / "deploy" / "crds"
 KIND_CONFIG = ROOT / "deploy" / "kind-cluster.yaml"
+# e2e/test_admission.py's namespaces carry it; the webhook is asked about their pods only
+ADMISSION_LABEL = "berthmaster-e2e-admission"
 
 
 @contextmanager
@@ -102,11 +109,18 @@ def why_not_kubelet() -> str | None:
     return None
 
 
-def helm_install(helm: str, kubeconfig: Path, context: list[str]) -> None:
+def helm_install(helm: str, kubeconfig: Path, context: list[str],
+                 admission_on: Sequence[str] = ()) -> None:
+    """The chart as users install it, with the placement webhook on for the namespaces
+    labelled ``ADMISSION_LABEL`` only (the other e2e tests' pods are not sent to it);
+    ``admission_on`` adds the values keeping its replicas on nodes that run containers."""
     run(helm, "upgrade", "--install", "berthmaster", str(CHART), "--kubeconfig",
         str(kubeconfig), *context, "--namespace", NAMESPACE, "--create-namespace",
         "--set", f"image.repository={IMAGE}", "--set", f"image.tag={TAG}",
-        "--set", "image.pullPolicy=Never", "--wait", "--timeout", "5m")
+        "--set", "image.pullPolicy=Never",
+        "--set", "admission.enabled=true",
+        "--set", f"admission.namespaceSelector.matchLabels.{ADMISSION_LABEL}=on",
+        *admission_on, "--wait", "--timeout", "5m")
 
 
 def kubectl(kubeconfig: Path, context: list[str]) -> Callable[..., str]:
@@ -117,13 +131,13 @@ def kubectl(kubeconfig: Path, context: list[str]) -> Callable[..., str]:
     return call
 
 
-def install(kubeconfig: Path, context: list[str]) -> None:
+def install(kubeconfig: Path, context: list[str], admission_on: Sequence[str] = ()) -> None:
     k = kubectl(kubeconfig, context)
     with step("CRDs (kubectl apply --server-side)"):
         k("apply", "--server-side", "-f", str(CRDS))
         k("wait", "--for=condition=Established", "--timeout=60s", "-f", str(CRDS))
     with step("helm install berthmaster"):
-        helm_install(str(build.binary_path("helm")), kubeconfig, context)
+        helm_install(str(build.binary_path("helm")), kubeconfig, context, admission_on)
 
 
 def up_kind(work: Path) -> Path:
@@ -165,7 +179,10 @@ def up_kubelet() -> Path:
         k("apply", "-f", "-", input=yaml.safe_dump_all(workers))
         k("wait", "--for=condition=Ready", "--timeout=60s",
           *[f"node/{w['metadata']['name']}" for w in workers])
-    install(cluster.kubeconfig, [])
+    # the webhook's replicas must answer: kwok nodes only pretend to run pods
+    install(cluster.kubeconfig, [], admission_on=(
+        "--set", "admission.nodeSelector." + NODE_LABEL.replace(".", "\\.")
+                 + f"={NODE_LABEL_VALUE}"))
     return cluster.kubeconfig
 
 
