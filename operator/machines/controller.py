@@ -105,7 +105,8 @@ class EventRecorder:
 class MachineController:
     def __init__(self, kube: KubeClient, providers: dict[str, Provider], *,
                  clock: Callable[[], datetime] = utcnow, drain_wait: float = 20.0,
-                 drain_backoff: float = 5.0, drain_backoff_cap: float = 60.0,
+                 drain_backoff: float = drain.BACKOFF_BASE_SECONDS,
+                 drain_backoff_cap: float = drain.BACKOFF_CAP_SECONDS,
                  evict_retry_delay: float = 5.0, pod_poll: float = 0.5,
                  instance_poll: float = 2.0, provision_poll: float = 5.0):
         self.kube = kube
@@ -417,22 +418,23 @@ class MachineController:
                 "drainedAt": stamp, **(progress or {})}
         await self.write_status(machine, {"conditions": conditions}, done)
 
-    def drain_delay(self, attempts: int) -> float:
-        return float(min(self.drain_backoff_cap, self.drain_backoff * 2 ** max(0, attempts - 1)))
+    def drain_delay(self, failures: int) -> float:
+        return drain.backoff_delay(failures, self.drain_backoff, self.drain_backoff_cap)
 
-    def drain_due(self, done: JSON, attempts: int) -> datetime | None:
+    def drain_due(self, done: JSON, failures: int) -> datetime | None:
         """When the next drain attempt may start: as recorded, else backoff from the last."""
         recorded = parse_rfc3339(done.get("nextDrainAttemptAt"))
         if recorded is not None:
             return recorded
         last = parse_rfc3339(done.get("lastDrainAttemptAt"))
-        return None if last is None else last + timedelta(seconds=self.drain_delay(attempts))
+        return None if last is None else last + timedelta(seconds=self.drain_delay(failures))
 
     async def drain_step(self, machine: JSON) -> float | None:
         now = self.clock()
         done = lifecycle.progress(machine)
         attempts = int(done.get("drainAttempts") or 0)
-        due = self.drain_due(done, attempts)
+        failures = int(done.get("drainFailures") or 0)
+        due = self.drain_due(done, failures)
         if due is not None and now < due:
             return (due - now).total_seconds()
         try:
@@ -456,8 +458,8 @@ class MachineController:
             await self.mark_drained(machine, true_condition(api.DRAINED,
                                                             "Drain finished successfully"), record)
             return AGAIN
-        delay = (failure.requeue_after.total_seconds() if failure.requeue_after is not None
-                 else self.drain_delay(attempt))
+        delay, record["drainFailures"] = drain.after_failure(
+            failure, failures, self.drain_backoff, self.drain_backoff_cap)
         record["nextDrainAttemptAt"] = format_rfc3339(finished + timedelta(seconds=delay))
         await self.events.post(machine, events.DRAIN_REQUEUED,
                                f"Node drain requeued: {failure.message}",
