@@ -35,9 +35,20 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from berthmaster.kube import CORE, KubeClient, KubeError, resource_path
-from berthmaster.operator.machines import api, drain, events, lifecycle, machineset, nodes
+from berthmaster.operator.machines import (
+    api,
+    authority,
+    drain,
+    events,
+    lifecycle,
+    machineset,
+    nodes,
+    upstream_series,
+)
 from berthmaster.operator.machines.conditions import (
     false_condition,
+    get_condition,
+    same_state,
     set_condition,
     true_condition,
     unknown_condition,
@@ -158,9 +169,38 @@ class MachineController:
             log.debug("machine %s/%s: provider %r is not berthmaster's, skipped", *key,
                       provider_spec_kind(machine))
             return None
+        if not await self.authority_allows(machine):
+            return None
         if api.deleting(machine):
             return await self.reconcile_deletion(machine)
         return await self.reconcile_live(machine)
+
+    async def authority_allows(self, machine: JSON) -> bool:
+        """Upstream's authoritativeAPI switch (see :mod:`.authority`); False: stop here."""
+        name = machine["metadata"]["name"]
+        decision = authority.decide(machine)
+        if decision.set_status is not None:
+            log.info("%s: machine .status.authoritativeAPI is not yet set, setting it to "
+                     ".spec.authoritativeAPI", name)
+            if decision.set_status:
+                old = dict(machine.get("status") or {})
+                await patch_status(self.kube, api.machine_path(*api.key_of(machine),
+                                                               sub="status"),
+                                   machine, old, {**old, "authoritativeAPI": decision.set_status})
+            return False  # the write brings the Machine back
+        if decision.invalid is not None:
+            log.error("%s: invalid .status.authoritativeAPI '%s'", name, decision.invalid)
+            return False
+        wanted = decision.condition
+        conditions = (machine.get("status") or {}).get("conditions")
+        current = get_condition(conditions, authority.PAUSED)
+        if wanted is not None and (current is None or not same_state(current, wanted)):
+            await self.write_status(machine, {
+                "conditions": set_condition(conditions, wanted, self.clock())})
+            return False  # the write brings the Machine back
+        if not decision.proceed:
+            log.info("%s: machine is paused, taking no further action", name)
+        return decision.proceed
 
     async def reconcile_live(self, machine: JSON) -> float | None:
         meta = machine["metadata"]
@@ -204,9 +244,11 @@ class MachineController:
         try:
             instance = await provider.create_instance(machine)
         except InvalidProviderSpec as error:
+            count_failure(upstream_series.instance_create_failed, machine, error)
             await self.fail_invalid(machine, str(error))
             return None
         except KubeError as error:
+            count_failure(upstream_series.instance_create_failed, machine, error)
             if error.status not in (400, 422):
                 raise
             # The API server refused what the provider made of this Machine (its message names
@@ -216,6 +258,9 @@ class MachineController:
                                     f"its instance was refused: {error.message}; fix the "
                                     "Machine (or its MachineSet's template) and recreate it")
             return None
+        except Exception as error:
+            count_failure(upstream_series.instance_create_failed, machine, error)
+            raise
         await self.record_created(machine, instance)
         return AGAIN
 
@@ -402,7 +447,11 @@ class MachineController:
     async def delete_instance(self, machine: JSON) -> None:
         provider = self.provider_or_none(machine)
         if provider is not None:
-            await provider.delete_instance(machine)
+            try:
+                await provider.delete_instance(machine)
+            except Exception as error:
+                count_failure(upstream_series.instance_delete_failed, machine, error)
+                raise
 
     async def instance_exists(self, machine: JSON) -> bool:
         provider = self.provider_or_none(machine)
@@ -694,6 +743,12 @@ class MachineSetController:
         if new != old:
             await patch_status(self.kube, api.machineset_path(*api.key_of(ms), sub="status"),
                                ms, old, new)
+
+
+def count_failure(series: upstream_series.Series, machine: JSON, error: Exception) -> None:
+    """Upstream providers' RegisterFailedInstance*: the Machine, and the error's text as reason."""
+    meta = machine["metadata"]
+    series.inc(str(meta.get("name")), str(meta.get("namespace")), error_text(error))
 
 
 # -- status writes, shared by both controllers -------------------------------------------------
