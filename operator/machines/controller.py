@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Collection
+from collections.abc import Awaitable, Callable, Collection
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -177,30 +177,11 @@ class MachineController:
 
     async def authority_allows(self, machine: JSON) -> bool:
         """Upstream's authoritativeAPI switch (see :mod:`.authority`); False: stop here."""
-        name = machine["metadata"]["name"]
-        decision = authority.decide(machine)
-        if decision.set_status is not None:
-            log.info("%s: machine .status.authoritativeAPI is not yet set, setting it to "
-                     ".spec.authoritativeAPI", name)
-            if decision.set_status:
-                old = dict(machine.get("status") or {})
-                await patch_status(self.kube, api.machine_path(*api.key_of(machine),
-                                                               sub="status"),
-                                   machine, old, {**old, "authoritativeAPI": decision.set_status})
-            return False  # the write brings the Machine back
-        if decision.invalid is not None:
-            log.error("%s: invalid .status.authoritativeAPI '%s'", name, decision.invalid)
-            return False
-        wanted = decision.condition
-        conditions = (machine.get("status") or {}).get("conditions")
-        current = get_condition(conditions, authority.PAUSED)
-        if wanted is not None and (current is None or not same_state(current, wanted)):
-            await self.write_status(machine, {
-                "conditions": set_condition(conditions, wanted, self.clock())})
-            return False  # the write brings the Machine back
-        if not decision.proceed:
-            log.info("%s: machine is paused, taking no further action", name)
-        return decision.proceed
+        return await authority_allows(
+            self.kube, machine, "machine",
+            api.machine_path(*api.key_of(machine), sub="status"),
+            lambda conditions: self.write_status(machine, {"conditions": conditions}),
+            self.clock())
 
     async def reconcile_live(self, machine: JSON) -> float | None:
         meta = machine["metadata"]
@@ -669,6 +650,11 @@ class MachineSetController:
             return None
         if api.deleting(ms) or not owned(ms, self.provider_kinds):
             return None
+        if not await authority_allows(
+                self.kube, ms, "machine set", api.machineset_path(*key, sub="status"),
+                lambda conditions: self.write_status(ms, {"conditions": conditions}),
+                self.clock()):
+            return None
         problems = machineset.validate(ms)
         if problems:
             message = "; ".join(problems)
@@ -743,6 +729,36 @@ class MachineSetController:
         if new != old:
             await patch_status(self.kube, api.machineset_path(*api.key_of(ms), sub="status"),
                                ms, old, new)
+
+
+async def authority_allows(kube: KubeClient, obj: JSON, kind: str, status_path: str,
+                           write_conditions: Callable[[list[JSON]], Awaitable[Any]],
+                           now: datetime) -> bool:
+    """Upstream's authoritativeAPI switch for a Machine or MachineSet (:mod:`.authority`):
+    False when the reconcile stops here (a write made, which the watch brings back; paused;
+    or an invalid value)."""
+    name = obj["metadata"]["name"]
+    decision = authority.decide(obj)
+    if decision.set_status is not None:
+        log.info("%s: %s .status.authoritativeAPI is not yet set, setting it to "
+                 ".spec.authoritativeAPI", name, kind)
+        if decision.set_status:
+            old = dict(obj.get("status") or {})
+            await patch_status(kube, status_path, obj, old,
+                               {**old, "authoritativeAPI": decision.set_status})
+        return False
+    if decision.invalid is not None:
+        log.error("%s: invalid .status.authoritativeAPI '%s'", name, decision.invalid)
+        return False
+    wanted = decision.condition
+    conditions = (obj.get("status") or {}).get("conditions")
+    current = get_condition(conditions, authority.PAUSED)
+    if wanted is not None and (current is None or not same_state(current, wanted)):
+        await write_conditions(set_condition(conditions, wanted, now))
+        return False
+    if not decision.proceed:
+        log.info("%s: %s is paused, taking no further action", name, kind)
+    return decision.proceed
 
 
 def count_failure(series: upstream_series.Series, machine: JSON, error: Exception) -> None:

@@ -26,6 +26,7 @@ from tests.integration.operator.machines.conftest import (
     node_or_none,
     running_machine,
 )
+from tests.integration.operator.machines.test_healthchecks import workers
 from tests.support.waiting import wait_for
 
 
@@ -80,3 +81,33 @@ async def test_cluster_api_machine_is_paused_and_left_alone(
     assert api.FINALIZER not in (machine["metadata"].get("finalizers") or [])
     assert not machine["status"].get("phase")
     assert await node_or_none(kube, name) is None
+
+
+async def test_cluster_api_machineset_is_paused_and_makes_no_machines(
+        kube: KubeClient, namespace: str, operator: OperatorProcess) -> None:
+    """machine-api-operator pkg/controller/machineset/controller.go ``Reconcile``: the same
+    switch for a MachineSet; paused, it creates no Machines (checked once a MachineSet created
+    after it has been fully reconciled, so the paused one had its turns first)."""
+    paused_set = workers("capi-set", 2)
+    paused_set["spec"]["authoritativeAPI"] = "ClusterAPI"
+    await kube.create(api.machineset_path(namespace), paused_set)
+
+    async def set_paused() -> dict[str, Any] | None:
+        found = await kube.get(api.machineset_path(namespace, "capi-set"))
+        return found if condition(found, "Paused").get("status") == "True" else None
+
+    found = await wait_for(set_paused, timeout=60, what="MachineSet capi-set Paused=True")
+    assert found["status"]["authoritativeAPI"] == "ClusterAPI"
+    assert (condition(found, "Paused")["reason"], condition(found, "Paused")["message"]) == (
+        "AuthoritativeAPINotMachineAPI", "The AuthoritativeAPI status is set to 'ClusterAPI'")
+    running = await kube.create(api.machineset_path(namespace), workers("mapi-set", 0))
+    assert running["spec"]["authoritativeAPI"] == "MachineAPI"
+
+    async def set_not_paused() -> dict[str, Any] | None:
+        found = await kube.get(api.machineset_path(namespace, "mapi-set"))
+        return found if condition(found, "Paused").get("reason") == \
+            "AuthoritativeAPIMachineAPI" and "replicas" in (found.get("status") or {}) else None
+
+    await wait_for(set_not_paused, timeout=60, what="MachineSet mapi-set Paused=False, reconciled")
+    machines, _ = await kube.list_all(api.machine_path(namespace))
+    assert machines == []
