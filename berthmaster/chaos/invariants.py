@@ -268,12 +268,15 @@ def condition_status(obj: Obj, kind: str) -> str | None:
 
 def machine_breaches(machine: Obj) -> list[str]:
     """One recorded version of a Machine: a drain begun (recorded progress or Drained=True)
-    while preDrain hooks remain."""
+    while preDrain hooks remain. A skipped drain (exclude-node-draining or no Node: Drained
+    True, "Node drain skipped") waits on no hook, as upstream's drain controller."""
     name = (machine.get("metadata") or {}).get("name")
     progress = (machine.get("status") or {}).get("deletionProgress") or {}
     pre_drain = hooks(machine, "preDrain")
-    if pre_drain and (progress.get("drainStartedAt") or
-                      condition_status(machine, "Drained") == "True"):
+    drained = [c for c in (machine.get("status") or {}).get("conditions") or ()
+               if c.get("type") == "Drained" and c.get("status") == "True"]
+    skipped = any(c.get("message") == "Node drain skipped" for c in drained)
+    if pre_drain and (progress.get("drainStartedAt") or (drained and not skipped)):
         return [f"Machine {name}: drain began with preDrain hooks {pre_drain}"]
     return []
 

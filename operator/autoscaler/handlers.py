@@ -33,13 +33,14 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Mapping
+from datetime import UTC, datetime
 from typing import Any
 
 import kopf
 
 from berthmaster.kube import KubeClient, KubeError, group_path, resource_path
 from berthmaster.operator import health
-from berthmaster.operator.autoscaler import metrics
+from berthmaster.operator.autoscaler import events, metrics
 from berthmaster.operator.autoscaler.config import (
     ONLY_NAME,
     SCAN_INTERVAL,
@@ -295,7 +296,17 @@ async def machineautoscaler_reconcile(body: kopf.Body, spec: kopf.Spec, status: 
         # finalizer behind, or nothing would ever remove the annotations.
         await _persist_finalizer(client, namespace, name, finalizers,
                                  body.metadata.get("resourceVersion"))
-    if not await _annotate(client, namespace, target[1], wanted_annotations(spec, owner)):
+    wanted_limits = wanted_annotations(spec, owner)
+    current = (machine_set.get("metadata") or {}).get("annotations") or {}
+    if any(current.get(k) != wanted_limits[k] for k in (MIN_SIZE_KEY, MAX_SIZE_KEY)) \
+            and events.has_gpu_capacity(machine_set):
+        # upstream's UpdateTarget: on a limits change, warn about the GPU accelerator label
+        warning = events.gpu_label_warning(machine_set)
+        if warning:
+            log.warning("%s", warning)
+            await events.post(client, machine_set, events.INVALID_GPU_LABEL, warning,
+                              datetime.now(UTC), "Warning", events.MACHINE_AUTOSCALER_COMPONENT)
+    if not await _annotate(client, namespace, target[1], wanted_limits):
         raise kopf.TemporaryError(f"MachineSet {namespace}/{target[1]} not found", delay=30)
     wanted = {"apiVersion": spec["scaleTargetRef"].get("apiVersion",
                                                       "machine.openshift.io/v1beta1"),

@@ -6,6 +6,8 @@ yet, from node capacity (as upstream's ``GetNodeCoresAndMemory``): cores rounded
 memory in bytes against a GiB limit, GPUs per type (the extended resource named by the limit's
 ``type``). A scale-up is capped so that no maximum is passed; a scale-down never takes a total
 below its minimum. A cluster already outside a range is not corrected, only not made worse.
+``maxNodesTotal: 0`` (or unset) means no node-count cap, as upstream's ``GetCappedNewNodeCount``
+(cluster-autoscaler core/scaleup/orchestrator/orchestrator.go) caps only when it is above 0.
 """
 
 from __future__ import annotations
@@ -88,7 +90,7 @@ class Headroom:
 def headroom(totals: Totals, template: Mapping[str, Any], limits: ResourceLimits) -> Headroom:
     one = node_totals(template, [gpu.type for gpu in limits.gpus])
     caps: dict[str, int] = {}
-    if limits.max_nodes_total is not None:
+    if limits.max_nodes_total:  # 0: no limit (upstream caps only when > 0)
         caps["nodes"] = limits.max_nodes_total - totals.nodes
     if limits.cores is not None and one.cores > 0:
         caps["cpu"] = math.floor((limits.cores.max - totals.cores) / one.cores)

@@ -312,7 +312,8 @@ async def handle_provision_timeouts(act: Actuator, view: ClusterView, state: Aut
         machine_set = next(m for m in machine_sets
                            if f"{m['metadata']['namespace']}/{m['metadata']['name']}" == group.id)
         await act.event(machine_set, events.SCALE_UP_TIMED_OUT,
-                        f"Nodes added to group {group.id} failed to register within "
+                        f"Nodes added to group {events.node_group_id(group.id)} failed to "
+                        "register within "
                         f"{config.max_node_provision_time:g}s", "Warning")
         # Give the unregistered machines back, as upstream decreases the target size.
         stuck = [m for m in group.machines_without_node if m not in group.deleting_machines]

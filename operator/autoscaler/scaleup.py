@@ -32,6 +32,7 @@ from typing import Any
 
 from berthmaster.operator.autoscaler import nodegroupset
 from berthmaster.operator.autoscaler.config import AutoscalerConfig, parse_duration
+from berthmaster.operator.autoscaler.events import node_group_id
 from berthmaster.operator.autoscaler.expanders import Option, Priorities, best_option
 from berthmaster.operator.autoscaler.groups import ClusterView, NodeGroup
 from berthmaster.operator.autoscaler.limits import Totals, headroom, node_totals
@@ -121,7 +122,8 @@ class GroupIncrease:
     max_size: int
 
     def __str__(self) -> str:
-        return f"{{{self.group_id} {self.current}->{self.new} (max: {self.max_size})}}"
+        return (f"{{{node_group_id(self.group_id)} {self.current}->{self.new} "
+                f"(max: {self.max_size})}}")
 
 
 @dataclass(frozen=True)

@@ -30,14 +30,25 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Collection
+from collections.abc import Awaitable, Callable, Collection
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from berthmaster.kube import CORE, KubeClient, KubeError, resource_path
-from berthmaster.operator.machines import api, drain, events, lifecycle, machineset, nodes
+from berthmaster.operator.machines import (
+    api,
+    authority,
+    drain,
+    events,
+    lifecycle,
+    machineset,
+    nodes,
+    upstream_series,
+)
 from berthmaster.operator.machines.conditions import (
     false_condition,
+    get_condition,
+    same_state,
     set_condition,
     true_condition,
     unknown_condition,
@@ -105,7 +116,8 @@ class EventRecorder:
 class MachineController:
     def __init__(self, kube: KubeClient, providers: dict[str, Provider], *,
                  clock: Callable[[], datetime] = utcnow, drain_wait: float = 20.0,
-                 drain_backoff: float = 5.0, drain_backoff_cap: float = 60.0,
+                 drain_backoff: float = drain.BACKOFF_BASE_SECONDS,
+                 drain_backoff_cap: float = drain.BACKOFF_CAP_SECONDS,
                  evict_retry_delay: float = 5.0, pod_poll: float = 0.5,
                  instance_poll: float = 2.0, provision_poll: float = 5.0):
         self.kube = kube
@@ -157,9 +169,19 @@ class MachineController:
             log.debug("machine %s/%s: provider %r is not berthmaster's, skipped", *key,
                       provider_spec_kind(machine))
             return None
+        if not await self.authority_allows(machine):
+            return None
         if api.deleting(machine):
             return await self.reconcile_deletion(machine)
         return await self.reconcile_live(machine)
+
+    async def authority_allows(self, machine: JSON) -> bool:
+        """Upstream's authoritativeAPI switch (see :mod:`.authority`); False: stop here."""
+        return await authority_allows(
+            self.kube, machine, "machine",
+            api.machine_path(*api.key_of(machine), sub="status"),
+            lambda conditions: self.write_status(machine, {"conditions": conditions}),
+            self.clock())
 
     async def reconcile_live(self, machine: JSON) -> float | None:
         meta = machine["metadata"]
@@ -203,9 +225,11 @@ class MachineController:
         try:
             instance = await provider.create_instance(machine)
         except InvalidProviderSpec as error:
+            count_failure(upstream_series.instance_create_failed, machine, error)
             await self.fail_invalid(machine, str(error))
             return None
         except KubeError as error:
+            count_failure(upstream_series.instance_create_failed, machine, error)
             if error.status not in (400, 422):
                 raise
             # The API server refused what the provider made of this Machine (its message names
@@ -215,6 +239,9 @@ class MachineController:
                                     f"its instance was refused: {error.message}; fix the "
                                     "Machine (or its MachineSet's template) and recreate it")
             return None
+        except Exception as error:
+            count_failure(upstream_series.instance_create_failed, machine, error)
+            raise
         await self.record_created(machine, instance)
         return AGAIN
 
@@ -401,7 +428,11 @@ class MachineController:
     async def delete_instance(self, machine: JSON) -> None:
         provider = self.provider_or_none(machine)
         if provider is not None:
-            await provider.delete_instance(machine)
+            try:
+                await provider.delete_instance(machine)
+            except Exception as error:
+                count_failure(upstream_series.instance_delete_failed, machine, error)
+                raise
 
     async def instance_exists(self, machine: JSON) -> bool:
         provider = self.provider_or_none(machine)
@@ -417,22 +448,23 @@ class MachineController:
                 "drainedAt": stamp, **(progress or {})}
         await self.write_status(machine, {"conditions": conditions}, done)
 
-    def drain_delay(self, attempts: int) -> float:
-        return float(min(self.drain_backoff_cap, self.drain_backoff * 2 ** max(0, attempts - 1)))
+    def drain_delay(self, failures: int) -> float:
+        return drain.backoff_delay(failures, self.drain_backoff, self.drain_backoff_cap)
 
-    def drain_due(self, done: JSON, attempts: int) -> datetime | None:
+    def drain_due(self, done: JSON, failures: int) -> datetime | None:
         """When the next drain attempt may start: as recorded, else backoff from the last."""
         recorded = parse_rfc3339(done.get("nextDrainAttemptAt"))
         if recorded is not None:
             return recorded
         last = parse_rfc3339(done.get("lastDrainAttemptAt"))
-        return None if last is None else last + timedelta(seconds=self.drain_delay(attempts))
+        return None if last is None else last + timedelta(seconds=self.drain_delay(failures))
 
     async def drain_step(self, machine: JSON) -> float | None:
         now = self.clock()
         done = lifecycle.progress(machine)
         attempts = int(done.get("drainAttempts") or 0)
-        due = self.drain_due(done, attempts)
+        failures = int(done.get("drainFailures") or 0)
+        due = self.drain_due(done, failures)
         if due is not None and now < due:
             return (due - now).total_seconds()
         try:
@@ -456,8 +488,8 @@ class MachineController:
             await self.mark_drained(machine, true_condition(api.DRAINED,
                                                             "Drain finished successfully"), record)
             return AGAIN
-        delay = (failure.requeue_after.total_seconds() if failure.requeue_after is not None
-                 else self.drain_delay(attempt))
+        delay, record["drainFailures"] = drain.after_failure(
+            failure, failures, self.drain_backoff, self.drain_backoff_cap)
         record["nextDrainAttemptAt"] = format_rfc3339(finished + timedelta(seconds=delay))
         await self.events.post(machine, events.DRAIN_REQUEUED,
                                f"Node drain requeued: {failure.message}",
@@ -618,6 +650,11 @@ class MachineSetController:
             return None
         if api.deleting(ms) or not owned(ms, self.provider_kinds):
             return None
+        if not await authority_allows(
+                self.kube, ms, "machine set", api.machineset_path(*key, sub="status"),
+                lambda conditions: self.write_status(ms, {"conditions": conditions}),
+                self.clock()):
+            return None
         problems = machineset.validate(ms)
         if problems:
             message = "; ".join(problems)
@@ -692,6 +729,42 @@ class MachineSetController:
         if new != old:
             await patch_status(self.kube, api.machineset_path(*api.key_of(ms), sub="status"),
                                ms, old, new)
+
+
+async def authority_allows(kube: KubeClient, obj: JSON, kind: str, status_path: str,
+                           write_conditions: Callable[[list[JSON]], Awaitable[Any]],
+                           now: datetime) -> bool:
+    """Upstream's authoritativeAPI switch for a Machine or MachineSet (:mod:`.authority`):
+    False when the reconcile stops here (a write made, which the watch brings back; paused;
+    or an invalid value)."""
+    name = obj["metadata"]["name"]
+    decision = authority.decide(obj)
+    if decision.set_status is not None:
+        log.info("%s: %s .status.authoritativeAPI is not yet set, setting it to "
+                 ".spec.authoritativeAPI", name, kind)
+        if decision.set_status:
+            old = dict(obj.get("status") or {})
+            await patch_status(kube, status_path, obj, old,
+                               {**old, "authoritativeAPI": decision.set_status})
+        return False
+    if decision.invalid is not None:
+        log.error("%s: invalid .status.authoritativeAPI '%s'", name, decision.invalid)
+        return False
+    wanted = decision.condition
+    conditions = (obj.get("status") or {}).get("conditions")
+    current = get_condition(conditions, authority.PAUSED)
+    if wanted is not None and (current is None or not same_state(current, wanted)):
+        await write_conditions(set_condition(conditions, wanted, now))
+        return False
+    if not decision.proceed:
+        log.info("%s: %s is paused, taking no further action", name, kind)
+    return decision.proceed
+
+
+def count_failure(series: upstream_series.Series, machine: JSON, error: Exception) -> None:
+    """Upstream providers' RegisterFailedInstance*: the Machine, and the error's text as reason."""
+    meta = machine["metadata"]
+    series.inc(str(meta.get("name")), str(meta.get("namespace")), error_text(error))
 
 
 # -- status writes, shared by both controllers -------------------------------------------------

@@ -16,6 +16,10 @@ library:
 - on an unreachable node (Ready=Unknown) pods cannot finish terminating, so, as upstream does,
   evictions ask for a 1 s grace period and pods already terminating for over a second count as
   gone. PDBs are still honoured;
+- a failed attempt is retried as upstream's drain rate limiter retries a reconcile that returned
+  an error: after 5 s, doubling per consecutive failure, at most 1000 s; a fixed 20 s requeue
+  (upstream's RequeueAfterError) makes controller-runtime forget the item's failures, so the
+  backoff after it starts again at 5 s (:func:`after_failure`);
 - a control-plane node is not drained while another control-plane node is cordoned (upstream's
   ``isDrainAllowed``): the other may be being drained, and draining two at once can break etcd
   quorum. A node already cordoned goes on draining, so an interrupted drain can finish.
@@ -41,6 +45,9 @@ SKIP_WAIT_FOR_DELETE_SECONDS = 1
 CONTROL_PLANE_LABELS = ("node-role.kubernetes.io/control-plane", "node-role.kubernetes.io/master")
 # upstream's RequeueAfterError for a drain that may not start now (or a failed cordon)
 REQUEUE_AFTER = timedelta(seconds=20)
+# upstream's newDrainRateLimiter (drain_controller.go): per-item exponential 5 s .. 1000 s
+BACKOFF_BASE_SECONDS = 5.0
+BACKOFF_CAP_SECONDS = 1000.0
 NAMESPACE_TERMINATING_CAUSE = "NamespaceTerminating"
 
 
@@ -195,3 +202,18 @@ def format_duration(delta: timedelta) -> str:
     if minutes:
         return f"{minutes}m{secs}s"
     return f"{secs}s"
+
+
+def backoff_delay(failures: int, base: float = BACKOFF_BASE_SECONDS,
+                  cap: float = BACKOFF_CAP_SECONDS) -> float:
+    """client-go's ItemExponentialFailureRateLimiter: ``base * 2**(failures - 1)``, capped."""
+    return float(min(cap, base * 2 ** max(0, failures - 1)))
+
+
+def after_failure(failure: DrainFailure, failures: int, base: float = BACKOFF_BASE_SECONDS,
+                  cap: float = BACKOFF_CAP_SECONDS) -> tuple[float, int]:
+    """The delay before the next attempt and the new count of consecutive backed-off failures:
+    a fixed requeue resets the count (controller-runtime forgets the item on RequeueAfter)."""
+    if failure.requeue_after is not None:
+        return failure.requeue_after.total_seconds(), 0
+    return backoff_delay(failures + 1, base, cap), failures + 1

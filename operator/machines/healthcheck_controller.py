@@ -21,7 +21,7 @@ from datetime import datetime
 from typing import Any
 
 from berthmaster.kube import KubeClient, KubeError
-from berthmaster.operator.machines import api
+from berthmaster.operator.machines import api, upstream_series
 from berthmaster.operator.machines import healthcheck as mhc_rules
 from berthmaster.operator.machines.conditions import set_condition
 from berthmaster.operator.machines.controller import EventRecorder, error_text, utcnow
@@ -42,6 +42,9 @@ class HealthCheckController:
     async def reconcile(self, key: Key) -> float | None:
         mhc = await self.kube.get_if_exists(mhc_rules.mhc_path(*key))
         if mhc is None:
+            # upstream: the check's nodes-covered series goes, its short circuit reads 0
+            upstream_series.mhc_nodes_covered.remove(key[1], key[0])
+            upstream_series.mhc_short_circuit.set(0, key[1], key[0])
             return None
         if mhc_rules.paused(mhc) or api.deleting(mhc):
             return None
@@ -53,8 +56,11 @@ class HealthCheckController:
             await self.write_status(mhc, mhc_rules.refused(refused), now)
             return None
         targets = await self.targets(key[0], spec)
+        upstream_series.mhc_nodes_covered.set(len(targets), key[1], key[0])
         decision = mhc_rules.decide_health_check(mhc, spec, targets, now)
         await self.write_status(mhc, decision, now)
+        upstream_series.mhc_short_circuit.set(1 if decision.restricted_message else 0,
+                                              key[1], key[0])
         for target in decision.detected:
             await self.events.post(
                 target.machine, mhc_rules.DETECTED_UNHEALTHY,
@@ -126,4 +132,7 @@ class HealthCheckController:
             target.machine, mhc_rules.MACHINE_DELETED,
             f"Machine {text} has been remediated by requesting to delete Machine object",
             component=mhc_rules.COMPONENT)
+        mhc_meta = mhc["metadata"]
+        upstream_series.mhc_remediation_success.inc(str(mhc_meta.get("name")),
+                                                    str(mhc_meta.get("namespace")))
         return False

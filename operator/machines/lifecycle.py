@@ -5,25 +5,23 @@ Order (upstream's: openshift/machine-api-operator pkg/controller/machine/control
 ``LifecycleHooks`` documents them):
 
 1. ``MARK_DELETING``: phase Deleting, ``status.deletionProgress.startedAt`` recorded;
-2. ``WAIT_PRE_DRAIN`` while any preDrain hook remains (Drainable False, HookPresent);
-3. ``DRAIN`` (cordon, evict; Drained False/DrainError while it fails; Drained True/NodeNotOwned
-   without draining when the nodeRef names a Node of another providerID, see nodes.py) or
-   ``SKIP_DRAIN`` when the Machine has no Node or carries
-   ``machine.openshift.io/exclude-node-draining``;
-4. ``WAIT_PRE_TERMINATE`` while any preTerminate hook remains (Terminable False, HookPresent);
-5. ``DELETE_INSTANCE`` through the provider, then ``WAIT_INSTANCE_GONE``;
-6. ``DELETE_NODE`` (unless the Node was found not to be the Machine's: ``nodeNotOwnedAt``);
-7. ``REMOVE_FINALIZER``.
+2. ``SKIP_DRAIN`` when the Machine has no Node or carries
+   ``machine.openshift.io/exclude-node-draining``: as upstream's drain controller, which checks
+   the annotation and ``status.nodeRef`` before it looks at preDrain hooks, the drain and the
+   wait on preDrain hooks are both skipped (Drained True, "Node drain skipped");
+3. ``WAIT_PRE_DRAIN`` while any preDrain hook remains (Drainable False, HookPresent);
+4. ``DRAIN`` (cordon, evict; Drained False/DrainError while it fails; Drained True/NodeNotOwned
+   without draining when the nodeRef names a Node of another providerID, see nodes.py);
+5. ``WAIT_PRE_TERMINATE`` while any preTerminate hook remains (Terminable False, HookPresent);
+6. ``DELETE_INSTANCE`` through the provider, then ``WAIT_INSTANCE_GONE``;
+7. ``DELETE_NODE`` (unless the Node was found not to be the Machine's: ``nodeNotOwnedAt``);
+8. ``REMOVE_FINALIZER``.
 
 Every completed step is recorded in the Machine's status before the next begins (Drained True,
 ``deletionProgress.instanceDeletedAt``, ``instanceGoneAt``, ``nodeDeletedAt``), so the decision
 below, taken again after a restart, resumes at the first unfinished step: none is skipped, and
 the recorded ones are not repeated. Steps whose side effect may have happened without being
 recorded (an instance deletion, a Node deletion) are idempotent by nature (404 is success).
-
-One deliberate difference from upstream: upstream's drain controller lets the exclude-node-draining
-annotation bypass preDrain hooks; here preDrain hooks block first in every case, as the API's own
-documentation of preDrain says ("this also blocks further lifecycle events, such as termination").
 """
 
 from __future__ import annotations
@@ -81,10 +79,10 @@ def decide_deletion_step(machine: Machine) -> Step:
     if status.get("phase") != api.DELETING or not done.get("startedAt"):
         return Step.MARK_DELETING
     if not is_true(status.get("conditions"), api.DRAINED):
+        if drain_excluded(machine) or node_name(machine) is None:
+            return Step.SKIP_DRAIN  # upstream: no drain, so no wait on preDrain hooks either
         if hooks_of(machine, PRE_DRAIN):
             return Step.WAIT_PRE_DRAIN
-        if drain_excluded(machine) or node_name(machine) is None:
-            return Step.SKIP_DRAIN
         return Step.DRAIN
     if hooks_of(machine, PRE_TERMINATE):
         return Step.WAIT_PRE_TERMINATE

@@ -1,7 +1,9 @@
 """What a Machine asks of its Node: the link annotation, its labels, its taints (additive).
 
-Upstream's node-link controller annotates the Node with ``machine.openshift.io/machine:
-<namespace>/<name>``, copies ``spec.metadata.labels`` onto it and adds ``spec.taints`` that are
+Upstream's node-link controller (machine-api-operator pkg/controller/nodelink) annotates the
+Node with ``machine.openshift.io/machine: <namespace>/<name>``, copies
+``spec.metadata.annotations`` and ``spec.metadata.labels`` onto it (set or overwritten, never
+removed: a key dropped from the Machine stays on the Node) and adds ``spec.taints`` that are
 missing, never removing a taint someone else put there (a taint matches on key and effect, as
 in the API server's taint identity). We also label the Node ``machine.openshift.io/machine=<name>``
 so ``kubectl get nodes -l`` can find a Machine's Node, with an empty value when the name is no
@@ -77,13 +79,23 @@ def label_problems(machine: dict[str, Any]) -> list[str]:
     return problems
 
 
+def wanted_annotations(machine: dict[str, Any], link: str) -> dict[str, str]:
+    """The link annotation, then ``spec.metadata.annotations`` over it (upstream's order)."""
+    spec_meta = (machine.get("spec") or {}).get("metadata") or {}
+    return {NODE_MACHINE: link, **{str(k): str(v)
+                                   for k, v in (spec_meta.get("annotations") or {}).items()}}
+
+
 def node_patch(node: dict[str, Any], machine: dict[str, Any]) -> dict[str, Any] | None:
     meta = machine.get("metadata") or {}
     link = f"{meta.get('namespace')}/{meta.get('name')}"
     node_meta = node.get("metadata") or {}
     patch: dict[str, Any] = {}
-    if (node_meta.get("annotations") or {}).get(NODE_MACHINE) != link:
-        patch.setdefault("metadata", {})["annotations"] = {NODE_MACHINE: link}
+    have_annotations = node_meta.get("annotations") or {}
+    annotations = {k: v for k, v in wanted_annotations(machine, link).items()
+                   if have_annotations.get(k) != v}
+    if annotations:
+        patch.setdefault("metadata", {})["annotations"] = annotations
     have_labels = node_meta.get("labels") or {}
     labels = {k: v for k, v in wanted_labels(machine).items() if have_labels.get(k) != v}
     if labels:

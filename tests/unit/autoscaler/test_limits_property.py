@@ -39,7 +39,7 @@ JSON = dict[str, Any]
 def maximums_passed(totals: Totals, limits: ResourceLimits) -> list[str]:
     """The test's oracle: the maximums ``totals`` passes (empty when all are respected)."""
     passed = []
-    if limits.max_nodes_total is not None and totals.nodes > limits.max_nodes_total:
+    if limits.max_nodes_total and totals.nodes > limits.max_nodes_total:
         passed.append("nodes")
     if limits.cores is not None and totals.cores > limits.cores.max:
         passed.append("cpu")

@@ -43,3 +43,14 @@ def test_log_verbosity_sets_the_autoscaler_log_level(verbosity: int, level: int)
     """OpenShift's ``logVerbosity`` becomes the autoscaler's --v (clusterautoscaler.go
     ``AutoscalerArgs``); its API calls 4 the debugging level."""
     assert log_level(verbosity) == level
+
+
+@pytest.mark.parametrize(("value", "gpus"), [
+    (None, False), ("0", False), ("500m", False), ("1", True), ("2", True), ("lots", False)])
+def test_gpu_capacity_is_a_whole_positive_count(value: str | None, gpus: bool) -> None:
+    """cluster-autoscaler-operator pkg/controller/machineautoscaler/machinetarget.go
+    ``HasGPUCapacity``: the ``machine.openshift.io/GPU`` annotation parsed as a quantity that
+    converts to an integer of at least 1."""
+    from berthmaster.operator.autoscaler.events import has_gpu_capacity
+    annotations = {} if value is None else {"machine.openshift.io/GPU": value}
+    assert has_gpu_capacity({"metadata": {"annotations": annotations}}) is gpus

@@ -61,7 +61,7 @@ def test_pending_pods_get_exactly_the_nodes_they_need() -> None:
     assert [(i.group_id, i.current, i.new) for i in decision.increases] == [
         ("machines/workers", 0, 3)]
     assert decision.triggered["ns/a"] == (
-        "pod triggered scale-up: [{machines/workers 0->3 (max: 5)}]")
+        "pod triggered scale-up: [{MachineSet/machines/workers 0->3 (max: 5)}]")
 
 
 def test_pods_waiting_for_preemption_cause_no_scale_up_and_keep_their_room() -> None:

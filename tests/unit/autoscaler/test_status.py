@@ -23,7 +23,7 @@ def test_conditions_and_transition_times() -> None:
     first = build_status(view, state, decision, plan, None, 2, AutoscalerConfig(), now=1000.0)
     conditions = {c["type"]: c for c in first["conditions"]}
     assert conditions["ScaleUp"]["reason"] == "InProgress"
-    assert "{machines/w 1->3 (max: 5)}" in conditions["ScaleUp"]["message"]
+    assert "{MachineSet/machines/w 1->3 (max: 5)}" in conditions["ScaleUp"]["message"]
     assert conditions["ScaleDown"]["reason"] == "CandidatesPresent"
     assert first["unremovableNodes"] == [{"name": "n2", "reason": "BlockedByPod",
                                           "message": "NotReplicated: ns/p is not replicated"}]

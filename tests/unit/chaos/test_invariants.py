@@ -189,11 +189,13 @@ def test_healthy_means_running_ready_and_staying() -> None:
 
 
 def machine(pre_drain: list[str] = (), pre_terminate: list[str] = (), deleting: bool = False,
-            drain_started: bool = False, drained: bool = False) -> dict[str, Any]:
+            drain_started: bool = False, drained: bool = False, message: str = ""
+            ) -> dict[str, Any]:
     hooks = {"preDrain": [{"name": h, "owner": "o"} for h in pre_drain],
              "preTerminate": [{"name": h, "owner": "o"} for h in pre_terminate]}
     status: dict[str, Any] = {"conditions": [{"type": "Drained",
-                                              "status": "True" if drained else "False"}]}
+                                              "status": "True" if drained else "False",
+                                              "message": message}]}
     if drain_started:
         status["deletionProgress"] = {"drainStartedAt": "2026-01-01T00:00:00Z"}
     meta: dict[str, Any] = {"name": "m"}
@@ -207,6 +209,7 @@ def machine(pre_drain: list[str] = (), pre_terminate: list[str] = (), deleting: 
     (machine(["h"], deleting=True, drain_started=True), True),
     (machine(["h"], deleting=True, drained=True), True),
     (machine([], ["t"], deleting=True, drain_started=True, drained=True), False),
+    (machine(["h"], deleting=True, drained=True, message="Node drain skipped"), False),
 ])
 def test_machine_breaches(obj: dict[str, Any], breach: bool) -> None:
     assert bool(rules.machine_breaches(obj)) == breach

@@ -207,6 +207,38 @@ async def test_exclude_node_draining_skips_the_drain(
     assert await node_or_none(kube, name) is None
 
 
+async def test_exclude_node_draining_skips_the_pre_drain_hooks_too(
+        kube: KubeClient, namespace: str, operator: OperatorProcess,
+        cleanup_nodes: list[str]) -> None:
+    """machine-api-operator pkg/controller/machine/drain_controller.go ``Reconcile`` checks the
+    exclude-node-draining annotation (and ``status.nodeRef``) before the preDrain hooks: an
+    excluded Machine is marked Drained ("Node drain skipped") with its preDrain hook still
+    there, and its deletion goes on (here to the preTerminate hook, which still holds)."""
+    name = f"{namespace}-nodrain-hooked"
+    cleanup_nodes.append(name)
+    await kube.create(api.machine_path(namespace),
+                      kwok_machine(name, annotations={api.EXCLUDE_NODE_DRAINING: ""}))
+    await running_machine(kube, namespace, name)
+    await kube.patch(api.machine_path(namespace, name), {"spec": {"lifecycleHooks": {
+        "preDrain": [{"name": "Hold", "owner": "the-test"}],
+        "preTerminate": [{"name": "Inspect", "owner": "the-test"}]}}})
+    await kube.delete(api.machine_path(namespace, name))
+
+    async def drained() -> bool:
+        found = await get_machine(kube, namespace, name)
+        return condition(found, "Drained").get("status") == "True"
+
+    await wait_for(drained, timeout=60, what="Drained True despite the preDrain hook")
+    found = await get_machine(kube, namespace, name)
+    assert condition(found, "Drained")["message"] == "Node drain skipped"
+    assert found is not None and found["spec"]["lifecycleHooks"]["preDrain"]
+    events = await machine_events(kube, namespace, name)
+    assert "DrainSkipped" in events and "DrainBlocked" not in events
+    await kube.patch(api.machine_path(namespace, name),
+                     {"spec": {"lifecycleHooks": {"preTerminate": []}}})
+    await gone(kube, namespace, name)
+
+
 async def test_mirror_pods_are_left_and_others_evicted(
         kube: KubeClient, namespace: str, operator: OperatorProcess,
         cleanup_nodes: list[str]) -> None:

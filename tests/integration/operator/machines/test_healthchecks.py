@@ -192,6 +192,11 @@ async def test_max_unhealthy_stops_a_mass_remediation(
     for machine in sick:
         found = await get_machine(kube, namespace, machine["metadata"]["name"])
         assert found is not None and not api.deleting(found)
+    async def restricted_event() -> dict[str, Any] | None:
+        # posted right after the status write the wait above saw
+        return (await machine_events(kube, namespace, "mhc")).get("RemediationRestricted")
+
+    await wait_for(restricted_event, timeout=30, what="RemediationRestricted event")
     events = await machine_events(kube, namespace, "mhc")
     assert events["RemediationRestricted"]["type"] == "Warning"
     assert events["RemediationRestricted"]["message"] == (
@@ -225,7 +230,11 @@ async def test_hooked_machine_waits_for_its_hooks_and_a_restart_resumes(
         drainable = condition(machine, api.DRAINABLE)
         if machine is None or (machine.get("status") or {}).get("phase") != api.DELETING:
             return None
-        return machine if drainable.get("reason") == api.HOOK_PRESENT else None
+        if drainable.get("reason") != api.HOOK_PRESENT:
+            return None
+        # held, and the controller has acted on the hold (not only marked the deletion)
+        blocked = "DrainBlocked" in await machine_events(kube, namespace, machine_name)
+        return machine if blocked else None
 
     machine = await wait_for(held, timeout=60, what=f"machine {machine_name} held by its hook")
     assert api.deleting(machine)

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import inspect
 from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from berthmaster.operator.machines.controller import MachineController
 from berthmaster.operator.machines.drain import (
+    DrainFailure,
+    after_failure,
     aggregate,
     cordon_failed,
     cordoned_control_plane_node,
@@ -152,3 +156,20 @@ def test_namespace_terminating_cause() -> None:
             "details": {"causes": [{"type": "NamespaceTerminating"}]}}
     assert namespace_terminating(body)
     assert not namespace_terminating({"kind": "Status", "reason": "Forbidden"})
+
+
+def test_failed_drain_backs_off_as_upstreams_rate_limiter() -> None:
+    """machine-api-operator pkg/controller/machine/drain_controller.go ``newDrainRateLimiter``:
+    a drain that returned an error is retried after 5 s doubled per consecutive failure, at
+    most 1000 s (client-go's ItemExponentialFailureRateLimiter); a RequeueAfterError requeues
+    after its fixed 20 s and controller-runtime forgets the item, so the backoff restarts."""
+    failed = DrainFailure("error when evicting pods")
+    delays, failures = [], 0
+    for _ in range(10):
+        delay, failures = after_failure(failed, failures)
+        delays.append(delay)
+    assert delays == [5, 10, 20, 40, 80, 160, 320, 640, 1000, 1000]
+    assert after_failure(drain_not_permitted(), failures) == (20.0, 0)
+    assert after_failure(failed, 0) == (5.0, 1)
+    defaults = inspect.signature(MachineController).parameters
+    assert (defaults["drain_backoff"].default, defaults["drain_backoff_cap"].default) == (5, 1000)

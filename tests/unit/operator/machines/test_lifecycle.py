@@ -24,11 +24,15 @@ DRAINED = [{"type": "Drained", "status": "True"}]
     (make_machine(deleting=True, phase="Deleting", node="n"), Step.MARK_DELETING),
     (make_machine(deleting=True, phase="Deleting", node="n", progress=STARTED,
                   pre_drain=[("A", "own")], pre_terminate=[("B", "own")]), Step.WAIT_PRE_DRAIN),
-    # preDrain hooks hold even when draining is excluded (the API's documented contract).
+    # Upstream's drain controller (machine-api-operator pkg/controller/machine/
+    # drain_controller.go Reconcile) skips the drain, and with it the preDrain hooks, for a
+    # Machine excluded from draining or without a nodeRef.
     (make_machine(deleting=True, phase="Deleting", node="n", progress=STARTED,
                   pre_drain=[("A", "own")],
                   annotations={"machine.openshift.io/exclude-node-draining": ""}),
-     Step.WAIT_PRE_DRAIN),
+     Step.SKIP_DRAIN),
+    (make_machine(deleting=True, phase="Deleting", node=None, progress=STARTED,
+                  pre_drain=[("A", "own")]), Step.SKIP_DRAIN),
     (make_machine(deleting=True, phase="Deleting", node="n", progress=STARTED,
                   pre_terminate=[("B", "own")]), Step.DRAIN),
     (make_machine(deleting=True, phase="Deleting", node="n", progress=STARTED,

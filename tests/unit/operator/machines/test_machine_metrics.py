@@ -89,3 +89,28 @@ def test_a_phase_seen_entering_is_observed_once() -> None:
     metrics.machine_seen(make_machine("p", phase=api.PROVISIONED), now=T0 + 42)
     metrics.machine_seen(make_machine("p", phase=api.PROVISIONED), now=T0 + 50)
     assert child._sum.get() - before == 42.0
+
+
+def test_upstream_series_keep_upstreams_exposed_names() -> None:
+    """pkg/metrics/metrics.go and machinehealthcheck.go: Go's client exposes each series under
+    the name it was given, so ``mapi_instance_create_failed`` has no ``_total`` and
+    ``mapi_machinehealthcheck_remediation_success_total`` has exactly one."""
+    from berthmaster.operator.machines.upstream_series import MACHINE, MHC, Series
+    registry = CollectorRegistry()
+    failed = Series("mapi_instance_create_failed", "h", MACHINE, "unknown")
+    success = Series("mapi_machinehealthcheck_remediation_success_total", "h", MHC, "counter")
+    short = Series("mapi_machinehealthcheck_short_circuit", "h", MHC)
+    for series in (failed, success, short):
+        registry.register(series)
+    failed.inc("m", "ns", "boom")
+    failed.inc("m", "ns", "boom")
+    success.inc("c", "ns")
+    short.set(1, "c", "ns")
+    text = generate_latest(registry).decode()
+    assert 'mapi_instance_create_failed{name="m",namespace="ns",reason="boom"} 2.0' in text
+    assert 'mapi_machinehealthcheck_remediation_success_total{name="c",namespace="ns"} 1.0' \
+        in text
+    assert "# TYPE mapi_machinehealthcheck_remediation_success_total counter" in text
+    assert 'mapi_machinehealthcheck_short_circuit{name="c",namespace="ns"} 1.0' in text
+    short.remove("c", "ns")
+    assert "mapi_machinehealthcheck_short_circuit{" not in generate_latest(registry).decode()

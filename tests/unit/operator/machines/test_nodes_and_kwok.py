@@ -140,3 +140,19 @@ def kwok_machine_named(name: str) -> dict:
     machine["spec"]["providerSpec"] = {"value": {"apiVersion": "berthmaster.io/v1alpha1",
                                                  "kind": "KwokMachineProviderSpec"}}
     return machine
+
+
+def test_node_patch_copies_spec_metadata_annotations_and_keeps_removed_ones() -> None:
+    """machine-api-operator pkg/controller/nodelink/nodelink_controller.go ``Reconcile`` sets the
+    link annotation, then copies ``spec.metadata.annotations`` (and labels) over the Node's;
+    nothing is ever removed from the Node."""
+    machine = kwok_machine()
+    machine["spec"]["metadata"]["annotations"] = {"example.com/rack": "r1"}
+    node = {"metadata": {"name": "worker-1",
+                         "labels": {"role": "worker", "machine.openshift.io/machine": "worker-1"},
+                         "annotations": {"machine.openshift.io/machine": "ns/worker-1",
+                                         "example.com/rack": "r0", "example.com/old": "x"}},
+            "spec": {"taints": [{"key": "key1", "value": "value1", "effect": "NoExecute"}]}}
+    assert node_patch(node, machine) == {"metadata": {"annotations": {"example.com/rack": "r1"}}}
+    node["metadata"]["annotations"]["example.com/rack"] = "r1"
+    assert node_patch(node, machine) is None
