@@ -15,9 +15,11 @@ Design (upstream cluster-autoscaler, pure):
   an unneeded node are kept in the simulation, so two nodes are never both emptied into the same
   free space; the moves of a node that must stay are rolled back. Every node that stays gets
   upstream's ``UnremovableReason`` name.
-- An unready node (Ready not True, or still carrying a startup taint) skips the utilization
-  threshold, as upstream: what runs there is not serving, so its requests say nothing about
-  need; every other rule holds.
+- An unready node (Ready not True, or still carrying a startup taint) is judged by every rule,
+  the utilization threshold included, as upstream's core/scaledown/eligibility/eligibility.go
+  (``unremovableReasonAndNodeUtilization`` applies the threshold whatever the readiness; with
+  the default ``--scale-down-unready-enabled=true`` readiness only changes how long the node
+  must stay unneeded, below).
 - :func:`select_removals` applies time: a node goes only after being unneeded for
   ``unneededTime`` (an unready one for upstream's ``--scale-down-unready-time``, 20 minutes,
   which OpenShift's ClusterAutoscaler does not expose), outside the cooldowns
@@ -162,7 +164,7 @@ def find_unneeded(
             stays(name, NOT_AUTOSCALED, "node belongs to no autoscaled MachineSet")
             continue
         ready = node_ready(node) and not has_startup_taint(node, config.startup_taints)
-        if ready and used >= config.scale_down.utilization_threshold:
+        if used >= config.scale_down.utilization_threshold:
             stays(name, NOT_UNDERUTILIZED, f"utilization {used:.2f} is not below "
                   f"{config.scale_down.utilization_threshold}")
             continue

@@ -181,32 +181,43 @@ def test_min_size_counts_the_nodes_already_chosen() -> None:
     assert list(plan.unremovable.values()) == ["NodeGroupMinSizeReached"]
 
 
-def test_unready_node_skips_the_utilization_threshold_and_waits_the_unready_time() -> None:
-    """Upstream: an unready node is judged without its utilization, and goes after
-    --scale-down-unready-time (20 min) instead of unneededTime."""
+def _unready_plan(heavy_cpu: str, ready: str) -> ScaleDownPlan:
     nodes = [make_node("sick"), make_node("well", cpu="8")]
-    nodes[0]["status"]["conditions"] = [{"type": "Ready", "status": "Unknown"}]
+    nodes[0]["status"]["conditions"] = [{"type": "Ready", "status": ready}]
     view = build_cluster_view([make_machine_set("w", 2)],
                               [make_machine("m-sick", "w", "sick"),
                                make_machine("m-well", "w", "well")], nodes)
-    heavy = make_pod("heavy", cpu="3", node="sick")  # 75 %: above the 0.5 threshold
+    heavy = make_pod("heavy", cpu=heavy_cpu, node="sick")
     pods = [heavy, make_pod("steady", cpu="5", node="well")]  # well stays, 3 cores free
     by_node = {"sick": [heavy], "well": pods[1:]}
     config = AutoscalerConfig()
     sim = Simulation.build(fits, nodes, pods)
-    plan = find_unneeded(nodes, by_node, view, sim, config, [],
+    return find_unneeded(nodes, by_node, view, sim, config, [],
                          cluster_totals(nodes, config.limits))
+
+
+def test_unready_node_keeps_the_utilization_threshold_and_waits_the_unready_time() -> None:
+    """cluster-autoscaler core/scaledown/eligibility/eligibility.go
+    ``unremovableReasonAndNodeUtilization``: readiness does not exempt a node from the
+    utilization threshold (only ``--scale-down-unready-enabled=false`` would keep unready nodes
+    altogether); an unready node that is underutilized goes after ``--scale-down-unready-time``
+    (20 min, core/scaledown/planner/planner.go) instead of ``--scale-down-unneeded-time``."""
+    config = AutoscalerConfig()
+    busy = _unready_plan("3", "Unknown")  # 75 %: above the 0.5 threshold
+    assert busy.unneeded == ()
+    assert busy.unremovable["sick"] == "NotUnderutilized"
+
+    plan = _unready_plan("1", "Unknown")  # 25 %
     assert [(u.node, u.ready, u.pods_to_move) for u in plan.unneeded] == [
         ("sick", False, ("ns/heavy",))]
     since = {"sick": 0.0}
     assert select_removals(plan, since, config.scale_down.unneeded_time, config) == []
     assert [u.node for u in select_removals(plan, since, 20 * 60.0, config)] == ["sick"]
 
-    nodes[0]["status"]["conditions"] = [{"type": "Ready", "status": "True"}]
-    sim = Simulation.build(fits, nodes, pods)
-    plan = find_unneeded(nodes, by_node, view, sim, config, [],
-                         cluster_totals(nodes, config.limits))
-    assert plan.unremovable["sick"] == "NotUnderutilized"
+    ready = _unready_plan("1", "True")
+    assert [(u.node, u.ready) for u in ready.unneeded] == [("sick", True)]
+    assert [u.node for u in select_removals(ready, since, config.scale_down.unneeded_time,
+                                            config)] == ["sick"]
 
 
 @pytest.mark.parametrize(("own", "maximum", "grace"), [
