@@ -48,7 +48,7 @@ from berthmaster.operator.autoscaler.resources import CPU, MEMORY, node_allocata
 from berthmaster.operator.autoscaler.simulation import Simulation
 from berthmaster.operator.autoscaler.taints import TO_BE_DELETED_TAINT
 from berthmaster.operator.autoscaler.template import has_startup_taint
-from berthmaster.scheduler.pods import is_daemonset_pod
+from berthmaster.scheduler.pods import is_daemonset_pod, is_mirror_pod
 
 JSON = dict[str, Any]
 
@@ -83,18 +83,31 @@ class ScaleDownPlan:
 
 
 def utilization(node: Mapping[str, Any], pods: Sequence[Mapping[str, Any]],
-                ignore_daemonsets: bool) -> float:
-    """Upstream's node utilization: max over cpu and memory of requests / allocatable."""
+                ignore_daemonsets: bool, ignore_mirror_pods: bool = False) -> float:
+    """Upstream's node utilization (simulator/utilization/info.go ``Calculate``): max over cpu
+    and memory of the pods' requests over allocatable. With ``ignore_daemonsets``
+    (``ignoreDaemonsetsUtilization``) or ``ignore_mirror_pods`` (upstream's
+    ``--ignore-mirror-pods-utilization``, default false, no OpenShift field) those pods' requests
+    leave both sides: they are taken out of the allocatable rather than counted as use."""
     allocatable = node_allocatable(node)
     used: dict[str, int] = {}
+    ignored: dict[str, int] = {}
     for pod in pods:
         if (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
             continue
-        if ignore_daemonsets and is_daemonset_pod(pod):
-            continue
+        skip = (ignore_daemonsets and is_daemonset_pod(pod)) or \
+            (ignore_mirror_pods and is_mirror_pod(pod))
+        into = ignored if skip else used
         for name, amount in pod_requests(pod).items():
-            used[name] = used.get(name, 0) + amount
-    shares = [used.get(r, 0) / allocatable[r] for r in (CPU, MEMORY) if allocatable.get(r)]
+            into[name] = into.get(name, 0) + amount
+    shares = []
+    for resource in (CPU, MEMORY):
+        if not allocatable.get(resource):
+            continue
+        room = allocatable[resource] - ignored.get(resource, 0)
+        use = used.get(resource, 0)
+        # Go's float division: x/0 is +Inf (never underutilized), 0/0 is NaN (always under)
+        shares.append(use / room if room > 0 else (float("inf") if use else 0.0))
     return max(shares, default=0.0)
 
 

@@ -24,6 +24,7 @@ from berthmaster.operator.autoscaler.scaledown import (
     find_unneeded,
     select_removals,
     track_unneeded,
+    utilization,
 )
 from berthmaster.operator.autoscaler.simulation import Simulation
 from tests.unit.autoscaler.builders import (
@@ -236,3 +237,28 @@ def test_evicted_pods_get_at_most_max_pod_grace_period(own: int | None, maximum:
     if own is not None:
         pod["spec"]["terminationGracePeriodSeconds"] = own
     assert eviction_grace_period(pod, maximum) == grace
+
+
+def test_ignored_daemonset_and_mirror_pods_leave_the_allocatable_too() -> None:
+    """cluster-autoscaler simulator/utilization/info.go ``CalculateUtilizationOfResource``:
+    with ``--ignore-daemonsets-utilization`` (OpenShift's ``ignoreDaemonsetsUtilization``) and
+    ``--ignore-mirror-pods-utilization`` the skipped pods' requests are subtracted from the
+    node's allocatable, not only left out of the use: 1 core of 4, with 2 cores of DaemonSet
+    pods, is 1/2, not 1/4."""
+    node = make_node("n", cpu="4", memory="64Gi")
+    daemon = make_pod("agent", cpu="2", node="n", owner="DaemonSet")
+    app = make_pod("app", cpu="1", node="n")
+    mirror = make_pod("static", cpu="2", node="n", owner=None,
+                      annotations={"kubernetes.io/config.mirror": "x"})
+    assert utilization(node, [daemon, app], ignore_daemonsets=False) == 0.75
+    assert utilization(node, [daemon, app], ignore_daemonsets=True) == 0.5
+    assert utilization(node, [mirror, app], ignore_daemonsets=True) == 0.75
+    assert utilization(node, [mirror, app], False, ignore_mirror_pods=True) == 0.5
+    everything_ignored = make_pod("all", cpu="4", memory="1Gi", node="n", owner="DaemonSet")
+    assert utilization(node, [everything_ignored, app], True) == float("inf")
+    assert utilization(node, [everything_ignored], True) < 0.5
+
+    config = AutoscalerConfig(ignore_daemonsets_utilization=True)
+    plan = plan_for([make_pod("agent", cpu="2", node="idle", owner="DaemonSet"),
+                     make_pod("p", cpu="1", node="idle")], config)
+    assert plan.unremovable["idle"] == "NotUnderutilized"  # 1/(4-2) is not below 0.5
