@@ -1,16 +1,27 @@
 """Whether one pod lets its node go: move it, ignore it, or keep the node (and why).
 
-Design: upstream cluster-autoscaler's drainability rules, in its order, with its reason names
-(``BlockingPodReason``) and messages:
+Design: upstream cluster-autoscaler's drainability rules (simulator/drainability/rules/rules.go
+``Default``), in its order, with its reason names (utils/drain ``BlockingPodReason``) and
+messages:
 
-- mirror (static) pods, terminal pods, DaemonSet pods and expendable pods (priority below
-  ``podPriorityThreshold``) are ignored: they go with the node and need no new place;
+- mirror (static) pods, terminal pods, pods already being deleted, DaemonSet pods and
+  expendable pods (priority below ``podPriorityThreshold``) are ignored: they go with the node
+  and need no new place;
 - ``cluster-autoscaler.kubernetes.io/safe-to-evict: "true"`` makes a pod movable whatever else it
-  is (only its PodDisruptionBudget still counts); ``"false"`` keeps the node;
-- a pod without a controller, a kube-system pod no PDB covers, and a pod with local storage
-  (emptyDir or hostPath, unless listed in ``safe-to-evict-local-volumes``; only when
-  ``skipNodesWithLocalStorage``) keep the node;
-- a pod whose PDB has no disruption left (counting the other pods of the same node) keeps it.
+  is (only its PodDisruptionBudget still counts);
+- then the blocking rules, first match wins: ``NotReplicated`` (rules/replicated: no controller,
+  or a controller of a kind other than ReplicationController, ReplicaSet, Job or StatefulSet,
+  as with upstream's default ``--skip-nodes-with-custom-controller-pods=true``),
+  ``UnmovableKubeSystemPod`` (rules/system: a kube-system pod no PDB covers, for as long as it
+  runs there; upstream's ``--skip-nodes-with-system-pods`` defaults to true and OpenShift has no
+  field for it), ``NotSafeToEvictAnnotation`` (``safe-to-evict: "false"``),
+  ``LocalStorageRequested`` (emptyDir or hostPath, unless listed in
+  ``safe-to-evict-local-volumes``; only when ``skipNodesWithLocalStorage``) and ``NotEnoughPdb``
+  (a PDB with no disruption left, counting the other pods of the same node).
+
+Upstream's ``ControllerNotFound`` (rules/customcontroller: the controller object itself is
+gone) needs the controllers listed; the operator does not watch ReplicaSets, Jobs, StatefulSets
+or ReplicationControllers, so that rule is not applied (docs/autoscaler.md).
 """
 
 from __future__ import annotations
@@ -34,6 +45,9 @@ NOT_REPLICATED = "NotReplicated"
 UNMOVABLE_KUBE_SYSTEM = "UnmovableKubeSystemPod"
 LOCAL_STORAGE = "LocalStorageRequested"
 NOT_ENOUGH_PDB = "NotEnoughPdb"
+
+# rules/replicated ``replicatedKind``: the controllers that recreate an evicted pod elsewhere
+REPLICATED_KINDS = frozenset({"ReplicationController", "ReplicaSet", "Job", "StatefulSet"})
 
 
 @dataclass(frozen=True)
@@ -106,22 +120,32 @@ def classify(pod: Mapping[str, Any], config: AutoscalerConfig, budget: PdbBudget
         return IGNORE
     if priority < config.pod_priority_threshold:
         return IGNORE  # expendable: killed with the node, never moved, never blocking
-    safe = annotations.get(SAFE_TO_EVICT_KEY)
-    if safe != "true":
-        if is_daemonset_pod(pod):
-            return IGNORE
-        if safe == "false":
-            return Verdict("block", NOT_SAFE_TO_EVICT,
-                           f"pod annotated as not safe to evict present: {name}")
-        if controller_kind(pod) is None:
-            return Verdict("block", NOT_REPLICATED, f"{name} is not replicated")
-        if meta.get("namespace") == "kube-system" and not budget.matching(pod):
-            return Verdict("block", UNMOVABLE_KUBE_SYSTEM,
-                           f"non-daemonset, non-mirrored, non-pdb-assigned kube-system pod "
-                           f"present: {name}")
-        if config.skip_nodes_with_local_storage and local_storage_volumes(pod):
-            return Verdict("block", LOCAL_STORAGE, f"pod with local storage present: {name}")
+    if is_daemonset_pod(pod):
+        return IGNORE  # rules/daemonset, before safe-to-evict
+    if annotations.get(SAFE_TO_EVICT_KEY) != "true":
+        blocked = _blocking_rule(pod, config, budget)
+        if blocked is not None:
+            return blocked
     if budget.take(pod) is not None:
         return Verdict("block", NOT_ENOUGH_PDB,
                        f"not enough pod disruption budget to move {name}")
     return MOVE
+
+
+def _blocking_rule(pod: Mapping[str, Any], config: AutoscalerConfig,
+                   budget: PdbBudget) -> Verdict | None:
+    """Upstream's blocking rules before the PDB one, in rules.go's order."""
+    meta = _meta(pod)
+    short = str(meta.get("name"))  # upstream's system, notsafetoevict, localstorage messages
+    if controller_kind(pod) not in REPLICATED_KINDS:
+        return Verdict("block", NOT_REPLICATED, f"{pod_ref(pod)} is not replicated")
+    if meta.get("namespace") == "kube-system" and not budget.matching(pod):
+        return Verdict("block", UNMOVABLE_KUBE_SYSTEM,
+                       f"non-daemonset, non-mirrored, non-pdb-assigned kube-system pod "
+                       f"present: {short}")
+    if (meta.get("annotations") or {}).get(SAFE_TO_EVICT_KEY) == "false":
+        return Verdict("block", NOT_SAFE_TO_EVICT,
+                       f"pod annotated as not safe to evict present: {short}")
+    if config.skip_nodes_with_local_storage and local_storage_volumes(pod):
+        return Verdict("block", LOCAL_STORAGE, f"pod with local storage present: {short}")
+    return None
