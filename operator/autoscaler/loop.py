@@ -49,7 +49,7 @@ from typing import Any
 
 from berthmaster.kube import CORE, KubeClient, KubeError, group_path, resource_path
 from berthmaster.operator.autoscaler import events, metrics, taints
-from berthmaster.operator.autoscaler.clusterstate import unsafe_to_autoscale
+from berthmaster.operator.autoscaler.clusterstate import next_backoff, unsafe_to_autoscale
 from berthmaster.operator.autoscaler.config import (
     DEBUG_VERBOSITY,
     DEFAULT_NAMESPACE,
@@ -100,8 +100,6 @@ MACHINE_API = group_path("machine.openshift.io", "v1beta1")
 POLICY_API = group_path("policy", "v1")
 SCHEDULING_API = group_path("scheduling.k8s.io", "v1")
 ACTIVE_PODS = "status.phase!=Succeeded,status.phase!=Failed"  # terminal pods need no room
-INITIAL_BACKOFF = 5 * 60.0  # upstream's initial node group backoff
-MAX_BACKOFF = 30 * 60.0
 CONFLICT_ATTEMPTS = 3  # GET+PUT rounds of one replicas write before leaving it to the next loop
 
 log = logging.getLogger("berthmaster.operator.autoscaler")
@@ -133,6 +131,7 @@ class AutoscalerState:
     provisioning: dict[str, ProvisionRequest] = field(default_factory=dict)
     backoff_until: dict[str, float] = field(default_factory=dict)
     backoff_length: dict[str, float] = field(default_factory=dict)
+    backoff_last_failure: dict[str, float] = field(default_factory=dict)
     initialized: bool = False  # start-up clean-up done (taints.clean_up_at_start)
     last_scale_up_record: JSON | None = None
     last_scale_down_record: JSON | None = None
@@ -300,13 +299,20 @@ async def handle_provision_timeouts(act: Actuator, view: ClusterView, state: Aut
         if len(group.nodes) >= min(request.target, group.target_size) or \
                 group.target_size < request.target:
             del state.provisioning[group.id]  # arrived, or someone else resized the set
+            # clusterstate.go updateScaleRequests: a finished scale-up resets the backoff
+            for backoffs in (state.backoff_length, state.backoff_until,
+                             state.backoff_last_failure):
+                backoffs.pop(group.id, None)
             continue
         if act.clock - request.since < config.max_node_provision_time:
             continue
         del state.provisioning[group.id]
-        length = min(MAX_BACKOFF, state.backoff_length.get(group.id, INITIAL_BACKOFF / 2) * 2)
+        length, until = next_backoff(state.backoff_length.get(group.id),
+                                     state.backoff_until.get(group.id),
+                                     state.backoff_last_failure.get(group.id), act.clock)
         state.backoff_length[group.id] = length
-        state.backoff_until[group.id] = act.clock + length
+        state.backoff_until[group.id] = until
+        state.backoff_last_failure[group.id] = act.clock
         metrics.failed_scale_ups_total.labels("timeout").inc()
         timed_out.append(group.id)
         machine_set = next(m for m in machine_sets
