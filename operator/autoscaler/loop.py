@@ -592,7 +592,7 @@ async def run_once(kube: KubeClient, autoscaler: Mapping[str, Any], state: Autos
                 by_node.setdefault(node_name, []).append(pod)
         plan = find_unneeded(cluster.nodes, by_node, view, sim, config, cluster.pdbs,
                              cluster_totals(cluster.nodes, config.limits),
-                             lambda pod: pod_priority(pod, cluster.priority_classes))
+                             lambda pod: pod_priority(pod, cluster.priority_classes), now)
         state.unneeded_since = track_unneeded(state.unneeded_since, plan, clock)
         cooldown = cooldown_reason(config, Cooldown(state.last_scale_up, state.last_scale_down,
                                                      state.last_failure), clock)
@@ -606,7 +606,7 @@ async def run_once(kube: KubeClient, autoscaler: Mapping[str, Any], state: Autos
             nodes = {n["metadata"]["name"]: n for n in cluster.nodes}
             await apply_scale_down(act, removals, view, nodes, state, config, lambda pods: (
                 pods_to_drain(pods, config, cluster.pdbs,
-                              lambda pod: pod_priority(pod, cluster.priority_classes))))
+                              lambda pod: pod_priority(pod, cluster.priority_classes), now)))
 
     if config.enforce_node_group_min_size:
         # Groups grown in this loop are judged next loop, on their new size.

@@ -138,6 +138,7 @@ def find_unneeded(
     pdbs: Sequence[Mapping[str, Any]],
     totals: Totals,
     priority_of: Any = None,
+    now: float | None = None,
 ) -> ScaleDownPlan:
     """Every node judged; the simulation keeps the moves of the unneeded ones (caller rolls
     back when done)."""
@@ -195,7 +196,7 @@ def find_unneeded(
         blocked = None
         # The snapshot's pods: those moved here from nodes found unneeded earlier count too.
         for pod in [dict(view_.raw) for view_ in sim.snapshot.pods_on(name)]:
-            verdict = classify(pod, config, budget, priority(pod))
+            verdict = classify(pod, config, budget, priority(pod), now)
             if verdict.action == "block":
                 blocked = verdict
                 break
@@ -235,14 +236,14 @@ def find_unneeded(
 
 
 def pods_to_drain(pods: Sequence[JSON], config: AutoscalerConfig,
-                  pdbs: Sequence[Mapping[str, Any]], priority_of: Any = None
-                  ) -> tuple[list[JSON], Verdict | None]:
+                  pdbs: Sequence[Mapping[str, Any]], priority_of: Any = None,
+                  now: float | None = None) -> tuple[list[JSON], Verdict | None]:
     """The pods of a node being removed that must be evicted, or the first that blocks."""
     priority = priority_of or (lambda pod: int((pod.get("spec") or {}).get("priority") or 0))
     budget = PdbBudget(pdbs)
     to_move = []
     for pod in pods:
-        verdict = classify(pod, config, budget, priority(pod))
+        verdict = classify(pod, config, budget, priority(pod), now)
         if verdict.action == "block":
             return [], verdict
         if verdict.action == "move":

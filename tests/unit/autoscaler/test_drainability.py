@@ -55,16 +55,22 @@ def test_blocking_rules_apply_in_upstream_order_with_upstream_messages() -> None
                                      "pod with local storage present: p")
 
 
-def test_kube_system_pod_with_a_pdb_moves_and_without_one_blocks_however_long_it_ran() -> None:
-    """cluster-autoscaler simulator/drainability/rules/system/rule.go: a kube-system pod blocks
-    while no PDB matches it; the rule has no time limit (no age or duration is consulted)."""
-    old = make_pod("dns", namespace="kube-system")
-    old["metadata"]["creationTimestamp"] = "2020-01-01T00:00:00Z"
-    assert verdict(old).reason == "UnmovableKubeSystemPod"
+def test_kube_system_pod_without_a_pdb_blocks_for_its_first_hour() -> None:
+    """cluster-autoscaler config/flags/flags.go: ``--skip-nodes-with-system-pods`` (true) makes
+    the autoscaler "wait for --blocking-system-pod-distruption-timeout" (one hour) before
+    deleting a node with a kube-system pod no PDB covers (rules/system/rule.go, from 1.33: the
+    hour runs from the pod's creation); a PDB covering it lets it move at once."""
+    created = 1_700_000_000.0
+    dns = make_pod("dns", namespace="kube-system")
+    dns["metadata"]["creationTimestamp"] = "2023-11-14T22:13:20Z"  # == created
+    young = classify(dns, AutoscalerConfig(), PdbBudget([]), 0, created + 59 * 60)
+    assert young.reason == "UnmovableKubeSystemPod"
+    old = classify(dns, AutoscalerConfig(), PdbBudget([]), 0, created + 60 * 60)
+    assert old.action == "move"
     budget = {"metadata": {"name": "dns", "namespace": "kube-system"},
               "spec": {"selector": {"matchLabels": {"app": "dns"}}},
               "status": {"disruptionsAllowed": 1}}
-    assert verdict(old, [budget]).action == "move"
+    assert classify(dns, AutoscalerConfig(), PdbBudget([budget]), 0, created).action == "move"
 
 
 def test_daemonset_pod_is_ignored_even_when_annotated_safe_to_evict() -> None:
