@@ -13,7 +13,9 @@ builds a fresh placement snapshot, and in this order
 3. when nothing was scaled up, finds unneeded nodes, and for those unneeded long enough and
    outside the cooldowns taints the node ``ToBeDeletedByClusterAutoscaler`` (and cordons it with
    ``cordonNodeBeforeTerminating``), evicts the pods that must move with a grace period capped
-   at ``maxPodGracePeriod``, marks its Machine ``machine.openshift.io/delete-machine`` and lowers
+   at ``maxPodGracePeriod`` (and its DaemonSet pods, retrying refusals, waiting for
+   delay-deletion annotations: :mod:`.actuation`), marks its Machine
+   ``machine.openshift.io/delete-machine`` and lowers
    its MachineSet's replicas — the MachineSet controller then deletes exactly that Machine,
    through its lifecycle hooks and the drain;
 4. with ``enforceNodeGroupMinSize``, raises MachineSets below their min size up to it;
@@ -38,6 +40,7 @@ written to the API (status stamps, ``backoffUntil``, the taint's value, the dele
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import random
 import time
@@ -49,6 +52,15 @@ from typing import Any
 
 from berthmaster.kube import CORE, KubeClient, KubeError, group_path, resource_path
 from berthmaster.operator.autoscaler import events, metrics, taints
+from berthmaster.operator.autoscaler.actuation import (
+    DELAY_DELETION_POLL,
+    EVICTION_RETRY_TIME,
+    MAX_POD_EVICTION_TIME,
+    NODE_DELETION_DELAY_TIMEOUT,
+    daemonset_pods_to_evict,
+    has_delay_deletion,
+    retry_until,
+)
 from berthmaster.operator.autoscaler.clusterstate import next_backoff, unsafe_to_autoscale
 from berthmaster.operator.autoscaler.config import (
     DEBUG_VERBOSITY,
@@ -202,6 +214,9 @@ class Actuator:
         self.now = now  # wall clock: what is written to the API (stamps, the taint's value)
         self.clock = now if clock is None else clock  # monotonic: what durations are made of
         self.when = datetime.fromtimestamp(now, UTC)
+        # the live clock and the sleep of the waits inside a removal (:mod:`.actuation`)
+        self.monotonic: Callable[[], float] = time.monotonic
+        self.sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
 
     async def set_replicas(self, group_id: str, expected: int, replicas: int) -> None:
         """Set the MachineSet's replicas from ``expected`` (the size the decision saw) to
@@ -276,6 +291,32 @@ class Actuator:
         except KubeError as error:
             if not error.not_found:
                 raise
+
+    async def evict_retrying(self, pod: Mapping[str, Any], grace_period: int,
+                             deadline: float) -> KubeError | None:
+        """:meth:`evict`, tried again every ``EVICTION_RETRY_TIME`` until ``deadline``
+        (monotonic) while refused; the last refusal if it never went through."""
+        async def attempt() -> KubeError | None:
+            try:
+                await self.evict(pod, grace_period)
+            except KubeError as error:
+                return error
+            return None
+        return await retry_until(attempt, deadline, EVICTION_RETRY_TIME, self.monotonic,
+                                 self.sleep)
+
+    async def wait_for_delay_deletion(self, node_name: str) -> bool:
+        """Upstream's ``WaitForDelayDeletion``: poll the node until it carries no
+        ``delay-deletion.cluster-autoscaler.kubernetes.io/`` annotation, at most
+        ``NODE_DELETION_DELAY_TIMEOUT``; whether they were all removed in time."""
+        path = resource_path(CORE, "nodes", name=node_name)
+
+        async def attempt() -> str | None:
+            fresh = await self.kube.get(path)
+            return "annotated" if has_delay_deletion(fresh) else None
+        deadline = self.monotonic() + NODE_DELETION_DELAY_TIMEOUT
+        return await retry_until(attempt, deadline, DELAY_DELETION_POLL, self.monotonic,
+                                 self.sleep) is None
 
     async def event(self, obj: Mapping[str, Any], reason: str, message: str,
                     event_type: str = "Normal") -> None:
@@ -392,12 +433,30 @@ async def apply_scale_down(act: Actuator, removals: Sequence[Unneeded], view: Cl
             if machine is None:
                 raise ScaleDownAborted(f"node {removal.node} has no Machine")
             await act.taint_node(node, cordon=cordon)
-            to_move, blocked = drain_plan(await act.pods_on(removal.node))
+            fresh = await act.pods_on(removal.node)
+            to_move, blocked = drain_plan(fresh)
             if blocked is not None:
                 raise ScaleDownAborted(f"{blocked.reason}: {blocked.message}")
+            deadline = act.monotonic() + MAX_POD_EVICTION_TIME  # one budget for the node
             for pod in to_move:
                 await act.event(pod, events.SCALE_DOWN, "deleting pod for node scale down")
-                await act.evict(pod, eviction_grace_period(pod, config.max_pod_grace_period))
+                refused = await act.evict_retrying(
+                    pod, eviction_grace_period(pod, config.max_pod_grace_period), deadline)
+                if refused is not None:
+                    await act.event(pod, events.SCALE_DOWN_FAILED,
+                                    "failed to delete pod for ScaleDown", "Warning")
+                    raise refused
+            for pod in daemonset_pods_to_evict(fresh, occupied=bool(removal.pods_to_move)):
+                refused = await act.evict_retrying(
+                    pod, eviction_grace_period(pod, config.max_pod_grace_period), deadline)
+                if refused is not None:  # best effort: the DaemonSet pod goes with the node
+                    log.info("DaemonSet pod %s/%s not evicted: %s",
+                             pod["metadata"].get("namespace"), pod["metadata"].get("name"),
+                             refused)
+            if has_delay_deletion(node) and not await act.wait_for_delay_deletion(removal.node):
+                log.warning("Delay node deletion timed out for node %s, delay deletion "
+                            "annotation wasn't removed within %gs", removal.node,
+                            NODE_DELETION_DELAY_TIMEOUT)
             await act.mark_machine(*machine)
             marked = True
             await act.set_replicas(removal.group_id, targets[removal.group_id],
