@@ -32,3 +32,29 @@ def unsafe_to_autoscale(total: int, unready: int) -> str | None:
             unready > MAX_TOTAL_UNREADY_PERCENTAGE / 100.0 * total:
         return UNHEALTHY
     return None
+
+
+# Node-group backoff after a failed scale-up: upstream's utils/backoff/exponential_backoff.go
+# with the defaults of --initial-node-group-backoff-duration, --max-node-group-backoff-duration
+# and --node-group-backoff-reset-timeout (config/flags/flags.go); OpenShift has no fields.
+INITIAL_BACKOFF = 5 * 60.0
+MAX_BACKOFF = 30 * 60.0
+BACKOFF_RESET_TIMEOUT = 3 * 60 * 60.0
+
+
+def next_backoff(length: float | None, until: float | None, last_failure: float | None,
+                 now: float) -> tuple[float, float]:
+    """A group's backoff (length, until) after a scale-up failure at ``now``, given its previous
+    one (``None``s when it has none). As upstream's ``exponentialBackoff.Backoff``: the first
+    failure backs off ``INITIAL_BACKOFF``; a failure after the backoff ended doubles the
+    previous length up to ``MAX_BACKOFF``; one while still backed off keeps the length (several
+    failing requests do not compound); a group whose last failure is older than
+    ``BACKOFF_RESET_TIMEOUT`` starts again from ``INITIAL_BACKOFF`` (``RemoveStaleBackoffData``)."""
+    if length is None or until is None or (
+            last_failure is not None and last_failure + BACKOFF_RESET_TIMEOUT < now):
+        duration = INITIAL_BACKOFF
+    elif until < now:
+        duration = min(MAX_BACKOFF, 2 * length)
+    else:
+        duration = length
+    return duration, now + duration

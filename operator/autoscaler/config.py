@@ -38,6 +38,10 @@ DEFAULT_DELAY_AFTER_FAILURE = 3 * 60.0
 DEFAULT_UNNEEDED_TIME = 10 * 60.0
 # upstream's --scale-down-unready-time; OpenShift's ClusterAutoscaler has no field for it
 DEFAULT_UNREADY_TIME = 20 * 60.0
+# --cordon-node-before-terminating (config/flags/flags.go: true); OpenShift's operator passes the
+# flag only when scaleDown.cordonNodeBeforeTerminating is set (clusterautoscaler.go
+# ScaleDownArgs), so an unset field leaves the autoscaler's own default
+DEFAULT_CORDON_NODE_BEFORE_TERMINATING = True
 DEFAULT_UTILIZATION_THRESHOLD = 0.5
 SCAN_INTERVAL = 10.0
 DEFAULT_NEW_POD_SCALE_UP_DELAY = 0.0  # --new-pod-scale-up-delay
@@ -98,7 +102,7 @@ class ScaleDownConfig:
     unneeded_time: float = DEFAULT_UNNEEDED_TIME
     utilization_threshold: float = DEFAULT_UTILIZATION_THRESHOLD
     unready_time: float = DEFAULT_UNREADY_TIME
-    cordon_node_before_terminating: bool = False
+    cordon_node_before_terminating: bool = DEFAULT_CORDON_NODE_BEFORE_TERMINATING
 
 
 @dataclass(frozen=True)
@@ -269,7 +273,7 @@ def _scale_down(spec: Mapping[str, Any], problems: _Problems) -> ScaleDownConfig
         unneeded_time=_duration(raw, "unneededTime", path, problems, DEFAULT_UNNEEDED_TIME),
         utilization_threshold=threshold,
         cordon_node_before_terminating=_mode(raw, "cordonNodeBeforeTerminating", path, problems,
-                                             False),
+                                             DEFAULT_CORDON_NODE_BEFORE_TERMINATING),
     )
 
 

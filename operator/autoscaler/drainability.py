@@ -1,16 +1,29 @@
 """Whether one pod lets its node go: move it, ignore it, or keep the node (and why).
 
-Design: upstream cluster-autoscaler's drainability rules, in its order, with its reason names
-(``BlockingPodReason``) and messages:
+Design: upstream cluster-autoscaler's drainability rules (simulator/drainability/rules/rules.go
+``Default``), in its order, with its reason names (utils/drain ``BlockingPodReason``) and
+messages:
 
-- mirror (static) pods, terminal pods, DaemonSet pods and expendable pods (priority below
-  ``podPriorityThreshold``) are ignored: they go with the node and need no new place;
+- mirror (static) pods, terminal pods, pods already being deleted, DaemonSet pods and
+  expendable pods (priority below ``podPriorityThreshold``) are ignored: they go with the node
+  and need no new place;
 - ``cluster-autoscaler.kubernetes.io/safe-to-evict: "true"`` makes a pod movable whatever else it
-  is (only its PodDisruptionBudget still counts); ``"false"`` keeps the node;
-- a pod without a controller, a kube-system pod no PDB covers, and a pod with local storage
-  (emptyDir or hostPath, unless listed in ``safe-to-evict-local-volumes``; only when
-  ``skipNodesWithLocalStorage``) keep the node;
-- a pod whose PDB has no disruption left (counting the other pods of the same node) keeps it.
+  is (only its PodDisruptionBudget still counts);
+- then the blocking rules, first match wins: ``NotReplicated`` (rules/replicated: no controller,
+  or a controller of a kind other than ReplicationController, ReplicaSet, Job or StatefulSet,
+  as with upstream's default ``--skip-nodes-with-custom-controller-pods=true``),
+  ``UnmovableKubeSystemPod`` (rules/system: a kube-system pod no PDB covers, younger than
+  ``--blocking-system-pod-distruption-timeout``, one hour, counted from the pod's
+  creationTimestamp; an older one is evicted like any other; upstream's
+  ``--skip-nodes-with-system-pods`` defaults to true and OpenShift has no field for either),
+  ``NotSafeToEvictAnnotation`` (``safe-to-evict: "false"``),
+  ``LocalStorageRequested`` (emptyDir or hostPath, unless listed in
+  ``safe-to-evict-local-volumes``; only when ``skipNodesWithLocalStorage``) and ``NotEnoughPdb``
+  (a PDB with no disruption left, counting the other pods of the same node).
+
+Upstream's ``ControllerNotFound`` (rules/customcontroller: the controller object itself is
+gone) needs the controllers listed; the operator does not watch ReplicaSets, Jobs, StatefulSets
+or ReplicationControllers, so that rule is not applied (docs/autoscaler.md).
 """
 
 from __future__ import annotations
@@ -22,6 +35,7 @@ from typing import Any, Literal
 from berthmaster.operator.autoscaler.config import AutoscalerConfig
 from berthmaster.scheduler.model import label_selector
 from berthmaster.scheduler.pods import controller_kind, is_daemonset_pod, is_mirror_pod, pod_ref
+from berthmaster.times import parse_rfc3339
 
 JSON = dict[str, Any]
 
@@ -34,6 +48,12 @@ NOT_REPLICATED = "NotReplicated"
 UNMOVABLE_KUBE_SYSTEM = "UnmovableKubeSystemPod"
 LOCAL_STORAGE = "LocalStorageRequested"
 NOT_ENOUGH_PDB = "NotEnoughPdb"
+
+# --blocking-system-pod-distruption-timeout (config/flags/flags.go; the spelling is upstream's)
+BLOCKING_SYSTEM_POD_DISRUPTION_TIMEOUT = 60 * 60.0
+
+# rules/replicated ``replicatedKind``: the controllers that recreate an evicted pod elsewhere
+REPLICATED_KINDS = frozenset({"ReplicationController", "ReplicaSet", "Job", "StatefulSet"})
 
 
 @dataclass(frozen=True)
@@ -94,7 +114,8 @@ class PdbBudget:
 
 
 def classify(pod: Mapping[str, Any], config: AutoscalerConfig, budget: PdbBudget,
-             priority: int) -> Verdict:
+             priority: int, now: float | None = None) -> Verdict:
+    """The pod's verdict; ``now`` (wall clock) dates kube-system pods (None: they never age)."""
     meta = _meta(pod)
     annotations = meta.get("annotations") or {}
     name = pod_ref(pod)
@@ -106,22 +127,39 @@ def classify(pod: Mapping[str, Any], config: AutoscalerConfig, budget: PdbBudget
         return IGNORE
     if priority < config.pod_priority_threshold:
         return IGNORE  # expendable: killed with the node, never moved, never blocking
-    safe = annotations.get(SAFE_TO_EVICT_KEY)
-    if safe != "true":
-        if is_daemonset_pod(pod):
-            return IGNORE
-        if safe == "false":
-            return Verdict("block", NOT_SAFE_TO_EVICT,
-                           f"pod annotated as not safe to evict present: {name}")
-        if controller_kind(pod) is None:
-            return Verdict("block", NOT_REPLICATED, f"{name} is not replicated")
-        if meta.get("namespace") == "kube-system" and not budget.matching(pod):
-            return Verdict("block", UNMOVABLE_KUBE_SYSTEM,
-                           f"non-daemonset, non-mirrored, non-pdb-assigned kube-system pod "
-                           f"present: {name}")
-        if config.skip_nodes_with_local_storage and local_storage_volumes(pod):
-            return Verdict("block", LOCAL_STORAGE, f"pod with local storage present: {name}")
+    if is_daemonset_pod(pod):
+        return IGNORE  # rules/daemonset, before safe-to-evict
+    if annotations.get(SAFE_TO_EVICT_KEY) != "true":
+        blocked = _blocking_rule(pod, config, budget, now)
+        if blocked is not None:
+            return blocked
     if budget.take(pod) is not None:
         return Verdict("block", NOT_ENOUGH_PDB,
                        f"not enough pod disruption budget to move {name}")
     return MOVE
+
+
+def _young(pod: Mapping[str, Any], now: float | None) -> bool:
+    """Created less than the system-pod timeout before ``now`` (unknown: young)."""
+    created = parse_rfc3339(_meta(pod).get("creationTimestamp"))
+    return now is None or created is None or \
+        now - created.timestamp() < BLOCKING_SYSTEM_POD_DISRUPTION_TIMEOUT
+
+
+def _blocking_rule(pod: Mapping[str, Any], config: AutoscalerConfig,
+                   budget: PdbBudget, now: float | None) -> Verdict | None:
+    """Upstream's blocking rules before the PDB one, in rules.go's order."""
+    meta = _meta(pod)
+    short = str(meta.get("name"))  # upstream's system, notsafetoevict, localstorage messages
+    if controller_kind(pod) not in REPLICATED_KINDS:
+        return Verdict("block", NOT_REPLICATED, f"{pod_ref(pod)} is not replicated")
+    if meta.get("namespace") == "kube-system" and not budget.matching(pod) and _young(pod, now):
+        return Verdict("block", UNMOVABLE_KUBE_SYSTEM,
+                       f"non-daemonset, non-mirrored, non-pdb-assigned kube-system pod "
+                       f"present: {short}")
+    if (meta.get("annotations") or {}).get(SAFE_TO_EVICT_KEY) == "false":
+        return Verdict("block", NOT_SAFE_TO_EVICT,
+                       f"pod annotated as not safe to evict present: {short}")
+    if config.skip_nodes_with_local_storage and local_storage_volumes(pod):
+        return Verdict("block", LOCAL_STORAGE, f"pod with local storage present: {short}")
+    return None

@@ -13,7 +13,9 @@ builds a fresh placement snapshot, and in this order
 3. when nothing was scaled up, finds unneeded nodes, and for those unneeded long enough and
    outside the cooldowns taints the node ``ToBeDeletedByClusterAutoscaler`` (and cordons it with
    ``cordonNodeBeforeTerminating``), evicts the pods that must move with a grace period capped
-   at ``maxPodGracePeriod``, marks its Machine ``machine.openshift.io/delete-machine`` and lowers
+   at ``maxPodGracePeriod`` (and its DaemonSet pods, retrying refusals, waiting for
+   delay-deletion annotations: :mod:`.actuation`), marks its Machine
+   ``machine.openshift.io/delete-machine`` and lowers
    its MachineSet's replicas — the MachineSet controller then deletes exactly that Machine,
    through its lifecycle hooks and the drain;
 4. with ``enforceNodeGroupMinSize``, raises MachineSets below their min size up to it;
@@ -38,6 +40,7 @@ written to the API (status stamps, ``backoffUntil``, the taint's value, the dele
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import random
 import time
@@ -49,7 +52,16 @@ from typing import Any
 
 from berthmaster.kube import CORE, KubeClient, KubeError, group_path, resource_path
 from berthmaster.operator.autoscaler import events, metrics, taints
-from berthmaster.operator.autoscaler.clusterstate import unsafe_to_autoscale
+from berthmaster.operator.autoscaler.actuation import (
+    DELAY_DELETION_POLL,
+    EVICTION_RETRY_TIME,
+    MAX_POD_EVICTION_TIME,
+    NODE_DELETION_DELAY_TIMEOUT,
+    daemonset_pods_to_evict,
+    has_delay_deletion,
+    retry_until,
+)
+from berthmaster.operator.autoscaler.clusterstate import next_backoff, unsafe_to_autoscale
 from berthmaster.operator.autoscaler.config import (
     DEBUG_VERBOSITY,
     DEFAULT_NAMESPACE,
@@ -100,8 +112,6 @@ MACHINE_API = group_path("machine.openshift.io", "v1beta1")
 POLICY_API = group_path("policy", "v1")
 SCHEDULING_API = group_path("scheduling.k8s.io", "v1")
 ACTIVE_PODS = "status.phase!=Succeeded,status.phase!=Failed"  # terminal pods need no room
-INITIAL_BACKOFF = 5 * 60.0  # upstream's initial node group backoff
-MAX_BACKOFF = 30 * 60.0
 CONFLICT_ATTEMPTS = 3  # GET+PUT rounds of one replicas write before leaving it to the next loop
 
 log = logging.getLogger("berthmaster.operator.autoscaler")
@@ -133,6 +143,7 @@ class AutoscalerState:
     provisioning: dict[str, ProvisionRequest] = field(default_factory=dict)
     backoff_until: dict[str, float] = field(default_factory=dict)
     backoff_length: dict[str, float] = field(default_factory=dict)
+    backoff_last_failure: dict[str, float] = field(default_factory=dict)
     initialized: bool = False  # start-up clean-up done (taints.clean_up_at_start)
     last_scale_up_record: JSON | None = None
     last_scale_down_record: JSON | None = None
@@ -203,6 +214,9 @@ class Actuator:
         self.now = now  # wall clock: what is written to the API (stamps, the taint's value)
         self.clock = now if clock is None else clock  # monotonic: what durations are made of
         self.when = datetime.fromtimestamp(now, UTC)
+        # the live clock and the sleep of the waits inside a removal (:mod:`.actuation`)
+        self.monotonic: Callable[[], float] = time.monotonic
+        self.sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
 
     async def set_replicas(self, group_id: str, expected: int, replicas: int) -> None:
         """Set the MachineSet's replicas from ``expected`` (the size the decision saw) to
@@ -278,6 +292,32 @@ class Actuator:
             if not error.not_found:
                 raise
 
+    async def evict_retrying(self, pod: Mapping[str, Any], grace_period: int,
+                             deadline: float) -> KubeError | None:
+        """:meth:`evict`, tried again every ``EVICTION_RETRY_TIME`` until ``deadline``
+        (monotonic) while refused; the last refusal if it never went through."""
+        async def attempt() -> KubeError | None:
+            try:
+                await self.evict(pod, grace_period)
+            except KubeError as error:
+                return error
+            return None
+        return await retry_until(attempt, deadline, EVICTION_RETRY_TIME, self.monotonic,
+                                 self.sleep)
+
+    async def wait_for_delay_deletion(self, node_name: str) -> bool:
+        """Upstream's ``WaitForDelayDeletion``: poll the node until it carries no
+        ``delay-deletion.cluster-autoscaler.kubernetes.io/`` annotation, at most
+        ``NODE_DELETION_DELAY_TIMEOUT``; whether they were all removed in time."""
+        path = resource_path(CORE, "nodes", name=node_name)
+
+        async def attempt() -> str | None:
+            fresh = await self.kube.get(path)
+            return "annotated" if has_delay_deletion(fresh) else None
+        deadline = self.monotonic() + NODE_DELETION_DELAY_TIMEOUT
+        return await retry_until(attempt, deadline, DELAY_DELETION_POLL, self.monotonic,
+                                 self.sleep) is None
+
     async def event(self, obj: Mapping[str, Any], reason: str, message: str,
                     event_type: str = "Normal") -> None:
         await events.post(self.kube, obj, reason, message, self.when, event_type)
@@ -300,13 +340,20 @@ async def handle_provision_timeouts(act: Actuator, view: ClusterView, state: Aut
         if len(group.nodes) >= min(request.target, group.target_size) or \
                 group.target_size < request.target:
             del state.provisioning[group.id]  # arrived, or someone else resized the set
+            # clusterstate.go updateScaleRequests: a finished scale-up resets the backoff
+            for backoffs in (state.backoff_length, state.backoff_until,
+                             state.backoff_last_failure):
+                backoffs.pop(group.id, None)
             continue
         if act.clock - request.since < config.max_node_provision_time:
             continue
         del state.provisioning[group.id]
-        length = min(MAX_BACKOFF, state.backoff_length.get(group.id, INITIAL_BACKOFF / 2) * 2)
+        length, until = next_backoff(state.backoff_length.get(group.id),
+                                     state.backoff_until.get(group.id),
+                                     state.backoff_last_failure.get(group.id), act.clock)
         state.backoff_length[group.id] = length
-        state.backoff_until[group.id] = act.clock + length
+        state.backoff_until[group.id] = until
+        state.backoff_last_failure[group.id] = act.clock
         metrics.failed_scale_ups_total.labels("timeout").inc()
         timed_out.append(group.id)
         machine_set = next(m for m in machine_sets
@@ -387,12 +434,30 @@ async def apply_scale_down(act: Actuator, removals: Sequence[Unneeded], view: Cl
             if machine is None:
                 raise ScaleDownAborted(f"node {removal.node} has no Machine")
             await act.taint_node(node, cordon=cordon)
-            to_move, blocked = drain_plan(await act.pods_on(removal.node))
+            fresh = await act.pods_on(removal.node)
+            to_move, blocked = drain_plan(fresh)
             if blocked is not None:
                 raise ScaleDownAborted(f"{blocked.reason}: {blocked.message}")
+            deadline = act.monotonic() + MAX_POD_EVICTION_TIME  # one budget for the node
             for pod in to_move:
                 await act.event(pod, events.SCALE_DOWN, "deleting pod for node scale down")
-                await act.evict(pod, eviction_grace_period(pod, config.max_pod_grace_period))
+                refused = await act.evict_retrying(
+                    pod, eviction_grace_period(pod, config.max_pod_grace_period), deadline)
+                if refused is not None:
+                    await act.event(pod, events.SCALE_DOWN_FAILED,
+                                    "failed to delete pod for ScaleDown", "Warning")
+                    raise refused
+            for pod in daemonset_pods_to_evict(fresh, occupied=bool(removal.pods_to_move)):
+                refused = await act.evict_retrying(
+                    pod, eviction_grace_period(pod, config.max_pod_grace_period), deadline)
+                if refused is not None:  # best effort: the DaemonSet pod goes with the node
+                    log.info("DaemonSet pod %s/%s not evicted: %s",
+                             pod["metadata"].get("namespace"), pod["metadata"].get("name"),
+                             refused)
+            if has_delay_deletion(node) and not await act.wait_for_delay_deletion(removal.node):
+                log.warning("Delay node deletion timed out for node %s, delay deletion "
+                            "annotation wasn't removed within %gs", removal.node,
+                            NODE_DELETION_DELAY_TIMEOUT)
             await act.mark_machine(*machine)
             marked = True
             await act.set_replicas(removal.group_id, targets[removal.group_id],
@@ -587,7 +652,7 @@ async def run_once(kube: KubeClient, autoscaler: Mapping[str, Any], state: Autos
                 by_node.setdefault(node_name, []).append(pod)
         plan = find_unneeded(cluster.nodes, by_node, view, sim, config, cluster.pdbs,
                              cluster_totals(cluster.nodes, config.limits),
-                             lambda pod: pod_priority(pod, cluster.priority_classes))
+                             lambda pod: pod_priority(pod, cluster.priority_classes), now)
         state.unneeded_since = track_unneeded(state.unneeded_since, plan, clock)
         cooldown = cooldown_reason(config, Cooldown(state.last_scale_up, state.last_scale_down,
                                                      state.last_failure), clock)
@@ -601,7 +666,7 @@ async def run_once(kube: KubeClient, autoscaler: Mapping[str, Any], state: Autos
             nodes = {n["metadata"]["name"]: n for n in cluster.nodes}
             await apply_scale_down(act, removals, view, nodes, state, config, lambda pods: (
                 pods_to_drain(pods, config, cluster.pdbs,
-                              lambda pod: pod_priority(pod, cluster.priority_classes))))
+                              lambda pod: pod_priority(pod, cluster.priority_classes), now)))
 
     if config.enforce_node_group_min_size:
         # Groups grown in this loop are judged next loop, on their new size.

@@ -15,9 +15,11 @@ Design (upstream cluster-autoscaler, pure):
   an unneeded node are kept in the simulation, so two nodes are never both emptied into the same
   free space; the moves of a node that must stay are rolled back. Every node that stays gets
   upstream's ``UnremovableReason`` name.
-- An unready node (Ready not True, or still carrying a startup taint) skips the utilization
-  threshold, as upstream: what runs there is not serving, so its requests say nothing about
-  need; every other rule holds.
+- An unready node (Ready not True, or still carrying a startup taint) is judged by every rule,
+  the utilization threshold included, as upstream's core/scaledown/eligibility/eligibility.go
+  (``unremovableReasonAndNodeUtilization`` applies the threshold whatever the readiness; with
+  the default ``--scale-down-unready-enabled=true`` readiness only changes how long the node
+  must stay unneeded, below).
 - :func:`select_removals` applies time: a node goes only after being unneeded for
   ``unneededTime`` (an unready one for upstream's ``--scale-down-unready-time``, 20 minutes,
   which OpenShift's ClusterAutoscaler does not expose), outside the cooldowns
@@ -46,7 +48,7 @@ from berthmaster.operator.autoscaler.resources import CPU, MEMORY, node_allocata
 from berthmaster.operator.autoscaler.simulation import Simulation
 from berthmaster.operator.autoscaler.taints import TO_BE_DELETED_TAINT
 from berthmaster.operator.autoscaler.template import has_startup_taint
-from berthmaster.scheduler.pods import is_daemonset_pod
+from berthmaster.scheduler.pods import is_daemonset_pod, is_mirror_pod
 
 JSON = dict[str, Any]
 
@@ -81,18 +83,31 @@ class ScaleDownPlan:
 
 
 def utilization(node: Mapping[str, Any], pods: Sequence[Mapping[str, Any]],
-                ignore_daemonsets: bool) -> float:
-    """Upstream's node utilization: max over cpu and memory of requests / allocatable."""
+                ignore_daemonsets: bool, ignore_mirror_pods: bool = False) -> float:
+    """Upstream's node utilization (simulator/utilization/info.go ``Calculate``): max over cpu
+    and memory of the pods' requests over allocatable. With ``ignore_daemonsets``
+    (``ignoreDaemonsetsUtilization``) or ``ignore_mirror_pods`` (upstream's
+    ``--ignore-mirror-pods-utilization``, default false, no OpenShift field) those pods' requests
+    leave both sides: they are taken out of the allocatable rather than counted as use."""
     allocatable = node_allocatable(node)
     used: dict[str, int] = {}
+    ignored: dict[str, int] = {}
     for pod in pods:
         if (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
             continue
-        if ignore_daemonsets and is_daemonset_pod(pod):
-            continue
+        skip = (ignore_daemonsets and is_daemonset_pod(pod)) or \
+            (ignore_mirror_pods and is_mirror_pod(pod))
+        into = ignored if skip else used
         for name, amount in pod_requests(pod).items():
-            used[name] = used.get(name, 0) + amount
-    shares = [used.get(r, 0) / allocatable[r] for r in (CPU, MEMORY) if allocatable.get(r)]
+            into[name] = into.get(name, 0) + amount
+    shares = []
+    for resource in (CPU, MEMORY):
+        if not allocatable.get(resource):
+            continue
+        room = allocatable[resource] - ignored.get(resource, 0)
+        use = used.get(resource, 0)
+        # Go's float division: x/0 is +Inf (never underutilized), 0/0 is NaN (always under)
+        shares.append(use / room if room > 0 else (float("inf") if use else 0.0))
     return max(shares, default=0.0)
 
 
@@ -123,6 +138,7 @@ def find_unneeded(
     pdbs: Sequence[Mapping[str, Any]],
     totals: Totals,
     priority_of: Any = None,
+    now: float | None = None,
 ) -> ScaleDownPlan:
     """Every node judged; the simulation keeps the moves of the unneeded ones (caller rolls
     back when done)."""
@@ -162,7 +178,7 @@ def find_unneeded(
             stays(name, NOT_AUTOSCALED, "node belongs to no autoscaled MachineSet")
             continue
         ready = node_ready(node) and not has_startup_taint(node, config.startup_taints)
-        if ready and used >= config.scale_down.utilization_threshold:
+        if used >= config.scale_down.utilization_threshold:
             stays(name, NOT_UNDERUTILIZED, f"utilization {used:.2f} is not below "
                   f"{config.scale_down.utilization_threshold}")
             continue
@@ -180,7 +196,7 @@ def find_unneeded(
         blocked = None
         # The snapshot's pods: those moved here from nodes found unneeded earlier count too.
         for pod in [dict(view_.raw) for view_ in sim.snapshot.pods_on(name)]:
-            verdict = classify(pod, config, budget, priority(pod))
+            verdict = classify(pod, config, budget, priority(pod), now)
             if verdict.action == "block":
                 blocked = verdict
                 break
@@ -220,14 +236,14 @@ def find_unneeded(
 
 
 def pods_to_drain(pods: Sequence[JSON], config: AutoscalerConfig,
-                  pdbs: Sequence[Mapping[str, Any]], priority_of: Any = None
-                  ) -> tuple[list[JSON], Verdict | None]:
+                  pdbs: Sequence[Mapping[str, Any]], priority_of: Any = None,
+                  now: float | None = None) -> tuple[list[JSON], Verdict | None]:
     """The pods of a node being removed that must be evicted, or the first that blocks."""
     priority = priority_of or (lambda pod: int((pod.get("spec") or {}).get("priority") or 0))
     budget = PdbBudget(pdbs)
     to_move = []
     for pod in pods:
-        verdict = classify(pod, config, budget, priority(pod))
+        verdict = classify(pod, config, budget, priority(pod), now)
         if verdict.action == "block":
             return [], verdict
         if verdict.action == "move":

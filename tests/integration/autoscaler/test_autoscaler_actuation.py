@@ -12,7 +12,7 @@ import copy
 import time
 from typing import Any
 
-from berthmaster.kube import CORE, KubeClient, resource_path
+from berthmaster.kube import CORE, KubeClient, KubeError, group_path, resource_path
 from berthmaster.operator.autoscaler.config import AutoscalerConfig
 from berthmaster.operator.autoscaler.loop import (
     MACHINE_API,
@@ -28,6 +28,7 @@ from tests.integration.autoscaler.test_autoscaler import (
     crds,  # noqa: F401 - the CRDs fixture
     machine_set,
 )
+from tests.support.waiting import wait_for
 
 JSON = dict[str, Any]
 AUTOSCALER: JSON = {"apiVersion": "autoscaling.openshift.io/v1", "kind": "ClusterAutoscaler",
@@ -151,3 +152,96 @@ async def test_a_blocking_pod_that_arrives_after_the_decision_keeps_the_node(
     assert any("NotReplicated" in message for message in failed), failed
     assert (await kube.get(resource_path(CORE, "pods", namespace, "bare")))["metadata"].get(
         "deletionTimestamp") is None
+
+
+async def _node_with_daemonset_pod(kube: KubeClient, namespace: str, nodes: Any,
+                                   tag: str) -> tuple[JSON, JSON]:
+    """A fresh node and the pod a real DaemonSet (kube-controller-manager's) runs on it."""
+    node = await nodes.create(labels={"ds-test": tag})
+    await kube.create(resource_path(group_path("apps", "v1"), "daemonsets", namespace), {
+        "apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": {"name": "agent"},
+        "spec": {"selector": {"matchLabels": {"app": "agent"}},
+                 "template": {"metadata": {"labels": {"app": "agent"}}, "spec": {
+                     "nodeSelector": {"ds-test": tag},
+                     "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10"}]}}}})
+
+    async def ds_pod() -> JSON | None:
+        listed = await kube.get(resource_path(CORE, "pods", namespace),
+                                labelSelector="app=agent")
+        found = listed.get("items") or []
+        return found[0] if found else None
+
+    pod = await wait_for(ds_pod, timeout=60, what="the DaemonSet's pod")
+    if not pod["spec"].get("nodeName"):  # no kube-scheduler here: bind it as one would
+        await kube.create(resource_path(CORE, "pods", namespace, pod["metadata"]["name"],
+                                        "binding"), {
+            "apiVersion": "v1", "kind": "Binding", "metadata": {"name": pod["metadata"]["name"]},
+            "target": {"kind": "Node", "name": node["metadata"]["name"]}})
+        pod = await kube.get(resource_path(CORE, "pods", namespace, pod["metadata"]["name"]))
+    assert pod["spec"]["nodeName"] == node["metadata"]["name"]
+    return node, pod
+
+
+async def _gone_or_terminating(kube: KubeClient, pod: JSON) -> bool:
+    meta = pod["metadata"]
+    try:
+        now = await kube.get(resource_path(CORE, "pods", meta["namespace"], meta["name"]))
+    except KubeError as error:
+        return error.not_found
+    return now["metadata"]["uid"] != meta["uid"] or bool(now["metadata"].get("deletionTimestamp"))
+
+
+async def test_daemonset_pods_are_evicted_from_an_occupied_node(
+        kube: KubeClient, namespace: str, nodes: Any, crds: None) -> None:  # noqa: F811
+    """cluster-autoscaler core/scaledown/actuation/drain.go ``DrainNode``/``EvictDaemonSetPods``
+    with config/flags/flags.go's defaults --daemonset-eviction-for-occupied-nodes=true and
+    --daemonset-eviction-for-empty-nodes=false: removing a node whose pods must move evicts its
+    DaemonSet pods too; removing an empty node leaves them to go with the node."""
+    tag = namespace
+    node, ds_pod = await _node_with_daemonset_pod(kube, namespace, nodes, tag)
+    name = node["metadata"]["name"]
+    room = await nodes.create()  # where the moved pod fits; not autoscaled
+    moved = await kube.create(resource_path(CORE, "pods", namespace), {
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "moved", "annotations": {
+            "cluster-autoscaler.kubernetes.io/safe-to-evict": "true"}},
+        "spec": {"nodeName": name, "containers": [
+            {"name": "c", "image": "registry.k8s.io/pause:3.10"}]}})
+    read_ms = await autoscaled_machine_set(kube, namespace, "shrink", replicas=1)
+    machine = await kube.create(resource_path(MACHINE_API, "machines", namespace), {
+        "apiVersion": "machine.openshift.io/v1beta1", "kind": "Machine",
+        "metadata": {"name": "shrink-a", "labels": {
+            "machine.openshift.io/cluster-api-machineset": "shrink"}},
+        "spec": {"providerSpec": {}}})
+    machine["status"] = {"nodeRef": {"kind": "Node", "name": name}}
+
+    state = AutoscalerState(initialized=True)
+    state.unneeded_since[name] = time.monotonic() - 24 * 3600
+    await run_once(kube, AUTOSCALER, state, default_placement(), read=reader(ClusterState(
+        [node, room], [ds_pod, moved], [], {}, [read_ms], [machine], None)))
+
+    assert await replicas_of(kube, namespace, "shrink") == 0
+    assert await _gone_or_terminating(kube, moved)
+    assert await _gone_or_terminating(kube, ds_pod)
+
+
+async def test_an_empty_node_keeps_its_daemonset_pods_until_it_goes(
+        kube: KubeClient, namespace: str, nodes: Any, crds: None) -> None:  # noqa: F811
+    """The other half of ``test_daemonset_pods_are_evicted_from_an_occupied_node``:
+    --daemonset-eviction-for-empty-nodes defaults to false."""
+    node, ds_pod = await _node_with_daemonset_pod(kube, namespace, nodes, namespace)
+    name = node["metadata"]["name"]
+    read_ms = await autoscaled_machine_set(kube, namespace, "shrink", replicas=1)
+    machine = await kube.create(resource_path(MACHINE_API, "machines", namespace), {
+        "apiVersion": "machine.openshift.io/v1beta1", "kind": "Machine",
+        "metadata": {"name": "shrink-a", "labels": {
+            "machine.openshift.io/cluster-api-machineset": "shrink"}},
+        "spec": {"providerSpec": {}}})
+    machine["status"] = {"nodeRef": {"kind": "Node", "name": name}}
+
+    state = AutoscalerState(initialized=True)
+    state.unneeded_since[name] = time.monotonic() - 24 * 3600
+    await run_once(kube, AUTOSCALER, state, default_placement(), read=reader(ClusterState(
+        [node], [ds_pod], [], {}, [read_ms], [machine], None)))
+
+    assert await replicas_of(kube, namespace, "shrink") == 0
+    assert not await _gone_or_terminating(kube, ds_pod)

@@ -108,11 +108,18 @@ def test_the_fields_openshift_adds_are_kept_not_pruned() -> None:
 
 def test_the_openshift_fields_default_as_upstream_flags() -> None:
     """cluster-autoscaler config/flags/flags.go: --new-pod-scale-up-delay 0s,
-    --enforce-node-group-min-size false, no --startup-taint; OpenShift's operator passes
-    --v=1 by default and its fork leaves --cordon-node-before-terminating false."""
+    --enforce-node-group-min-size false, no --startup-taint, --cordon-node-before-terminating
+    true (OpenShift's operator passes that flag only when cordonNodeBeforeTerminating is set:
+    cluster-autoscaler-operator clusterautoscaler.go ``ScaleDownArgs``); OpenShift's operator
+    passes --v=1 by default."""
     config = parse_cluster_autoscaler(ca({}))
     assert config.scale_up.new_pod_scale_up_delay == 0
-    assert config.scale_down.cordon_node_before_terminating is False
+    assert config.scale_down.cordon_node_before_terminating is True
+    assert parse_cluster_autoscaler(ca({"scaleDown": {"enabled": True}})) \
+        .scale_down.cordon_node_before_terminating is True
+    assert parse_cluster_autoscaler(ca({"scaleDown": {
+        "cordonNodeBeforeTerminating": "Disabled"}})).scale_down.cordon_node_before_terminating \
+        is False
     assert config.enforce_node_group_min_size is False
     assert config.startup_taints == ()
     assert config.log_verbosity == 1

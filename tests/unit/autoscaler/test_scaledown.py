@@ -24,6 +24,7 @@ from berthmaster.operator.autoscaler.scaledown import (
     find_unneeded,
     select_removals,
     track_unneeded,
+    utilization,
 )
 from berthmaster.operator.autoscaler.simulation import Simulation
 from tests.unit.autoscaler.builders import (
@@ -181,32 +182,43 @@ def test_min_size_counts_the_nodes_already_chosen() -> None:
     assert list(plan.unremovable.values()) == ["NodeGroupMinSizeReached"]
 
 
-def test_unready_node_skips_the_utilization_threshold_and_waits_the_unready_time() -> None:
-    """Upstream: an unready node is judged without its utilization, and goes after
-    --scale-down-unready-time (20 min) instead of unneededTime."""
+def _unready_plan(heavy_cpu: str, ready: str) -> ScaleDownPlan:
     nodes = [make_node("sick"), make_node("well", cpu="8")]
-    nodes[0]["status"]["conditions"] = [{"type": "Ready", "status": "Unknown"}]
+    nodes[0]["status"]["conditions"] = [{"type": "Ready", "status": ready}]
     view = build_cluster_view([make_machine_set("w", 2)],
                               [make_machine("m-sick", "w", "sick"),
                                make_machine("m-well", "w", "well")], nodes)
-    heavy = make_pod("heavy", cpu="3", node="sick")  # 75 %: above the 0.5 threshold
+    heavy = make_pod("heavy", cpu=heavy_cpu, node="sick")
     pods = [heavy, make_pod("steady", cpu="5", node="well")]  # well stays, 3 cores free
     by_node = {"sick": [heavy], "well": pods[1:]}
     config = AutoscalerConfig()
     sim = Simulation.build(fits, nodes, pods)
-    plan = find_unneeded(nodes, by_node, view, sim, config, [],
+    return find_unneeded(nodes, by_node, view, sim, config, [],
                          cluster_totals(nodes, config.limits))
+
+
+def test_unready_node_keeps_the_utilization_threshold_and_waits_the_unready_time() -> None:
+    """cluster-autoscaler core/scaledown/eligibility/eligibility.go
+    ``unremovableReasonAndNodeUtilization``: readiness does not exempt a node from the
+    utilization threshold (only ``--scale-down-unready-enabled=false`` would keep unready nodes
+    altogether); an unready node that is underutilized goes after ``--scale-down-unready-time``
+    (20 min, core/scaledown/planner/planner.go) instead of ``--scale-down-unneeded-time``."""
+    config = AutoscalerConfig()
+    busy = _unready_plan("3", "Unknown")  # 75 %: above the 0.5 threshold
+    assert busy.unneeded == ()
+    assert busy.unremovable["sick"] == "NotUnderutilized"
+
+    plan = _unready_plan("1", "Unknown")  # 25 %
     assert [(u.node, u.ready, u.pods_to_move) for u in plan.unneeded] == [
         ("sick", False, ("ns/heavy",))]
     since = {"sick": 0.0}
     assert select_removals(plan, since, config.scale_down.unneeded_time, config) == []
     assert [u.node for u in select_removals(plan, since, 20 * 60.0, config)] == ["sick"]
 
-    nodes[0]["status"]["conditions"] = [{"type": "Ready", "status": "True"}]
-    sim = Simulation.build(fits, nodes, pods)
-    plan = find_unneeded(nodes, by_node, view, sim, config, [],
-                         cluster_totals(nodes, config.limits))
-    assert plan.unremovable["sick"] == "NotUnderutilized"
+    ready = _unready_plan("1", "True")
+    assert [(u.node, u.ready) for u in ready.unneeded] == [("sick", True)]
+    assert [u.node for u in select_removals(ready, since, config.scale_down.unneeded_time,
+                                            config)] == ["sick"]
 
 
 @pytest.mark.parametrize(("own", "maximum", "grace"), [
@@ -225,3 +237,28 @@ def test_evicted_pods_get_at_most_max_pod_grace_period(own: int | None, maximum:
     if own is not None:
         pod["spec"]["terminationGracePeriodSeconds"] = own
     assert eviction_grace_period(pod, maximum) == grace
+
+
+def test_ignored_daemonset_and_mirror_pods_leave_the_allocatable_too() -> None:
+    """cluster-autoscaler simulator/utilization/info.go ``CalculateUtilizationOfResource``:
+    with ``--ignore-daemonsets-utilization`` (OpenShift's ``ignoreDaemonsetsUtilization``) and
+    ``--ignore-mirror-pods-utilization`` the skipped pods' requests are subtracted from the
+    node's allocatable, not only left out of the use: 1 core of 4, with 2 cores of DaemonSet
+    pods, is 1/2, not 1/4."""
+    node = make_node("n", cpu="4", memory="64Gi")
+    daemon = make_pod("agent", cpu="2", node="n", owner="DaemonSet")
+    app = make_pod("app", cpu="1", node="n")
+    mirror = make_pod("static", cpu="2", node="n", owner=None,
+                      annotations={"kubernetes.io/config.mirror": "x"})
+    assert utilization(node, [daemon, app], ignore_daemonsets=False) == 0.75
+    assert utilization(node, [daemon, app], ignore_daemonsets=True) == 0.5
+    assert utilization(node, [mirror, app], ignore_daemonsets=True) == 0.75
+    assert utilization(node, [mirror, app], False, ignore_mirror_pods=True) == 0.5
+    everything_ignored = make_pod("all", cpu="4", memory="1Gi", node="n", owner="DaemonSet")
+    assert utilization(node, [everything_ignored, app], True) == float("inf")
+    assert utilization(node, [everything_ignored], True) < 0.5
+
+    config = AutoscalerConfig(ignore_daemonsets_utilization=True)
+    plan = plan_for([make_pod("agent", cpu="2", node="idle", owner="DaemonSet"),
+                     make_pod("p", cpu="1", node="idle")], config)
+    assert plan.unremovable["idle"] == "NotUnderutilized"  # 1/(4-2) is not below 0.5

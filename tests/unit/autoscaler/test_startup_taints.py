@@ -71,10 +71,11 @@ def test_a_node_with_a_startup_taint_is_waited_for_not_scaled_around() -> None:
 
 
 def test_a_starting_node_is_judged_as_unready_for_scale_down() -> None:
-    """Upstream treats a startup-tainted node as unready: no utilization threshold, and the
-    unready time (--scale-down-unready-time) instead of unneededTime."""
+    """Upstream treats a startup-tainted node as unready: the unready time
+    (--scale-down-unready-time) instead of unneededTime; the utilization threshold still holds
+    (core/scaledown/eligibility/eligibility.go)."""
     nodes = [make_node("starting", taints=[STARTING]), make_node("well", cpu="8")]
-    heavy = make_pod("heavy", cpu="3", node="starting")  # 75 %: above the 0.5 threshold
+    heavy = make_pod("heavy", cpu="1", node="starting")  # 25 %: below the 0.5 threshold
     steady = make_pod("steady", cpu="5", node="well")
     heavy["spec"]["tolerations"] = [{"key": STARTING["key"], "operator": "Exists"}]
     view = build_cluster_view([make_machine_set("w", 2)],
