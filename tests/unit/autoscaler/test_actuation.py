@@ -11,7 +11,6 @@ from berthmaster.operator.autoscaler.actuation import (
     has_delay_deletion,
     retry_until,
 )
-from berthmaster.operator.autoscaler.loop import Actuator
 from tests.unit.autoscaler.builders import make_node, make_pod
 
 JSON = dict[str, Any]
@@ -84,56 +83,5 @@ async def test_a_refused_eviction_is_retried_every_10s_for_2_minutes() -> None:
     assert calls == [0.0, 10.0, 20.0]
 
 
-class RefusingKube:
-    """Answers ``refusals`` eviction POSTs with 429, then accepts; GETs return ``nodes``."""
-
-    def __init__(self, refusals: int, nodes: list[JSON] | None = None) -> None:
-        self.refusals = refusals
-        self.posts = 0
-        self.nodes = nodes or []
-
-    async def create(self, path: str, body: JSON) -> JSON:
-        self.posts += 1
-        if self.posts <= self.refusals:
-            raise KubeError(429, "TooManyRequests", "would violate the disruption budget")
-        return body
-
-    async def get(self, path: str) -> JSON:
-        return self.nodes.pop(0) if len(self.nodes) > 1 else self.nodes[0]
-
-
-def actuator(kube: Any, clock: FakeClock) -> Actuator:
-    act = Actuator(kube, now=1_700_000_000.0, clock=0.0)
-    act.monotonic = clock
-    act.sleep = clock.sleep
-    return act
-
-
-async def test_the_actuator_retries_a_pdb_refusal_until_its_deadline() -> None:
-    """cluster-autoscaler core/scaledown/actuation/drain.go ``initiateEviction``/``evictPod``:
-    a 429 does not fail the node's removal at once."""
-    clock = FakeClock()
-    pod = make_pod("p", node="n")
-    kube = RefusingKube(refusals=2)
-    assert await actuator(kube, clock).evict_retrying(pod, 30, deadline=120.0) is None
-    assert kube.posts == 3 and clock.now == 20.0
-    clock = FakeClock()
-    kube = RefusingKube(refusals=100)
-    refused = await actuator(kube, clock).evict_retrying(pod, 30, deadline=120.0)
-    assert refused is not None and refused.too_many_requests and kube.posts == 12
-
-
-async def test_the_node_waits_for_delay_deletion_annotations_at_most_2_minutes() -> None:
-    """cluster-autoscaler core/scaledown/actuation/delay.go ``WaitForDelayDeletion``: polled
-    every 5 s until no delay-deletion annotation is left, or --node-deletion-delay-timeout
-    (2 min) passes, after which the node is deleted anyway."""
-    held = make_node("n", annotations={
-        "delay-deletion.cluster-autoscaler.kubernetes.io/lb": "draining"})
-    clear = make_node("n")
-    clock = FakeClock()
-    assert await actuator(RefusingKube(0, [held, held, clear]), clock) \
-        .wait_for_delay_deletion("n") is True
-    assert clock.now == 10.0
-    clock = FakeClock()
-    assert await actuator(RefusingKube(0, [held]), clock).wait_for_delay_deletion("n") is False
-    assert clock.now == 120.0
+# The Actuator's waits against the API server's own answers (a real PodDisruptionBudget's
+# 429, a real Node's annotations): tests/integration/autoscaler/test_autoscaler_actuation_waits.py
