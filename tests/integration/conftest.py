@@ -20,6 +20,7 @@ import pytest
 from berthmaster.devcluster.cluster import ControlPlane, RunningCluster
 from berthmaster.devcluster.nodes import fake_node
 from berthmaster.kube import CORE, KubeClient, KubeError, resource_path
+from tests.support.volumes import PinnedVolumes
 from tests.support.waiting import wait_for
 
 
@@ -149,3 +150,15 @@ async def nodes(kube: KubeClient) -> AsyncIterator[NodeFactory]:
         yield factory
     finally:
         await factory.delete_all()
+
+
+@pytest.fixture
+async def volumes(kube: KubeClient, namespace: str) -> AsyncIterator[PinnedVolumes]:
+    """Local PersistentVolumes and their claims in the test's namespace, removed on leaving
+    (tests/support/volumes.py)."""
+    made = PinnedVolumes(kube, namespace)
+    try:
+        yield made
+    finally:
+        await made.remove_all()
+

@@ -11,10 +11,7 @@ placement engine's default profile (operator/autoscaler/loop.py ``default_placem
 from __future__ import annotations
 
 import re
-from collections.abc import AsyncIterator
 from typing import Any
-
-import pytest
 
 from berthmaster.kube import CORE, KubeClient, group_path, resource_path
 from tests.integration.autoscaler.test_autoscaler import (
@@ -35,15 +32,6 @@ from tests.integration.autoscaler.test_autoscaler import (
 from tests.support.builders import claim_volume
 from tests.support.volumes import PinnedVolumes
 from tests.support.waiting import wait_for
-
-
-@pytest.fixture
-async def volumes(kube: KubeClient, namespace: str) -> AsyncIterator[PinnedVolumes]:
-    made = PinnedVolumes(kube, namespace)
-    try:
-        yield made
-    finally:
-        await made.remove_all()
 
 
 async def test_a_node_whose_pod_a_local_volume_pins_is_not_scaled_down(

@@ -63,15 +63,6 @@ async def job_kubeconfig(kube: KubeClient, namespace: str, cluster: Any,
                 await kube.delete(resource_path(RBAC, kind, name=obj["metadata"]["name"]))
 
 
-@pytest.fixture
-async def volumes(kube: KubeClient, namespace: str) -> AsyncIterator[PinnedVolumes]:
-    made = PinnedVolumes(kube, namespace)
-    try:
-        yield made
-    finally:
-        await made.remove_all()
-
-
 async def test_node_fit_keeps_the_duplicate_its_local_volume_pins(
     kube: KubeClient, namespace: str, nodes: Any, cluster: Any, volumes: PinnedVolumes
 ) -> None:

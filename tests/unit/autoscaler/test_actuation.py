@@ -11,23 +11,11 @@ from berthmaster.operator.autoscaler.actuation import (
     has_delay_deletion,
     retry_until,
 )
+from tests.support.clock import FakeClock
 from tests.unit.autoscaler.builders import make_node, make_pod
 
 JSON = dict[str, Any]
 OPT = "cluster-autoscaler.kubernetes.io/enable-ds-eviction"
-
-
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 0.0
-        self.slept: list[float] = []
-
-    def __call__(self) -> float:
-        return self.now
-
-    async def sleep(self, seconds: float) -> None:
-        self.slept.append(seconds)
-        self.now += seconds
 
 
 def test_daemonset_pods_are_evicted_from_occupied_nodes_only_unless_annotated() -> None:

@@ -9,19 +9,7 @@ import asyncio
 import pytest
 
 from berthmaster.kube import Fenced, TokenBucket, watch_timeout_seconds
-
-
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 0.0
-        self.slept: list[float] = []
-
-    def __call__(self) -> float:
-        return self.now
-
-    async def sleep(self, seconds: float) -> None:
-        self.slept.append(seconds)
-        self.now += seconds
+from tests.support.clock import FakeClock
 
 
 async def test_burst_then_qps() -> None:

@@ -14,17 +14,7 @@ from berthmaster.scheduler.daemon.hints import (
     ClusterEvent,
 )
 from berthmaster.scheduler.daemon.queue import SchedulingQueue
-
-
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-    def tick(self, seconds: float) -> None:
-        self.now += seconds
+from tests.support.clock import FakeClock
 
 
 def make_pod(name: str, ns: str = "default", **spec: Any) -> dict[str, Any]:
@@ -34,7 +24,7 @@ def make_pod(name: str, ns: str = "default", **spec: Any) -> dict[str, Any]:
 
 @pytest.fixture
 def clock() -> FakeClock:
-    return FakeClock()
+    return FakeClock(1000.0)
 
 
 @pytest.fixture

@@ -24,6 +24,7 @@ from berthmaster.delegated_auth import (
     forbidden_body,
     unauthorized_body,
 )
+from tests.support.clock import FakeClock
 
 
 @pytest.mark.parametrize(("header", "token"), [
@@ -94,16 +95,8 @@ def test_access_review_asks_for_the_non_resource_path_and_verb() -> None:
         "nonResourceAttributes": {"path": "/metrics", "verb": "get"}}
 
 
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 def test_cache_keeps_an_answer_for_its_ttl_and_no_longer() -> None:
-    clock = FakeClock()
+    clock = FakeClock(1000.0)
     cache: TTLCache[str] = TTLCache(clock)
     cache.set("allowed", "yes", 10.0)
     cache.set("denied", "no", 2.0)
@@ -117,7 +110,7 @@ def test_cache_keeps_an_answer_for_its_ttl_and_no_longer() -> None:
 
 
 def test_a_zero_ttl_caches_nothing_and_the_cache_is_bounded() -> None:
-    clock = FakeClock()
+    clock = FakeClock(1000.0)
     cache: TTLCache[int] = TTLCache(clock, size=3)
     cache.set("never", 0, 0.0)
     assert cache.get("never") is None
