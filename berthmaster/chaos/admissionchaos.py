@@ -15,21 +15,28 @@ placement.
 Invariants: a pod create refused because of the webhook is a breach (under ``Ignore`` the API
 server admits what it cannot send, k8s.io/apiserver/pkg/admission/plugin/webhook/mutating/
 dispatcher.go); the pods the fault creates while one replica is dead and the other up must
-carry :data:`MARK` (the proxy fails over to the live replica), a breach otherwise. The fault is
+carry :data:`MARK` (the proxy fails over to the live replica), a breach otherwise. The probes
+start once the proxy has closed the dead replica's connections: the API server sends reviews
+over long-lived HTTP/2 connections, and one in flight on the dead replica's fails and is
+admitted unmutated under ``Ignore`` (seen in a run before this wait), which is what ``Ignore``
+means, not a fault of the webhook. The fault is
 fired when the replica died and its probe pods were created; the supervisor restarts it.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import datetime
 import json
 import signal
 import sys
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from berthmaster.chaos import faults
 from berthmaster.chaos.faults import Launch, Outcome, Stage, fired, not_fired
+from berthmaster.chaos.rrproxy import RoundRobinProxy
 from berthmaster.chaos.workload import WORK, bare_pod
 from berthmaster.kube import CORE, KubeError, resource_path
 from berthmaster.operator.admission.podtolerationrestriction import DEFAULT_TOLERATIONS
@@ -40,6 +47,7 @@ REPLICAS = ("admission-a", "admission-b")
 MARK = {"key": "chaos.berthmaster.io/admitted", "operator": "Exists", "effect": "NoSchedule"}
 TIMEOUT_SECONDS = 10  # the configurations' timeoutSeconds: a loaded 2-core machine is slow
 PROBES = 3  # pods the fault creates while a replica is dead
+SETTLE = 1.0  # seconds the API server has to see the dead replica's connection closed
 
 Obj = dict[str, Any]
 
@@ -96,9 +104,23 @@ def launch(kubeconfig: str, namespace: str, listen: int, health: int, cert: str,
         f"https://127.0.0.1:{listen}", lambda: faults.http_ok(readyz))
 
 
-async def admission_kill(stage: Stage) -> Outcome:
+def fault(proxy: Callable[[], RoundRobinProxy | None]) -> Callable[[Stage], Awaitable[Outcome]]:
+    """The fault, given the proxy in front of the replicas."""
+
+    async def admission_kill(stage: Stage) -> Outcome:
+        return await _kill(stage, proxy())
+
+    return admission_kill
+
+
+async def _kill(stage: Stage, proxy: RoundRobinProxy | None) -> Outcome:
     """kill -9 of one replica while pods are created (the churn's and :data:`PROBES` of the
-    fault's own); the supervisor restarts it."""
+    fault's own); the supervisor restarts it. The probes wait until the proxy has closed the
+    dead replica's connections (a review in flight on one when it died is admitted unmutated
+    under ``Ignore``; that is no breach) and the API server had
+    :data:`SETTLE` seconds to notice."""
+    if proxy is None:
+        return not_fired("no proxy in front of the webhook")
     name = stage.rng.choice(REPLICAS)
     other = REPLICAS[1 - REPLICAS.index(name)]
     if not stage.component(other).alive():
@@ -111,6 +133,11 @@ async def admission_kill(stage: Stage) -> Outcome:
             lambda: not stage.component(name).alive(), 5)
         if not killed:
             return not_fired(f"{name} was not running")
+        index = REPLICAS.index(name)
+        closed = await faults.wait_until(lambda: proxy.open.get(index, 0) == 0, 10)
+        await asyncio.sleep(SETTLE)
+        if not closed:
+            return not_fired(f"the proxy still held {name}'s connections 10s after it died")
         created = await _probe(stage, name)
     back = await faults.wait_until(lambda: stage.component(name).alive()
                                    and stage.launches[name].ready(), 60)

@@ -171,7 +171,8 @@ class Campaign:
         self.admission_backends = [("127.0.0.1", free_port()) for _ in admissionchaos.REPLICAS]
         self.admission_proxy: RoundRobinProxy | None = None
         self.admission_since = 0.0
-        self.faults = {**faults.FAULTS, **fault_table(self.scheduler_kubeconfig)}
+        self.faults = {**faults.FAULTS, **fault_table(self.scheduler_kubeconfig,
+                                                        lambda: self.admission_proxy)}
 
     # ---------------------------------------------------------------- set-up
     def _policy(self) -> Path:
@@ -567,14 +568,14 @@ class Campaign:
         return missed
 
 
-def fault_table(kubeconfig_of: Any) -> dict[str, Any]:
+def fault_table(kubeconfig_of: Any, proxy: Any) -> dict[str, Any]:
     """The faults beyond faults.FAULTS: the admission webhook's and API Priority and
     Fairness'."""
-    return {"admission-kill": admissionchaos.admission_kill,
+    return {"admission-kill": admissionchaos.fault(proxy),
             "apf-throttle": throttle.fault(kubeconfig_of)}
 
 
-FAULTS = {**faults.FAULTS, **fault_table(lambda identity: Path(identity))}
+FAULTS = {**faults.FAULTS, **fault_table(Path, lambda: None)}  # the kinds
 
 
 def main(minutes: float, seed: int, **overrides: Any) -> int:

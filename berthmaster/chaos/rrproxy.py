@@ -4,9 +4,11 @@ stand-in for a Service and kube-proxy.
 The webhook configurations name the proxy's address; each connection the API server opens goes
 to the next replica in turn (:func:`rotation`), and when that replica refuses the connection
 (killed, not yet restarted) to the one after it, as kube-proxy stops sending to an endpoint
-that is not ready. TLS passes through untouched: every replica serves the same certificate, for
-127.0.0.1. A connection already open to a replica that dies is closed with it; the API server
-then applies the configurations' ``failurePolicy``. It runs in the campaign's event loop.
+that is not ready. The API server speaks HTTP/2 to webhooks and keeps a connection for many
+reviews, so the turn is per connection, not per review. TLS passes through untouched: every
+replica serves the same certificate, for 127.0.0.1. A connection open to a replica that dies
+is closed with it; the API server then applies the configurations' ``failurePolicy``. It runs
+in the campaign's event loop.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ class RoundRobinProxy:
     served: dict[int, int] = field(default_factory=dict)  # backend index -> connections
     refused: dict[int, int] = field(default_factory=dict)  # backend index -> refused tries
     dropped: int = 0  # connections no backend took
+    open: dict[int, int] = field(default_factory=dict)  # backend index -> connections open now
     server: asyncio.Server | None = field(default=None, repr=False)
 
     async def start(self) -> int:
@@ -64,9 +67,13 @@ class RoundRobinProxy:
                 self.refused[index] = self.refused.get(index, 0) + 1
                 continue
             self.served[index] = self.served.get(index, 0) + 1
-            await asyncio.gather(_pipe(client_reader, upstream_writer),
-                                 _pipe(upstream_reader, client_writer),
-                                 return_exceptions=True)
+            self.open[index] = self.open.get(index, 0) + 1
+            try:
+                await asyncio.gather(_pipe(client_reader, upstream_writer),
+                                     _pipe(upstream_reader, client_writer),
+                                     return_exceptions=True)
+            finally:
+                self.open[index] -= 1
             return
         self.dropped += 1
         client_writer.close()

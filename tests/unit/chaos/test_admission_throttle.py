@@ -5,8 +5,10 @@ v0.35.4)."""
 
 from __future__ import annotations
 
+import asyncio
+
 from berthmaster.chaos import admissionchaos, throttle
-from berthmaster.chaos.rrproxy import rotation
+from berthmaster.chaos.rrproxy import RoundRobinProxy, rotation
 from berthmaster.chaos.workload import WORK
 from berthmaster.kube import KubeError
 
@@ -92,3 +94,38 @@ def test_the_flow_schema_matches_the_user_below_exempt_and_probes() -> None:
         {"kind": "User", "user": {"name": "chaos-a-1"}}]
     level = throttle.priority_level()["spec"]["limited"]
     assert level["limitResponse"] == {"type": "Reject"} and level["borrowingLimitPercent"] == 0
+
+
+async def test_the_proxy_takes_turns_and_skips_a_backend_that_refuses() -> None:
+    """Two echo servers that answer with their name; the second is closed: every connection
+    through the proxy reaches the first, and the refusals are counted on the second."""
+    async def serve(name: bytes) -> asyncio.Server:
+        async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            await reader.read(10)
+            writer.write(name)
+            await writer.drain()
+            writer.close()
+        return await asyncio.start_server(answer, "127.0.0.1", 0)
+
+    first, second = await serve(b"one"), await serve(b"two")
+    ports = [int(s.sockets[0].getsockname()[1]) for s in (first, second)]
+    proxy = RoundRobinProxy([("127.0.0.1", port) for port in ports])
+    port = await proxy.start()
+
+    async def ask() -> bytes:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(b"hello")
+        await writer.drain()
+        answer = await reader.read(10)
+        writer.close()
+        return answer
+
+    try:
+        assert [await ask() for _ in range(2)] == [b"one", b"two"]
+        second.close()
+        await second.wait_closed()
+        assert [await ask() for _ in range(2)] == [b"one", b"one"]
+        assert proxy.served == {0: 3, 1: 1} and proxy.refused == {1: 1}
+    finally:
+        await proxy.close()
+        first.close()
