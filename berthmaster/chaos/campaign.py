@@ -355,8 +355,8 @@ class Campaign:
             self.descheduler_runs += 1
 
     async def _audit_on(self, cluster: RunningCluster) -> None:
-        """kube-apiserver restarted once with the audit flags (recorded, so the
-        apiserver-restart fault keeps them)."""
+        """kube-apiserver restarted once with the audit flags and API Priority and Fairness on
+        (throttle.py) (recorded, so the apiserver-restart fault keeps them)."""
         policy = self.workdir / "audit-policy.yaml"
         policy.write_text(audit.POLICY)
         component = cluster.components["kube-apiserver"]
@@ -365,7 +365,8 @@ class Campaign:
         await faults.wait_until(lambda: not component.alive(), 10)
         await asyncio.to_thread(
             self.plane.attach, cluster, "kube-apiserver",
-            [*component.command, *audit.flags(policy, self.audit_log)], component.endpoint,
+            throttle.with_apf([*component.command, *audit.flags(policy, self.audit_log)]),
+            component.endpoint,
             lambda: faults.https_ok(cluster, "/readyz"), 120)
 
     async def _fault_loop(self, stage: faults.Stage, until: float) -> None:

@@ -12,6 +12,10 @@ k8s.io/apiserver/pkg/util/flowcontrol/metrics/metrics.go, v0.35.4); not fired, w
 it did not. The invariants stay the campaign's (no double bind, leadership safety, every pod
 that fits bound ``BIND_BOUND`` after the last fault).
 
+The local control plane runs kube-apiserver with ``--enable-priority-and-fairness=false``
+(devcluster/cluster.py); the campaign's restart of it (for the audit log) turns it on
+(:func:`with_apf`), recorded, so the ``apiserver-restart`` fault keeps it.
+
 A FlowSchema's ``matchingPrecedence`` 1 is the ``exempt`` schema's alone
 (pkg/apis/flowcontrol/validation/validation.go), and ``exempt`` matches ``system:masters``:
 the scheduler lives' certificates therefore are not in that group (the campaign binds their
@@ -37,6 +41,16 @@ DISPATCHED = "apiserver_flowcontrol_dispatched_requests_total"
 NEIGHBOURS = 40  # concurrent lists with the leader's credentials: above the level's seats
 
 Obj = dict[str, Any]
+
+
+APF_FLAG = "--enable-priority-and-fairness"
+
+
+def with_apf(command: list[str]) -> list[str]:
+    """kube-apiserver's command line with API Priority and Fairness on (its default,
+    k8s.io/apiserver/pkg/server/options/recommended.go)."""
+    return [*(a for a in command if not a.startswith(APF_FLAG + "=") and a != APF_FLAG),
+            f"{APF_FLAG}=true"]
 
 
 def priority_level() -> Obj:
@@ -84,7 +98,8 @@ def judge(before: str, after: str, level: str, refused_seen: int) -> Outcome:
                      f"priority level {level}; 429s seen by the leader's credentials "
                      f"{refused_seen}")
     if dispatched <= 0:
-        return not_fired(f"no request reached priority level {level} (FlowSchema not matched)")
+        return not_fired(f"no request dispatched at priority level {level} (API Priority and "
+                         "Fairness off, or the FlowSchema not matched)")
     return not_fired(f"priority level {level} dispatched {dispatched:.0f} requests and "
                      "rejected none")
 
@@ -103,7 +118,7 @@ async def _neighbour(client: KubeClient, until: float) -> int:
         except KubeError as error:
             if error.too_many_requests:
                 refused += 1
-            await asyncio.sleep(0.05)
+            await asyncio.sleep(0.1)
     return refused
 
 

@@ -129,3 +129,10 @@ async def test_the_proxy_takes_turns_and_skips_a_backend_that_refuses() -> None:
     finally:
         await proxy.close()
         first.close()
+
+
+def test_with_apf_turns_priority_and_fairness_on_once() -> None:
+    command = ["kube-apiserver", "--enable-priority-and-fairness=false", "--profiling=false"]
+    assert throttle.with_apf(command) == ["kube-apiserver", "--profiling=false",
+                                          "--enable-priority-and-fairness=true"]
+    assert throttle.with_apf(throttle.with_apf(command)) == throttle.with_apf(command)
