@@ -95,7 +95,7 @@ def judge(before: str, after: str, level: str, refused_seen: int) -> Outcome:
     dispatched = metric_sum(after, DISPATCHED, level) - metric_sum(before, DISPATCHED, level)
     if rejected > 0:
         return fired(f"{rejected:.0f} requests rejected, {dispatched:.0f} dispatched at "
-                     f"priority level {level}; 429s seen by the leader's credentials "
+                     f"priority level {level}; 429s answered to the lists sharing its seats "
                      f"{refused_seen}")
     if dispatched <= 0:
         return not_fired(f"no request dispatched at priority level {level} (API Priority and "
@@ -155,6 +155,8 @@ def fault(kubeconfig_of: Callable[[str], Path]) -> Callable[[Stage], Awaitable[O
                 with contextlib.suppress(KubeError):
                     await kube.delete(path)
         outcome = judge(before, after, NAME, refused)
-        return Outcome(outcome.fired, f"leader {leader}: {outcome.what}")
+        holder = stage.checker.holder
+        after_fault = "kept the Lease" if holder == leader else f"Lease now {holder or 'free'}"
+        return Outcome(outcome.fired, f"leader {leader} ({after_fault}): {outcome.what}")
 
     return apf_throttle
