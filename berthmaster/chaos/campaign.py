@@ -42,7 +42,7 @@ from typing import Any
 
 import yaml
 
-from berthmaster.chaos import audit, faults
+from berthmaster.chaos import admissionchaos, audit, faults, throttle
 from berthmaster.chaos import invariants as rules
 from berthmaster.chaos import workload as scene
 from berthmaster.chaos.checker import (
@@ -53,10 +53,12 @@ from berthmaster.chaos.checker import (
     MACHINE_SET_BOUND,
     Checker,
 )
+from berthmaster.chaos.rrproxy import RoundRobinProxy
 from berthmaster.chaos.slowproxy import SlowProxy
 from berthmaster.devcluster import certs
 from berthmaster.devcluster.cluster import ControlPlane, RunningCluster
-from berthmaster.kube import CORE, KubeClient, KubeError, resource_path, user_agent
+from berthmaster.kube import CORE, KubeClient, KubeError, group_path, resource_path, user_agent
+from berthmaster.operator.admission.registration import apply_configurations
 from berthmaster.scheduler.engine import Engine
 from berthmaster.scheduler.model import PodView
 from berthmaster.scheduler.policy import load_policy
@@ -77,6 +79,7 @@ strategies:
   RemovePodsViolatingNodeTaints: {enabled: true}
   RemovePodsViolatingInterPodAntiAffinity: {enabled: true}
 """
+RBAC = group_path("rbac.authorization.k8s.io", "v1")
 log = logging.getLogger("berthmaster.chaos")
 
 
@@ -165,6 +168,11 @@ class Campaign:
         self.workdir = Path(tempfile.mkdtemp(prefix="berthmaster-chaos-"))
         self.audit_log = self.workdir / "audit.log"
         self.proxy: SlowProxy | None = None
+        self.admission_backends = [("127.0.0.1", free_port()) for _ in admissionchaos.REPLICAS]
+        self.admission_proxy: RoundRobinProxy | None = None
+        self.admission_since = 0.0
+        self.faults = {**faults.FAULTS, **fault_table(self.scheduler_kubeconfig,
+                                                        lambda: self.admission_proxy)}
 
     # ---------------------------------------------------------------- set-up
     def _policy(self) -> Path:
@@ -184,13 +192,15 @@ class Campaign:
         """A client certificate and kubeconfig of one scheduler process life: its user is its
         leader-election identity, in the group the audit policy records."""
         pki = certs.Pki(cluster.root / "pki")
-        certs.ensure_client(pki, f"scheduler-{identity}", identity,
-                            ("system:masters", audit.SCHEDULERS))
+        certs.ensure_client(pki, f"scheduler-{identity}", identity, (audit.SCHEDULERS,))
         document = certs.kubeconfig(server, pki, f"scheduler-{identity}", cluster.name)
-        path = self.workdir / f"scheduler-{identity}.kubeconfig"
+        path = self.scheduler_kubeconfig(identity)
         path.write_text(yaml.safe_dump(document))
         path.chmod(0o600)
         return str(path)
+
+    def scheduler_kubeconfig(self, identity: str) -> Path:
+        return self.workdir / f"scheduler-{identity}.kubeconfig"
 
     def _launches(self, cluster: RunningCluster) -> dict[str, faults.Launch]:
         python = sys.executable
@@ -238,7 +248,23 @@ class Campaign:
             lambda life: [python, str(HOOKS / "log_flush_hook.py"), "--kubeconfig", kubeconfig,
                           "--namespace", scene.MACHINES, "--delay", "3", "--interval", "1"],
             "-", lambda: True)
+        pki = certs.Pki(cluster.root / "pki")
+        for name, (_host, port) in zip(admissionchaos.REPLICAS, self.admission_backends,
+                                      strict=True):
+            launches[name] = admissionchaos.launch(kubeconfig, scene.SYSTEM, port, free_port(),
+                                                   str(pki.serving_cert), str(pki.serving_key))
         return launches
+
+    async def _admission_on(self, cluster: RunningCluster, kube: KubeClient) -> None:
+        """The webhook's configurations, pointing at the round-robin proxy, and the workload
+        namespace's default toleration (admissionchaos)."""
+        assert self.admission_proxy is not None
+        ca = certs.Pki(cluster.root / "pki").ca_cert.read_text()
+        await kube.patch(resource_path(CORE, "namespaces", name=scene.WORK),
+                         admissionchaos.namespace_patch())
+        await apply_configurations(kube, admissionchaos.configurations(
+            f"https://127.0.0.1:{self.admission_proxy.port}", ca, scene.SYSTEM))
+        self.admission_since = time.time()
 
     def _apply_crds(self, cluster: RunningCluster) -> None:
         manifests = sorted((ROOT / "deploy" / "crds").glob("*.yaml"))
@@ -269,6 +295,15 @@ class Campaign:
             await self._create(kube, resource_path(CORE, "namespaces"), {
                 "apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
         await faults.wait_until(lambda: self._has_default_account(kube), 60)
+        # the schedulers' certificates are not in system:masters (APF exempts that group,
+        # throttle.py): their group is bound to cluster-admin instead
+        await self._create(kube, resource_path(RBAC, "clusterrolebindings"), {
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+            "metadata": {"name": "chaos-schedulers"},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                        "name": "cluster-admin"},
+            "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group",
+                          "name": audit.SCHEDULERS}]})
         for name, value in ((scene.HIGH, 1000), (scene.LOW, 10)):
             await self._create(kube, resource_path(scene.SCHEDULING, "priorityclasses"),
                                scene.priority_class(name, value))
@@ -320,8 +355,8 @@ class Campaign:
             self.descheduler_runs += 1
 
     async def _audit_on(self, cluster: RunningCluster) -> None:
-        """kube-apiserver restarted once with the audit flags (recorded, so the
-        apiserver-restart fault keeps them)."""
+        """kube-apiserver restarted once with the audit flags and API Priority and Fairness on
+        (throttle.py) (recorded, so the apiserver-restart fault keeps them)."""
         policy = self.workdir / "audit-policy.yaml"
         policy.write_text(audit.POLICY)
         component = cluster.components["kube-apiserver"]
@@ -330,11 +365,12 @@ class Campaign:
         await faults.wait_until(lambda: not component.alive(), 10)
         await asyncio.to_thread(
             self.plane.attach, cluster, "kube-apiserver",
-            [*component.command, *audit.flags(policy, self.audit_log)], component.endpoint,
+            throttle.with_apf([*component.command, *audit.flags(policy, self.audit_log)]),
+            component.endpoint,
             lambda: faults.https_ok(cluster, "/readyz"), 120)
 
     async def _fault_loop(self, stage: faults.Stage, until: float) -> None:
-        kinds = list(faults.FAULTS)
+        kinds = list(self.faults)
         while True:
             self.rng.shuffle(kinds)
             for kind in kinds:
@@ -346,7 +382,7 @@ class Campaign:
                 if time.time() >= until and (fired or time.time() >= until + 300):
                     return
                 log.info("fault: %s", kind)
-                await faults.inject(stage, kind)
+                await faults.inject(stage, kind, self.faults)
                 await asyncio.sleep(self.rng.uniform(0.5, 1.5) * self.settings.gap)
 
     # ---------------------------------------------------------------- the run
@@ -372,6 +408,8 @@ class Campaign:
         address = cluster.server.rsplit(":", 1)
         self.proxy = SlowProxy("127.0.0.1", int(address[1]))
         await self.proxy.start()
+        self.admission_proxy = RoundRobinProxy(self.admission_backends)
+        await self.admission_proxy.start()
         await asyncio.to_thread(self._apply_crds, cluster)
         kube = await KubeClient.from_kubeconfig(str(cluster.kubeconfig),
                                                 agent=user_agent("berthmaster-chaos"))
@@ -381,6 +419,8 @@ class Campaign:
             await kube.close()
             if self.proxy is not None:
                 await self.proxy.close()
+            if self.admission_proxy is not None:
+                await self.admission_proxy.close()
 
     async def _campaign(self, cluster: RunningCluster, kube: KubeClient) -> int:
         settings = self.settings
@@ -392,12 +432,20 @@ class Campaign:
                              self._launches(cluster), settings.hold, proxy=self.proxy)
         for name in stage.launches:
             await stage.start(name)
+        await self._admission_on(cluster, kube)
         await checker.start()
         checker.follow_audit(audit.AuditTail(self.audit_log).read)
         churn = scene.Churn(kube, SCHEDULER_NAME, self.rng, settings.churn_interval,
                             settings.max_live)
         stop_churn, stop_all = asyncio.Event(), asyncio.Event()
         stage.churn = churn
+
+        def refused(error: KubeError) -> None:
+            if admissionchaos.webhook_refusal(error):
+                checker.breach(f"the churn's create refused because of the webhook under "
+                               f"failurePolicy Ignore: {error.message[:160]}")
+
+        churn.on_error = refused
         background = [asyncio.create_task(self._rss_loop(cluster, stop_all)),
                       asyncio.create_task(faults.supervise(stage, stop_all)),
                       asyncio.create_task(self._descheduler_loop(cluster, stop_churn)),
@@ -488,10 +536,20 @@ class Campaign:
         for line in faults.summary(stage.outcomes):
             print(f"fault {line}")
         print(f"fault details: {dict(sorted(stage.details.items()))}")
-        missed = faults.never_fired(stage.outcomes, faults.FAULTS)
+        missed = faults.never_fired(stage.outcomes, self.faults)
         if missed:
             print("faults not fired: " + "; ".join(f"{kind} ({', '.join(why)})"
                                                    for kind, why in sorted(missed.items())))
+        admitted = [p for p in checker.pods.items.values()
+                    if admissionchaos.created_after(p, self.admission_since)]
+        proxy = self.admission_proxy
+        print(f"admission webhook: pods created in {scene.WORK} after it was registered "
+              f"{len(admitted)}, without its default toleration "
+              f"{sum(not admissionchaos.marked(p) for p in admitted)}; churn write errors "
+              f"{churn.counts.get('write errors', 0)}; proxy connections by replica "
+              f"{dict(sorted(proxy.served.items())) if proxy else {}}, refused "
+              f"{dict(sorted(proxy.refused.items())) if proxy else {}}, dropped "
+              f"{proxy.dropped if proxy else 0}")
         print(f"restarts after exiting on their own: {dict(sorted(stage.restarts.items()))}")
         print(f"watch relists by the checker: "
               f"{sum(m.relists for m in checker.mirrors) - len(checker.mirrors)}")
@@ -509,6 +567,16 @@ class Campaign:
               f"{len(latencies)} pods) | bound {BIND_BOUND:.0f}s after the last fault"
               + (f" | faults not fired: {','.join(sorted(missed))}" if missed else ""))
         return missed
+
+
+def fault_table(kubeconfig_of: Any, proxy: Any) -> dict[str, Any]:
+    """The faults beyond faults.FAULTS: the admission webhook's and API Priority and
+    Fairness'."""
+    return {"admission-kill": admissionchaos.fault(proxy),
+            "apf-throttle": throttle.fault(kubeconfig_of)}
+
+
+FAULTS = {**faults.FAULTS, **fault_table(Path, lambda: None)}  # the kinds
 
 
 def main(minutes: float, seed: int, **overrides: Any) -> int:

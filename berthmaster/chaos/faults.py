@@ -592,11 +592,13 @@ FAULTS: dict[str, Callable[[Stage], Awaitable[Outcome]]] = {
 }
 
 
-async def inject(stage: Stage, kind: str) -> Outcome:
+async def inject(stage: Stage, kind: str,
+                 table: dict[str, Callable[[Stage], Awaitable[Outcome]]] | None = None
+                 ) -> Outcome:
     """One fault of ``kind``, its outcome recorded (a fault that raises did not fire, and the
     campaign goes on)."""
     try:
-        outcome = await FAULTS[kind](stage)
+        outcome = await (table or FAULTS)[kind](stage)
     except (KubeError, OSError, TimeoutError, ValueError, ClusterError) as error:
         outcome = not_fired(f"failed: {type(error).__name__}: {str(error)[:120]}")
     stage.outcomes.setdefault(kind, []).append(outcome)

@@ -206,14 +206,21 @@ class Churn:
     counts: dict[str, int] = field(default_factory=dict)
     serial: int = 0
     last_machine_delete: float = 0.0
+    on_error: Callable[[KubeError], None] | None = None  # a write the API server refused
 
     def _count(self, what: str) -> None:
         self.counts[what] = self.counts.get(what, 0) + 1
 
     async def run(self, stop: asyncio.Event, busy: Callable[[], bool] = lambda: False) -> None:
         while not stop.is_set():
-            with contextlib.suppress(KubeError, OSError, TimeoutError):
+            try:
                 await self.step()
+            except KubeError as error:
+                self._count("write errors" if error.status else "connection errors")
+                if self.on_error is not None:
+                    self.on_error(error)
+            except (OSError, TimeoutError):
+                pass
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), self.rng.uniform(0.5, 1.5) * self.interval)
 

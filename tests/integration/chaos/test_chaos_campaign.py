@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from berthmaster.chaos.faults import FAULTS
+from berthmaster.chaos.campaign import FAULTS
 
 ROOT = Path(__file__).resolve().parents[3]
 
