@@ -76,7 +76,8 @@ def test_inject_records_the_outcome(monkeypatch: pytest.MonkeyPatch, behaviour: 
 def test_process_state_sees_a_stopped_process_and_signal_pid_a_gone_one() -> None:
     child = subprocess.Popen(["sleep", "30"])
     try:
-        assert faults.process_state(child.pid) in ("S", "R")
+        # running, sleeping or (while exec loads it, on a busy machine) in disk sleep
+        assert faults.process_state(child.pid) not in ("T", "?")
         assert faults.signal_pid(child.pid, signal.SIGSTOP)
         assert asyncio.run(faults.wait_until(
             lambda: faults.process_state(child.pid) == "T", 5))
