@@ -76,16 +76,16 @@ class SchedulingLoop:
             try:
                 self.schedule_one(info)
             except Exception:  # a bug in any step of one cycle must not stop the others
-                self._contain(info, time.perf_counter())
+                self._contain(info)
             await asyncio.sleep(0)  # let watches and bindings progress between decisions
 
-    def _contain(self, info: QueuedPod, started: float) -> None:
+    def _contain(self, info: QueuedPod) -> None:
         """A cycle that raised outside the engine's own containment (a plugin's queueing hint,
         the PostFilter step, a bug of ours): logged, counted as an error and, unless the pod was
         already handed to the binder, backed off for another attempt — as schedule_one.go's
         handleSchedulingFailure does with an error."""
         log.exception("scheduling cycle failed", extra={"pod": ObjectRef.from_key(info.key)})
-        self.metrics.attempt("error", time.perf_counter() - started)
+        self.metrics.attempt("error", 0.0)  # the cycle's duration is lost with its frame
         if not self.snapshot.is_assumed(pod_key(info.pod)):
             self.queue.requeue(info, unschedulable=False)
 
