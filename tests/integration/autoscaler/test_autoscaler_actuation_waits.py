@@ -55,6 +55,19 @@ async def guarded_pod(kube: KubeClient, namespace: str, node: str) -> tuple[JSON
         "apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
         "metadata": {"name": app, "namespace": namespace},
         "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": app}}}})
+
+    async def guarded() -> bool:
+        # the Eviction API lets a Pending pod go whatever its budget
+        # (pkg/registry/core/pod/storage/eviction.go, canIgnorePDB): wait until the pod runs and
+        # the disruption controller has counted it (no disruption allowed)
+        found = await kube.get(resource_path(CORE, "pods", namespace, app))
+        budget = await kube.get(resource_path(POLICY, "poddisruptionbudgets", namespace, app))
+        status = budget.get("status") or {}
+        return ((found.get("status") or {}).get("phase") == "Running"
+                and status.get("observedGeneration") == budget["metadata"].get("generation")
+                and status.get("currentHealthy") == 1
+                and status.get("disruptionsAllowed") == 0)
+    await wait_for(guarded, timeout=60, what=f"pod {app} Running under its budget")
     return pod, app
 
 
