@@ -14,10 +14,9 @@ in the campaign's event loop.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from dataclasses import dataclass, field
 
-CHUNK = 64 * 1024
+from berthmaster.chaos.tcpproxy import Listening, pipe
 
 
 def rotation(backends: int, turn: int) -> list[int]:
@@ -30,7 +29,7 @@ def rotation(backends: int, turn: int) -> list[int]:
 
 
 @dataclass
-class RoundRobinProxy:
+class RoundRobinProxy(Listening):
     backends: list[tuple[str, int]]
     turn: int = 0
     served: dict[int, int] = field(default_factory=dict)  # backend index -> connections
@@ -38,22 +37,6 @@ class RoundRobinProxy:
     dropped: int = 0  # connections no backend took
     open: dict[int, int] = field(default_factory=dict)  # backend index -> connections open now
     server: asyncio.Server | None = field(default=None, repr=False)
-
-    async def start(self) -> int:
-        """Listen on a free port of 127.0.0.1; returns the port."""
-        self.server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
-        return int(self.server.sockets[0].getsockname()[1])
-
-    @property
-    def port(self) -> int:
-        assert self.server is not None
-        return int(self.server.sockets[0].getsockname()[1])
-
-    async def close(self) -> None:
-        if self.server is not None:
-            self.server.close()
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(self.server.wait_closed(), 2)
 
     async def _serve(self, client_reader: asyncio.StreamReader,
                      client_writer: asyncio.StreamWriter) -> None:
@@ -69,8 +52,8 @@ class RoundRobinProxy:
             self.served[index] = self.served.get(index, 0) + 1
             self.open[index] = self.open.get(index, 0) + 1
             try:
-                await asyncio.gather(_pipe(client_reader, upstream_writer),
-                                     _pipe(upstream_reader, client_writer),
+                await asyncio.gather(pipe(client_reader, upstream_writer),
+                                     pipe(upstream_reader, client_writer),
                                      return_exceptions=True)
             finally:
                 self.open[index] -= 1
@@ -78,13 +61,3 @@ class RoundRobinProxy:
         self.dropped += 1
         client_writer.close()
 
-
-async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-    try:
-        while data := await reader.read(CHUNK):
-            writer.write(data)
-            await writer.drain()
-    except (OSError, asyncio.IncompleteReadError):
-        pass
-    finally:
-        writer.close()

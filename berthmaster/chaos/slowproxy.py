@@ -11,31 +11,19 @@ coroutine, so order within a connection is kept. It runs in the campaign's event
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from dataclasses import dataclass, field
 
-CHUNK = 64 * 1024
+from berthmaster.chaos.tcpproxy import Listening, pipe
 
 
 @dataclass
-class SlowProxy:
+class SlowProxy(Listening):
     upstream_host: str
     upstream_port: int
     delay: float = 0.0  # seconds each chunk waits; 0: a plain proxy
     delayed: int = 0  # chunks delayed so far (the fault's evidence that it acted)
     connections: int = 0
     server: asyncio.Server | None = field(default=None, repr=False)
-
-    async def start(self) -> int:
-        """Listen on a free port of 127.0.0.1; returns the port."""
-        self.server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
-        return int(self.server.sockets[0].getsockname()[1])
-
-    async def close(self) -> None:
-        if self.server is not None:
-            self.server.close()
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(self.server.wait_closed(), 2)
 
     async def _serve(self, client_reader: asyncio.StreamReader,
                      client_writer: asyncio.StreamWriter) -> None:
@@ -46,19 +34,11 @@ class SlowProxy:
             client_writer.close()  # the API server is down: the client retries
             return
         self.connections += 1
-        await asyncio.gather(self._pipe(client_reader, upstream_writer),
-                             self._pipe(upstream_reader, client_writer),
+        await asyncio.gather(pipe(client_reader, upstream_writer, self._hold),
+                             pipe(upstream_reader, client_writer, self._hold),
                              return_exceptions=True)
 
-    async def _pipe(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        try:
-            while data := await reader.read(CHUNK):
-                if self.delay > 0:
-                    self.delayed += 1
-                    await asyncio.sleep(self.delay)
-                writer.write(data)
-                await writer.drain()
-        except (OSError, asyncio.IncompleteReadError):
-            pass
-        finally:
-            writer.close()
+    async def _hold(self) -> None:
+        if self.delay > 0:
+            self.delayed += 1
+            await asyncio.sleep(self.delay)
