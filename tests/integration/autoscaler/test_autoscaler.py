@@ -590,18 +590,7 @@ async def test_each_blocker_keeps_its_node_and_the_idle_one_leaves_through_its_h
         result = apply(cluster, obj)
         assert result.returncode == 0, result.stderr
 
-    async def all_running() -> bool:
-        pods, _ = await kube.list_all(resource_path(CORE, "pods", namespace))
-        return len(pods) == 5 and all(p.get("status", {}).get("phase") == "Running"
-                                      for p in pods)
-
-    await wait_for(all_running, timeout=60, what="five pinned pods running")
-    # The movable pod's replacement is free to go anywhere (kube-scheduler places it).
-    await kube.patch(resource_path(group_path("apps", "v1"), "replicasets", namespace, "movable"),
-                     {"spec": {"template": {"spec": {"nodeName": None}}}})
-    assert apply(cluster, cluster_autoscaler({"scaleDown": {
-        "enabled": True, "delayAfterAdd": "1s", "delayAfterDelete": "1s",
-        "delayAfterFailure": "1s", "unneededTime": "5s"}})).returncode == 0
+    await start_scale_down(kube, cluster, namespace, pods=5, movable="movable")
     ca_path = resource_path(AUTOSCALING, "clusterautoscalers", name="default")
     try:
         async def deleting() -> list[str]:
@@ -765,3 +754,21 @@ async def test_scale_down_cordons_and_caps_the_grace_period_of_evicted_pods(
                              {"spec": {"lifecycleHooks": {"preDrain": None}}})
         with contextlib.suppress(KubeError):
             await kube.delete(resource_path(CORE, "pods", namespace, "bare"))
+
+
+async def start_scale_down(kube: KubeClient, cluster: Any, namespace: str, pods: int,
+                           movable: str) -> None:
+    """Once the ``pods`` pinned pods of the namespace run: free ReplicaSet ``movable``'s
+    replacement pods to go anywhere (kube-scheduler places them), then turn on a fast
+    scale-down."""
+    async def all_running() -> bool:
+        found, _ = await kube.list_all(resource_path(CORE, "pods", namespace))
+        return len(found) == pods and all(p.get("status", {}).get("phase") == "Running"
+                                          for p in found)
+
+    await wait_for(all_running, timeout=60, what=f"{pods} pinned pods running")
+    await kube.patch(resource_path(group_path("apps", "v1"), "replicasets", namespace, movable),
+                     {"spec": {"template": {"spec": {"nodeName": None}}}})
+    assert apply(cluster, cluster_autoscaler({"scaleDown": {
+        "enabled": True, "delayAfterAdd": "1s", "delayAfterDelete": "1s",
+        "delayAfterFailure": "1s", "unneededTime": "5s"}})).returncode == 0

@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from berthmaster.kube import CORE, KubeClient, group_path, resource_path
+from berthmaster.kube import CORE, KubeClient, resource_path
 from tests.integration.autoscaler.test_autoscaler import (
     AUTOSCALING,
     JSON,
@@ -28,6 +28,7 @@ from tests.integration.autoscaler.test_autoscaler import (
     pinned_replica_set,
     pod,
     scheduler,  # noqa: F401 (a fixture)
+    start_scale_down,
 )
 from tests.support.builders import claim_volume
 from tests.support.volumes import PinnedVolumes
@@ -67,18 +68,7 @@ async def test_a_node_whose_pod_a_local_volume_pins_is_not_scaled_down(
         result = apply(cluster, obj)
         assert result.returncode == 0, result.stderr
 
-    async def all_running() -> bool:
-        pods, _ = await kube.list_all(resource_path(CORE, "pods", namespace))
-        return len(pods) == 3 and all(p.get("status", {}).get("phase") == "Running"
-                                      for p in pods)
-
-    await wait_for(all_running, timeout=60, what="three pinned pods running")
-    # The web pod's replacement may go anywhere (kube-scheduler places it).
-    await kube.patch(resource_path(group_path("apps", "v1"), "replicasets", namespace, "web"),
-                     {"spec": {"template": {"spec": {"nodeName": None}}}})
-    assert apply(cluster, cluster_autoscaler({"scaleDown": {
-        "enabled": True, "delayAfterAdd": "1s", "delayAfterDelete": "1s",
-        "delayAfterFailure": "1s", "unneededTime": "5s"}})).returncode == 0
+    await start_scale_down(kube, cluster, namespace, pods=3, movable="web")
     ca_path = resource_path(AUTOSCALING, "clusterautoscalers", name="default")
     try:
         async def unremovable() -> dict[str, JSON]:
