@@ -363,6 +363,7 @@ class Campaign:
         faults.signal_pid(component.pid, signal.SIGKILL)
         faults.reap(component.pid)
         await faults.wait_until(lambda: not component.alive(), 10)
+        await faults.wait_until(lambda: faults.port_free(component.endpoint), 10)
         await asyncio.to_thread(
             self.plane.attach, cluster, "kube-apiserver",
             throttle.with_apf([*component.command, *audit.flags(policy, self.audit_log)]),

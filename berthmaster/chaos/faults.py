@@ -22,8 +22,10 @@ import logging
 import os
 import random
 import signal
+import socket
 import ssl
 import time
+import urllib.parse
 import urllib.request
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
@@ -354,6 +356,20 @@ async def operator_stop(stage: Stage) -> Outcome:
 # ------------------------------------------------------------------ the control plane
 
 
+def port_free(endpoint: str) -> bool:
+    """Whether the endpoint's port on this host can be listened on again: a killed component's
+    listener may outlive its process for a moment, and a restart on a taken port exits with
+    ``bind: address already in use``."""
+    parsed = urllib.parse.urlsplit(endpoint)
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((parsed.hostname or "127.0.0.1", parsed.port or 0))
+        except OSError:
+            return False
+    return True
+
+
 async def restart_recorded(stage: Stage, name: str, ready: Callable[[], bool],
                            extra: tuple[str, ...] = ()) -> bool:
     """kill -9 of a control-plane component and a start with its recorded command line (plus
@@ -363,6 +379,7 @@ async def restart_recorded(stage: Stage, name: str, ready: Callable[[], bool],
     reap(component.pid)
     died = await wait_until(lambda: not component.alive(), 5)
     await asyncio.sleep(stage.rng.uniform(0.5, 2))
+    await wait_until(lambda: port_free(component.endpoint), 10)
     command = [*component.command, *(f for f in extra if f not in component.command)]
     async with stage.starting:
         await asyncio.to_thread(stage.plane.attach, stage.cluster, name, command,

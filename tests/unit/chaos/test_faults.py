@@ -120,3 +120,17 @@ def test_a_big_pod_is_big_and_plain() -> None:
     size = len(json.dumps(pod))
     assert faults.BIG_POD_BYTES <= size < 1_500_000  # under etcd's 1.5 MiB request limit
     assert pod["spec"]["schedulerName"] == "chaos"
+
+
+def test_port_free_sees_a_listener_and_its_release() -> None:
+    """A component restarted on its recorded port waits until no listener holds it (a restart
+    on a taken port exits with ``bind: address already in use``)."""
+    import socket
+
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen()
+    endpoint = f"https://127.0.0.1:{listener.getsockname()[1]}"
+    assert not faults.port_free(endpoint)
+    listener.close()
+    assert faults.port_free(endpoint)
