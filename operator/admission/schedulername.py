@@ -21,8 +21,9 @@ scheduler) is never overridden. Only CREATE: a pod's schedulerName cannot change
 
 The same conditions are written three times on purpose, each a filter for the next: the
 webhook's ``namespaceSelector`` and ``objectSelector`` (the API server does not even call us for
-other namespaces), its ``matchConditions`` (CEL; on by default from Kubernetes 1.28, and a server without
-them drops the field and calls us anyway) and :func:`route`, which decides on the namespace's labels as read.
+other namespaces), its ``matchConditions`` (CEL; on by default from Kubernetes 1.28, and a
+server without them drops the field and calls us anyway) and :func:`route`, which decides on
+the namespace's labels as read.
 """
 
 from __future__ import annotations

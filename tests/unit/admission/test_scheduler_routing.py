@@ -109,5 +109,5 @@ def test_the_flag() -> None:
     assert settings("--scheduler-name", NAME) == NAME
     with pytest.raises(ConfigurationError, match="that is kube-scheduler"):
         settings("--scheduler-name", "default-scheduler")
-    with pytest.raises(ConfigurationError, match="--scheduler-name 'a b'.*valid label"):
+    with pytest.raises(ConfigurationError, match=r"--scheduler-name .a b.*valid label"):
         settings("--scheduler-name", "a b")
