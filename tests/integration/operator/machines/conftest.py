@@ -54,8 +54,10 @@ def machine_api(cluster: RunningCluster) -> RunningCluster:
 
 class OperatorProcess:
     def __init__(self, kubeconfig: str, log: Path,
-                 capabilities: tuple[str, ...] = ("machines",), args: tuple[str, ...] = ()):
+                 capabilities: tuple[str, ...] = ("machines",), args: tuple[str, ...] = (),
+                 env: dict[str, str] | None = None):
         self.kubeconfig = kubeconfig
+        self.env = dict(env or {})  # more environment (the machine providers, their endpoints)
         self.capabilities = capabilities
         self.args = args  # more command-line flags
         self.log_path = log
@@ -66,7 +68,7 @@ class OperatorProcess:
         self.starts += 1
         # KUBECONFIG too: kopf's login reads kubernetes_asyncio's default path, fixed at import.
         env = {**os.environ, "BERTHMASTER_DRAIN_BACKOFF_SECONDS": "1",
-               "KUBECONFIG": self.kubeconfig}
+               "KUBECONFIG": self.kubeconfig, **self.env}
         log = self.log_path.open("ab")
         log.write(f"--- start #{self.starts}\n".encode())
         log.flush()
