@@ -67,8 +67,10 @@ class EC2World:
         self.decoy_group = self._group(vpc, f"{infra}-master-sg")
         self.profile = f"{infra}-worker-profile"
         self.iam.create_instance_profile(InstanceProfileName=self.profile)
-        self.ami = os.environ.get("BERTHMASTER_TEST_AWS_AMI") or self.ec2.describe_images(
-            Owners=["amazon"])["Images"][0]["ImageId"]
+        if REAL_ACCOUNT:
+            self.ami = os.environ["BERTHMASTER_TEST_AWS_AMI"]  # a Linux AMI in us-east-1
+        else:
+            self.ami = self.ec2.describe_images(Owners=["amazon"])["Images"][0]["ImageId"]
 
     def _subnet(self, vpc: str, cidr: str, name: str) -> str:
         subnet = self.ec2.create_subnet(VpcId=vpc, CidrBlock=cidr, AvailabilityZone=ZONE)
@@ -91,9 +93,18 @@ class EC2World:
         return dict(pages["Reservations"][0]["Instances"][0])
 
     def cleanup(self) -> None:
-        running = self.instances(**{"vpc-id": self.vpc})
-        if running:
-            self.ec2.terminate_instances(InstanceIds=[i["InstanceId"] for i in running])
+        """Everything made here, instances first (on a real account this is what it costs)."""
+        made = [i["InstanceId"] for i in self.instances(**{"vpc-id": self.vpc})]
+        if made:
+            self.ec2.terminate_instances(InstanceIds=made)
+            self.ec2.get_waiter("instance_terminated").wait(
+                InstanceIds=made, WaiterConfig={"Delay": 5 if REAL_ACCOUNT else 0.1})
+        for group in (self.group, self.decoy_group):
+            self.ec2.delete_security_group(GroupId=group)
+        for subnet in (self.subnet, self.decoy_subnet):
+            self.ec2.delete_subnet(SubnetId=subnet)
+        self.ec2.delete_vpc(VpcId=self.vpc)
+        self.iam.delete_instance_profile(InstanceProfileName=self.profile)
 
 
 @pytest.fixture(scope="module")
