@@ -98,10 +98,11 @@ class OperatorProcess:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
 
 
-@pytest.fixture
-def operator(machine_api: RunningCluster, tmp_path: Path,
-             request: pytest.FixtureRequest) -> Iterator[OperatorProcess]:
-    process = OperatorProcess(str(machine_api.kubeconfig), tmp_path / "operator.log")
+def running_operator(machine_api: RunningCluster, tmp_path: Path, request: pytest.FixtureRequest,
+                     env: dict[str, str] | None = None) -> Iterator[OperatorProcess]:
+    """The operator process for one test (``yield from`` it in a fixture); its log is printed
+    when the test fails."""
+    process = OperatorProcess(str(machine_api.kubeconfig), tmp_path / "operator.log", env=env)
     process.start()
     try:
         yield process
@@ -110,6 +111,12 @@ def operator(machine_api: RunningCluster, tmp_path: Path,
         report = getattr(request.node, "rep_call", None)
         if report is not None and report.failed:
             print("---- operator log (tail) ----\n" + process.log()[-8000:])
+
+
+@pytest.fixture
+def operator(machine_api: RunningCluster, tmp_path: Path,
+             request: pytest.FixtureRequest) -> Iterator[OperatorProcess]:
+    yield from running_operator(machine_api, tmp_path, request)
 
 
 @pytest.hookimpl(wrapper=True, tryfirst=True)

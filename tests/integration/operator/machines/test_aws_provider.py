@@ -37,6 +37,7 @@ from tests.integration.operator.machines.conftest import (
     condition,
     get_machine,
     machine_events,
+    running_operator,
     set_hooks,
 )
 from tests.support.waiting import wait_for
@@ -143,15 +144,7 @@ def aws_operator(machine_api: RunningCluster, ec2_endpoint: str | None, tmp_path
            "AWS_CONFIG_FILE": str(tmp_path / "none"), "AWS_EC2_METADATA_DISABLED": "true"}
     if ec2_endpoint is not None:
         env["AWS_ENDPOINT_URL_EC2"] = ec2_endpoint
-    process = OperatorProcess(str(machine_api.kubeconfig), tmp_path / "operator.log", env=env)
-    process.start()
-    try:
-        yield process
-    finally:
-        process.stop()
-        report = getattr(request.node, "rep_call", None)
-        if report is not None and report.failed:
-            print("---- operator log (tail) ----\n" + process.log()[-8000:])
+    yield from running_operator(machine_api, tmp_path, request, env)
 
 
 def documented_machineset(namespace: str, world: EC2World) -> dict[str, Any]:
