@@ -91,6 +91,12 @@ def enabled_providers(kube: KubeClient, setting: str | None,
                                                    setting)}
 
 
+def enabled_kinds(setting: str | None) -> frozenset[str]:
+    """The providerSpec kinds of the providers ``setting`` runs (for the Machines'
+    neighbours, such as the MachineHealthCheck controller, that build no provider)."""
+    return frozenset(cls.kind for cls in selected(installed(), setting))
+
+
 def template_capacity(provider_spec: Mapping[str, Any],
                       classes: Mapping[str, ProviderClass] | None = None) -> dict[str, str] | None:
     """What one instance of ``provider_spec`` offers (cpu, memory, GPUs), from its provider;

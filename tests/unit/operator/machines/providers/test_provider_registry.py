@@ -42,3 +42,10 @@ def test_template_capacity_asks_the_provider_of_the_kind() -> None:
     assert registry.template_capacity({"kind": "AWSMachineProviderConfig",
                                        "instanceType": "z9.none"}) is None
     assert registry.template_capacity({"kind": "Unknown"}) is None
+
+
+def test_the_health_checks_follow_the_same_setting() -> None:
+    assert registry.enabled_kinds(None) == {"KwokMachineProviderSpec"}
+    assert registry.enabled_kinds("kwok,aws") == {"KwokMachineProviderSpec",
+                                                  "AWSMachineProviderConfig"}
+    assert registry.enabled_kinds("") == frozenset()
