@@ -74,6 +74,17 @@ log = logging.getLogger("berthmaster.operator.machines")
 AGAIN = 0.0  # run the next step now
 
 
+def never_provisioned(machine: JSON, error: InvalidProviderSpec) -> bool:
+    """Whether a Machine whose provider cannot be asked (its configuration is invalid: no
+    credentials, say) never recorded an instance: then there is none to delete, and its
+    deletion goes on instead of waiting for a configuration that will never come."""
+    if (machine.get("spec") or {}).get("providerID"):
+        return False
+    log.info("machine %s/%s: no instance was recorded and the provider cannot be asked (%s): "
+             "nothing to delete", *api.key_of(machine), error)
+    return True
+
+
 def utcnow() -> datetime:
     return datetime.now(UTC)
 
@@ -470,13 +481,22 @@ class MachineController:
         if provider is not None:
             try:
                 await provider.delete_instance(machine)
+            except InvalidProviderSpec as error:
+                if not never_provisioned(machine, error):
+                    count_failure(upstream_series.instance_delete_failed, machine, error)
+                    raise
             except Exception as error:
                 count_failure(upstream_series.instance_delete_failed, machine, error)
                 raise
 
     async def instance_exists(self, machine: JSON) -> bool:
         provider = self.provider_or_none(machine)
-        return provider is not None and await provider.instance_exists(machine) is not None
+        try:
+            return provider is not None and await provider.instance_exists(machine) is not None
+        except InvalidProviderSpec as error:
+            if never_provisioned(machine, error):
+                return False
+            raise
 
     async def mark_drained(self, machine: JSON, condition: JSON,
                            progress: JSON | None = None) -> None:

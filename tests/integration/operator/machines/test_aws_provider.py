@@ -286,6 +286,14 @@ async def test_the_documented_aws_machineset_makes_tagged_instances_and_hooks_ho
     assert world.instance(other)["State"]["Name"] == "running"
 
 
+async def delete_and_wait_gone(kube: KubeClient, namespace: str, name: str) -> None:
+    await kube.delete(api.machine_path(namespace, name))
+
+    async def gone() -> bool:
+        return await get_machine(kube, namespace, name) is None
+    await wait_for(gone, timeout=60, what=f"machine {name} deleted")
+
+
 async def failed_machine(kube: KubeClient, namespace: str, machine: dict[str, Any]
                          ) -> dict[str, Any]:
     await kube.create(api.machine_path(namespace), machine)
@@ -319,6 +327,8 @@ async def test_a_missing_credentials_secret_fails_the_machine_and_creates_nothin
     assert_invalid_configuration(
         machine, events, f"aws credentials secret {namespace}/aws-cloud-credentials not found")
     assert world.instances(**{"tag:Name": name}) == []
+    # nothing was made, so nothing waits on the cloud: the Failed Machine deletes
+    await delete_and_wait_gone(kube, namespace, name)
 
 
 async def test_an_instance_type_ec2_does_not_have_fails_the_machine(
@@ -335,6 +345,7 @@ async def test_an_instance_type_ec2_does_not_have_fails_the_machine(
     events = await machine_events(kube, namespace, name)
     assert_invalid_configuration(machine, events, "'m4.enormous' is not an EC2 instance type")
     assert world.instances(**{"tag:Name": name}) == []
+    await delete_and_wait_gone(kube, namespace, name)
 
 
 async def test_an_unknown_provider_kind_opted_in_fails_the_machine(
@@ -362,7 +373,7 @@ async def test_an_instance_terminated_under_its_machine_fails_the_machine(
     """controller.go, Reconcile: Exists false for a provisioned Machine (a terminated instance
     does not exist for reconciler.go's exists) -> Failed, ``can't find created instance``,
     InstanceExists False / InstanceMissing, the instance-state annotation and providerStatus
-    ``Unknown``. Deleting the Failed Machine then terminates nothing else."""
+    ``Unknown``. The Failed Machine then deletes."""
     await create_secrets(kube, namespace)
     name = f"{namespace}-vanishes"
     await kube.create(api.machine_path(namespace),
@@ -382,8 +393,4 @@ async def test_an_instance_terminated_under_its_machine_fails_the_machine(
     events = await machine_events(kube, namespace, name)
     assert events[api.INSTANCE_MISSING]["type"] == "Warning"
 
-    await kube.delete(api.machine_path(namespace, name))
-
-    async def gone() -> bool:
-        return await get_machine(kube, namespace, name) is None
-    await wait_for(gone, timeout=60, what="the Failed Machine deleted")
+    await delete_and_wait_gone(kube, namespace, name)
