@@ -16,7 +16,8 @@ deletionTimestamp is not deleted again, and events are named after the Machine's
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+import os
+from collections.abc import Callable, Collection
 from datetime import datetime
 from typing import Any
 
@@ -26,7 +27,7 @@ from berthmaster.operator.machines import healthcheck as mhc_rules
 from berthmaster.operator.machines.conditions import set_condition
 from berthmaster.operator.machines.controller import EventRecorder, error_text, utcnow
 from berthmaster.operator.machines.healthcheck import HealthCheckDecision, RefusedSpec, Target
-from berthmaster.operator.machines.providers.kwok import KIND as KWOK_KIND
+from berthmaster.operator.machines.providers.registry import PROVIDERS_VARIABLE, enabled_kinds
 
 Key = tuple[str, str]
 JSON = dict[str, Any]
@@ -34,9 +35,14 @@ log = logging.getLogger("berthmaster.operator.machinehealthchecks")
 
 
 class HealthCheckController:
-    def __init__(self, kube: KubeClient, *, clock: Callable[[], datetime] = utcnow):
+    def __init__(self, kube: KubeClient, *, clock: Callable[[], datetime] = utcnow,
+                 provider_kinds: Collection[str] | None = None):
         self.kube = kube
         self.clock = clock
+        # the kinds the machine controller runs ($BERTHMASTER_MACHINE_PROVIDERS): only their
+        # Machines are berthmaster's to remediate
+        self.provider_kinds = frozenset(enabled_kinds(os.environ.get(PROVIDERS_VARIABLE))
+                                        if provider_kinds is None else provider_kinds)
         self.events = EventRecorder(kube, clock)
 
     async def reconcile(self, key: Key) -> float | None:
@@ -88,7 +94,7 @@ class HealthCheckController:
         machines, _ = await self.kube.list_all(api.machine_path(namespace))
         targets = []
         for machine in sorted(machines, key=lambda m: str(m["metadata"]["name"])):
-            if not mhc_rules.selects(spec, machine, (KWOK_KIND,)):
+            if not mhc_rules.selects(spec, machine, self.provider_kinds):
                 continue
             node_name = ((machine.get("status") or {}).get("nodeRef") or {}).get("name")
             if not node_name:
