@@ -32,17 +32,26 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from berthmaster.chaos.bigpod import as_large_as
 from berthmaster.chaos.checker import Checker
 from berthmaster.chaos.slowproxy import SlowProxy
 from berthmaster.chaos.workload import WORK, Churn, bare_pod, static_node
 from berthmaster.devcluster.certs import Pki
-from berthmaster.devcluster.cluster import ClusterError, Component, ControlPlane, RunningCluster
+from berthmaster.devcluster.cluster import (
+    APISERVER_MAX_REQUEST_BODY_BYTES,
+    ClusterError,
+    Component,
+    ControlPlane,
+    RunningCluster,
+)
 from berthmaster.kube import CORE, KubeClient, KubeError, resource_path
 
 Obj = dict[str, Any]
 log = logging.getLogger("berthmaster.chaos")
 NODE_NOT_READY = "node-not-ready.stage.kwok.x-k8s.io"  # kwok's node chaos Stage label
-BIG_POD_BYTES = 1_400_000  # etcd's default --max-request-bytes is 1.5 MiB; the pod just under it
+# The big pod's request body: exactly kube-apiserver's 3 MiB limit (bigpod.py says what of it
+# is stored, and why a 3 MiB body of plain text could not be)
+BIG_POD_BYTES = APISERVER_MAX_REQUEST_BODY_BYTES
 BIG_POD_BOUND = 60.0  # seconds in which the big pod and a small one created after it are bound
 # A frozen leader is resumed this long after another replica took its Lease: longer than the
 # checker's grace for binds in flight, so a bind made on waking is a breach.
@@ -535,13 +544,9 @@ async def apiserver_slow(stage: Stage) -> Outcome:
 
 
 def big_pod(name: str, scheduler: str, size: int) -> Obj:
-    """A plain pod of about ``size`` bytes (its container's environment): the watch streams
-    of every component carry it whole."""
-    pod = bare_pod(name, "plain", scheduler, random.Random(0))
-    piece = 100_000
-    env = [{"name": f"BULK_{i}", "value": "x" * piece} for i in range(max(1, size // piece))]
-    pod["spec"]["containers"][0]["env"] = env
-    return pod
+    """A plain pod whose JSON is exactly ``size`` bytes (bigpod.as_large_as): the watch
+    streams of every component carry it whole."""
+    return as_large_as(bare_pod(name, "plain", scheduler, random.Random(0)), size)
 
 
 def _processed(stage: Stage, name: str, since: float) -> bool:
@@ -553,10 +558,9 @@ def _processed(stage: Stage, name: str, since: float) -> bool:
 
 
 async def big_pod_fault(stage: Stage) -> Outcome:
-    """A pod of about 1.4 MB (etcd's default request limit is 1.5 MiB, so the 3 MiB the API
-    server accepts cannot be stored), then a small one: within ``BIG_POD_BOUND`` seconds the
-    scheduler must have dealt with both (bound, or reported unschedulable): a breach
-    otherwise. Fired when the big pod was created."""
+    """A pod whose request body is exactly the API server's 3 MiB limit, then a small one:
+    within ``BIG_POD_BOUND`` seconds the scheduler must have dealt with both (bound, or
+    reported unschedulable): a breach otherwise. Fired when the big pod was created."""
     stage.serial += 1
     big, small = f"big-{stage.serial}", f"after-big-{stage.serial}"
     pods = resource_path(CORE, "pods", WORK)
