@@ -138,6 +138,8 @@ class Stage:
     serial: int = 0
     held: set[str] = field(default_factory=set)  # components a fault is handling
     restarts: dict[str, int] = field(default_factory=dict)  # by the supervisor
+    # when the API server or etcd was down (killed, until ready again): wall-clock spans
+    outages: list[tuple[float, float]] = field(default_factory=list)
     starting: asyncio.Lock = field(default_factory=asyncio.Lock)  # one cluster state writer
 
     def component(self, name: str) -> Component:
@@ -180,6 +182,15 @@ class Stage:
         launch = self.launches[name]
         assert launch.identity is not None
         return launch.identity(launch.lives)
+
+    @contextlib.asynccontextmanager
+    async def outage(self) -> AsyncIterator[None]:
+        """A control-plane component is down meanwhile: clients may fail (recorded)."""
+        began = time.time()
+        try:
+            yield
+        finally:
+            self.outages.append((began, time.time()))
 
     def note(self, detail: str) -> None:
         self.details[detail] = self.details.get(detail, 0) + 1
@@ -398,17 +409,19 @@ async def restart_recorded(stage: Stage, name: str, ready: Callable[[], bool],
 
 async def apiserver_restart(stage: Stage) -> Outcome:
     """kill -9 of kube-apiserver and a start with the same command line."""
-    if await restart_recorded(stage, "kube-apiserver",
-                              lambda: https_ok(stage.cluster, "/readyz")):
-        return fired("kube-apiserver killed and started again")
-    return not_fired("kube-apiserver did not die")
+    async with stage.outage():
+        died = await restart_recorded(stage, "kube-apiserver",
+                                      lambda: https_ok(stage.cluster, "/readyz"))
+    return fired("kube-apiserver killed and started again") if died else \
+        not_fired("kube-apiserver did not die")
 
 
 async def etcd_restart(stage: Stage) -> Outcome:
     """kill -9 of etcd (its data kept) and a start with the same command line."""
     endpoint = stage.component("etcd").endpoint
-    died = await restart_recorded(stage, "etcd", lambda: http_ok(f"{endpoint}/health"))
-    await wait_until(lambda: https_ok(stage.cluster, "/readyz"), 60)
+    async with stage.outage():
+        died = await restart_recorded(stage, "etcd", lambda: http_ok(f"{endpoint}/health"))
+        await wait_until(lambda: https_ok(stage.cluster, "/readyz"), 60)
     return fired("etcd killed and started again") if died else not_fired("etcd did not die")
 
 
