@@ -230,12 +230,17 @@ async def wait_until(check: Callable[[], bool | Awaitable[bool]], timeout: float
     return False
 
 
-def https_ok(cluster: RunningCluster, path: str) -> bool:
+def https_ok(cluster: RunningCluster, path: str, server: str | None = None) -> bool:
+    """``path`` of the API server (or of ``server``, whose self-signed certificate is not
+    checked: kube-controller-manager's) answers 2xx to the cluster's admin."""
     pki = Pki(cluster.root / "pki")
     context = ssl.create_default_context(cafile=str(pki.ca_cert))
+    if server is not None:
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
     context.load_cert_chain(str(pki.client_cert("admin")), str(pki.client_key("admin")))
     try:
-        with urllib.request.urlopen(f"{cluster.server}{path}", timeout=2,
+        with urllib.request.urlopen(f"{server or cluster.server}{path}", timeout=2,
                                     context=context) as answer:
             return bool(200 <= answer.status < 300)
     except (OSError, ValueError):
@@ -399,12 +404,20 @@ async def restart_recorded(stage: Stage, name: str, ready: Callable[[], bool],
     reap(component.pid)
     died = await wait_until(lambda: not component.alive(), 5)
     await asyncio.sleep(stage.rng.uniform(0.5, 2))
+    await start_recorded(stage, name, ready, extra)
+    return died
+
+
+async def start_recorded(stage: Stage, name: str, ready: Callable[[], bool],
+                         extra: tuple[str, ...] = ()) -> None:
+    """Start a stopped control-plane component with its recorded command line (plus
+    ``extra``), once its port is free."""
+    component = stage.component(name)
     await wait_until(lambda: port_free(component.endpoint), 10)
     command = [*component.command, *(f for f in extra if f not in component.command)]
     async with stage.starting:
         await asyncio.to_thread(stage.plane.attach, stage.cluster, name, command,
                                 component.endpoint, ready, 90)
-    return died
 
 
 async def apiserver_restart(stage: Stage) -> Outcome:
@@ -595,9 +608,17 @@ async def big_pod_fault(stage: Stage) -> Outcome:
     return fired(f"a {BIG_POD_BYTES} byte pod created")
 
 
+# Control-plane components no fault stops, restarted when they exit as their kubelet would a
+# static pod: kube-controller-manager exits at start-up when the API server it reads is
+# restarted under it ("Error building controllers": a 403 before the new API server has its
+# RBAC), which the campaign's first audit restart can do.
+SUPERVISED_PLANE = ("kube-controller-manager",)
+
+
 async def supervise(stage: Stage, stop: asyncio.Event) -> None:
     """Restart berthmaster's processes that exit on their own (a scheduler that lost its Lease
-    exits, as kube-scheduler does, for its kubelet to restart it): what a Deployment does."""
+    exits, as kube-scheduler does, for its kubelet to restart it): what a Deployment does; and
+    :data:`SUPERVISED_PLANE` with its recorded command line."""
     while not stop.is_set():
         for name in stage.launches:
             if name in stage.held or stage.component(name).alive():
@@ -606,6 +627,15 @@ async def supervise(stage: Stage, stop: asyncio.Event) -> None:
             stage.restarts[name] = stage.restarts.get(name, 0) + 1
             with contextlib.suppress(ClusterError):
                 await stage.start(name)
+        for name in SUPERVISED_PLANE:
+            component = stage.cluster.components.get(name)
+            if component is None or name in stage.held or component.alive():
+                continue
+            reap(component.pid)
+            stage.restarts[name] = stage.restarts.get(name, 0) + 1
+            with contextlib.suppress(ClusterError):
+                await start_recorded(stage, name, functools.partial(
+                    https_ok, stage.cluster, "/healthz", component.endpoint))
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(stop.wait(), 2)
 
