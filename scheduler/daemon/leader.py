@@ -174,6 +174,7 @@ class LeaderElector:
         self.on_leading(False)
         self._observed = Observation()
         self._last_renew: float | None = None  # when we last wrote the Lease as its holder
+        self._loss_logged = False
 
     # ---- state -----------------------------------------------------------------------------
     def is_leader(self) -> bool:
@@ -193,7 +194,11 @@ class LeaderElector:
 
     def log_lost(self) -> None:
         """The warning naming the Lease and why, then client-go's ``leaderelection lost``:
-        every way out of leading says so before the caller stops."""
+        every way out of leading says so before the caller stops (once per leadership: the
+        renewal loop and the scheduling loop may both find it lost)."""
+        if self._loss_logged:
+            return
+        self._loss_logged = True
         log.warning("failed to renew lease", extra={"lease": self.lease, "identity":
                                                     self.identity, "reason": self.loss_reason()})
         log.error("leaderelection lost", extra={"lease": self.lease, "identity": self.identity})
@@ -244,6 +249,7 @@ class LeaderElector:
             await asyncio.sleep(self.retry_period * (1 + 0.2 * random.random()))
         log.info("successfully acquired lease", extra={"lease": self.lease,
                                                        "identity": self.identity})
+        self._loss_logged = False
         self.on_leading(True)
 
     async def hold(self) -> None:
