@@ -220,7 +220,15 @@ class SchedulerService:
             if scheduling in done and not scheduling.cancelled() and scheduling.exception():
                 log.error("scheduling loop crashed", exc_info=scheduling.exception())
                 return EXIT_CRASH
-            # The Lease was lost (the elector saw it, or the loop found it no longer leads).
+            # The Lease was lost: the elector saw it (and logged why), or the loop found it no
+            # longer leads first (a renewal late past the renew deadline, e.g. a slow API
+            # server) and the elector is cancelled below before it could say so.
+            if holding is not None and holding not in done and self.elector is not None:
+                self.elector.log_lost()
+            if housekeeping in done and not housekeeping.cancelled() and \
+                    housekeeping.exception():
+                log.error("housekeeping crashed", exc_info=housekeeping.exception())
+                return EXIT_CRASH
             self.binder.cancel()
             self.preemptor.cancel()
             return EXIT_LOST_LEASE
