@@ -226,6 +226,12 @@ class WhatIf:
         self._placed.clear()
 
 
+def _plugin_object_key(obj: Obj) -> str:
+    meta = obj.get("metadata") or {}
+    namespace = meta.get("namespace")
+    return f"{namespace}/{meta.get('name', '')}" if namespace else str(meta.get("name", ""))
+
+
 def _counts_on_node(pod: PodView) -> bool:
     return bool(pod.node_name) and pod.phase not in ("Succeeded", "Failed")
 
@@ -280,6 +286,9 @@ class Snapshot:
         self.persistent_volume_claims: dict[str, Obj] = {}
         self.storage_classes: dict[str, Obj] = {}
         self.csi_nodes: dict[str, Obj] = {}  # storage.k8s.io CSINodes, by (node) name
+        # the kinds plugins asked to have watched (framework.Watched), by kind, then by
+        # "namespace/name" (or name)
+        self.plugin_objects: dict[str, dict[str, Obj]] = {}
         self.csi_drivers: dict[str, Obj] = {}  # storage.k8s.io CSIDrivers, by (driver) name
         self.csi_storage_capacities: dict[str, Obj] = {}  # by namespace/name
         self._selectors: dict[tuple[str, str], LabelSelector] = {}
@@ -675,6 +684,8 @@ class Snapshot:
             getattr(self, attr)[key] = obj
             self._selectors.pop((kind, key), None)
             self.generation += 1
+        elif kind in self.plugin_objects:
+            self.plugin_objects[kind][_plugin_object_key(obj)] = obj
         else:
             raise ValueError(f"unsupported kind {kind!r}; the snapshot holds {sorted(KINDS)}")
 
@@ -690,8 +701,22 @@ class Snapshot:
             getattr(self, attr).pop(key, None)
             self._selectors.pop((kind, key), None)
             self.generation += 1
+        elif kind in self.plugin_objects:
+            self.plugin_objects[kind].pop(_plugin_object_key(obj), None)
         else:
             raise ValueError(f"unsupported kind {kind!r}; the snapshot holds {sorted(KINDS)}")
+
+    def watch_kind(self, kind: str) -> None:
+        """Hold objects of ``kind`` (one a plugin needs watched) from now on."""
+        self.plugin_objects.setdefault(kind, {})
+
+    def object(self, kind: str, namespace: str, name: str) -> Obj | None:
+        """A watched plugin object (``namespace`` "" for a cluster-scoped kind)."""
+        return self.plugin_objects.get(kind, {}).get(f"{namespace}/{name}" if namespace
+                                                     else name)
+
+    def objects_of(self, kind: str) -> Mapping[str, Obj]:
+        return self.plugin_objects.get(kind, {})
 
     # ---------------------------------------------------------------- assumed volumes
     def assume_volume(self, kind: str, obj: Obj) -> None:

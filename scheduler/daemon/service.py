@@ -25,11 +25,13 @@ from berthmaster.scheduler.config import SchedulerConfig
 from berthmaster.scheduler.daemon.binder import Binder
 from berthmaster.scheduler.daemon.cache import ClusterCache
 from berthmaster.scheduler.daemon.events import EventRecorder
+from berthmaster.scheduler.daemon.extensions import Extensions, SchedulerHandle
 from berthmaster.scheduler.daemon.leader import LeaderElector, default_identity
 from berthmaster.scheduler.daemon.loop import SchedulingLoop
 from berthmaster.scheduler.daemon.metrics import SchedulerMetrics
 from berthmaster.scheduler.daemon.preempt import Preemptor
 from berthmaster.scheduler.daemon.queue import SchedulingQueue
+from berthmaster.scheduler.daemon.waiting import WaitingPods
 from berthmaster.scheduler.engine import Engine
 from berthmaster.scheduler.plugins import out_of_tree
 from berthmaster.scheduler.snapshot import Snapshot
@@ -107,7 +109,9 @@ class SchedulerService:
         self.queue.on_incoming = self.metrics.incoming
         self.queue.on_unschedulable = self.metrics.unschedulable
         self.cache = ClusterCache(kube, self.snapshot, self.queue, self.names,
-                                  on_restart=self.metrics.informer_restart)
+                                  on_restart=self.metrics.informer_restart,
+                                  watches=[w for profile in self.config.profiles
+                                           for w in profile.watches])
         self.recorder = EventRecorder(event_kube, self.name, self.identity,
                                       profiles=self.names, may_act=self.may_act)
         self.elector: LeaderElector | None = None
@@ -134,9 +138,17 @@ class SchedulerService:
                                                           self.metrics.plugin_evaluated,
                                                           profile=profile_name)))
         self.engine = self.engines[self.name]
+        # one waiting-pods map and one handle for every profile (framework.Handle)
+        self.waiting = WaitingPods()
+        self.handle = SchedulerHandle(self.snapshot, self.waiting, self.queue.activate)
+        self.extensions = {
+            name: Extensions.build(engine.policy, self.handle, self.binder.volumes, self.may_act)
+            for name, engine in self.engines.items()}
+        # one queue: its order is the profiles' QueueSort plugin (the loader makes them agree)
+        self.queue.sort_key = self.extensions[self.name].sort_key()
         self.loop = SchedulingLoop(self.engine, self.snapshot, self.queue, self.binder,
                                    self.preemptor, self.recorder, self.metrics, self.may_act,
-                                   engines=self.engines)
+                                   engines=self.engines, extensions=self.extensions)
         self._http: Served | None = None
         self.leading = asyncio.Event()
 
