@@ -60,7 +60,7 @@ class SchedulerHandle:
     framework.Handle`. ``activate`` is set by the daemon to the queue's."""
 
     def __init__(self, snapshot: Snapshot, waiting: WaitingPods,
-                 activate: Callable[[Sequence[JSON]], None] = lambda pods: None,
+                 activate: Callable[[Sequence[JSON]], object] = lambda pods: None,
                  predicates: Mapping[str, Predicate] | None = None):
         self._snapshot = snapshot
         self.waiting = waiting

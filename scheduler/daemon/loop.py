@@ -9,8 +9,9 @@ help it (after the profile's other PostFilter plugins had their say). A pod with
 ``spec.resourceClaims`` is refused before the engine runs
 (:mod:`~berthmaster.scheduler.plugins.dynamic_resources`). A decision made, the pod is assumed
 and the profile's Reserve plugins (VolumeBinding's assumes the pod's volumes, :mod:`.volumes`)
-and Permit plugins run (:mod:`.extensions`) before the binder's task runs the binding cycle. Because the engine runs synchronously in the event loop, the watches cannot
-change the snapshot in the middle of a decision; the loop yields to them between cycles.
+and Permit plugins run (:mod:`.extensions`) before the binder's task runs the binding cycle.
+Because the engine runs synchronously in the event loop, the watches cannot change the
+snapshot in the middle of a decision; the loop yields to them between cycles.
 """
 
 from __future__ import annotations
@@ -26,10 +27,10 @@ from berthmaster.scheduler.daemon import events
 from berthmaster.scheduler.daemon.binder import Binder
 from berthmaster.scheduler.daemon.events import EventRecorder
 from berthmaster.scheduler.daemon.extensions import Extensions, Rejection
-from berthmaster.scheduler.daemon.waiting import WaitingPods
 from berthmaster.scheduler.daemon.metrics import SchedulerMetrics
 from berthmaster.scheduler.daemon.preempt import Preemptor
 from berthmaster.scheduler.daemon.queue import QueuedPod, SchedulingQueue
+from berthmaster.scheduler.daemon.waiting import WaitingPods
 from berthmaster.scheduler.engine import Decision, Engine, fit_error_message
 from berthmaster.scheduler.framework import CycleState, PluginError
 from berthmaster.scheduler.model import PodView

@@ -29,7 +29,7 @@ import contextlib
 import heapq
 import itertools
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -148,7 +148,7 @@ class SchedulingQueue:
         first_seen = time.time() - (self.clock() - info.first_seen)
         return self.sort_key(info.pod, info.priority, first_seen)
 
-    def activate(self, pods: list[JSON]) -> int:
+    def activate(self, pods: Sequence[JSON]) -> int:
         """Move these pods, when parked or backing off, to active at once (upstream's
         PodsToActivate / Activate); how many moved."""
         moved = 0

@@ -53,6 +53,7 @@ from berthmaster.scheduler.plugins.base import Predicate, PrefilterResult, Statu
 from berthmaster.scheduler.snapshot import NodeInfo, Snapshot
 
 JSON = dict[str, Any]
+Obj = Mapping[str, Any]
 
 NAME = "Coscheduling"
 POD_GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
@@ -86,11 +87,11 @@ def full_name(pod: PodView | JSON) -> str:
     return f"{_namespace(pod)}/{name}" if name else ""
 
 
-def min_member(group: JSON) -> int:
+def min_member(group: Obj) -> int:
     return int((group.get("spec") or {}).get("minMember") or 0)
 
 
-def schedule_timeout(group: JSON | None, permit_waiting: float) -> float:
+def schedule_timeout(group: Obj | None, permit_waiting: float) -> float:
     """util.GetWaitTimeDuration: the group's scheduleTimeoutSeconds, else the plugin's
     permitWaitingTimeSeconds, else 60 s."""
     seconds = ((group or {}).get("spec") or {}).get("scheduleTimeoutSeconds")
@@ -189,7 +190,7 @@ def parse_args(raw: Mapping[str, Any], errors: ArgErrors) -> dict[str, Any]:
     return args
 
 
-def _created(group: JSON) -> float | None:
+def _created(group: Obj) -> float | None:
     stamp = (group.get("metadata") or {}).get("creationTimestamp")
     if not stamp:
         return None
@@ -272,7 +273,7 @@ class CoschedulingLifecycle(Lifecycle):
             if isinstance(own, Coscheduling):
                 self.groups = own.groups
 
-    def _group(self, pod: JSON) -> JSON | None:
+    def _group(self, pod: JSON) -> Obj | None:
         name = group_label(pod)
         if not name or self.handle is None:
             return None
@@ -313,7 +314,8 @@ class CoschedulingLifecycle(Lifecycle):
         if not any(full_name(w.pod) == full for w in self.handle.iterate_over_waiting_pods()):
             # the first of the group to wait activates its siblings (ActivateSiblings)
             uid = (pod.get("metadata") or {}).get("uid")
-            self.handle.activate([p.raw for p in members(self.handle.snapshot, namespace, name)
+            snapshot = self.handle.snapshot
+            self.handle.activate([dict(p.raw) for p in members(snapshot, namespace, name)
                                   if not p.node_name and p.uid != uid])
         return Wait(schedule_timeout(group, float(self.args.get(
             "permitWaitingTimeSeconds", DEFAULT_PERMIT_WAITING_TIME_SECONDS))))
