@@ -287,6 +287,9 @@ class ClusterCache:
                           for resource in self.resources.values()]
         self._tasks: list[asyncio.Task[None]] = []
         self.sync_seconds = 0.0
+        # a deleted pod's uid: a pod waiting at Permit is rejected at once (eventhandlers.go,
+        # deletePodFromSchedulingQueue: RejectWaitingPod)
+        self.on_pod_deleted: Callable[[str], object] | None = None
 
     @property
     def synced(self) -> bool:
@@ -388,6 +391,8 @@ class ClusterCache:
                 self.snapshot.is_assumed(uid)
             self.snapshot.remove_pod(uid)
             self.queue.delete(key)
+            if self.on_pod_deleted is not None:
+                self.on_pod_deleted(uid)
             if was_assigned and not initial:
                 self.queue.move_for_event(ClusterEvent(hints.ASSIGNED_POD_DELETE))
             return

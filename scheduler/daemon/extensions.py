@@ -24,6 +24,7 @@ Bind and PostBind, so a pod waiting at Permit holds up nothing but itself.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -108,10 +109,13 @@ class Extensions:
     """One profile's post-decision plugins; see the module docstring."""
 
     def __init__(self, by_point: Mapping[str, Sequence[Lifecycle]], waiting: WaitingPods,
-                 predicates: Sequence[Predicate] = ()):
+                 predicates: Sequence[Predicate] = (),
+                 on_wait: Callable[[str, float], None] | None = None):
         self.by_point = {point: tuple(plugins) for point, plugins in by_point.items()}
         self.waiting = waiting
         self.predicates = {p.name: p for p in predicates}
+        # (result code, seconds) of each WaitOnPermit: scheduler_permit_wait_duration_seconds
+        self.on_wait = on_wait
 
     def hint_events(self, pod: JSON, plugin: str) -> frozenset[str] | None:
         """The queueing hints for a pod ``plugin`` rejected at Reserve or Permit: its filter
@@ -127,7 +131,8 @@ class Extensions:
 
     @classmethod
     def build(cls, policy: Policy, handle: SchedulerHandle, volumes: VolumeBinder,
-              may_act: Callable[[], bool]) -> Extensions:
+              may_act: Callable[[], bool],
+              on_wait: Callable[[str, float], None] | None = None) -> Extensions:
         """Instantiate the profile's Lifecycles (the in-tree VolumeBinding's and
         DefaultBinder's included) and order them per point."""
         profile_handle = handle.for_profile(policy.predicates)
@@ -144,7 +149,7 @@ class Extensions:
                 instance = Lifecycle(name=ext.name)  # DefaultBinder: the binder's POST
             for point in ext.points:
                 by_point.setdefault(point, []).append(instance)
-        return cls(by_point, handle.waiting, policy.predicates)
+        return cls(by_point, handle.waiting, policy.predicates, on_wait)
 
     def plugins(self, point: str) -> tuple[Lifecycle, ...]:
         return self.by_point.get(point, ())
@@ -213,10 +218,14 @@ class Extensions:
         waiting = self.waiting.get(uid)
         if waiting is None:
             return None
+        started = time.perf_counter()
         try:
             status = await waiting.wait()
         finally:
             self.waiting.remove(uid)
+        if self.on_wait is not None:
+            self.on_wait("Success" if status is None else "Unschedulable",
+                         time.perf_counter() - started)
         return None if status is None else Rejection(status, waiting.rejected_by)
 
     async def pre_bind(self, state: CycleState, pod: JSON, node: str) -> None:

@@ -142,8 +142,10 @@ class SchedulerService:
         self.waiting = WaitingPods()
         self.handle = SchedulerHandle(self.snapshot, self.waiting, self.queue.activate)
         self.extensions = {
-            name: Extensions.build(engine.policy, self.handle, self.binder.volumes, self.may_act)
+            name: Extensions.build(engine.policy, self.handle, self.binder.volumes, self.may_act,
+                                   self.metrics.permit_waited)
             for name, engine in self.engines.items()}
+        self.cache.on_pod_deleted = self.handle.reject_waiting_pod
         # one queue: its order is the profiles' QueueSort plugin (the loader makes them agree)
         self.queue.sort_key = self.extensions[self.name].sort_key()
         self.loop = SchedulingLoop(self.engine, self.snapshot, self.queue, self.binder,
