@@ -5,12 +5,17 @@ pkg/coscheduling/core/core.go (PreFilter's quorum, Permit's Wait until minMember
 Unreserve rejecting the waiting siblings); the waiting itself is kube-scheduler's
 (pkg/scheduler/framework/runtime/framework.go RunPermitPlugins / WaitOnPermit,
 runtime/waiting_pods_map.go: ``rejected due to timeout after waiting <d> at plugin <name>``).
-The PodGroup CRD is deploy/crds/scheduling.x-k8s.io_podgroups.yaml.
+The PodGroup CRD is deploy/crds/scheduling.x-k8s.io_podgroups.yaml; its status is the
+operator's podgroups capability's (scheduler-plugins pkg/controllers/podgroup_controller.go).
 """
 
 from __future__ import annotations
 
+import asyncio
+import os
+import sys
 import uuid
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -196,3 +201,47 @@ async def test_bad_groups_are_named_and_other_pods_go_on(
     await _podgroup(kube, namespace, "nowhere", 1)
     assert await wait_for(lambda: node_of(kube, namespace, "orphan"), timeout=30,
                           what="orphan bound")
+
+
+@pytest.fixture
+async def status_keeper(cluster: Any, crd: None, namespace: str, tmp_path: Path
+                        ) -> AsyncIterator[None]:
+    """The operator with the podgroups capability alone, watching the test's namespace."""
+    log = (tmp_path / "operator.log").open("w")
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "berthmaster.cli", "operator", "--only", "podgroups",
+        "--standalone", "--liveness", "", "--namespace", namespace,
+        "--kubeconfig", str(cluster.kubeconfig),
+        # KUBECONFIG too: kopf's login reads the default path, fixed at import.
+        env={**os.environ, "KUBECONFIG": str(cluster.kubeconfig)},
+        stdout=log, stderr=asyncio.subprocess.STDOUT)
+    try:
+        yield
+    finally:
+        if process.returncode is None:
+            process.terminate()
+            await asyncio.wait_for(process.wait(), timeout=30)
+        log.close()
+        print((tmp_path / "operator.log").read_text()[-4000:])  # shown when a test fails
+
+
+async def test_the_operator_keeps_a_gangs_status(
+        kube: KubeClient, namespace: str, nodes: Any, run_scheduler: Any,
+        status_keeper: None) -> None:
+    """Pending while the group lacks pods, then Running once kwok runs the bound gang, with
+    the counts."""
+    selector = {"berthmaster.test/gang": uuid.uuid4().hex[:8]}
+    for _ in range(2):
+        await nodes.create(labels=selector, capacity=SLOT)
+    sched = await _start(run_scheduler)
+    await _podgroup(kube, namespace, "duo", 2)
+    path = f"{_podgroups(namespace)}/duo"
+
+    async def phase(wanted: str) -> dict[str, Any] | None:
+        status = (await kube.get(path)).get("status") or {}
+        return status if status.get("phase") == wanted else None
+
+    await wait_for(lambda: phase("Pending"), timeout=60, what="PodGroup Pending")
+    await _gang(kube, namespace, sched.name, "duo", 2, selector)
+    status = await wait_for(lambda: phase("Running"), timeout=90, what="PodGroup Running")
+    assert (status["running"], status["scheduled"], status["failed"]) == (2, 2, 0)
