@@ -11,9 +11,6 @@ operator's podgroups capability's (scheduler-plugins pkg/controllers/podgroup_co
 
 from __future__ import annotations
 
-import asyncio
-import os
-import sys
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -24,6 +21,7 @@ import pytest
 from berthmaster.kube import KubeClient, KubeError, group_path, resource_path
 from berthmaster.scheduler.config import load_config
 from tests.integration.scheduler.schedkit import create_pod, events_for, make_pod, node_of
+from tests.support.operator_process import running_operator
 from tests.support.waiting import wait_for
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -207,22 +205,10 @@ async def test_bad_groups_are_named_and_other_pods_go_on(
 async def status_keeper(cluster: Any, crd: None, namespace: str, tmp_path: Path
                         ) -> AsyncIterator[None]:
     """The operator with the podgroups capability alone, watching the test's namespace."""
-    log = (tmp_path / "operator.log").open("w")
-    process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "berthmaster.cli", "operator", "--only", "podgroups",
-        "--standalone", "--liveness", "", "--namespace", namespace,
-        "--kubeconfig", str(cluster.kubeconfig),
-        # KUBECONFIG too: kopf's login reads the default path, fixed at import.
-        env={**os.environ, "KUBECONFIG": str(cluster.kubeconfig)},
-        stdout=log, stderr=asyncio.subprocess.STDOUT)
-    try:
+    async with running_operator(str(cluster.kubeconfig),
+                                ["--only", "podgroups", "--namespace", namespace],
+                                tmp_path / "operator.log"):
         yield
-    finally:
-        if process.returncode is None:
-            process.terminate()
-            await asyncio.wait_for(process.wait(), timeout=30)
-        log.close()
-        print((tmp_path / "operator.log").read_text()[-4000:])  # shown when a test fails
 
 
 async def test_the_operator_keeps_a_gangs_status(
