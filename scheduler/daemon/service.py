@@ -19,7 +19,7 @@ import logging
 from dataclasses import replace
 from typing import Any
 
-from berthmaster.access import Access, Needs, check
+from berthmaster.access import Access, Needs, Resource, check
 from berthmaster.kube import KubeClient, user_agent
 from berthmaster.scheduler.config import SchedulerConfig
 from berthmaster.scheduler.daemon.binder import Binder
@@ -60,6 +60,25 @@ def scheduler_needs(args: argparse.Namespace) -> list[Needs]:
             Access("get", "leases", "coordination.k8s.io", *lease),
             Access("update", "leases", "coordination.k8s.io", *lease))))
     return needs
+
+
+def plugin_needs(config: SchedulerConfig) -> list[Needs]:
+    """The kinds the profiles' plugins asked to have watched (framework.Watched): served, and
+    listed and watched by this account (a profile enabling Coscheduling needs the PodGroup
+    CRD)."""
+    needs = []
+    for profile in config.profiles:
+        for watched in profile.watches:
+            where = f"plugins of profile {profile.scheduler_name}"
+            needs.append(Needs(where, (Resource(watched.group, watched.version,
+                                                watched.plural),), (
+                Access("list", watched.plural, watched.group),
+                Access("watch", watched.plural, watched.group))))
+    return needs
+
+
+CRD_FIX = ("install the CRD (kubectl apply -f deploy/crds/, or the Helm chart) or disable the "
+           "plugin that needs it in the configuration")
 
 
 def options(**overrides: Any) -> argparse.Namespace:
@@ -162,7 +181,8 @@ class SchedulerService:
         kube = await KubeClient.connect(args.kubeconfig, qps=qps, burst=burst, pool_size=pool,
                                         agent=agent)
         try:
-            await check(kube, scheduler_needs(args), crd_fix="", rbac_fix=RBAC_FIX)
+            await check(kube, scheduler_needs(args) + plugin_needs(as_config(policy, args)),
+                        crd_fix=CRD_FIX, rbac_fix=RBAC_FIX)
         except BaseException:
             await kube.close()
             raise

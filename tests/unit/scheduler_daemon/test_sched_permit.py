@@ -98,3 +98,33 @@ async def test_permit_rejection_wins_else_the_pod_waits() -> None:
     held.allow("A")
     assert await waits.wait_on_permit(POD) is None
     assert waiting.get("uid-p") is None
+
+
+def test_a_profile_with_coscheduling_needs_the_podgroup_crd_and_its_verbs() -> None:
+    """Checked before the scheduler starts (berthmaster.access), as its own needs are."""
+    from berthmaster.access import Access, Resource
+    from berthmaster.scheduler.config import default_config, load_config
+    from berthmaster.scheduler.daemon.service import plugin_needs
+
+    assert plugin_needs(default_config()) == []
+    config = load_config("profiles: [{schedulerName: gangs, plugins: {multiPoint: {enabled: "
+                         "[{name: Coscheduling}]}, queueSort: {enabled: [{name: Coscheduling}],"
+                         " disabled: [{name: '*'}]}}}]")
+    (needs,) = plugin_needs(config)
+    assert needs.resources == (Resource("scheduling.x-k8s.io", "v1alpha1", "podgroups"),)
+    assert needs.access == (Access("list", "podgroups", "scheduling.x-k8s.io"),
+                            Access("watch", "podgroups", "scheduling.x-k8s.io"))
+
+
+def test_every_profile_names_the_same_queue_sort() -> None:
+    """validation.go, validateCommonQueueSort."""
+    import pytest
+
+    from berthmaster.errors import PolicyError
+    from berthmaster.scheduler.config import load_config
+
+    with pytest.raises(PolicyError) as error:
+        load_config("profiles: [{schedulerName: a}, {schedulerName: b, plugins: {queueSort: "
+                    "{enabled: [{name: Coscheduling}], disabled: [{name: '*'}]}}}]")
+    assert ('profiles[1].plugins.queueSort: Invalid value: "Coscheduling": must be the same '
+            "for all profiles") in str(error.value)
