@@ -699,7 +699,8 @@ def _build_profile(name: str, percentage: int | None, filters: Sequence[tuple[st
                    scores: Sequence[tuple[str, int]], post_filters: Sequence[tuple[str, int]],
                    args: _Args, source: str, known: _Known,
                    built: Mapping[str, tuple[Predicate | None, Priority | None]],
-                   extensions: tuple[Extension, ...] = ()) -> Policy:
+                   extensions: tuple[Extension, ...] = (),
+                   point_order: tuple[tuple[str, tuple[str, ...]], ...] = ()) -> Policy:
     predicates: list[Predicate] = []
     for plugin, _ in filters:
         if plugin in known.out_of_tree:
@@ -751,7 +752,7 @@ def _build_profile(name: str, percentage: int | None, filters: Sequence[tuple[st
                   min_candidate_nodes_percentage=args.min_candidate_nodes_percentage,
                   min_candidate_nodes_absolute=args.min_candidate_nodes_absolute,
                   bind_timeout_seconds=args.bind_timeout_seconds,
-                  extensions=extensions,
+                  extensions=extensions, point_order=point_order,
                   watches=tuple(w for ext in extensions if ext.lifecycle is not None
                                 for w in known[ext.name].watches))
 
@@ -766,7 +767,7 @@ _DAEMON_EXTENSIONS = ("VolumeBinding", "DefaultBinder")
 def _extensions(by_point: Mapping[str, Sequence[tuple[str, int]]], args: _Args,
                 known: _Known) -> tuple[Extension, ...]:
     """The profile's plugins at the points after filtering and scoring, each with the points
-    it is enabled at, in the order they first appear along the cycle."""
+    it is enabled at (each point's order is the profile's: ``Policy.point_order``)."""
     points: dict[str, set[str]] = {}
     for point in LIFECYCLE_POINTS:
         for name, _ in by_point.get(point, ()):
@@ -830,9 +831,13 @@ def _profile(raw: Any, path: str, default_name: str, problems: _Problems,
         except Exception as error:  # the plugin's constructor: report it as upstream does
             problems.invalid(f"{path}.plugins", plugin, f'initializing plugin "{plugin}": '
                              f"{type(error).__name__}: {error}")
+    extensions = _extensions(by_point, args, known)
+    named = {ext.name for ext in extensions}
+    point_order = tuple((point, tuple(n for n, _ in by_point[point] if n in named))
+                        for point in LIFECYCLE_POINTS)
     return _build_profile(name, percentage, by_point["filter"], by_point["score"],
-                          by_point["postFilter"], args, source, known, built,
-                          _extensions(by_point, args, known))
+                          by_point["postFilter"], args, source, known, built, extensions,
+                          point_order)
 
 
 _TOP_FIELDS = ("apiVersion", "kind", "parallelism", "leaderElection", "clientConnection",

@@ -101,6 +101,8 @@ class Policy:
     min_candidate_nodes_absolute: int = 100
     bind_timeout_seconds: int = 600
     extensions: tuple[Extension, ...] = DEFAULT_EXTENSIONS
+    # per point, the extensions' names in the profile's order there (default: as listed)
+    point_order: tuple[tuple[str, tuple[str, ...]], ...] = ()
     # the kinds the profile's plugins need watched (framework.Watched)
     watches: tuple[Any, ...] = ()
 

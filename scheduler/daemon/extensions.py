@@ -137,6 +137,7 @@ class Extensions:
         DefaultBinder's included) and order them per point."""
         profile_handle = handle.for_profile(policy.predicates)
         by_point: dict[str, list[Lifecycle]] = {}
+        instances: dict[str, Lifecycle] = {}
         for ext in policy.extensions:
             instance: Lifecycle
             if ext.lifecycle is not None:
@@ -147,8 +148,11 @@ class Extensions:
                                                   may_act=may_act)
             else:
                 instance = Lifecycle(name=ext.name)  # DefaultBinder: the binder's POST
+            instances[ext.name] = instance
             for point in ext.points:
                 by_point.setdefault(point, []).append(instance)
+        for point, names in policy.point_order:  # each point in the profile's own order
+            by_point[point] = [instances[n] for n in names if n in instances]
         return cls(by_point, handle.waiting, policy.predicates, on_wait)
 
     def plugins(self, point: str) -> tuple[Lifecycle, ...]:

@@ -128,3 +128,26 @@ def test_every_profile_names_the_same_queue_sort() -> None:
                     "{enabled: [{name: Coscheduling}], disabled: [{name: '*'}]}}}]")
     assert ('profiles[1].plugins.queueSort: Invalid value: "Coscheduling": must be the same '
             "for all profiles") in str(error.value)
+
+
+def test_each_point_runs_its_plugins_in_the_profiles_order() -> None:
+    """A plugin enabled through multiPoint is appended after the defaults at every point
+    (default_plugins.go mergePluginSet; runtime/framework.go expandMultiPointPlugins): at
+    Reserve, VolumeBinding's runs before Coscheduling's."""
+    from berthmaster.scheduler.config import load_config
+    from berthmaster.scheduler.daemon.extensions import SchedulerHandle
+    from berthmaster.scheduler.daemon.volumes import VolumeBinder
+    from berthmaster.scheduler.snapshot import Snapshot
+
+    config = load_config("profiles: [{schedulerName: gangs, plugins: {multiPoint: {enabled: "
+                         "[{name: Coscheduling}]}, queueSort: {enabled: [{name: Coscheduling}],"
+                         " disabled: [{name: '*'}]}}}]")
+    snapshot = Snapshot()
+    ext = Extensions.build(config.profiles[0], SchedulerHandle(snapshot, WaitingPods()),
+                           VolumeBinder(None, snapshot), lambda: True)  # type: ignore[arg-type]
+    names = {point: [p.name for p in ext.plugins(point)]
+             for point in ("queueSort", "postFilter", "reserve", "permit", "preBind", "bind")}
+    assert names == {"queueSort": ["Coscheduling"], "postFilter": ["Coscheduling"],
+                     "reserve": ["VolumeBinding", "Coscheduling"], "permit": ["Coscheduling"],
+                     "preBind": ["VolumeBinding"], "bind": ["DefaultBinder"]}
+    assert ext.sort_key() is not None
