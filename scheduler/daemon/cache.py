@@ -269,7 +269,7 @@ class ClusterCache:
                  scheduler_name: str | Collection[str],
                  resources: tuple[Resource, ...] = RESOURCES,
                  on_restart: Callable[[str], None] | None = None,
-                 watches: Collection[Watched] = ()):
+                 watches: Collection[Watched] = (), pending_pod_events: bool = False):
         self.kube = kube
         self.snapshot = snapshot
         self.queue = queue
@@ -287,6 +287,10 @@ class ClusterCache:
                           for resource in self.resources.values()]
         self._tasks: list[asyncio.Task[None]] = []
         self.sync_seconds = 0.0
+        # a pending pod's arrival is a cluster event ("Pod/Add") only when a profile waits at
+        # Permit (kube-scheduler emits EventUnscheduledPodAdd under its GangScheduling gate:
+        # eventhandlers.go, addPodToSchedulingQueue); otherwise it would only cost
+        self.pending_pod_events = pending_pod_events
         # a deleted pod's uid: a pod waiting at Permit is rejected at once (eventhandlers.go,
         # deletePodFromSchedulingQueue: RejectWaitingPod)
         self.on_pod_deleted: Callable[[str], object] | None = None
@@ -424,7 +428,7 @@ class ClusterCache:
             return
         new = key not in self.queue
         self.queue.add(pod, self.priority(pod))
-        if new and not initial:
+        if new and not initial and self.pending_pod_events:
             # a sibling of a gang may be what a parked pod waits for (Coscheduling's
             # "Pod/Add"; eventhandlers.go addPodToSchedulingQueue)
             self.queue.move_for_event(ClusterEvent(hints.UNSCHEDULED_POD_ADD))

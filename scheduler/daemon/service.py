@@ -165,6 +165,8 @@ class SchedulerService:
                                    self.metrics.permit_waited)
             for name, engine in self.engines.items()}
         self.cache.on_pod_deleted = self.handle.reject_waiting_pod
+        self.cache.pending_pod_events = any(ext.plugins("permit")
+                                            for ext in self.extensions.values())
         # one queue: its order is the profiles' QueueSort plugin (the loader makes them agree)
         self.queue.sort_key = self.extensions[self.name].sort_key()
         self.loop = SchedulingLoop(self.engine, self.snapshot, self.queue, self.binder,
