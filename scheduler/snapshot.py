@@ -226,6 +226,11 @@ class WhatIf:
         self._placed.clear()
 
 
+# scheduler-plugins' PodGroup label: the snapshot indexes pods by it (Coscheduling counts a
+# group's members every cycle)
+GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
+
+
 def _plugin_object_key(obj: Obj) -> str:
     meta = obj.get("metadata") or {}
     namespace = meta.get("namespace")
@@ -289,6 +294,8 @@ class Snapshot:
         # the kinds plugins asked to have watched (framework.Watched), by kind, then by
         # "namespace/name" (or name)
         self.plugin_objects: dict[str, dict[str, Obj]] = {}
+        # (namespace, GROUP_LABEL's value) -> uids of every pod held, pending ones included
+        self._groups: dict[tuple[str, str], set[str]] = {}
         self.csi_drivers: dict[str, Obj] = {}  # storage.k8s.io CSIDrivers, by (driver) name
         self.csi_storage_capacities: dict[str, Obj] = {}  # by namespace/name
         self._selectors: dict[tuple[str, str], LabelSelector] = {}
@@ -505,6 +512,9 @@ class Snapshot:
     def _add_view(self, view: PodView) -> None:
         uid = view.uid
         self._pods[uid] = view
+        group = view.labels.get(GROUP_LABEL)
+        if group is not None:
+            self._groups.setdefault((view.namespace, group), set()).add(uid)
         if not _counts_on_node(view):
             if view.nominated_node and not view.node_name \
                     and view.phase not in ("Succeeded", "Failed"):
@@ -530,6 +540,13 @@ class Snapshot:
         view = self._pods.pop(uid, None)
         if view is None:
             return
+        group = view.labels.get(GROUP_LABEL)
+        if group is not None:
+            members = self._groups.get((view.namespace, group))
+            if members is not None:
+                members.discard(uid)
+                if not members:
+                    del self._groups[(view.namespace, group)]
         if not _counts_on_node(view):
             nominated = self.nominated_pods.get(view.nominated_node)
             if nominated is not None:
@@ -705,6 +722,12 @@ class Snapshot:
             self.plugin_objects[kind].pop(_plugin_object_key(obj), None)
         else:
             raise ValueError(f"unsupported kind {kind!r}; the snapshot holds {sorted(KINDS)}")
+
+    def group_members(self, namespace: str, group: str) -> list[PodView]:
+        """The pods held (pending of this scheduler, bound, assumed) whose ``GROUP_LABEL``
+        names ``group`` in ``namespace``: a gang's members, without a walk over every pod."""
+        pods = self._pods
+        return [pods[uid] for uid in self._groups.get((namespace, group), ())]
 
     def watch_kind(self, kind: str) -> None:
         """Hold objects of ``kind`` (one a plugin needs watched) from now on."""

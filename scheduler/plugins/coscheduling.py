@@ -35,7 +35,7 @@ As kubernetes-sigs/scheduler-plugins (``pkg/coscheduling/coscheduling.go`` and
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, ClassVar
@@ -50,13 +50,13 @@ from berthmaster.scheduler.framework import (
 )
 from berthmaster.scheduler.model import PODS, PodView, quantity_value
 from berthmaster.scheduler.plugins.base import Predicate, PrefilterResult, Status, unresolvable
-from berthmaster.scheduler.snapshot import NodeInfo, Snapshot
+from berthmaster.scheduler.snapshot import GROUP_LABEL, NodeInfo, Snapshot
 
 JSON = dict[str, Any]
 Obj = Mapping[str, Any]
 
 NAME = "Coscheduling"
-POD_GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
+POD_GROUP_LABEL = GROUP_LABEL  # scheduler-plugins' v1alpha1.PodGroupLabel
 POD_GROUP = Watched("scheduling.x-k8s.io", "v1alpha1", "PodGroup", "podgroups")
 KIND = POD_GROUP.kind
 DEFAULT_PERMIT_WAITING_TIME_SECONDS = 60  # apis/config/v1/defaults.go
@@ -100,11 +100,9 @@ def schedule_timeout(group: Obj | None, permit_waiting: float) -> float:
     return permit_waiting or DEFAULT_WAIT_TIME_SECONDS
 
 
-def members(snapshot: Snapshot, namespace: str, name: str) -> Iterator[PodView]:
+def members(snapshot: Snapshot, namespace: str, name: str) -> list[PodView]:
     """The group's pods the cache holds (pending ones of this scheduler and placed ones)."""
-    for view in snapshot.pods.values():
-        if view.namespace == namespace and view.labels.get(POD_GROUP_LABEL) == name:
-            yield view
+    return snapshot.group_members(namespace, name)
 
 
 def placed_count(snapshot: Snapshot, namespace: str, name: str) -> int:

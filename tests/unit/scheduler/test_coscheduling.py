@@ -132,3 +132,28 @@ def test_the_queue_sort_keeps_a_group_together() -> None:
 ])
 def test_schedule_timeout(spec: dict[str, Any], args: float, wanted: float) -> None:
     assert cs.schedule_timeout(group("g", 1, **spec), args) == wanted
+
+
+def test_the_group_index_agrees_with_a_walk_over_every_pod() -> None:
+    """Snapshot.group_members against the plain filter, through add, assume, forget and
+    removal."""
+    p, q, r = member("p", "g"), member("q", "g"), member("r", "h")
+    snap = snapshot([make_node("a")], [p, q, r, make_pod("s", NS)], [])
+
+    def walked(name: str) -> set[str]:
+        return {v.name for v in snap.pods.values()
+                if v.namespace == NS and v.labels.get(cs.POD_GROUP_LABEL) == name}
+
+    def indexed(name: str) -> set[str]:
+        return {v.name for v in snap.group_members(NS, name)}
+
+    assert indexed("g") == walked("g") == {"p", "q"}
+    snap.assume(p, "a")
+    assert cs.placed_count(snap, NS, "g") == 1
+    assert indexed("g") == walked("g")
+    snap.forget(p)
+    assert cs.placed_count(snap, NS, "g") == 0
+    snap.remove_pod(q["metadata"]["uid"])
+    assert indexed("g") == walked("g") == {"p"}
+    assert indexed("h") == walked("h") == {"r"}
+    assert indexed("none") == set()
