@@ -91,8 +91,9 @@ WORKLOADS = ("basic", "affinity-taints", "anti-affinity", "preferred-affinity", 
 # the gang workloads' group sizes; each PodGroup's minMember is the whole group
 GANG_SIZES = {"gang-8": 8, "gang-64": 64}
 POD_GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
-PODGROUP_CRD = (Path(__file__).resolve().parents[1]
-                / "deploy/crds/scheduling.x-k8s.io_podgroups.yaml")
+ROOT = Path(__file__).resolve().parents[1]
+PODGROUP_CRD = ROOT / "deploy/crds/scheduling.x-k8s.io_podgroups.yaml"
+GANG_EXAMPLE = ROOT / "examples/coscheduling/scheduler-config.yaml"
 SCHEDULERS = ("stub", "berthmaster", "kube-scheduler", "kube-scheduler-lifted")
 LIFTED_QPS, LIFTED_BURST = 5000, 10000
 SCHEDULER_NAMES = {"stub": "bench-stub", "berthmaster": "berthmaster-bench"}
@@ -263,22 +264,14 @@ async def wait_nodes_ready(kube: KubeClient, names: set[str]) -> None:
 
 # ---- scheduler processes ---------------------------------------------------------------------
 def gang_config(workdir: Path, name: str) -> Path:
-    """berthmaster's configuration for the gang workloads: the default profile plus
-    Coscheduling (its documented profile), client QPS lifted as the flags lift it."""
+    """berthmaster's configuration for the gang workloads: examples/coscheduling/
+    scheduler-config.yaml (the default profile plus Coscheduling) with this run's
+    schedulerName, no leader election and the client QPS lifted as the flags lift it."""
     path = workdir / "coscheduling.yaml"
-    path.write_text(f"""apiVersion: kubescheduler.config.k8s.io/v1
-kind: KubeSchedulerConfiguration
-leaderElection: {{leaderElect: false}}
-clientConnection: {{qps: {LIFTED_QPS}, burst: {LIFTED_BURST}}}
-profiles:
-- schedulerName: {name}
-  plugins:
-    multiPoint:
-      enabled: [{{name: Coscheduling}}]
-    queueSort:
-      enabled: [{{name: Coscheduling}}]
-      disabled: [{{name: "*"}}]
-""")
+    text = GANG_EXAMPLE.read_text().replace("schedulerName: berthmaster",
+                                            f"schedulerName: {name}")
+    path.write_text(f"leaderElection: {{leaderElect: false}}\n"
+                    f"clientConnection: {{qps: {LIFTED_QPS}, burst: {LIFTED_BURST}}}\n{text}")
     return path
 
 

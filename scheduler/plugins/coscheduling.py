@@ -37,7 +37,6 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Any, ClassVar
 
 from berthmaster.scheduler.framework import (
@@ -51,6 +50,7 @@ from berthmaster.scheduler.framework import (
 from berthmaster.scheduler.model import PODS, PodView, quantity_value
 from berthmaster.scheduler.plugins.base import Predicate, PrefilterResult, Status, unresolvable
 from berthmaster.scheduler.snapshot import GROUP_LABEL, NodeInfo, Snapshot
+from berthmaster.times import parse_rfc3339
 
 JSON = dict[str, Any]
 Obj = Mapping[str, Any]
@@ -189,13 +189,11 @@ def parse_args(raw: Mapping[str, Any], errors: ArgErrors) -> dict[str, Any]:
 
 
 def _created(group: Obj) -> float | None:
-    stamp = (group.get("metadata") or {}).get("creationTimestamp")
-    if not stamp:
-        return None
     try:
-        return datetime.fromisoformat(str(stamp).replace("Z", "+00:00")).timestamp()
+        stamp = parse_rfc3339((group.get("metadata") or {}).get("creationTimestamp"))
     except ValueError:
         return None
+    return None if stamp is None else stamp.timestamp()
 
 
 @dataclass

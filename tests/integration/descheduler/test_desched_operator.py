@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from berthmaster.kube import CORE, KubeClient, KubeError, group_path, resource_path
+from tests.support.crds import install_crd
 from tests.support.operator_process import running_operator
 from tests.support.waiting import wait_for
 
@@ -29,11 +30,7 @@ GOOD_POLICY = {"apiVersion": "descheduler/v1alpha1", "kind": "DeschedulerPolicy"
 
 @pytest.fixture
 def crd(cluster: Any) -> None:
-    applied = cluster.kubectl("apply", "-f", str(CRD))
-    assert applied.returncode == 0, applied.stderr
-    established = cluster.kubectl("wait", "--for=condition=Established", "--timeout=60s",
-                                  "crd/deschedulers.berthmaster.io")
-    assert established.returncode == 0, established.stderr
+    install_crd(cluster, CRD)
 
 
 @pytest.fixture

@@ -21,22 +21,20 @@ import pytest
 from berthmaster.kube import KubeClient, KubeError, group_path, resource_path
 from berthmaster.scheduler.config import load_config
 from tests.integration.scheduler.schedkit import create_pod, events_for, make_pod, node_of
+from tests.support.crds import install_crd
 from tests.support.operator_process import running_operator
 from tests.support.waiting import wait_for
 
 ROOT = Path(__file__).resolve().parents[3]
 CRD = ROOT / "deploy/crds/scheduling.x-k8s.io_podgroups.yaml"
+EXAMPLE = ROOT / "examples/coscheduling/scheduler-config.yaml"
 GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
 SLOT = {"cpu": "1", "memory": "8Gi", "pods": "110"}  # one 600m gang pod per node
 
 
 @pytest.fixture
 def crd(cluster: Any) -> None:
-    applied = cluster.kubectl("apply", "-f", str(CRD))
-    assert applied.returncode == 0, applied.stderr
-    established = cluster.kubectl("wait", "--for=condition=Established", "--timeout=60s",
-                                  "crd/podgroups.scheduling.x-k8s.io")
-    assert established.returncode == 0, established.stderr
+    install_crd(cluster, CRD)
 
 
 def _podgroups(namespace: str) -> str:
@@ -52,23 +50,10 @@ async def _podgroup(kube: KubeClient, namespace: str, name: str, min_member: int
 
 
 def _config(name: str) -> str:
-    # scheduler-plugins' documented profile: Coscheduling everywhere it plugs in, and the one
-    # queue sort
-    return f"""
-apiVersion: kubescheduler.config.k8s.io/v1
-kind: KubeSchedulerConfiguration
-profiles:
-- schedulerName: {name}
-  plugins:
-    multiPoint:
-      enabled: [{{name: Coscheduling}}]
-    queueSort:
-      enabled: [{{name: Coscheduling}}]
-      disabled: [{{name: "*"}}]
-  pluginConfig:
-  - name: Coscheduling
-    args: {{permitWaitingTimeSeconds: 3}}
-"""
+    """examples/coscheduling/scheduler-config.yaml (scheduler-plugins' documented profile),
+    with the test's schedulerName and a 3 s Permit wait."""
+    return (EXAMPLE.read_text().replace("schedulerName: berthmaster", f"schedulerName: {name}")
+            .replace("permitWaitingTimeSeconds: 60", "permitWaitingTimeSeconds: 3"))
 
 
 async def _start(run_scheduler: Any) -> Any:

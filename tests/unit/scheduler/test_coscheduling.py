@@ -157,3 +157,24 @@ def test_the_group_index_agrees_with_a_walk_over_every_pod() -> None:
     assert indexed("g") == walked("g") == {"p"}
     assert indexed("h") == walked("h") == {"r"}
     assert indexed("none") == set()
+
+
+def test_the_example_gang_and_configuration_agree() -> None:
+    """examples/coscheduling: the configuration loads with Coscheduling as the queue sort, and
+    the gang's PodGroup has as many pods as its minMember, labelled with its name."""
+    from pathlib import Path
+
+    import yaml
+
+    from berthmaster.scheduler.config import load_config
+
+    example = Path(__file__).resolve().parents[3] / "examples" / "coscheduling"
+    config = load_config((example / "scheduler-config.yaml").read_text(), "example")
+    assert dict(config.profiles[0].point_order)["queueSort"] == ("Coscheduling",)
+    docs = [d for d in yaml.safe_load_all((example / "gang.yaml").read_text()) if d]
+    (group,) = [d for d in docs if d["kind"] == "PodGroup"]
+    pods = [d for d in docs if d["kind"] == "Pod"]
+    assert len(pods) == group["spec"]["minMember"]
+    assert {p["metadata"]["labels"][cs.POD_GROUP_LABEL] for p in pods} == {
+        group["metadata"]["name"]}
+    assert {p["spec"]["schedulerName"] for p in pods} == {config.profiles[0].scheduler_name}
