@@ -27,6 +27,7 @@ CAPABILITIES = {
     "machinehealthchecks": "berthmaster.operator.machines.healthcheck_handlers",
     "deschedulers": "berthmaster.operator.deschedulers.handlers",
     "autoscaler": "berthmaster.operator.autoscaler.handlers",
+    "podgroups": "berthmaster.operator.podgroups.handlers",
 }
 
 
