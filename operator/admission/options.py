@@ -28,10 +28,13 @@ from berthmaster.scheduler.label_string import label_value_problem
 
 DEFAULT_NAME = "berthmaster-placement"
 FAILURE_POLICIES = ("Fail", "Ignore")
-# kube-apiserver accepts request bodies up to 3 MiB (MaxRequestBodyBytes in
-# k8s.io/apiserver/pkg/server/config.go: twice etcd's recommended 1.5 MiB, for JSON); an
-# UPDATE's review carries the object and the stored old one, each within etcd's 1.5 MiB.
-DEFAULT_MAX_REQUEST_BYTES = 3 * 1024 * 1024
+# An AdmissionReview carries the object, plus on UPDATE the stored old object, plus the
+# request's own fields. kube-apiserver accepts objects of up to 3 MiB (MaxRequestBodyBytes in
+# k8s.io/apiserver/pkg/server/config.go), so a review of a pod it accepts can be well over 3 MiB;
+# refusing it would refuse the pod under failurePolicy Fail. controller-runtime's webhooks take
+# two 3 MiB objects and 1 MiB for the rest, 7 MiB (sigs.k8s.io/controller-runtime
+# pkg/webhook/admission/http.go, maxRequestSize); so do we.
+DEFAULT_MAX_REQUEST_BYTES = 7 * 1024 * 1024
 DEFAULT_MAX_TOLERATIONS = 1000
 DEFAULT_MAX_IN_FLIGHT = 32
 _UNITS = {"": 1, "Ki": 1024, "Mi": 1024 ** 2, "Gi": 1024 ** 3, "k": 1000, "M": 1000 ** 2}
@@ -146,7 +149,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--max-request-bytes", type=byte_size, default=DEFAULT_MAX_REQUEST_BYTES,
                        metavar="SIZE",
                        help="refuse a request body larger than this without reading it "
-                            "(default 3Mi: kube-apiserver's own request limit)")
+                            "(default 7Mi: two of kube-apiserver's 3 MiB objects, for an UPDATE's "
+                            "object and old object, and 1 MiB for the rest of the review)")
     group.add_argument("--max-tolerations", type=int, default=DEFAULT_MAX_TOLERATIONS,
                        help="refuse a pod with more tolerations than this (default "
                             f"{DEFAULT_MAX_TOLERATIONS})")

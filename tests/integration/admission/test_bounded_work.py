@@ -5,9 +5,12 @@
   is merged (the linear MergeTolerations of pkg/util/tolerations/tolerations.go's semantics).
   Before, the quadratic merge ran on the event loop for minutes and every other admission
   timed out behind it.
-- A 4 MiB POST is answered without the webhook reading it: an AdmissionReview is denied
-  in-band with 413 for its uid, anything else gets HTTP 413; a chunked body is cut at the limit.
-  Before, the whole body was read (up to 8 MiB) before anything was decided.
+- An 8 MiB POST (over the 7 MiB default) is answered without the webhook reading it: an
+  AdmissionReview is denied in-band with 413 for its uid, anything else gets HTTP 413; a chunked
+  body is cut at the limit. Before, the whole body was read before anything was decided.
+- A pod as large as the API server accepts (a 3 MiB body) is admitted, and an update of it
+  (a review of two such objects) too: under failurePolicy Fail a lower limit refused it.
+  A pod whose review the API server makes larger than the limit is refused with the reason.
 - With every slot taken (``--max-in-flight 2``, two requests whose bodies never finish), one
   more request is answered 429 at once, and the API server applies the failurePolicy (Fail:
   the pod is refused naming the webhook) instead of waiting for its timeout; once the slots
@@ -25,7 +28,10 @@ from typing import Any
 import aiohttp
 import orjson
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
+from berthmaster.chaos.bigpod import as_large_as, body_size
+from berthmaster.devcluster.cluster import APISERVER_MAX_REQUEST_BODY_BYTES
 from berthmaster.kube import CORE, KubeClient, KubeError, resource_path
 from tests.integration.admission.conftest import (
     AdmissionProcess,
@@ -131,13 +137,13 @@ REVIEW_START = (b'{"kind":"AdmissionReview","apiVersion":"admission.k8s.io/v1",'
                 b'"kind":"Pod"},"object":{"metadata":{"annotations":{"pad":"')
 
 
-async def test_a_4_mib_post_is_refused_unread(admission: AdmissionProcess,
-                                              kube: KubeClient) -> None:
+async def test_an_8_mib_post_is_refused_unread(admission: AdmissionProcess,
+                                                kube: KubeClient) -> None:
     ca = await ca_of(kube, admission)
     review = await Connection.open(admission.port, ca)
     try:
-        # 64 KiB of a 4 MiB AdmissionReview: the answer comes without the rest.
-        await review.send(post_head("/mutate", 4 * MiB) + REVIEW_START + b"x" * 64 * 1024)
+        # 64 KiB of an 8 MiB AdmissionReview: the answer comes without the rest.
+        await review.send(post_head("/mutate", 8 * MiB) + REVIEW_START + b"x" * 64 * 1024)
         status, body = await review.answer()
     finally:
         await review.close()
@@ -145,13 +151,13 @@ async def test_a_4_mib_post_is_refused_unread(admission: AdmissionProcess,
     response = orjson.loads(body)["response"]
     assert (response["uid"], response["allowed"], response["status"]["code"]) == (
         "0d6a3c2e-big", False, 413)
-    assert ("the admission review is 4194304 bytes, over the 3145728-byte limit of "
+    assert ("the admission review is 8388608 bytes, over the 7340032-byte limit of "
             "berthmaster placement admission (berthmaster admission --max-request-bytes") in (
         response["status"]["message"])
 
     other = await Connection.open(admission.port, ca)
     try:
-        await other.send(post_head("/validate", 4 * MiB) + b"y" * 64 * 1024)
+        await other.send(post_head("/validate", 8 * MiB) + b"y" * 64 * 1024)
         status, body = await other.answer()
     finally:
         await other.close()
@@ -161,41 +167,79 @@ async def test_a_4_mib_post_is_refused_unread(admission: AdmissionProcess,
     chunked = await Connection.open(admission.port, ca)
     try:
         await chunked.send(post_head("/mutate", None))
-        # 3 MiB and 64 KiB, no final chunk: the reading stops past 3 MiB.
-        for chunk in (b"z" * MiB, b"z" * MiB, b"z" * MiB, b"z" * 64 * 1024):
+        # 7 MiB and 64 KiB, no final chunk: the reading stops past 7 MiB.
+        for chunk in [b"z" * MiB] * 7 + [b"z" * 64 * 1024]:
             await chunked.send(f"{len(chunk):x}\r\n".encode() + chunk + b"\r\n")
         status, body = await chunked.answer()
     finally:
         await chunked.close()
-    assert status == 413 and b"over the 3145728-byte limit" in body
+    assert status == 413 and b"over the 7340032-byte limit" in body
+
+
+async def requests_total(outcome: str) -> float:
+    """berthmaster_admission_requests_total for ``outcome``, over every path."""
+    families = text_string_to_metric_families(await metrics_text())
+    return sum(sample.value for family in families for sample in family.samples
+               if sample.name == "berthmaster_admission_requests_total"
+               and sample.labels["outcome"] == outcome)
+
+
+async def test_a_pod_as_large_as_the_api_server_takes_is_admitted_and_updated(
+        admission: AdmissionProcess, kube: KubeClient, project: Any) -> None:
+    """A pod whose request body is exactly kube-apiserver's limit (MaxRequestBodyBytes, 3 MiB:
+    k8s.io/apiserver pkg/server/config.go; berthmaster/chaos/bigpod.py makes it storable) is
+    created in a namespace the webhook covers with failurePolicy Fail, then updated. Its
+    create review is the object again and the request's fields, more than 3 MiB; its update
+    review carries the object and the old object, more than 6 MiB. Both are within the default
+    7 MiB, two such objects and 1 MiB as sigs.k8s.io/controller-runtime
+    pkg/webhook/admission/http.go (maxRequestSize) allows; a 3 MiB default refused both."""
+    namespace = await project(ANNOTATION)
+    pod = as_large_as(pod_body("big"))
+    assert body_size(pod) == APISERVER_MAX_REQUEST_BODY_BYTES
+    allowed, too_large = await requests_total("allowed"), await requests_total("too_large")
+
+    created = await create_pod(kube, namespace, pod, dry_run=False)
+    assert created["spec"]["nodeSelector"] == {"env": "test"}  # merged by the webhook
+
+    path = resource_path(CORE, "pods", namespace, "big")
+    updated = await kube.patch(path, {"metadata": {"labels": {"tier": "large"}}})
+    assert updated["metadata"]["labels"] == {"tier": "large"}
+    assert updated["spec"]["containers"][0]["env"] == pod["spec"]["containers"][0]["env"]
+    # Each of the two requests went through both webhooks, and none was too large.
+    assert await requests_total("allowed") - allowed == 4
+    assert await requests_total("too_large") == too_large
 
 
 async def test_a_review_over_the_limit_is_refused_with_the_reason(
         admission: AdmissionProcess, kube: KubeClient, project: Any) -> None:
-    """A pod body just under kube-apiserver's own 3 MiB limit makes a review just over ours
-    (the review adds the defaulted fields and the envelope): the user reads why."""
+    """The review holds the object as kube-apiserver writes it: k8s.io/apimachinery
+    pkg/runtime/extension.go marshals it with encoding/json, which escapes <, > and & as
+    \\u003c (six bytes; Go's encoding/json encode.go). So a pod of 1.25 MiB of "<" (a request
+    well under the API server's 3 MiB limit) makes a review over 7.5 MiB: the user reads why."""
     namespace = await project(ANNOTATION)
-    pod = pod_body("huge")
-    pod["metadata"]["annotations"] = {"pad": ""}
-    pod["metadata"]["annotations"]["pad"] = "x" * (3 * MiB - 64 - len(orjson.dumps(pod)))
-    assert len(orjson.dumps(pod)) == 3 * MiB - 64
+    pod = pod_body("angled")
+    pod["spec"]["containers"][0]["env"] = [{"name": "MARKUP", "value": "<" * (5 * MiB // 4)}]
+    assert body_size(pod) < 2 * MiB
     with pytest.raises(KubeError) as caught:
         await create_pod(kube, namespace, pod)
     assert caught.value.status == 413, caught.value.message
     assert ('admission webhook "pod-placement.berthmaster.io" denied the request: the admission '
             "review is ") in caught.value.message
-    assert "over the 3145728-byte limit of berthmaster placement admission" in (
+    assert "over the 7340032-byte limit of berthmaster placement admission" in (
         caught.value.message)
     # The webhook answered and keeps answering.
     assert (await create_pod(kube, namespace, pod_body("small")))["spec"]["nodeSelector"] == {
         "env": "test"}
 
 
-async def in_flight() -> float:
+async def metrics_text() -> str:
     async with aiohttp.ClientSession() as session, session.get(
             f"http://127.0.0.1:{METRICS_PORT}/metrics") as response:
-        text = await response.text()
-    return next(float(line.split()[1]) for line in text.splitlines()
+        return await response.text()
+
+
+async def in_flight() -> float:
+    return next(float(line.split()[1]) for line in (await metrics_text()).splitlines()
                 if line.startswith("berthmaster_admission_in_flight "))
 
 

@@ -79,7 +79,7 @@ def test_its_own_deployment_two_replicas_spread_and_restricted() -> None:
         "/etc/berthmaster/admission-tls/tls.crt", "/etc/berthmaster/admission-tls/tls.key")
     assert (args.failure_policy, args.timeout_seconds, args.max_request_bytes,
             args.max_tolerations, args.max_in_flight, args.client_ca_file) == (
-        "Fail", 5, 3 * 1024 * 1024, 1000, 32, "")
+        "Fail", 5, 7 * 1024 * 1024, 1000, 32, "")
     assert args.shutdown_delay_seconds == 5  # serves on while endpoints drop the replica
     assert (args.secure_port, args.metrics_bind_address) == (8082, "")
     plain = admission_args(render([*ON, "metrics.serving=plain"]))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from berthmaster.cli import build_parser
+from berthmaster.devcluster.cluster import APISERVER_MAX_REQUEST_BODY_BYTES
 from berthmaster.errors import ConfigurationError
 from berthmaster.operator.admission.options import AdmissionSettings, Limits, settings_from_args
 
@@ -39,7 +40,14 @@ def test_limits() -> None:
                    "--max-in-flight", "4")
     assert got.limits == Limits(max_request_bytes=512 * 1024, max_tolerations=50,
                                 max_in_flight=4)
-    assert Limits().max_request_bytes == 3 * 1024 * 1024
+
+
+def test_the_default_request_limit_holds_an_update_of_the_largest_objects() -> None:
+    """Two objects at kube-apiserver's request limit (MaxRequestBodyBytes, 3 MiB, in
+    k8s.io/apiserver pkg/server/config.go) and 1 MiB for the rest of the review: 7 MiB, as
+    sigs.k8s.io/controller-runtime pkg/webhook/admission/http.go (maxRequestSize)."""
+    assert Limits().max_request_bytes == 7 * 1024 * 1024
+    assert settings().limits.max_request_bytes == 2 * APISERVER_MAX_REQUEST_BODY_BYTES + 1024 ** 2
 
 
 @pytest.mark.parametrize("flags,message", [
