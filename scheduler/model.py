@@ -405,7 +405,7 @@ class PodView:
         "namespace", "node_name", "node_selector", "nominated_node", "nonzero_cpu",
         "nonzero_memory", "owner_kinds", "phase", "preemption_policy", "preferred_node_affinity",
         "priority", "priority_class_name", "raw", "requests", "required_node_affinity",
-        "scheduler_name", "scored_cpu", "scored_memory", "spread_constraints", "start_time",
+        "scheduler_name", "scored", "spread_constraints", "start_time",
         "tolerations", "uid", "volumes",
     )
 
@@ -422,12 +422,12 @@ class PodView:
     priority_class_name: str
     preemption_policy: str
     # pod_resources.pod_requests: what the pod counts for on a node (its resize included), the
-    # node's non-zero totals, and the non-zero requests it is scored with when being placed
+    # node's non-zero totals, and what NodeResourcesFit's score adds for it when it is placed
+    # (None: cpu and memory are nonzero_*, the rest requests)
     requests: dict[str, int]
     nonzero_cpu: int
     nonzero_memory: int
-    scored_cpu: int
-    scored_memory: int
+    scored: dict[str, int] | None
     host_ports: tuple[tuple[str, str, int], ...]
     tolerations: tuple[Toleration, ...]
     node_selector: dict[str, str]
@@ -482,7 +482,7 @@ class PodView:
         counted = pod_requests(pod, where)
         v.requests = counted.requests
         v.nonzero_cpu, v.nonzero_memory = counted.nonzero_cpu, counted.nonzero_memory
-        v.scored_cpu, v.scored_memory = counted.scored_cpu, counted.scored_memory
+        v.scored = counted.scored
         ports = []
         for c in spec.get("containers") or ():
             for p in c.get("ports") or ():

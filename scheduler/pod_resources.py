@@ -27,15 +27,19 @@ The rule, in order:
 
 The *non-zero* requests used by NodeResourcesFit's scores give a container that does not name
 a cpu or memory request 100m / 200Mi (a request written as 0 stays 0: upstream's
-``NonMissingContainerRequests`` fills only missing names). They come in two flavours that
-differ only for pods with pod-level requests:
+``NonMissingContainerRequests`` fills only missing names). Two figures come from them:
 
-- ``nonzero_*`` (``CalculateResource``'s Non0CPU/Non0Mem, summed into the node's
-  ``NonZeroRequested``): for a pod with pod-level requests, the defaults apply only to a
-  resource the pod's total requests do not name at all;
-- ``scored_*`` (``calculatePodResourceRequest`` with ``useRequested`` false, the pod being
-  scored): the defaults apply to every container missing the name, then pod-level values
-  override.
+- ``nonzero_cpu`` / ``nonzero_memory`` (``CalculateResource``'s Non0CPU/Non0Mem, summed into
+  the node's ``NonZeroRequested``): for a pod with pod-level requests, the defaults apply only
+  to a resource the pod's total requests do not name at all;
+- ``scored``, what NodeResourcesFit's score adds for the pod being placed
+  (``calculatePodResourceRequest`` with ``useRequested`` false). Its scorers are built without
+  the feature gates (fit.go, nodeResourceStrategyTypeMap: ``enablePodLevelResources`` and
+  ``enableInPlacePodVerticalScaling`` stay false, unlike BalancedAllocation's), so it is the
+  containers' sum with the defaults and the overhead, pod-level requests and container
+  statuses left out. None when that is what the pod counts for (no pod-level requests, no
+  container status with resources): cpu and memory are then ``nonzero_*``, the rest
+  ``requests``.
 
 Objects read from files may not have been through the API server's defaulting
 (pkg/apis/core/v1/defaults.go, ``SetDefaults_Pod``), so a container's missing request
@@ -81,8 +85,7 @@ class PodRequests:
     requests: Amounts
     nonzero_cpu: int
     nonzero_memory: int
-    scored_cpu: int
-    scored_memory: int
+    scored: Amounts | None = None
 
 
 def supported_at_pod_level(name: str) -> bool:
@@ -218,9 +221,9 @@ def pod_level_requests(pod: Obj, where: str = "spec") -> Amounts:
 
 
 def _total(pod: Obj, pod_level: Mapping[str, int], overhead: Mapping[str, int],
-           defaults: Mapping[str, int], where: str) -> Amounts:
+           defaults: Mapping[str, int], where: str, use_status: bool = True) -> Amounts:
     """resource/helpers.go, PodRequests: containers, then pod-level values, then overhead."""
-    total = aggregate_container_requests(pod, defaults, where=where)
+    total = aggregate_container_requests(pod, defaults, use_status, where)
     total.update(pod_level)
     _add(total, overhead)
     return total
@@ -246,7 +249,7 @@ def _plain(containers: Iterable[Obj]) -> PodRequests | None:
             memory += requests.get(MEMORY, DEFAULT_MEMORY_REQUEST)
     except QuantityError:
         return None
-    return PodRequests(total, cpu, memory, cpu, memory)
+    return PodRequests(total, cpu, memory)
 
 
 def _plain_shape(pod: Obj, spec: Obj) -> bool:
@@ -276,10 +279,10 @@ def general_pod_requests(pod: Obj, where: str = "spec") -> PodRequests:
     missing = NON_ZERO_DEFAULTS if not pod_level else {
         k: v for k, v in NON_ZERO_DEFAULTS.items() if k not in requests}
     nonzero = _total(pod, pod_level, overhead, missing, where) if missing else requests
-    scored = nonzero if missing is NON_ZERO_DEFAULTS else _total(
-        pod, pod_level, overhead, NON_ZERO_DEFAULTS, where)
-    return PodRequests(requests, nonzero.get(CPU, 0), nonzero.get(MEMORY, 0),
-                       scored.get(CPU, 0), scored.get(MEMORY, 0))
+    scored = None
+    if pod_level or _statuses(pod):
+        scored = _total(pod, {}, overhead, NON_ZERO_DEFAULTS, where, use_status=False)
+    return PodRequests(requests, nonzero.get(CPU, 0), nonzero.get(MEMORY, 0), scored)
 
 
 def status_resources(pod: Obj) -> tuple[Any, ...]:

@@ -9,8 +9,10 @@
 - pkg/scheduler/framework/types.go: CalculateResource and getNonMissingContainerRequests (the
   node's non-zero totals, ``nonzero_*``);
 - pkg/scheduler/framework/plugins/noderesources/resource_allocation.go:
-  calculatePodResourceRequest (the pod being scored, ``scored_*``), and fit.go (Filter's
-  ``Insufficient cpu``; isSchedulableAfterPodScaleDown);
+  calculatePodResourceRequest (the pod being scored: NodeResourcesFit's scorers are built
+  without the feature gates, fit.go nodeResourceStrategyTypeMap, so pod-level requests and
+  container statuses are left out there), and fit.go (Filter's ``Insufficient cpu``;
+  isSchedulableAfterPodScaleDown);
 - pkg/scheduler/framework/events.go: extractPodScaleDown;
 - pkg/apis/core/v1/defaults.go: defaultPodRequests (pod-level requests from pod-level limits).
 """
@@ -23,7 +25,11 @@ import pytest
 
 from berthmaster.scheduler.model import PodView
 from berthmaster.scheduler.plugins import registry
-from berthmaster.scheduler.plugins.resource_allocation import DEFAULT_RESOURCES, allocated
+from berthmaster.scheduler.plugins.resource_allocation import (
+    DEFAULT_RESOURCES,
+    _pod_request,
+    allocated,
+)
 from berthmaster.scheduler.pod_resources import (
     may_fit_after_scale_down,
     pod_requests,
@@ -88,7 +94,8 @@ def pending(reason: str) -> list[JSON]:
     return [{"type": "PodResizePending", "status": "True", "reason": reason}]
 
 
-# (id, pod, requests, (nonzero cpu, nonzero memory), (scored cpu, scored memory))
+# (id, pod, requests, (nonzero cpu, nonzero memory), (cpu, memory) NodeResourcesFit's score adds
+# for the pod being placed: its containers only, no status)
 CASES = [
     ("no requests: the non-zero defaults",
      pod([c("a")]), {}, (100, 200 * Mi), (100, 200 * Mi)),
@@ -97,35 +104,36 @@ CASES = [
     # pod-level requests only
     ("pod-level requests only",
      pod([c("a"), c("b")], pod_level={"requests": {"cpu": "2", "memory": "1Gi"}}),
-     {"cpu": 2000, "memory": Gi}, (2000, Gi), (2000, Gi)),
+     {"cpu": 2000, "memory": Gi}, (2000, Gi), (200, 400 * Mi)),
     ("pod-level cpu only: memory defaults per container",
      pod([c("a"), c("b")], pod_level={"requests": {"cpu": "1"}}),
-     {"cpu": 1000}, (1000, 400 * Mi), (1000, 400 * Mi)),
+     {"cpu": 1000}, (1000, 400 * Mi), (200, 400 * Mi)),
     ("pod-level limits default the requests (no container requests)",
      pod([c("a")], pod_level={"limits": {"cpu": "2", "memory": "1Gi"}}),
-     {"cpu": 2000, "memory": Gi}, (2000, Gi), (2000, Gi)),
+     {"cpu": 2000, "memory": Gi}, (2000, Gi), (100, 200 * Mi)),
     ("pod-level limits default cpu from the containers, memory from the limit",
      pod([c("a", cpu="500m")], pod_level={"limits": {"cpu": "2", "memory": "1Gi"}}),
-     {"cpu": 500, "memory": Gi}, (500, Gi), (500, Gi)),
+     {"cpu": 500, "memory": Gi}, (500, Gi), (500, 200 * Mi)),
     ("a resource not supported at pod level keeps the container sum",
      pod([c("a", cpu="300m", ephemeral_storage="1Gi")],
          pod_level={"requests": {"cpu": "1"}}),
-     {"cpu": 1000, "ephemeral-storage": Gi}, (1000, 200 * Mi), (1000, 200 * Mi)),
+     {"cpu": 1000, "ephemeral-storage": Gi}, (1000, 200 * Mi), (300, 200 * Mi)),
     # mixed with container requests
     ("pod-level cpu over container cpu; memory named by one container",
      pod([c("a", cpu="300m", memory="100Mi"), c("b", cpu="200m", ephemeral_storage="1Gi")],
          pod_level={"requests": {"cpu": "1"}}),
      {"cpu": 1000, "memory": 100 * Mi, "ephemeral-storage": Gi},
-     # the node counts memory as requested (the pod names it); the scorer gives b 200Mi
-     (1000, 100 * Mi), (1000, 300 * Mi)),
+     # the node counts memory as requested (the pod names it); the scorer gives b 200Mi and
+     # leaves the pod-level cpu out
+     (1000, 100 * Mi), (500, 300 * Mi)),
     ("pod-level cpu, container memory",
      pod([c("a", memory="256Mi"), c("b")], pod_level={"requests": {"cpu": "1"}}),
-     {"cpu": 1000, "memory": 256 * Mi}, (1000, 256 * Mi), (1000, 456 * Mi)),
+     {"cpu": 1000, "memory": 256 * Mi}, (1000, 256 * Mi), (200, 456 * Mi)),
     # overhead
     ("overhead added to pod-level requests",
      pod([c("a")], pod_level={"requests": {"cpu": "1", "memory": "1Gi"}},
          overhead={"cpu": "250m", "memory": "64Mi"}),
-     {"cpu": 1250, "memory": Gi + 64 * Mi}, (1250, Gi + 64 * Mi), (1250, Gi + 64 * Mi)),
+     {"cpu": 1250, "memory": Gi + 64 * Mi}, (1250, Gi + 64 * Mi), (350, 264 * Mi)),
     ("overhead added to the non-zero defaults",
      pod([c("a")], overhead={"cpu": "250m", "memory": "64Mi"}),
      {"cpu": 250, "memory": 64 * Mi}, (350, 264 * Mi), (350, 264 * Mi)),
@@ -137,7 +145,7 @@ CASES = [
      pod([c("a", cpu="500m")],
          init=[c("s", "Always", cpu="200m", memory="100Mi"), c("i", cpu="1", memory="3Gi")],
          pod_level={"requests": {"memory": "2Gi"}}),
-     {"cpu": 1200, "memory": 2 * Gi}, (1200, 2 * Gi), (1200, 2 * Gi)),
+     {"cpu": 1200, "memory": 2 * Gi}, (1200, 2 * Gi), (1200, 3 * Gi + 100 * Mi)),
     ("a sidecar after the init container does not add to its step",
      pod([c("a", cpu="100m")], init=[c("i", cpu="1"), c("s", "Always", cpu="300m")]),
      {"cpu": 1000}, (1000, 400 * Mi), (1000, 400 * Mi)),
@@ -145,7 +153,7 @@ CASES = [
     ("resized up: status larger than spec counts",
      pod([c("a", cpu="500m", memory="256Mi")],
          statuses=[running("a", {"cpu": "1", "memory": "256Mi"}, {"cpu": "1"})]),
-     {"cpu": 1000, "memory": 256 * Mi}, (1000, 256 * Mi), (1000, 256 * Mi)),
+     {"cpu": 1000, "memory": 256 * Mi}, (1000, 256 * Mi), (500, 256 * Mi)),
     ("resize pending: spec larger than status counts",
      pod([c("a", cpu="2")], statuses=[running("a", {"cpu": "1"}, {"cpu": "1"})]),
      {"cpu": 2000}, (2000, 200 * Mi), (2000, 200 * Mi)),
@@ -156,14 +164,14 @@ CASES = [
     ("resize infeasible: the spec is left out",
      pod([c("a", cpu="2")], statuses=[running("a", {"cpu": "1"}, {"cpu": "1"})],
          conditions=pending("Infeasible")),
-     {"cpu": 1000}, (1000, 200 * Mi), (1000, 200 * Mi)),
+     {"cpu": 1000}, (1000, 200 * Mi), (2000, 200 * Mi)),
     ("resize in progress: allocated larger than actuated counts",
      pod([c("a", cpu="1")], statuses=[running("a", {"cpu": "1"}, {"cpu": "2"})],
          conditions=[{"type": "PodResizeInProgress", "status": "True"}]),
-     {"cpu": 2000}, (2000, 200 * Mi), (2000, 200 * Mi)),
+     {"cpu": 2000}, (2000, 200 * Mi), (1000, 200 * Mi)),
     ("a resource only the status names is requested",
      pod([c("a", cpu="1")], statuses=[running("a", {"cpu": "1", "memory": "64Mi"})]),
-     {"cpu": 1000, "memory": 64 * Mi}, (1000, 64 * Mi), (1000, 64 * Mi)),
+     {"cpu": 1000, "memory": 64 * Mi}, (1000, 64 * Mi), (1000, 200 * Mi)),
     ("a status without resources: the spec",
      pod([c("a", cpu="1")], statuses=[{"name": "a", "ready": True}]),
      {"cpu": 1000}, (1000, 200 * Mi), (1000, 200 * Mi)),
@@ -174,11 +182,11 @@ CASES = [
     ("a sidecar's status is read",
      pod([c("a", cpu="100m")], init=[c("s", "Always", cpu="200m")],
          init_statuses=[running("s", {"cpu": "1"}, {"cpu": "1"})]),
-     {"cpu": 1100}, (1100, 400 * Mi), (1100, 400 * Mi)),
+     {"cpu": 1100}, (1100, 400 * Mi), (300, 400 * Mi)),
     ("pod-level requests win over a resized container (pod-level status not read)",
      pod([c("a", cpu="500m")], pod_level={"requests": {"cpu": "1"}},
          statuses=[running("a", {"cpu": "3"}, {"cpu": "3"})]),
-     {"cpu": 1000}, (1000, 200 * Mi), (1000, 200 * Mi)),
+     {"cpu": 1000}, (1000, 200 * Mi), (500, 200 * Mi)),
 ]
 
 
@@ -189,15 +197,15 @@ def test_pod_requests(raw: JSON, requests: dict[str, int], nonzero: tuple[int, i
     got = pod_requests(raw)
     assert got.requests == requests
     assert (got.nonzero_cpu, got.nonzero_memory) == nonzero
-    assert (got.scored_cpu, got.scored_memory) == scored
+    view = PodView.from_dict(raw)
+    assert tuple(_pod_request(view, name, nonzero=True) for name in ("cpu", "memory")) == scored
 
 
-def test_the_view_carries_all_three() -> None:
-    view = PodView.from_dict(pod([c("a", memory="256Mi"), c("b")],
-                                 pod_level={"requests": {"cpu": "1"}}))
-    assert view.requests == {"cpu": 1000, "memory": 256 * Mi}
-    assert (view.nonzero_cpu, view.nonzero_memory) == (1000, 256 * Mi)
-    assert (view.scored_cpu, view.scored_memory) == (1000, 456 * Mi)
+def test_a_plain_pod_is_scored_as_counted() -> None:
+    """No pod-level requests, no container status with resources: no second figure kept."""
+    assert pod_requests(pod([c("a", cpu="1")], init=[c("i", memory="1Gi")])).scored is None
+    assert pod_requests(pod([c("a")], pod_level={"requests": {"cpu": "1"}})).scored == {
+        "cpu": 100, "memory": 200 * Mi}
 
 
 @pytest.mark.parametrize(("name", "supported"), [
@@ -259,7 +267,10 @@ def test_node_resources_fit(incoming: JSON, existing: list[JSON],
 
 def test_node_totals_and_scores_read_the_right_figures() -> None:
     """The node sums ``nonzero_*`` of its pods (types.go, CalculateResource); the pod being
-    scored adds its ``scored_*`` (resource_allocation.go, calculatePodResourceRequest)."""
+    scored adds its containers' non-zero requests, pod-level ones left out (fit.go,
+    nodeResourceStrategyTypeMap builds the scorers without enablePodLevelResources;
+    resource_allocation.go, calculatePodResourceRequest), while BalancedAllocation
+    (``nonzero=False``) counts the pod-level cpu."""
     bound = pod([c("o", memory="256Mi"), c("p")], pod_level={"requests": {"cpu": "1"}},
                 node="n", uid="o")
     snap = Snapshot.build(nodes=[make_node("n", cpu="4", memory="4Gi")], pods=[bound])
@@ -269,7 +280,7 @@ def test_node_totals_and_scores_read_the_right_figures() -> None:
     incoming = PodView.from_dict(pod([c("a", memory="256Mi"), c("b")],
                                      pod_level={"requests": {"cpu": "1"}}, uid="in"))
     assert allocated(incoming, info, DEFAULT_RESOURCES, nonzero=True) == [
-        (2000, 4000, 1), (256 * Mi + 456 * Mi, 4 * Gi, 1)]
+        (1200, 4000, 1), (256 * Mi + 456 * Mi, 4 * Gi, 1)]
     assert allocated(incoming, info, DEFAULT_RESOURCES, nonzero=False) == [
         (2000, 4000, 1), (512 * Mi, 4 * Gi, 1)]
 
