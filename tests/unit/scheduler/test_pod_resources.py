@@ -39,7 +39,7 @@ from berthmaster.scheduler.pod_resources import (
 )
 from berthmaster.scheduler.quantities import QuantityError
 from berthmaster.scheduler.snapshot import Snapshot, placement_view
-from tests.support.builders import make_node
+from tests.support.builders import make_node, make_pod
 
 Mi = 2**20
 Gi = 2**30
@@ -62,24 +62,15 @@ def pod(containers: list[JSON], *, init: list[JSON] | None = None,
         statuses: list[JSON] | None = None, init_statuses: list[JSON] | None = None,
         conditions: list[JSON] | None = None, node: str | None = None,
         uid: str = "uid-p") -> JSON:
-    spec: JSON = {"containers": containers}
-    if init:
-        spec["initContainers"] = init
-    if pod_level is not None:
-        spec["resources"] = pod_level
-    if overhead:
-        spec["overhead"] = overhead
-    if node:
-        spec["nodeName"] = node
-    status: JSON = {}
-    if statuses:
-        status["containerStatuses"] = statuses
-    if init_statuses:
-        status["initContainerStatuses"] = init_statuses
-    if conditions:
-        status["conditions"] = conditions
-    return {"metadata": {"name": "p", "namespace": "ns", "uid": uid}, "spec": spec,
-            "status": status}
+    """make_pod with these containers (and init containers, pod-level resources, overhead) and,
+    for a running pod, the container statuses and conditions a kubelet reports."""
+    extra = {"initContainers": init, "resources": pod_level, "overhead": overhead}
+    raw = make_pod("p", "ns", uid=uid, node_name=node, spec={
+        "containers": containers, **{k: v for k, v in extra.items() if v is not None}})
+    reported = {"containerStatuses": statuses, "initContainerStatuses": init_statuses,
+                "conditions": conditions}
+    raw["status"].update({k: v for k, v in reported.items() if v})
+    return raw
 
 
 def running(name: str, actuated: JSON, allocated_: JSON | None = None) -> JSON:
