@@ -73,6 +73,8 @@ POD_LEVEL_RESOURCES = frozenset((CPU, MEMORY))
 POD_RESIZE_PENDING = "PodResizePending"
 POD_RESIZE_IN_PROGRESS = "PodResizeInProgress"
 REASON_INFEASIBLE = "Infeasible"
+# what the request rule reads of a container status
+STATUS_FIELDS = ("name", "resources", "allocatedResources")
 NON_ZERO_DEFAULTS: Mapping[str, int] = {CPU: DEFAULT_MILLI_CPU_REQUEST,
                                         MEMORY: DEFAULT_MEMORY_REQUEST}
 _NO_DEFAULTS: Mapping[str, int] = {}
@@ -296,10 +298,6 @@ def status_resources(pod: Obj) -> tuple[Any, ...]:
         for key in ("containerStatuses", "initContainerStatuses"))
     conditions = tuple(resize_conditions(status.get("conditions")))
     return (*statuses, conditions)
-
-
-# what the request rule reads of a container status
-STATUS_FIELDS = ("name", "resources", "allocatedResources")
 
 
 def resize_conditions(conditions: Any) -> list[dict[str, Any]]:
