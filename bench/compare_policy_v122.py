@@ -30,7 +30,9 @@ has no ``request > 0`` guard; 1.35 and berthmaster have it). Bound pods went to 
 time, totals equal up to the 0..10 vs 0..100 rounding. Failure texts differ by design: v1.22's
 Policy order runs GeneralPredicates (resources first) before PodToleratesNodeTaints (v1.22
 legacy_registry.go, predicateOrdering), and its FitError has no PostFilter sentence;
-berthmaster follows 1.35.
+berthmaster follows 1.35. The scenarios have since gained pod-level resources and running pods
+resized in place, which v1.22 does not know of (it counts container requests only): pods
+beside them may differ by design too (the run above predates them).
 """
 
 from __future__ import annotations

@@ -21,14 +21,25 @@ predicates, the priorities, the descheduler and the autoscaler:
 
 from __future__ import annotations
 
-import math
-import re
 import weakref
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from fractions import Fraction
 from itertools import chain
 from typing import Any
+
+from berthmaster.scheduler.pod_resources import pod_requests
+
+# quantities are re-exported: the model's users have always read them from here
+from berthmaster.scheduler.quantities import CPU as CPU
+from berthmaster.scheduler.quantities import DEFAULT_MEMORY_REQUEST as DEFAULT_MEMORY_REQUEST
+from berthmaster.scheduler.quantities import DEFAULT_MILLI_CPU_REQUEST as DEFAULT_MILLI_CPU_REQUEST
+from berthmaster.scheduler.quantities import EPHEMERAL_STORAGE as EPHEMERAL_STORAGE
+from berthmaster.scheduler.quantities import MEMORY as MEMORY
+from berthmaster.scheduler.quantities import PODS as PODS
+from berthmaster.scheduler.quantities import QuantityError as QuantityError
+from berthmaster.scheduler.quantities import parse_quantity as parse_quantity
+from berthmaster.scheduler.quantities import quantity_value as quantity_value
+from berthmaster.scheduler.quantities import resource_list as resource_list
 
 Obj = Mapping[str, Any]
 
@@ -38,93 +49,6 @@ SYSTEM_PRIORITY_CLASSES = {
     "system-node-critical": SYSTEM_NODE_CRITICAL,
     "system-cluster-critical": SYSTEM_CLUSTER_CRITICAL,
 }
-
-# Requests assumed for scoring when a container sets none (upstream's non-zero defaults).
-DEFAULT_MILLI_CPU_REQUEST = 100
-DEFAULT_MEMORY_REQUEST = 200 * 1024 * 1024
-
-CPU = "cpu"
-MEMORY = "memory"
-EPHEMERAL_STORAGE = "ephemeral-storage"
-PODS = "pods"
-
-# --------------------------------------------------------------------------------------------
-# Quantities
-# --------------------------------------------------------------------------------------------
-
-_BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
-_DECIMAL: dict[str, Fraction | int] = {
-    "n": Fraction(1, 10**9), "u": Fraction(1, 10**6), "m": Fraction(1, 1000), "": 1,
-    "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15, "E": 10**18}
-_QUANTITY = re.compile(
-    r"^([+-]?(?:\d+\.?\d*|\.\d+))(?:([eE][+-]?\d+)|(Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE])?)$")
-
-
-class QuantityError(ValueError):
-    """A resource quantity that Kubernetes would not accept."""
-
-
-def parse_quantity(value: str | int | float) -> Fraction:
-    """Parse a Kubernetes quantity ("100m", "1Gi", "1e3", "2Ki", "0.5") exactly."""
-    if isinstance(value, bool):
-        raise QuantityError(f"quantity {value!r} is a boolean; write a number such as 1 or '500m'")
-    if isinstance(value, int):
-        return Fraction(value)
-    if isinstance(value, float):
-        if not math.isfinite(value):
-            raise QuantityError(f"quantity {value!r} is not finite")
-        return Fraction(str(value))
-    text = str(value).strip()
-    match = _QUANTITY.match(text)
-    if not match:
-        raise QuantityError(
-            f"invalid quantity {value!r}: expected a number with an optional suffix "
-            "(m, k, M, G, T, P, E, Ki, Mi, Gi, Ti, Pi, Ei or an exponent such as 1e3)")
-    number, exponent, suffix = match.groups()
-    amount = Fraction(number)
-    if exponent:
-        power = int(exponent[1:])
-        scale = Fraction(int(10**abs(power)))
-        return amount * scale if power >= 0 else amount / scale
-    suffix = suffix or ""
-    factor: Fraction | int = _BINARY[suffix] if suffix in _BINARY else _DECIMAL[suffix]
-    return amount * factor
-
-
-def _ceil(value: Fraction) -> int:
-    return -((-value.numerator) // value.denominator)
-
-
-_QUANTITY_MEMO: dict[tuple[bool, str], int] = {}
-_QUANTITY_MEMO_LIMIT = 4096
-
-
-def quantity_value(resource: str, value: str | int | float) -> int:
-    """A resource amount as the engine counts it: millicores for cpu, units (rounded up) else."""
-    # clusters repeat a handful of request strings ("500m", "1Gi"): parse each once
-    memo_key = (resource == CPU, value) if type(value) is str else None
-    if memo_key is not None:
-        known = _QUANTITY_MEMO.get(memo_key)
-        if known is not None:
-            return known
-    q = parse_quantity(value)
-    amount = _ceil(q * 1000) if resource == CPU else _ceil(q)
-    if memo_key is not None:
-        if len(_QUANTITY_MEMO) >= _QUANTITY_MEMO_LIMIT:
-            _QUANTITY_MEMO.clear()
-        _QUANTITY_MEMO[memo_key] = amount
-    return amount
-
-
-def resource_list(raw: Obj | None, where: str = "resources") -> dict[str, int]:
-    out: dict[str, int] = {}
-    for name, value in (raw or {}).items():
-        try:
-            out[name] = quantity_value(name, value)
-        except QuantityError as exc:
-            raise QuantityError(f"{where}.{name}: {exc}") from None
-    return out
-
 
 # --------------------------------------------------------------------------------------------
 # Label selectors, node selectors, tolerations
@@ -432,102 +356,8 @@ def pod_volume(raw: Obj) -> Volume | None:
 
 
 # --------------------------------------------------------------------------------------------
-# Pod requests and priority
+# Priority
 # --------------------------------------------------------------------------------------------
-
-def _container_requests(c: Obj, where: str) -> dict[str, int]:
-    res = c.get("resources") or {}
-    requests = resource_list(res.get("requests"), f"{where}.resources.requests")
-    # the API server defaults a missing request to the limit; files may not have been defaulted
-    for name, amount in resource_list(res.get("limits"), f"{where}.resources.limits").items():
-        requests.setdefault(name, amount)
-    return requests
-
-
-def _add(into: dict[str, int], more: Mapping[str, int]) -> None:
-    for k, v in more.items():
-        into[k] = into.get(k, 0) + v
-
-
-def _max(into: dict[str, int], more: Mapping[str, int]) -> None:
-    for k, v in more.items():
-        if v > into.get(k, 0):
-            into[k] = v
-
-
-def _nonzero(req: Mapping[str, int]) -> dict[str, int]:
-    return {CPU: req.get(CPU) or DEFAULT_MILLI_CPU_REQUEST,
-            MEMORY: req.get(MEMORY) or DEFAULT_MEMORY_REQUEST}
-
-
-def pod_requests(spec: Obj, where: str = "spec") -> tuple[dict[str, int], dict[str, int]]:
-    """(requests, non-zero cpu/memory requests) of a pod spec, as upstream computes them.
-
-    Sum of the app containers (plus restartable init containers, i.e. sidecars), at least the
-    largest init container (plus the sidecars started before it), plus the pod overhead.
-    A pod with neither init containers nor overhead (most of them) takes
-    :func:`_app_container_requests`, the same sums without the init bookkeeping.
-    """
-    if not spec.get("initContainers") and not spec.get("overhead"):
-        try:
-            return _app_container_requests(spec.get("containers") or ())
-        except QuantityError:
-            pass  # the general walk below names the container in its error
-    total: dict[str, int] = {}
-    total_nz: dict[str, int] = {}
-    for i, c in enumerate(spec.get("containers") or ()):
-        r = _container_requests(c, f"{where}.containers[{i}]")
-        _add(total, r)
-        _add(total_nz, _nonzero(r))
-    sidecars: dict[str, int] = {}
-    sidecars_nz: dict[str, int] = {}
-    init_max: dict[str, int] = {}
-    init_max_nz: dict[str, int] = {}
-    for i, c in enumerate(spec.get("initContainers") or ()):
-        r = _container_requests(c, f"{where}.initContainers[{i}]")
-        nz = _nonzero(r)
-        if c.get("restartPolicy") == "Always":
-            _add(total, r)
-            _add(total_nz, nz)
-            _add(sidecars, r)
-            _add(sidecars_nz, nz)
-            _max(init_max, sidecars)
-            _max(init_max_nz, sidecars_nz)
-        else:
-            step = dict(sidecars)
-            _add(step, r)
-            step_nz = dict(sidecars_nz)
-            _add(step_nz, nz)
-            _max(init_max, step)
-            _max(init_max_nz, step_nz)
-    _max(total, init_max)
-    _max(total_nz, init_max_nz)
-    overhead = resource_list(spec.get("overhead"), f"{where}.overhead")
-    _add(total, overhead)
-    _add(total_nz, {k: v for k, v in overhead.items() if k in (CPU, MEMORY)})
-    return total, total_nz
-
-
-def _app_container_requests(containers: Iterable[Obj]) -> tuple[dict[str, int], dict[str, int]]:
-    """pod_requests of app containers alone: each container's requests (a missing one defaulted
-    to its limit), summed, and the non-zero cpu/memory sums (empty without containers)."""
-    total: dict[str, int] = {}
-    nonzero_cpu = nonzero_memory = 0
-    seen = False
-    for c in containers:
-        seen = True
-        res = c.get("resources") or {}
-        requests = resource_list(res.get("requests"))
-        limits = res.get("limits")
-        if limits:
-            for name, amount in resource_list(limits).items():
-                requests.setdefault(name, amount)
-        for name, amount in requests.items():
-            total[name] = total.get(name, 0) + amount
-        nonzero_cpu += requests.get(CPU) or DEFAULT_MILLI_CPU_REQUEST
-        nonzero_memory += requests.get(MEMORY) or DEFAULT_MEMORY_REQUEST
-    return total, ({CPU: nonzero_cpu, MEMORY: nonzero_memory} if seen else {})
-
 
 def resolve_priority(pod: Obj, priority_classes: Mapping[str, Obj]) -> int:
     """spec.priority if set, else the PriorityClass value, else the globalDefault class, else 0."""
@@ -575,7 +405,8 @@ class PodView:
         "namespace", "node_name", "node_selector", "nominated_node", "nonzero_cpu",
         "nonzero_memory", "owner_kinds", "phase", "preemption_policy", "preferred_node_affinity",
         "priority", "priority_class_name", "raw", "requests", "required_node_affinity",
-        "scheduler_name", "spread_constraints", "start_time", "tolerations", "uid", "volumes",
+        "scheduler_name", "scored", "spread_constraints", "start_time",
+        "tolerations", "uid", "volumes",
     )
 
     raw: Obj
@@ -590,9 +421,13 @@ class PodView:
     priority: int | None
     priority_class_name: str
     preemption_policy: str
+    # pod_resources.pod_requests: what the pod counts for on a node (its resize included), the
+    # node's non-zero totals, and what NodeResourcesFit's score adds for it when it is placed
+    # (None: cpu and memory are nonzero_*, the rest requests)
     requests: dict[str, int]
     nonzero_cpu: int
     nonzero_memory: int
+    scored: dict[str, int] | None
     host_ports: tuple[tuple[str, str, int], ...]
     tolerations: tuple[Toleration, ...]
     node_selector: dict[str, str]
@@ -644,8 +479,10 @@ class PodView:
         v.priority_class_name = str(spec.get("priorityClassName") or "")
         v.preemption_policy = str(spec.get("preemptionPolicy") or "PreemptLowerPriority")
         where = f"pod {v.key}: spec"
-        v.requests, nz = pod_requests(spec, where)
-        v.nonzero_cpu, v.nonzero_memory = nz.get(CPU, 0), nz.get(MEMORY, 0)
+        counted = pod_requests(pod, where)
+        v.requests = counted.requests
+        v.nonzero_cpu, v.nonzero_memory = counted.nonzero_cpu, counted.nonzero_memory
+        v.scored = counted.scored
         ports = []
         for c in spec.get("containers") or ():
             for p in c.get("ports") or ():

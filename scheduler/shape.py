@@ -18,6 +18,10 @@ from typing import Any
 _CONTAINER = (("resources", "object"), ("resources", "requests", "object"),
               ("resources", "limits", "object"), ("ports", "list"), ("ports", "[]", "object"),
               ("env", "list"))
+# what the requests of a resized pod read (scheduler/pod_resources.py)
+_CONTAINER_STATUS = (("list",), ("[]", "object"), ("[]", "resources", "object"),
+                     ("[]", "resources", "requests", "object"),
+                     ("[]", "allocatedResources", "object"))
 _METADATA = (("metadata", "object"), ("metadata", "labels", "object"),
              ("metadata", "annotations", "object"), ("metadata", "ownerReferences", "list"),
              ("metadata", "ownerReferences", "[]", "object"))
@@ -34,7 +38,10 @@ SHAPES: dict[str, tuple[tuple[str, ...], ...]] = {
             ("spec", "topologySpreadConstraints", "list"),
             ("spec", "topologySpreadConstraints", "[]", "object"),
             ("spec", "overhead", "object"), ("spec", "resources", "object"),
-            ("status", "conditions", "list"), ("status", "conditions", "[]", "object")),
+            ("spec", "resources", "requests", "object"), ("spec", "resources", "limits", "object"),
+            ("status", "conditions", "list"), ("status", "conditions", "[]", "object"),
+            *(("status", key, *p) for key in ("containerStatuses", "initContainerStatuses")
+              for p in _CONTAINER_STATUS)),
     "Node": (*_METADATA, ("spec", "object"), ("status", "object"),
              ("spec", "taints", "list"), ("spec", "taints", "[]", "object"),
              ("status", "allocatable", "object"), ("status", "capacity", "object"),

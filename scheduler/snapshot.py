@@ -50,6 +50,7 @@ from berthmaster.scheduler.model import (
     selector_from_map,
     zone_key,
 )
+from berthmaster.scheduler.pod_resources import status_resources
 from berthmaster.scheduler.term_anchors import TermsBySelector
 
 NAMESPACED_KINDS = {
@@ -85,12 +86,13 @@ def pod_key(pod: Obj) -> str:
 
 def placement_view(pod: Obj) -> tuple[Any, ...]:
     """The parts of a pod that placement reads once it is bound (status churn such as
-    conditions, IPs and container states is left out, so it costs no snapshot update)."""
+    conditions, IPs and container states is left out, so it costs no snapshot update; the
+    resources an in-place resize reports are in: pod_resources.status_resources)."""
     meta = pod.get("metadata") or {}
     status = pod.get("status") or {}
     return (pod.get("spec"), meta.get("labels"), meta.get("deletionTimestamp"),
             meta.get("ownerReferences"), status.get("phase"), status.get("startTime"),
-            status.get("nominatedNodeName"))
+            status.get("nominatedNodeName"), status_resources(pod))
 
 
 def _version(obj: Obj) -> int:

@@ -53,6 +53,7 @@ from berthmaster.scheduler.daemon.queue import SchedulingQueue
 from berthmaster.scheduler.daemon.trim import trim_node, trim_pod
 from berthmaster.scheduler.framework import Watched
 from berthmaster.scheduler.model import resolve_priority
+from berthmaster.scheduler.pod_resources import scaled_down
 from berthmaster.scheduler.pods import pod_ref
 from berthmaster.scheduler.snapshot import Snapshot, placement_view, pod_key
 
@@ -412,9 +413,13 @@ class ClusterCache:
             old_node = ((old or {}).get("spec") or {}).get("nodeName")
             if not old_node:
                 self.queue.move_for_event(ClusterEvent(hints.ASSIGNED_POD_ADD))
-            elif ((old or {}).get("metadata") or {}).get("labels") != (
+                return
+            assert old is not None
+            if (old.get("metadata") or {}).get("labels") != (
                     pod.get("metadata") or {}).get("labels"):
                 self.queue.move_for_event(ClusterEvent(hints.ASSIGNED_POD_UPDATE))
+            if scaled_down(old, pod):
+                self.queue.move_for_event(ClusterEvent(hints.POD_SCALE_DOWN, pods=(old, pod)))
             return
         if self.snapshot.is_assumed(uid):
             # Our binding is in flight or done but not yet seen: keep the assumed placement,

@@ -17,6 +17,7 @@ from typing import Any
 from berthmaster.scheduler.model import NodeView, PodView
 from berthmaster.scheduler.plugins.node_unschedulable import tolerates_unschedulable
 from berthmaster.scheduler.plugins.taint_toleration import untolerated_taint
+from berthmaster.scheduler.pod_resources import may_fit_after_scale_down
 
 JSON = dict[str, Any]
 
@@ -27,6 +28,8 @@ ASSIGNED_POD_ADD = "AssignedPodAdd"
 ASSIGNED_POD_UPDATE = "AssignedPodUpdate"
 ASSIGNED_POD_DELETE = "AssignedPodDelete"
 UNSCHEDULED_POD_ADD = "UnscheduledPodAdd"  # framework.EventUnscheduledPodAdd
+# a pod's requests went down (an in-place resize, upstream's UpdatePodScaleDown)
+POD_SCALE_DOWN = "PodScaleDown"
 SERVICE_CHANGE = "ServiceChange"
 NAMESPACE_CHANGE = "NamespaceChange"
 PDB_CHANGE = "PodDisruptionBudgetChange"
@@ -40,11 +43,12 @@ FORCE_ACTIVATE = "ForceActivate"
 class ClusterEvent:
     """One change in the cluster, as the queue sees it: its kind and, for node updates, what
     changed (``labels``, ``taints``, ``allocatable``, ``unschedulable``, ``conditions``) and
-    the node as it is now."""
+    the node as it is now; for a scale-down, the pod before and after."""
 
     kind: str
     changes: frozenset[str] = frozenset()
     node: JSON | None = field(default=None, compare=False, hash=False)
+    pods: tuple[JSON, JSON] | None = field(default=None, compare=False, hash=False)
 
 
 def node_change(old: JSON, new: JSON) -> frozenset[str]:
@@ -96,6 +100,7 @@ def _has_spread(pod: JSON) -> bool:
 
 
 TAINT_UPDATE = "Node/UpdateNodeTaint"
+SCALE_DOWN = "Pod/UpdatePodScaleDown"
 _NODE_UPDATES = {
     "labels": "Node/UpdateNodeLabel",
     "taints": TAINT_UPDATE,
@@ -112,6 +117,7 @@ _SIMPLE = {
     ASSIGNED_POD_UPDATE: ("Pod/UpdatePodLabel",),
     ASSIGNED_POD_DELETE: ("Pod/Delete",),
     UNSCHEDULED_POD_ADD: ("Pod/Add",),
+    POD_SCALE_DOWN: (SCALE_DOWN,),
     SERVICE_CHANGE: ("Service/Add",),
 }
 
@@ -145,9 +151,13 @@ def could_help(pod: JSON, event: ClusterEvent,
                 # that now tolerates the node's taints (upstream's queueing hints,
                 # isSchedulableAfterNodeChange), not every pod a taint once kept off some node
                 return tolerates_node(pod, event.node)
+            if relevant == {SCALE_DOWN}:
+                return _scale_down_helps(pod, event)
             return bool(relevant)
     if kind in (NODE_ADD, ASSIGNED_POD_DELETE):
         return True
+    if kind == POD_SCALE_DOWN:
+        return _scale_down_helps(pod, event)
     if kind == NODE_UPDATE:
         # Heartbeats and image lists never turn a rejection into a fit; everything else may.
         return bool(event.changes - {"images"})
@@ -166,3 +176,13 @@ def could_help(pod: JSON, event: ClusterEvent,
     if kind.startswith(_VOLUME_KINDS):
         return bool((pod.get("spec") or {}).get("volumes"))
     return kind == PRIORITY_CLASS_CHANGE
+
+
+def _scale_down_helps(pod: JSON, event: ClusterEvent) -> bool:
+    """NodeResourcesFit's queueing hint for a scale-down (noderesources/fit.go,
+    isSchedulableAfterPodScaleDown): a bound pod now requests less of something ``pod``
+    requests."""
+    if event.pods is None:
+        return True
+    old, new = event.pods
+    return may_fit_after_scale_down(pod, old, new)

@@ -12,7 +12,10 @@ JSON dict keeps everything, so here the transform also drops what berthmaster ne
   the queue's "did the spec change" test ignores them, as upstream's isPodUpdated); container
   fields other than name, image, resources, ports and restartPolicy (a sidecar marker); the
   volumes the model cannot use (``model.pod_volume`` returns None: service-account tokens,
-  config maps, secrets, emptyDirs); status other than phase, startTime and nominatedNodeName.
+  config maps, secrets, emptyDirs); status other than phase, startTime, nominatedNodeName and
+  what an in-place resize reports (each container status's name, resources and
+  allocatedResources, and the PodResizePending / PodResizeInProgress conditions: the requests
+  of a bound pod read them, :func:`berthmaster.scheduler.pod_resources.status_resources`).
 - Node: ``managedFields``; annotations other than preferAvoidPods; spec other than taints and
   unschedulable; status other than allocatable (capacity only when allocatable is missing),
   images, and each condition's type and status (the heartbeat times and messages change on
@@ -29,12 +32,14 @@ from __future__ import annotations
 from typing import Any
 
 from berthmaster.scheduler.model import pod_volume
+from berthmaster.scheduler.pod_resources import STATUS_FIELDS, resize_conditions
 from berthmaster.scheduler.snapshot import PREFER_AVOID_PODS_ANNOTATION
 
 JSON = dict[str, Any]
 
 CONTAINER_FIELDS = ("name", "image", "resources", "ports", "restartPolicy")
 POD_STATUS_FIELDS = ("phase", "startTime", "nominatedNodeName")
+CONTAINER_STATUSES = ("containerStatuses", "initContainerStatuses")
 NODE_SPEC_FIELDS = ("taints", "unschedulable")
 NODE_STATUS_FIELDS = ("allocatable", "images", "conditions")
 
@@ -67,15 +72,23 @@ def trim_pod(pod: JSON) -> JSON:
     status = pod.get("status")
     if isinstance(status, dict):
         kept = {k: status[k] for k in POD_STATUS_FIELDS if k in status}
+        for key in CONTAINER_STATUSES:
+            statuses = status.get(key)
+            if isinstance(statuses, list):
+                resized = [{k: cs[k] for k in STATUS_FIELDS if k in cs} for cs in statuses
+                           if isinstance(cs, dict) and cs.get("resources") is not None]
+                if resized:
+                    kept[key] = resized
         conditions = status.get("conditions")
         if isinstance(conditions, list):
             # preemption waits for victims it is deleting (DisruptionTarget, set before the
-            # delete): the only condition placement reads
-            disruption = [{k: c.get(k) for k in ("type", "status", "reason")}
-                          for c in conditions
-                          if isinstance(c, dict) and c.get("type") == "DisruptionTarget"]
-            if disruption:
-                kept["conditions"] = disruption
+            # delete); a pending resize that is infeasible changes the pod's requests
+            read = [{k: c.get(k) for k in ("type", "status", "reason")}
+                    for c in conditions
+                    if isinstance(c, dict) and c.get("type") == "DisruptionTarget"]
+            read += resize_conditions(conditions)
+            if read:
+                kept["conditions"] = read
         pod["status"] = kept
     return pod
 

@@ -63,6 +63,11 @@ class NodeCondition(Predicate):
 
 def _is_best_effort(pod: PodView) -> bool:
     spec = pod.raw.get("spec") or {}
+    pod_level = spec.get("resources")
+    if pod_level is not None:
+        # pkg/apis/core/v1/helper/qos/qos.go, ComputePodQOS: pod-level resources, when the pod
+        # has them, decide the class alone
+        return not (pod_level.get("requests") or pod_level.get("limits"))
     for c in [*(spec.get("containers") or ()), *(spec.get("initContainers") or ())]:
         res = c.get("resources") or {}
         if res.get("requests") or res.get("limits"):

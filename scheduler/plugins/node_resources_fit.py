@@ -1,13 +1,16 @@
 """PodFitsResources (kube-scheduler: NodeResourcesFit): requests fit the node's allocatable.
 
-Requested, not used: the pod's requests (model.pod_requests) plus what the pods already counted
-on the node request must not exceed allocatable, for cpu, memory, ephemeral-storage and every
-extended resource the pod asks for; and the node's pod count must stay within ``pods``. Every
-shortfall is reported, one reason each (``Insufficient cpu``, ``Too many pods``...). As
-kube-scheduler 1.35 (noderesources/fit.go, fitsRequest), a request larger than the node's whole
-allocatable makes the rejection unresolvable: no preemption on that node can make room. Pods
-nominated to a node by preemption count there for every filter, this one included (the
-engine's ``_with_nominated``).
+Requested, not used: the pod's requests (pod_resources.pod_requests: pod-level requests,
+overhead, sidecars and init containers, and a bound pod's in-place resize at its larger end)
+plus what the pods already counted on the node request must not exceed allocatable, for cpu,
+memory, ephemeral-storage and every extended resource the pod asks for; and the node's pod
+count must stay within ``pods``. Every shortfall is reported, one reason each (``Insufficient
+cpu``, ``Too many pods``...). As kube-scheduler 1.35 (noderesources/fit.go, fitsRequest), a
+request larger than the node's whole allocatable makes the rejection unresolvable: no
+preemption on that node can make room. Pods nominated to a node by preemption count there for
+every filter, this one included (the engine's ``_with_nominated``). A bound pod whose requests
+go down (``Pod/UpdatePodScaleDown``) retries the pods this filter rejected that request what it
+gave back (fit.go, isSchedulableAfterPodScaleDown).
 """
 
 from __future__ import annotations
@@ -57,7 +60,9 @@ def rejection(pod: PodView, node: NodeInfo) -> Status | None:
 class NodeResourcesFit(Predicate):
     NAME = NAME
     ALIASES = ALIASES
-    EVENTS = ("Pod/Delete", "Node/Add", "Node/UpdateNodeAllocatable")
+    # fit.go, EventsToRegister: with InPlacePodVerticalScaling (GA in 1.35) a pod that scales
+    # down may make room too
+    EVENTS = ("Pod/Delete", "Pod/UpdatePodScaleDown", "Node/Add", "Node/UpdateNodeAllocatable")
 
     def prefilter(self, pod: PodView, snapshot: Snapshot) -> PrefilterResult:
         req = pod.requests

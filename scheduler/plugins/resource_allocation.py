@@ -7,11 +7,14 @@ least_allocated.go, most_allocated.go, requested_to_capacity_ratio.go, balanced_
 - **The fit strategies** read each configured resource (default cpu and memory, weight 1 each)
   requested on the node *with* the incoming pod against allocatable. cpu and memory are the
   *non-zero* requests (a container without a request counts 100m / 200Mi, so request-less
-  pods still spread: ``useRequested`` false); another resource is skipped when the pod does not
-  request it or the node has none. The per-resource scores are averaged by weight with integer
-  division: least ``(alloc - req) * 100 // alloc``, most ``req * 100 // alloc`` (both 0 past
-  capacity), RequestedToCapacityRatio a piecewise-linear function of ``req * 100 // alloc``
-  through the configured shape (utilization 0..100 -> score 0..10, scaled by 10).
+  pods still spread: ``useRequested`` false). The node's totals count pod-level requests and
+  in-place resizes (:mod:`berthmaster.scheduler.pod_resources`), the pod being placed only its
+  containers: upstream builds these scorers without the feature gates. Another resource is
+  skipped when the pod does not request it or the node has none. The per-resource scores are
+  averaged by weight with integer division: least ``(alloc - req) * 100 // alloc``, most
+  ``req * 100 // alloc`` (both 0 past capacity), RequestedToCapacityRatio a piecewise-linear
+  function of ``req * 100 // alloc`` through the configured shape (utilization 0..100 ->
+  score 0..10, scaled by 10).
 - **BalancedAllocation** reads the *real* requests (``useRequested`` true), caps each fraction
   at 1 and scores ``(1 - std) * 100`` (for two resources std is ``|f1 - f2| / 2``); a
   best-effort pod (no request of any configured resource) is skipped (PreScore's Skip, a
@@ -106,10 +109,19 @@ def balanced(fractions: Sequence[float]) -> int:
 
 
 def _pod_request(pod: PodView, resource: str, nonzero: bool) -> int:
-    if nonzero and resource == CPU:
-        return pod.nonzero_cpu
-    if nonzero and resource == MEMORY:
-        return pod.nonzero_memory
+    """resource_allocation.go, calculatePodResourceRequest. NodeResourcesFit's scorers
+    (``nonzero``) count the pod being placed without its pod-level requests (their
+    ``enablePodLevelResources`` is never set: fit.go, nodeResourceStrategyTypeMap), whereas the
+    node's totals and BalancedAllocation count them: ``PodView.scored``
+    (scheduler/pod_resources.py)."""
+    if nonzero:
+        scored = pod.scored
+        if scored is not None:
+            return scored.get(resource, 0)
+        if resource == CPU:
+            return pod.nonzero_cpu
+        if resource == MEMORY:
+            return pod.nonzero_memory
     return pod.requests.get(resource, 0)
 
 

@@ -376,6 +376,29 @@ class Harness:
         await asyncio.gather(*(self.kube.create(
             resource_path(CORE, "pods", pod["metadata"]["namespace"]), self.owned(pod))
             for pod in pods))
+        await self._resize(pods)
+
+    async def _resize(self, pods: list[JSON]) -> None:
+        """Write the status of the running pods a scenario resized in place (its container
+        statuses' ``resources`` and ``allocatedResources``, a ``PodResizePending``
+        condition), as a kubelet reports them, once kwok made them Running: its pod-ready
+        stage writes the container statuses once, and nothing of kwok's touches them after."""
+        resized = [pod for pod in pods if pod.get("status")]
+
+        async def write(pod: JSON) -> None:
+            path = resource_path(CORE, "pods", pod["metadata"]["namespace"],
+                                 pod["metadata"]["name"])
+
+            async def running() -> bool:
+                status = (await self.kube.get(path)).get("status") or {}
+                return status.get("phase") == "Running"
+
+            await _until(running, f"pod {pod['metadata']['name']} running")
+            await self.kube.patch(resource_path(CORE, "pods", pod["metadata"]["namespace"],
+                                                pod["metadata"]["name"], sub="status"),
+                                  {"status": pod["status"]}, kind="strategic")
+
+        await asyncio.gather(*(write(pod) for pod in resized))
 
     # ------------------------------------------------------------------ one pod
     async def _outcome(self, namespace: str, name: str) -> Outcome | None:
@@ -488,11 +511,9 @@ class Harness:
         await _until(none_terminating, "victims gone", PREEMPTION_TIMEOUT)
         present = {(p["metadata"]["namespace"], p["metadata"]["name"])
                    for p in await self._namespace_pods()}
-        await asyncio.gather(*(
-            self.kube.create(resource_path(CORE, "pods", p["metadata"]["namespace"]),
-                             self.owned(p))
-            for p in existing
-            if (p["metadata"]["namespace"], p["metadata"]["name"]) not in present))
+        await self._create_existing([
+            p for p in existing
+            if (p["metadata"]["namespace"], p["metadata"]["name"]) not in present])
 
     async def _storage_ready(self) -> None:
         """The scenario's storage as it made it; the seconds that took, by phase."""

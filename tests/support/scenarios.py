@@ -16,7 +16,9 @@ empty effect, the cordon taint), required pod affinity and anti-affinity across 
 (``namespaces`` and ``namespaceSelector``), host ports, topology spread (DoNotSchedule and
 ScheduleAnyway, zone and hostname, nodeTaintsPolicy), cpu / memory / extended-resource
 requests, init containers, a RuntimeClass overhead, and priorities with preemption (and
-``preemptionPolicy: Never``), preferred pod (anti-)affinity, several spread constraints a pod,
+``preemptionPolicy: Never``), pod-level resources (``spec.resources`` requests and limits,
+alone or over container requests, :func:`pod_level`), preferred pod (anti-)affinity, several
+spread constraints a pod,
 ``matchExpressions`` selectors, images (ImageLocality), pods with no requests at all, and pods
 owned by a ReplicaSet or StatefulSet that a Service selects (kube-scheduler's system-default
 spreading applies to those: pkg/scheduler/framework/plugins/podtopologyspread/common.go,
@@ -27,6 +29,12 @@ namespace) and the Services :data:`SERVICES`; a pod they own carries an ``ownerR
 whose ``uid`` the harness fills in (the objects exist only once it made them). A StatefulSet's
 pods are named ``<set>-<ordinal>``: its controller releases owned pods of any other name
 (pkg/controller/statefulset/stateful_set.go, getPodsForStatefulSet).
+
+Running pods take pod-level resources too, and some were resized in place: their
+``status`` (written by the harness once kwok made them Running, as a kubelet would) reports
+container resources and ``allocatedResources`` above or below the spec, sometimes with a
+``PodResizePending`` condition (Deferred or Infeasible), :func:`resized`. Both shapes draw from
+a random stream of their own, so every other part of a scenario is what it was without them.
 
 A share of the small scenarios also carries storage (:mod:`tests.support.volume_scenarios`:
 StorageClasses, local volumes, claims bound and unbound, CSINodes, a CSIDriver, CSIStorage
@@ -45,6 +53,10 @@ import random
 from dataclasses import dataclass, field
 from typing import Any
 
+from berthmaster.scheduler.pod_resources import aggregate_container_requests
+from berthmaster.scheduler.quantities import CPU as CPU_NAME
+from berthmaster.scheduler.quantities import MEMORY as MEMORY_NAME
+from berthmaster.scheduler.quantities import quantity_value
 from tests.support.volume_scenarios import Volumes
 from tests.support.volume_scenarios import build as build_volumes
 
@@ -140,7 +152,9 @@ def _spec_summary(pod: JSON) -> str:
             if k not in ("schedulerName", "terminationGracePeriodSeconds", "nodeName")}
     owners = [f"{o['kind']}/{o['name']}" for o in pod["metadata"].get("ownerReferences") or []]
     owned = f" owner={owners}" if owners else ""
-    return f"labels={pod['metadata'].get('labels')}{owned} spec={spec}"
+    status = pod.get("status")
+    shown = f" status={status}" if status else ""
+    return f"labels={pod['metadata'].get('labels')}{owned} spec={spec}{shown}"
 
 
 def describe_pod(pod: JSON) -> str:
@@ -410,6 +424,91 @@ def _incoming(rng: random.Random, nodes: list[NodeSpec], name: str, ordinal: int
     return pod
 
 
+def _milli(value: int) -> str:
+    return f"{value}m"
+
+
+def pod_level(rng: random.Random, pod: JSON) -> None:
+    """Give ``pod`` pod-level cpu and/or memory (``spec.resources``): requests, limits (the API
+    server defaults the requests from the containers' or from the limits: pkg/apis/core/v1/
+    defaults.go, defaultPodRequests) or both; never below the containers' aggregate requests
+    (pkg/apis/core/validation/validation.go, validatePodResourceConsistency)."""
+    aggregated = aggregate_container_requests(pod, use_status=False)
+    names = rng.choice(((CPU_NAME,), (MEMORY_NAME,), (CPU_NAME, MEMORY_NAME)))
+    form = rng.choice(("requests", "requests", "limits", "both"))
+    requests: JSON = {}
+    limits: JSON = {}
+    for name in names:
+        extra = rng.choice((0, 100, 500, 1000, 2000)) if name == CPU_NAME else \
+            rng.choice((0, 128 * MB, 1024 * MB, 3072 * MB))
+        amount = aggregated.get(name, 0) + extra
+        if amount == 0:
+            amount = 100 if name == CPU_NAME else 128 * MB
+        text = _milli(amount) if name == CPU_NAME else str(amount)
+        if form in ("requests", "both"):
+            requests[name] = text
+        if form == "limits":
+            limits[name] = text
+        elif form == "both":
+            more = rng.choice((0, 500)) if name == CPU_NAME else rng.choice((0, 512 * MB))
+            limits[name] = _milli(amount + more) if name == CPU_NAME else str(amount + more)
+    pod["spec"]["resources"] = {k: v for k, v in (("requests", requests), ("limits", limits))
+                                if v}
+
+
+def resized(rng: random.Random, pod: JSON) -> None:
+    """Make ``pod`` (running) one resized in place: its container statuses report cpu and
+    memory requests above or below the spec (``resources``, ``allocatedResources``), sometimes
+    with the resize pending (Deferred, or Infeasible: the spec then no longer counts; see
+    k8s.io/component-helpers resource/helpers.go, determineEffectiveRequests)."""
+    statuses = []
+    for container in pod["spec"]["containers"]:
+        spec = (container.get("resources") or {}).get("requests") or {}
+        actual: JSON = {}
+        cpu = quantity_value(CPU_NAME, spec[CPU_NAME]) if CPU_NAME in spec else 0
+        memory = quantity_value(MEMORY_NAME, spec[MEMORY_NAME]) if MEMORY_NAME in spec else 0
+        if cpu or rng.random() < 0.3:
+            actual[CPU_NAME] = _milli(max(50, rng.choice((cpu // 2, cpu * 2, cpu + 500))))
+        if memory or rng.random() < 0.3:
+            actual[MEMORY_NAME] = str(max(64 * MB, rng.choice((memory // 2, memory * 2,
+                                                               memory + 512 * MB))))
+        allocated = dict(actual) if rng.random() < 0.7 else {
+            k: v for k, v in spec.items() if k in (CPU_NAME, MEMORY_NAME)}
+        statuses.append({"name": container["name"], "image": container["image"], "ready": True,
+                         "restartCount": 0, "started": True,
+                         "state": {"running": {"startedAt": "2026-01-01T00:00:00Z"}},
+                         "resources": {"requests": actual}, "allocatedResources": allocated})
+    status: JSON = {"containerStatuses": statuses}
+    roll = rng.random()
+    if roll < 0.3:
+        status["conditions"] = [{
+            "type": "PodResizePending", "status": "True",
+            "reason": "Infeasible" if roll < 0.15 else "Deferred",
+            "lastTransitionTime": "2026-01-01T00:00:00Z"}]
+    pod["status"] = status
+
+
+def _resource_shapes(seed: int, index: int, existing: list[JSON],
+                     incoming: list[JSON]) -> None:
+    """Pod-level resources and in-place resizes, from a stream of their own (see the module
+    docstring). Pods that ask for the extended resource keep container-level requests only
+    (pod-level resources support cpu, memory and hugepages)."""
+    rng = random.Random(f"{seed}:{index}:resources")
+    for pod in existing:
+        if rng.random() < 0.15 and not _asks_gpu(pod):
+            pod_level(rng, pod)
+        elif rng.random() < 0.2:
+            resized(rng, pod)
+    for pod in incoming:
+        if rng.random() < 0.2 and not _asks_gpu(pod):
+            pod_level(rng, pod)
+
+
+def _asks_gpu(pod: JSON) -> bool:
+    return any(GPU in ((c.get("resources") or {}).get("requests") or {})
+               for c in pod["spec"]["containers"])
+
+
 def scenario(seed: int, index: int) -> Scenario:
     rng = random.Random(f"{seed}:{index}")
     count = _node_count(rng)
@@ -437,6 +536,7 @@ def scenario(seed: int, index: int) -> Scenario:
                 for j in range(rng.randint(1, 3))]
     # its own random stream: a scenario with storage is otherwise the one it was without
     storage = build_volumes(seed, index, [(n.name, n.labels) for n in nodes], incoming, zones)
+    _resource_shapes(seed, index, existing, incoming)
     return Scenario(index, nodes, existing, incoming, storage)
 
 

@@ -139,6 +139,10 @@ CASES = [
      make_node("n", conditions={"MemoryPressure": "True"}), [], ("node(s) had memory pressure",)),
     ("memory pressure, burstable pod", P("CheckNodeMemoryPressure"), make_pod(cpu="1"),
      make_node("n", conditions={"MemoryPressure": "True"}), [], None),
+    # pod-level resources decide the QoS class (pkg/apis/core/v1/helper/qos/qos.go)
+    ("memory pressure, pod-level requests only", P("CheckNodeMemoryPressure"),
+     make_pod(spec={"resources": {"requests": {"memory": "1Gi"}}}),
+     make_node("n", conditions={"MemoryPressure": "True"}), [], None),
     ("disk pressure", P("CheckNodeDiskPressure"), make_pod(cpu="1"),
      make_node("n", conditions={"DiskPressure": "True"}), [], ("node(s) had disk pressure",)),
     ("labelsPresence true, all present", LabelsPresence(labels=["rack", "region"], presence=True),

@@ -22,6 +22,13 @@ from tests.support.builders import make_node, make_pod
     ("Pod", {"spec": [1]}, "spec must be an object, got [1]"),
     ("Pod", {"spec": {"containers": "x"}}, "spec.containers must be a list, got 'x'"),
     ("Pod", {"spec": {"containers": [1]}}, "spec.containers[0] must be an object, got 1"),
+    # what a pod's requests read besides its containers (scheduler/pod_resources.py)
+    ("Pod", {"spec": {"resources": {"requests": ["cpu"]}}},
+     "spec.resources.requests must be an object, got ['cpu']"),
+    ("Pod", {"status": {"containerStatuses": [{"name": "c", "resources": {"requests": "1"}}]}},
+     "status.containerStatuses[0].resources.requests must be an object, got '1'"),
+    ("Pod", {"status": {"initContainerStatuses": [{"allocatedResources": 2}]}},
+     "status.initContainerStatuses[0].allocatedResources must be an object, got 2"),
     ("Pod", {"spec": {"initContainers": [{"name": "i", "resources": {"limits": "1"}}]}},
      "spec.initContainers[0].resources.limits must be an object, got '1'"),
     ("Pod", {"spec": {"containers": [{"ports": [{"hostPort": 1}, "80"]}]}},

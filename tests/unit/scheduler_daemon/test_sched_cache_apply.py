@@ -196,3 +196,34 @@ def test_plugin_kinds_are_held_and_their_changes_are_cluster_events() -> None:
     assert seen == ["PodGroup/Add", "PodGroup/Update", "UnscheduledPodAdd", "PodGroup/Delete"]
     assert any(i.resource.kind == "PodGroup" and i.resource.path ==
                "/apis/scheduling.x-k8s.io/v1alpha1/podgroups" for i in cache.informers)
+
+
+def _resized(pod: JSON, cpu: str) -> JSON:
+    """``pod`` once the kubelet actuated an in-place resize of its container to ``cpu``."""
+    container = {**pod["spec"]["containers"][0], "resources": {"requests": {"cpu": cpu}}}
+    return {**pod, "metadata": {**pod["metadata"], "resourceVersion": str(cpu)},
+            "spec": {**pod["spec"], "containers": [container]},
+            "status": {"containerStatuses": [{"name": "c", "resources": {
+                "requests": {"cpu": cpu}}, "allocatedResources": {"cpu": cpu}}]}}
+
+
+def test_a_bound_pod_scaling_down_wakes_a_pod_that_wants_what_it_gave_back(
+        cache: ClusterCache) -> None:
+    """pkg/scheduler/framework/events.go extractPodScaleDown and noderesources/fit.go
+    isSchedulableAfterPodScaleDown: a resize down of a bound pod retries the pods parked for
+    resources; a resize up does not."""
+    cache.apply("Node", ADDED, make_node("n1"), None)
+    big = _resized(make_pod("big", node="n1", scheduler="other", cpu="3"), "3")
+    cache.apply("Pod", ADDED, big, None)
+    cache.apply("Pod", ADDED, make_pod("p", cpu="2"), None)
+    info = cache.queue.pop_nowait()
+    assert info is not None
+    cache.queue.requeue(info, unschedulable=True)
+    bigger = _resized(big, "4")
+    cache.apply("Pod", MODIFIED, bigger, big)
+    assert cache.queue.counts()["unschedulable"] == 1
+    assert cache.snapshot.get_pod("uid-big").requests == {"cpu": 4000}  # type: ignore[union-attr]
+    smaller = _resized(bigger, "1")
+    cache.apply("Pod", MODIFIED, smaller, bigger)
+    assert cache.queue.counts()["unschedulable"] == 0
+    assert cache.snapshot.get_pod("uid-big").requests == {"cpu": 1000}  # type: ignore[union-attr]

@@ -13,6 +13,7 @@ from berthmaster.scheduler.daemon.hints import (
     ASSIGNED_POD_ADD,
     ASSIGNED_POD_DELETE,
     NODE_UPDATE,
+    POD_SCALE_DOWN,
     ClusterEvent,
     could_help,
 )
@@ -70,3 +71,20 @@ def test_a_taint_change_with_other_interests_still_wakes_the_pod() -> None:
     event = ClusterEvent(NODE_UPDATE, frozenset({"taints", "labels"}),
                          make_node("a", taints=[NOT_READY]))
     assert could_help(pod, event, registered)
+
+
+def test_a_scale_down_wakes_only_a_pod_parked_by_resources_that_wants_what_was_freed() -> None:
+    """NodeResourcesFit registers Pod/UpdatePodScaleDown with its queueing hint
+    (pkg/scheduler/framework/plugins/noderesources/fit.go, EventsToRegister and
+    isSchedulableAfterPodScaleDown)."""
+    wants_cpu = make_pod("new", cpu="2")
+    old = make_pod("old", cpu="3", memory="1Gi", node_name="a")
+    registered = parked(wants_cpu, [make_node("a", cpu="4")], [old])
+    assert "Pod/UpdatePodScaleDown" in registered
+    cpu_down = make_pod("old", cpu="1", memory="1Gi", node_name="a")
+    memory_down = make_pod("old", cpu="3", memory="512Mi", node_name="a")
+    for pod in (old, cpu_down, memory_down):
+        pod["metadata"]["uid"] = "uid-old"
+    assert could_help(wants_cpu, ClusterEvent(POD_SCALE_DOWN, pods=(old, cpu_down)), registered)
+    assert not could_help(wants_cpu, ClusterEvent(POD_SCALE_DOWN, pods=(old, memory_down)),
+                          registered)

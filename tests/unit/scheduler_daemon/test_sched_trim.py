@@ -176,3 +176,25 @@ def test_informers_trim_what_they_list_and_watch() -> None:
     assert listed == [trim_pod(copy.deepcopy(full))] * 2 and informer.version == "5"
     asyncio.run(informer._watch())
     assert seen == [trim_pod(copy.deepcopy(full))]
+
+
+def test_a_resized_pod_with_pod_level_resources_reads_the_same_trimmed() -> None:
+    """The trim keeps what a bound pod's requests read (scheduler/pod_resources.py, after
+    k8s.io/component-helpers resource/helpers.go PodRequests): spec.resources, each container
+    status's resources and allocatedResources, the PodResizePending condition."""
+    full = as_served(make_pod("resized", cpu="500m", node_name="n1",
+                              spec={"resources": {"requests": {"memory": "1Gi"}}}))
+    full["status"]["containerStatuses"] = [{
+        "name": "app", "ready": True, "restartCount": 0, "image": "registry.example/app:1",
+        "resources": {"requests": {"cpu": "2"}}, "allocatedResources": {"cpu": "2"},
+        "state": {"running": {"startedAt": "2026-01-01T00:00:02Z"}}}]
+    full["status"]["conditions"].append(
+        {"type": "PodResizePending", "status": "True", "reason": "Infeasible",
+         "message": "Node didn't have enough capacity", "lastTransitionTime": "t"})
+    trimmed = trim_pod(copy.deepcopy(full))
+    assert view_fields(PodView._build(trimmed)) == view_fields(PodView._build(full))
+    assert PodView._build(trimmed).requests == {"cpu": 2000, "memory": 2**30}
+    assert trimmed["status"]["containerStatuses"] == [{
+        "name": "app", "resources": {"requests": {"cpu": "2"}}, "allocatedResources": {"cpu": "2"}}]
+    assert trimmed["status"]["conditions"] == [
+        {"type": "PodResizePending", "status": "True", "reason": "Infeasible"}]
