@@ -16,7 +16,8 @@ Deployment's ``--descheduling-interval`` loop:
 3. the runs are the Descheduler's Job (build.build_job, ``--dry-run`` in ``Predictive`` mode,
    upstream's default), named ``...-job-<generation>-<start>``: a new one starts when the last
    one has finished and ``deschedulingIntervalSeconds`` have passed since it started (upstream's
-   ``wait.NonSlidingUntil``), or at once when the spec changed (upstream rolls its Deployment).
+   ``wait.NonSlidingUntil``), or at once when the spec changed, stopping an unfinished run of
+   the old spec (upstream's rollout replaces its descheduler pod).
    The three newest finished runs are kept, as a CronJob keeps its history;
 4. each finished run's counts (its termination message) go to ``descheduler_pods_evicted_total``
    (evictions.count_finished_run: a Predictive run counts what it would evict, as upstream's dry
@@ -130,14 +131,24 @@ def next_run_in(jobs: Sequence[Mapping[str, Any]], interval: int, generation: in
                 now: float) -> float | None:
     """Seconds until the next run is due (0: now), or None while a run is unfinished (pure)."""
     newest = newest_run(jobs)
-    if newest is None:
+    if newest is None or outdated(newest, generation):
         return 0.0
     if run_outcome(newest) not in ("Succeeded", "Failed"):
         return None
-    labels = (newest.get("metadata") or {}).get("labels") or {}
-    if labels.get(GENERATION_LABEL) != str(generation):
-        return 0.0
     return max(0.0, started_at(newest) + interval - now)
+
+
+def outdated(job: Mapping[str, Any], generation: int) -> bool:
+    """A run of an older spec."""
+    labels = (job.get("metadata") or {}).get("labels") or {}
+    return labels.get(GENERATION_LABEL) != str(generation)
+
+
+def superseded(jobs: Sequence[Mapping[str, Any]], generation: int) -> list[str]:
+    """Unfinished runs of an older spec: stopped when the spec changes, as upstream's rollout
+    replaces the descheduler pod (pure)."""
+    return [str(j["metadata"]["name"]) for j in jobs if outdated(j, generation)
+            and run_outcome(j) not in ("Succeeded", "Failed")]
 
 
 def finished_to_prune(jobs: Sequence[Mapping[str, Any]], keep: int = KEEP_FINISHED
@@ -250,10 +261,16 @@ async def _report_finished(client: KubeClient, kd: Mapping[str, Any],
         reason, message = run_summary(job, counts, "--dry-run" in command)
         await _post(client, kd, reason, message)
     for name in finished_to_prune(jobs):
-        with contextlib.suppress(KubeError):
-            await client.delete(resource_path(group_path("batch", "v1"), "jobs",
-                                              settings.namespace, name),
-                                {"propagationPolicy": "Background"})
+        await _delete_job(client, settings.namespace, name)
+
+
+async def _delete_job(client: KubeClient, namespace: str, name: str) -> None:
+    try:
+        await client.delete(resource_path(group_path("batch", "v1"), "jobs", namespace, name),
+                            {"propagationPolicy": "Background"})
+    except KubeError as error:
+        if not error.not_found:
+            raise
 
 
 async def sync(client: KubeClient, kd: Mapping[str, Any], settings: RunSettings,
@@ -283,6 +300,8 @@ async def sync(client: KubeClient, kd: Mapping[str, Any], settings: RunSettings,
         due = next_run_in(jobs, int((kd.get("spec") or {})["deschedulingIntervalSeconds"]),
                           int(owner["metadata"]["generation"]), now)
         newest = newest_run(jobs)
+        for name in superseded(jobs, int(owner["metadata"]["generation"])):
+            await _delete_job(client, settings.namespace, name)
         if due == 0.0:
             job = build_run(kd, settings, now)
             await apply(client, job)

@@ -338,3 +338,11 @@ def test_a_finished_run_is_summarised_for_its_event() -> None:
         "WouldEvict", "Predictive run j would evict 3 pod(s) (PodLifeTime: 2, "
         "RemoveDuplicates: 1); set spec.mode: Automatic to evict")
     assert kd.run_summary(body, counts, dry_run=False)[0] == "Evicted"
+
+
+def test_a_changed_spec_stops_the_unfinished_run_of_the_old_one() -> None:
+    """Upstream's spec annotation on the descheduler Deployment (target_config_reconciler.go
+    sync, ``kubedeschedulers.operator.openshift.io/cluster``) rolls its pod on every change."""
+    jobs = [job("old", 1, STARTED, None), job("older", 0, STARTED, "Complete"),
+            job("current", 2, STARTED, None)]
+    assert kd.superseded(jobs, 2) == ["old"]

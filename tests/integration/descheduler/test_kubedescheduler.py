@@ -1,0 +1,251 @@
+"""OpenShift 4's KubeDescheduler on the real API server: CRD rules, Predictive and Automatic
+runs through the Descheduler pipeline, bad specs reported and run nothing.
+
+The operator runs as under the chart, its namespace (``$POD_NAMESPACE``) the test's
+``namespace``, where the KubeDescheduler ``cluster`` lives and its runs go. The workload lives
+in a namespace of its own: the operator's namespace is protected, as upstream protects its
+own openshift-* namespace. Without a scheduler here a run's Job pod never starts, so the test
+runs the pass as the Job's command says, with the policy from the ConfigMap the Job mounts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from berthmaster.kube import CORE, KubeClient, KubeError, group_path, resource_path
+from berthmaster.scheduler.descheduler.metrics import parse_termination_message
+from tests.integration.descheduler.kit import (
+    events_for,
+    make_owner,
+    make_pod,
+    remaining,
+    run_pass,
+    wait_running,
+)
+from tests.support.waiting import wait_for
+
+ROOT = Path(__file__).resolve().parents[3]
+CRD = ROOT / "deploy/crds/operator.openshift.io_kubedeschedulers.yaml"
+# the deschedulers capability needs the Descheduler CRD too (the operator's preflight)
+DESCHEDULER_CRD = ROOT / "deploy/crds/berthmaster.io_deschedulers.yaml"
+SAMPLE = ROOT / "tests/unit/descheduler/samples/kubedescheduler-cluster.yaml"
+API = group_path("operator.openshift.io", "v1")
+BATCH = group_path("batch", "v1")
+CONFIG_MAP = "kubedescheduler-cluster-descheduler-policy-configmap"
+
+
+@pytest.fixture
+def crd(cluster: Any) -> None:
+    applied = cluster.kubectl("apply", "-f", str(CRD), "-f", str(DESCHEDULER_CRD))
+    assert applied.returncode == 0, applied.stderr
+    established = cluster.kubectl("wait", "--for=condition=Established", "--timeout=60s",
+                                  "crd/kubedeschedulers.operator.openshift.io",
+                                  "crd/deschedulers.berthmaster.io")
+    assert established.returncode == 0, established.stderr
+
+
+@pytest.fixture
+async def operator(cluster: Any, crd: None, namespace: str, tmp_path: Path
+                   ) -> AsyncIterator[None]:
+    log = (tmp_path / "operator.log").open("w")
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "berthmaster.cli", "operator", "--only", "deschedulers",
+        "--standalone", "--liveness", "", "--kubeconfig", str(cluster.kubeconfig),
+        env={**os.environ, "BERTHMASTER_IMAGE": "example.org/berthmaster:test",
+             "POD_NAMESPACE": namespace, "KUBECONFIG": str(cluster.kubeconfig)},
+        stdout=log, stderr=asyncio.subprocess.STDOUT)
+    try:
+        yield
+    finally:
+        if process.returncode is None:
+            process.terminate()
+            await asyncio.wait_for(process.wait(), timeout=30)
+        log.close()
+        print((tmp_path / "operator.log").read_text()[-4000:])  # shown when a test fails
+
+
+@pytest.fixture
+async def workload(kube: KubeClient, namespace: str) -> AsyncIterator[str]:
+    name = f"{namespace}-work"
+    await kube.create(resource_path(CORE, "namespaces"),
+                      {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+
+    async def has_default_account() -> bool:
+        return await kube.get_if_exists(
+            resource_path(CORE, "serviceaccounts", name, "default")) is not None
+
+    await wait_for(has_default_account, timeout=30, what=f"serviceaccount default in {name}")
+    try:
+        yield name
+    finally:
+        with contextlib.suppress(KubeError):
+            await kube.delete(resource_path(CORE, "namespaces", name=name))
+
+
+def kube_descheduler(namespace: str, **spec: Any) -> dict[str, Any]:
+    return {"apiVersion": "operator.openshift.io/v1", "kind": "KubeDescheduler",
+            "metadata": {"name": "cluster", "namespace": namespace},
+            "spec": {"deschedulingIntervalSeconds": 3600, **spec}}
+
+
+def condition(obj: dict[str, Any] | None, type_: str) -> dict[str, Any] | None:
+    for c in ((obj or {}).get("status") or {}).get("conditions") or []:
+        if c.get("type") == type_:
+            return dict(c)
+    return None
+
+
+async def kd_events(kube: KubeClient, namespace: str) -> list[dict[str, Any]]:
+    found, _ = await kube.list_all(resource_path(CORE, "events", namespace),
+                                   fieldSelector="involvedObject.kind=KubeDescheduler")
+    return found
+
+
+async def runs(kube: KubeClient, namespace: str) -> list[dict[str, Any]]:
+    jobs, _ = await kube.list_all(resource_path(BATCH, "jobs", namespace),
+                                  labelSelector="operator.openshift.io/kubedescheduler=cluster")
+    return jobs
+
+
+async def test_crd_refuses_what_upstream_refuses(kube: KubeClient, namespace: str,
+                                                 crd: None) -> None:
+    """pkg/apis/descheduler/v1/types_descheduler.go: the singleton name, the profile enum and
+    the profile pairs that may not be enabled together are refused by the API server."""
+    path = resource_path(API, "kubedeschedulers", namespace)
+    cases = [
+        ({**kube_descheduler(namespace, profiles=["AffinityAndTaints"]),
+          "metadata": {"name": "other", "namespace": namespace}},
+         "kubedescheduler is a singleton, .metadata.name must be 'cluster'"),
+        (kube_descheduler(namespace, profiles=["SoftTopologyAndDuplicates",
+                                               "TopologyAndDuplicates"]),
+         "cannot declare SoftTopologyAndDuplicates and TopologyAndDuplicates profiles "
+         "simultaneously"),
+        (kube_descheduler(namespace, profiles=["Nope"]), "Unsupported value: \"Nope\""),
+        (kube_descheduler(namespace, profiles=["AffinityAndTaints"], mode="Sometimes"),
+         "Unsupported value: \"Sometimes\""),
+    ]
+    for body, words in cases:
+        with pytest.raises(KubeError) as refused:
+            await kube.create(path, body)
+        assert words in str(refused.value), refused.value
+    # the documented example is accepted as it is
+    sample = yaml.safe_load(SAMPLE.read_text())
+    sample["metadata"]["namespace"] = namespace
+    created = await kube.create(path, sample)
+    assert created["spec"]["mode"] == "Predictive"
+    await kube.delete(resource_path(API, "kubedeschedulers", namespace, "cluster"))
+
+
+async def test_predictive_reports_and_automatic_evicts(
+    kube: KubeClient, namespace: str, workload: str, nodes: Any, cluster: Any, operator: None,
+    tmp_path: Path,
+) -> None:
+    """target_config_reconciler.go: Predictive (the default mode) runs the descheduler with
+    --dry-run, which counts what it would evict in descheduler_pods_evicted_total and evicts
+    nothing (kubernetes-sigs/descheduler pkg/descheduler/descheduler.go); Automatic evicts.
+    Changing the mode replaces the unfinished run of the old spec, as upstream's rollout."""
+    tainted = await nodes.create(taints=[{"key": "dedicated", "value": "gpu",
+                                          "effect": "NoSchedule"}])
+    await nodes.create()
+    node = tainted["metadata"]["name"]
+    owner = await make_owner(kube, workload, "owner")
+    await make_pod(kube, workload, "intruder", node, owner)
+    await make_pod(kube, workload, "welcome", node, owner, tolerations=[
+        {"key": "dedicated", "operator": "Equal", "value": "gpu", "effect": "NoSchedule"}])
+    await wait_running(kube, workload, ["intruder", "welcome"])
+
+    path = resource_path(API, "kubedeschedulers", namespace, "cluster")
+    await kube.create(resource_path(API, "kubedeschedulers", namespace), kube_descheduler(
+        namespace, profiles=["AffinityAndTaints"],
+        profileCustomizations={"namespaces": {"included": [workload]}}))
+
+    async def run_of(generation: int) -> dict[str, Any] | None:
+        for job in await runs(kube, namespace):
+            labels = job["metadata"]["labels"]
+            if labels.get("operator.openshift.io/kubedescheduler-generation") == str(generation):
+                return job
+        return None
+
+    first = await wait_for(lambda: run_of(1), timeout=60, what="the first run's Job")
+    command = first["spec"]["template"]["spec"]["containers"][0]["command"]
+    assert "--dry-run" in command
+    healthy = condition(await kube.get(path), "TargetConfigControllerDegraded")
+    assert healthy is not None and healthy["status"] == "False", healthy
+    assert any(e["reason"] == "DeschedulerRunStarted" for e in await kd_events(kube, namespace))
+    config_map = await kube.get(resource_path(CORE, "configmaps", namespace, CONFIG_MAP))
+    policy = yaml.safe_load(config_map["data"]["policy.yaml"])
+    assert [p["name"] for p in policy["profiles"]] == ["AffinityAndTaints"]
+
+    termination_log = tmp_path / "termination-log"
+    termination_log.touch()
+    dry = await run_pass(cluster.kubeconfig, config_map["data"]["policy.yaml"], dry_run=True,
+                         termination_log=str(termination_log))
+    assert dry.code == 0, dry.output
+    assert "[dry-run] RemovePodsViolatingNodeTaints: would evict" in dry.output
+    assert await remaining(kube, workload) == {"intruder", "welcome"}
+    assert not await events_for(kube, workload)
+    assert parse_termination_message(termination_log.read_text()) == {
+        ("success", "RemovePodsViolatingNodeTaints", "AffinityAndTaints", workload, node): 1}
+
+    await kube.patch(path, {"spec": {"mode": "Automatic"}}, kind="merge")
+    second = await wait_for(lambda: run_of(2), timeout=60, what="the Automatic run's Job")
+    assert "--dry-run" not in second["spec"]["template"]["spec"]["containers"][0]["command"]
+
+    async def first_stopped() -> bool:
+        return all(j["metadata"]["name"] != first["metadata"]["name"]
+                   or j["metadata"].get("deletionTimestamp") for j in await runs(kube, namespace))
+
+    await wait_for(first_stopped, timeout=60, what="the Predictive run stopped")
+    evicting = await run_pass(cluster.kubeconfig, config_map["data"]["policy.yaml"])
+    assert evicting.code == 0, evicting.output
+    assert await remaining(kube, workload) == {"welcome"}
+    assert [e["reason"] for e in await events_for(kube, workload)] == [
+        "RemovePodsViolatingNodeTaints"]
+
+
+async def test_an_unsupported_profile_is_reported_and_runs_nothing(
+    kube: KubeClient, namespace: str, operator: None
+) -> None:
+    """KubeVirtRelieveAndMigrate passes the CRD but needs KubeVirt and Prometheus
+    (target_config_reconciler.go manageConfigMap refuses it without them), and both
+    thresholdPriority fields together pass the CRD but not defaultEvictorOverrides:
+    TargetConfigControllerDegraded=True naming both, a Warning event each, no ConfigMap, no
+    Job. Fixing the spec clears the condition and starts a run."""
+    path = resource_path(API, "kubedeschedulers", namespace, "cluster")
+    await kube.create(resource_path(API, "kubedeschedulers", namespace), kube_descheduler(
+        namespace, profiles=["KubeVirtRelieveAndMigrate", "AffinityAndTaints"],
+        profileCustomizations={"thresholdPriority": 10, "thresholdPriorityClassName": "x"}))
+
+    async def degraded() -> dict[str, Any] | None:
+        found = condition(await kube.get_if_exists(path), "TargetConfigControllerDegraded")
+        return found if found and found["status"] == "True" else None
+
+    found = await wait_for(degraded, timeout=60, what="TargetConfigControllerDegraded=True")
+    assert found["reason"] == "UnsupportedProfile"
+    assert "KubeVirtRelieveAndMigrate can only be used when KubeVirt" in found["message"]
+    assert "thresholdPriority and thresholdPriorityClassName" in found["message"]
+    warnings = {e["reason"] for e in await kd_events(kube, namespace) if e["type"] == "Warning"}
+    assert warnings == {"UnsupportedProfile", "InvalidProfileCustomizations"}
+    assert await kube.get_if_exists(resource_path(CORE, "configmaps", namespace,
+                                                  CONFIG_MAP)) is None
+    assert await runs(kube, namespace) == []
+
+    await kube.patch(path, {"spec": {"profiles": ["AffinityAndTaints"],
+                                     "profileCustomizations": {"thresholdPriority": 10,
+                                                               "thresholdPriorityClassName": ""}}},
+                     kind="merge")
+
+    async def healthy() -> bool:
+        found = condition(await kube.get(path), "TargetConfigControllerDegraded")
+        return bool(found and found["status"] == "False") and bool(await runs(kube, namespace))
+
+    await wait_for(healthy, timeout=60, what="Degraded=False and a run")
