@@ -29,7 +29,7 @@ Deployment's ``--descheduling-interval`` loop:
    and are not written.
 
 :func:`sync` runs from the kopf handlers (create, spec update, resume) at once and from one loop
-every :data:`TICK` seconds (:class:`KubeDeschedulerRunner`, started with the operator), never two
+every :data:`TICK` seconds (a :class:`.periodic.Periodic`, started with the operator), never two
 at a time (:data:`_LOCK`). No finalizer: deleting the KubeDescheduler lets the garbage collector
 remove its ConfigMap and Jobs.
 """
@@ -37,7 +37,6 @@ remove its ConfigMap and Jobs.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections.abc import Mapping, Sequence
@@ -62,6 +61,7 @@ from berthmaster.operator.deschedulers.build import (
 )
 from berthmaster.operator.deschedulers.evictions import count_finished_run
 from berthmaster.operator.deschedulers.handlers import apply, run_report, run_settings
+from berthmaster.operator.deschedulers.periodic import Periodic
 from berthmaster.operator.deschedulers.profiles import (
     KubeDeschedulerInvalid,
     Problem,
@@ -330,36 +330,10 @@ async def sync_singleton(client: KubeClient, settings: RunSettings) -> None:
         await sync(client, kd, settings)
 
 
-class KubeDeschedulerRunner:
-    """The loop that starts runs when they are due and reports them (one per operator)."""
-
-    def __init__(self, client: KubeClient, settings: RunSettings, interval: float = TICK):
-        self.client = client
-        self.settings = settings
-        self.interval = interval
-        self.task: asyncio.Task[None] | None = None
-
-    def start(self) -> None:
-        self.task = asyncio.create_task(self.run(), name="kubedescheduler-runner")
-
-    async def run(self) -> None:
-        while True:
-            try:
-                await sync_singleton(self.client, self.settings)
-            except KubeError as error:
-                log.warning("cannot sync KubeDescheduler %s/%s: %s", self.settings.namespace,
-                            SINGLETON, error)
-            await asyncio.sleep(self.interval)
-
-    async def stop(self) -> None:
-        if self.task is not None:
-            self.task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self.task
-
-
 @kopf.on.startup()
 async def start_kube_descheduler_runner(**_: Any) -> None:
-    runner = KubeDeschedulerRunner(await kube(), run_settings())
+    client, settings = await kube(), run_settings()
+    runner = Periodic("kubedescheduler-runner", lambda: sync_singleton(client, settings), TICK,
+                      f"cannot sync KubeDescheduler {settings.namespace}/{SINGLETON}")
     runner.start()
     stop_before_close(runner.stop)

@@ -38,9 +38,9 @@ def crd(cluster: Any) -> None:
     assert established.returncode == 0, established.stderr
 
 
-@pytest.fixture
-async def operator(cluster: Any, crd: None, namespace: str, tmp_path: Path
-                   ) -> AsyncIterator[None]:
+@pytest.fixture(name="operator")  # a name other modules can import it by (test_kubedescheduler)
+async def run_operator(cluster: Any, crd: None, namespace: str, tmp_path: Path
+                       ) -> AsyncIterator[None]:
     log = (tmp_path / "operator.log").open("w")
     process = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "berthmaster.cli", "operator", "--only", "deschedulers",

@@ -1,7 +1,8 @@
 """OpenShift 4's KubeDescheduler on the real API server: CRD rules, Predictive and Automatic
 runs through the Descheduler pipeline, bad specs reported and run nothing.
 
-The operator runs as under the chart, its namespace (``$POD_NAMESPACE``) the test's
+The operator runs as under the chart (test_desched_operator's fixture, with this module's
+``crd``), its namespace (``$POD_NAMESPACE``) the test's
 ``namespace``, where the KubeDescheduler ``cluster`` lives and its runs go. The workload lives
 in a namespace of its own: the operator's namespace is protected, as upstream protects its
 own openshift-* namespace. Without a scheduler here a run's Job pod never starts, so the test
@@ -10,10 +11,6 @@ runs the pass as the Job's command says, with the policy from the ConfigMap the 
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import os
-import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -25,12 +22,16 @@ from berthmaster.kube import CORE, KubeClient, KubeError, group_path, resource_p
 from berthmaster.scheduler.descheduler.metrics import parse_termination_message
 from tests.integration.descheduler.kit import (
     events_for,
-    make_owner,
-    make_pod,
     remaining,
     run_pass,
+    tainted_node_scene,
     wait_running,
 )
+from tests.integration.descheduler.test_desched_operator import (  # noqa: F401 (a fixture)
+    condition,
+    run_operator,
+)
+from tests.support.namespaces import fresh_namespace
 from tests.support.waiting import wait_for
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -54,54 +55,15 @@ def crd(cluster: Any) -> None:
 
 
 @pytest.fixture
-async def operator(cluster: Any, crd: None, namespace: str, tmp_path: Path
-                   ) -> AsyncIterator[None]:
-    log = (tmp_path / "operator.log").open("w")
-    process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "berthmaster.cli", "operator", "--only", "deschedulers",
-        "--standalone", "--liveness", "", "--kubeconfig", str(cluster.kubeconfig),
-        env={**os.environ, "BERTHMASTER_IMAGE": "example.org/berthmaster:test",
-             "POD_NAMESPACE": namespace, "KUBECONFIG": str(cluster.kubeconfig)},
-        stdout=log, stderr=asyncio.subprocess.STDOUT)
-    try:
-        yield
-    finally:
-        if process.returncode is None:
-            process.terminate()
-            await asyncio.wait_for(process.wait(), timeout=30)
-        log.close()
-        print((tmp_path / "operator.log").read_text()[-4000:])  # shown when a test fails
-
-
-@pytest.fixture
 async def workload(kube: KubeClient, namespace: str) -> AsyncIterator[str]:
-    name = f"{namespace}-work"
-    await kube.create(resource_path(CORE, "namespaces"),
-                      {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
-
-    async def has_default_account() -> bool:
-        return await kube.get_if_exists(
-            resource_path(CORE, "serviceaccounts", name, "default")) is not None
-
-    await wait_for(has_default_account, timeout=30, what=f"serviceaccount default in {name}")
-    try:
+    async with fresh_namespace(kube, f"{namespace}-work") as name:
         yield name
-    finally:
-        with contextlib.suppress(KubeError):
-            await kube.delete(resource_path(CORE, "namespaces", name=name))
 
 
 def kube_descheduler(namespace: str, **spec: Any) -> dict[str, Any]:
     return {"apiVersion": "operator.openshift.io/v1", "kind": "KubeDescheduler",
             "metadata": {"name": "cluster", "namespace": namespace},
             "spec": {"deschedulingIntervalSeconds": 3600, **spec}}
-
-
-def condition(obj: dict[str, Any] | None, type_: str) -> dict[str, Any] | None:
-    for c in ((obj or {}).get("status") or {}).get("conditions") or []:
-        if c.get("type") == type_:
-            return dict(c)
-    return None
 
 
 async def kd_events(kube: KubeClient, namespace: str) -> list[dict[str, Any]]:
@@ -153,14 +115,7 @@ async def test_predictive_reports_and_automatic_evicts(
     --dry-run, which counts what it would evict in descheduler_pods_evicted_total and evicts
     nothing (kubernetes-sigs/descheduler pkg/descheduler/descheduler.go); Automatic evicts.
     Changing the mode replaces the unfinished run of the old spec, as upstream's rollout."""
-    tainted = await nodes.create(taints=[{"key": "dedicated", "value": "gpu",
-                                          "effect": "NoSchedule"}])
-    await nodes.create()
-    node = tainted["metadata"]["name"]
-    owner = await make_owner(kube, workload, "owner")
-    await make_pod(kube, workload, "intruder", node, owner)
-    await make_pod(kube, workload, "welcome", node, owner, tolerations=[
-        {"key": "dedicated", "operator": "Equal", "value": "gpu", "effect": "NoSchedule"}])
+    node, _owner = await tainted_node_scene(kube, workload, nodes)
     await wait_running(kube, workload, ["intruder", "welcome"])
 
     path = resource_path(API, "kubedeschedulers", namespace, "cluster")

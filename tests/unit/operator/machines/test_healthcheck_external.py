@@ -17,8 +17,8 @@ import pytest
 
 from berthmaster.operator.machines import healthcheck as mhc
 from berthmaster.operator.machines.healthcheck import (
-    TemplateRef,
     Target,
+    TemplateRef,
     build_remediation_request,
     decide_health_check,
     parse_spec,
@@ -124,6 +124,6 @@ def test_the_request_is_the_templates_spec_template_owned_by_the_machine() -> No
 
 
 def test_a_template_without_spec_template_is_refused_by_name() -> None:
-    with pytest.raises(ValueError, match="missing Spec.Template on Metal3RemediationTemplate"):
+    with pytest.raises(ValueError, match=r"missing Spec\.Template on Metal3RemediationTemplate"):
         build_remediation_request({"kind": "Metal3RemediationTemplate",
                                    "metadata": {"name": "t"}, "spec": {}}, REF, machine("m"))
