@@ -20,6 +20,7 @@ import yaml
 
 from berthmaster.kube import CORE, KubeClient, KubeError, group_path, resource_path
 from berthmaster.scheduler.descheduler.metrics import parse_termination_message
+from berthmaster.times import parse_rfc3339
 from tests.integration.descheduler.kit import (
     events_for,
     remaining,
@@ -204,3 +205,61 @@ async def test_an_unsupported_profile_is_reported_and_runs_nothing(
         return bool(found and found["status"] == "False") and bool(await runs(kube, namespace))
 
     await wait_for(healthy, timeout=60, what="Degraded=False and a run")
+
+
+async def test_a_finished_run_is_reported_and_the_next_starts_an_interval_after_it_started(
+    kube: KubeClient, namespace: str, nodes: Any, operator: None
+) -> None:
+    """The descheduler's --descheduling-interval loop (wait.NonSlidingUntil,
+    kubernetes-sigs/descheduler pkg/descheduler/descheduler.go): the next run starts
+    deschedulingIntervalSeconds after the previous one started, once it has finished. The run's
+    pod is bound to a kwok node here (no scheduler), which completes it as a Job's pod; the
+    finished Predictive run is reported in a WouldEvict event and in the status."""
+    await kube.create(resource_path(CORE, "serviceaccounts", namespace), {
+        "apiVersion": "v1", "kind": "ServiceAccount",
+        "metadata": {"name": "chart-descheduler"}})  # the operator fixture's run account
+    node = (await nodes.create())["metadata"]["name"]
+    interval = 2
+    await kube.create(resource_path(API, "kubedeschedulers", namespace), kube_descheduler(
+        namespace, deschedulingIntervalSeconds=interval, profiles=["AffinityAndTaints"],
+        profileCustomizations={"namespaces": {"included": [f"{namespace}-nothing-here"]}}))
+    first = await wait_for(lambda: first_run(kube, namespace), timeout=60, what="a run")
+    name = first["metadata"]["name"]
+
+    async def run_pod() -> dict[str, Any] | None:
+        pods, _ = await kube.list_all(resource_path(CORE, "pods", namespace),
+                                      labelSelector=f"batch.kubernetes.io/job-name={name}")
+        return pods[0] if pods else None
+
+    pod = await wait_for(run_pod, timeout=60, what="the run's pod")
+    await kube.create(resource_path(CORE, "pods", namespace, pod["metadata"]["name"],
+                                    "binding"), {
+        "apiVersion": "v1", "kind": "Binding", "metadata": {"name": pod["metadata"]["name"]},
+        "target": {"apiVersion": "v1", "kind": "Node", "name": node}})
+
+    async def reported() -> dict[str, Any] | None:
+        return next((e for e in await kd_events(kube, namespace)
+                     if e["reason"] == "WouldEvict"), None)
+
+    event = await wait_for(reported, timeout=90, what="the WouldEvict event")
+    assert event["message"] == (f"Predictive run {name} would evict 0 pod(s); set spec.mode: "
+                                "Automatic to evict")
+
+    async def second_run() -> dict[str, Any] | None:
+        return next((j for j in await runs(kube, namespace) if j["metadata"]["name"] != name),
+                    None)
+
+    second = await wait_for(second_run, timeout=60, what="the next run")
+    finished = await kube.get(resource_path(BATCH, "jobs", namespace, name))
+    started = parse_rfc3339(finished["status"]["startTime"])
+    created = parse_rfc3339(second["metadata"]["creationTimestamp"])
+    assert started is not None and created is not None
+    # both stamps are whole seconds: one second of slack for the truncation
+    assert (created - started).total_seconds() >= interval - 1, (started, created)
+    assert any(c["type"] == "Complete" and c["status"] == "True"
+               for c in finished["status"].get("conditions") or [])
+
+
+async def first_run(kube: KubeClient, namespace: str) -> dict[str, Any] | None:
+    found = await runs(kube, namespace)
+    return found[0] if found else None
