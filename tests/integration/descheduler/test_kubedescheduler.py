@@ -263,3 +263,57 @@ async def test_a_finished_run_is_reported_and_the_next_starts_an_interval_after_
 async def first_run(kube: KubeClient, namespace: str) -> dict[str, Any] | None:
     found = await runs(kube, namespace)
     return found[0] if found else None
+
+
+async def test_conflicting_and_unknown_profiles_stored_before_the_rules_run_nothing(
+    kube: KubeClient, namespace: str, cluster: Any, operator: None, tmp_path: Path
+) -> None:
+    """A KubeDescheduler stored before the CRD's rules (here: under a copy of the CRD without
+    the profile enum and CEL rules, then the real CRD applied again) still reaches the operator
+    with conflicting and unknown profiles: TargetConfigControllerDegraded=True naming each
+    problem, one Warning event per problem, no ConfigMap and no run (target_config_reconciler.go
+    manageConfigMap refuses unknown profiles; types_descheduler.go lists the conflicts)."""
+    relaxed = yaml.safe_load(CRD.read_text())
+    profiles = relaxed["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"][
+        "spec"]["properties"]["profiles"]
+    profiles.pop("x-kubernetes-validations")
+    profiles["items"].pop("enum")
+    relaxed_file = tmp_path / "relaxed-crd.yaml"
+    relaxed_file.write_text(yaml.safe_dump(relaxed))
+    body = kube_descheduler(namespace, profiles=[
+        "SoftTopologyAndDuplicates", "TopologyAndDuplicates", "Nope"])
+    try:
+        applied = cluster.kubectl("apply", "-f", str(relaxed_file))
+        assert applied.returncode == 0, applied.stderr
+
+        async def stored() -> bool:  # the API server takes the relaxed schema in a moment
+            try:
+                await kube.create(resource_path(API, "kubedeschedulers", namespace), body)
+            except KubeError as error:
+                return bool(error.conflict)  # 409: an earlier attempt was stored
+            return True
+
+        await wait_for(stored, timeout=30, what="the KubeDescheduler stored")
+    finally:
+        restored = cluster.kubectl("apply", "-f", str(CRD))
+        assert restored.returncode == 0, restored.stderr
+    path = resource_path(API, "kubedeschedulers", namespace, "cluster")
+
+    async def degraded() -> dict[str, Any] | None:
+        found = condition(await kube.get_if_exists(path), "TargetConfigControllerDegraded")
+        return found if found and found["status"] == "True" else None
+
+    found = await wait_for(degraded, timeout=60, what="TargetConfigControllerDegraded=True")
+    assert "Profile 'Nope' not recognized" in found["message"]
+    assert ("cannot declare SoftTopologyAndDuplicates and TopologyAndDuplicates profiles "
+            "simultaneously") in found["message"]
+
+    async def warned() -> set[str]:
+        reasons = {e["reason"] for e in await kd_events(kube, namespace)
+                   if e["type"] == "Warning"}
+        return reasons if {"UnknownProfile", "ProfileConflict"} <= reasons else set()
+
+    await wait_for(warned, timeout=30, what="a Warning event per problem")
+    assert await kube.get_if_exists(resource_path(CORE, "configmaps", namespace,
+                                                  CONFIG_MAP)) is None
+    assert await runs(kube, namespace) == []
