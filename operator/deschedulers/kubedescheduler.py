@@ -9,8 +9,8 @@ Deployment's ``--descheduling-interval`` loop:
 1. the spec becomes a DeschedulerPolicy (:func:`.profiles.expand`, pure) and is checked by the
    descheduler's own parser; a spec that cannot (conflicting, unknown or unsupported profiles,
    bad customizations, no interval) sets ``TargetConfigControllerDegraded=True`` with every
-   problem in the message, posts one Warning event per problem, and starts no run — upstream
-   scales its Deployment to 0 then;
+   problem in the message, posts one Warning event per problem, starts no run and stops an
+   unfinished one — upstream scales its Deployment to 0 then;
 2. the policy goes in the ConfigMap ``kubedescheduler-cluster-descheduler-policy-configmap``
    (build.build_config_map, as for a Descheduler);
 3. the runs are the Descheduler's Job (build.build_job, ``--dry-run`` in ``Predictive`` mode,
@@ -144,11 +144,15 @@ def outdated(job: Mapping[str, Any], generation: int) -> bool:
     return labels.get(GENERATION_LABEL) != str(generation)
 
 
+def unfinished(jobs: Sequence[Mapping[str, Any]]) -> list[str]:
+    return [str(j["metadata"]["name"]) for j in jobs
+            if run_outcome(j) not in ("Succeeded", "Failed")]
+
+
 def superseded(jobs: Sequence[Mapping[str, Any]], generation: int) -> list[str]:
     """Unfinished runs of an older spec: stopped when the spec changes, as upstream's rollout
     replaces the descheduler pod (pure)."""
-    return [str(j["metadata"]["name"]) for j in jobs if outdated(j, generation)
-            and run_outcome(j) not in ("Succeeded", "Failed")]
+    return unfinished([j for j in jobs if outdated(j, generation)])
 
 
 def finished_to_prune(jobs: Sequence[Mapping[str, Any]], keep: int = KEEP_FINISHED
@@ -281,9 +285,15 @@ async def sync(client: KubeClient, kd: Mapping[str, Any], settings: RunSettings,
         if problem is not None:
             await _refuse(client, kd, KubeDeschedulerInvalid([problem]))
             return
+        jobs, _ = await client.list_all(
+            resource_path(group_path("batch", "v1"), "jobs", settings.namespace),
+            labelSelector=f"{KUBE_DESCHEDULER_LABEL}={kd['metadata']['name']}")
         try:
             policy = await _policy(client, kd, settings)
         except KubeDeschedulerInvalid as invalid:
+            # upstream scales its descheduler to zero: no run of an older spec goes on either
+            for name in unfinished(jobs):
+                await _delete_job(client, settings.namespace, name)
             await _refuse(client, kd, invalid)
             return
         owner = run_owner(kd)
@@ -292,9 +302,6 @@ async def sync(client: KubeClient, kd: Mapping[str, Any], settings: RunSettings,
             CORE, "configmaps", settings.namespace, config_map["metadata"]["name"]))
         if existing is None or existing.get("data") != config_map["data"]:
             await apply(client, config_map)
-        jobs, _ = await client.list_all(
-            resource_path(group_path("batch", "v1"), "jobs", settings.namespace),
-            labelSelector=f"{KUBE_DESCHEDULER_LABEL}={kd['metadata']['name']}")
         await _report_finished(client, kd, jobs, settings)
         now = time.time() if now is None else now
         due = next_run_in(jobs, int((kd.get("spec") or {})["deschedulingIntervalSeconds"]),

@@ -175,7 +175,8 @@ async def test_an_unsupported_profile_is_reported_and_runs_nothing(
     (target_config_reconciler.go manageConfigMap refuses it without them), and both
     thresholdPriority fields together pass the CRD but not defaultEvictorOverrides:
     TargetConfigControllerDegraded=True naming both, a Warning event each, no ConfigMap, no
-    Job. Fixing the spec clears the condition and starts a run."""
+    Job. Fixing the spec clears the condition and starts a run; breaking it again stops the
+    run."""
     path = resource_path(API, "kubedeschedulers", namespace, "cluster")
     await kube.create(resource_path(API, "kubedeschedulers", namespace), kube_descheduler(
         namespace, profiles=["KubeVirtRelieveAndMigrate", "AffinityAndTaints"],
@@ -205,6 +206,15 @@ async def test_an_unsupported_profile_is_reported_and_runs_nothing(
         return bool(found and found["status"] == "False") and bool(await runs(kube, namespace))
 
     await wait_for(healthy, timeout=60, what="Degraded=False and a run")
+
+    # invalid again: the unfinished run stops too (upstream scales its descheduler to zero)
+    await kube.patch(path, {"spec": {"profiles": ["KubeVirtRelieveAndMigrate"]}}, kind="merge")
+
+    async def stopped() -> bool:
+        return all(j["metadata"].get("deletionTimestamp") for j in await runs(kube, namespace))
+
+    await wait_for(stopped, timeout=60, what="the run stopped")
+    await wait_for(degraded, timeout=60, what="TargetConfigControllerDegraded=True again")
 
 
 async def test_a_finished_run_is_reported_and_the_next_starts_an_interval_after_it_started(
