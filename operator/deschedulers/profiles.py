@@ -189,9 +189,9 @@ def topology_and_duplicates(scope: Scope, soft: bool = False) -> Obj:
 
 
 def lifecycle_and_utilization(scope: Scope, customizations: Mapping[str, Any],
-                              long: str | None = None) -> Obj:
-    """LifecycleAndUtilization; with ``long`` (LongLifecycle or DevPreviewLongLifecycle) the same
-    without PodLifeTime (longLifecycleProfile)."""
+                              long: bool = False) -> Obj:
+    """LifecycleAndUtilization; ``long``: the same without PodLifeTime, named LongLifecycle
+    (longLifecycleProfile, for DevPreviewLongLifecycle too)."""
     low, high = LOW_NODE_UTILIZATION[customizations.get("devLowNodeUtilizationThresholds") or ""]
     utilization: Obj = {"thresholds": dict.fromkeys(UTILIZATION_RESOURCES, low),
                         "targetThresholds": dict.fromkeys(UTILIZATION_RESOURCES, high)}
@@ -207,12 +207,12 @@ def lifecycle_and_utilization(scope: Scope, customizations: Mapping[str, Any],
         _plugin("LowNodeUtilization", utilization),
     ]
     deschedule = ["RemovePodsHavingTooManyRestarts"]
-    if long is None:
+    if not long:
         configs.insert(0, _plugin("PodLifeTime", {"maxPodLifeTimeSeconds": seconds},
                                   scope.namespaces))
         deschedule.insert(0, "PodLifeTime")
-    return _profile(long or LIFECYCLE_AND_UTILIZATION, configs, scope, deschedule=deschedule,
-                    balance=["LowNodeUtilization"])
+    return _profile(LONG_LIFECYCLE if long else LIFECYCLE_AND_UTILIZATION, configs, scope,
+                    deschedule=deschedule, balance=["LowNodeUtilization"])
 
 
 def compact_and_scale(scope: Scope, customizations: Mapping[str, Any]) -> Obj:
@@ -355,7 +355,7 @@ def expand(spec: Mapping[str, Any], protected: Sequence[str]) -> Obj:
             expanded.append(topology_and_duplicates(scope, soft=name != TOPOLOGY_AND_DUPLICATES))
         elif name in _LIFECYCLE:
             expanded.append(lifecycle_and_utilization(
-                scope, customizations, None if name == LIFECYCLE_AND_UTILIZATION else name))
+                scope, customizations, long=name != LIFECYCLE_AND_UTILIZATION))
         elif name == COMPACT_AND_SCALE:
             expanded.append(compact_and_scale(scope, customizations))
         # EvictPodsWithPVC and EvictPodsWithLocalStorage only set the DefaultEvictor's args

@@ -106,9 +106,9 @@ def test_lifecycle_and_utilization_defaults() -> None:
 @pytest.mark.parametrize("name", ["LongLifecycle", "DevPreviewLongLifecycle"])
 def test_long_lifecycle_is_lifecycle_without_pod_lifetime(name: str) -> None:
     """target_config_reconciler.go longLifecycleProfile: LifecycleAndUtilization minus its first
-    plugin (PodLifeTime), under its own name; DevPreviewLongLifecycle is the same profile."""
+    plugin (PodLifeTime), named LongLifecycle, for the deprecated DevPreviewLongLifecycle too."""
     profile = only_profile(name)
-    assert profile["name"] == name
+    assert profile["name"] == "LongLifecycle"
     assert list(configs(profile)) == ["RemovePodsHavingTooManyRestarts", "LowNodeUtilization",
                                       "DefaultEvictor"]
     assert profile["plugins"]["deschedule"] == {"enabled": ["RemovePodsHavingTooManyRestarts"]}
