@@ -29,9 +29,10 @@ Deployment's ``--descheduling-interval`` loop:
    and are not written.
 
 :func:`sync` runs from the kopf handlers (create, spec update, resume) at once and from one loop
-every :data:`TICK` seconds (a :class:`.periodic.Periodic`, started with the operator), never two
-at a time (:data:`_LOCK`). No finalizer: deleting the KubeDescheduler lets the garbage collector
-remove its ConfigMap and Jobs.
+every :data:`TICK` seconds (a :class:`.periodic.Periodic`, started with the operator) over the
+newest body kopf's watch delivered (:class:`Runner`), never two at a time (:data:`_LOCK`). No
+finalizer: deleting the KubeDescheduler lets the garbage collector remove its ConfigMap and
+Jobs.
 """
 
 from __future__ import annotations
@@ -223,14 +224,10 @@ async def _post(client: KubeClient, kd: Mapping[str, Any], reason: str, message:
     await events.post(client, body, reason, message, datetime.now(UTC), event_type, COMPONENT)
 
 
-def _path(namespace: str, name: str | None = None) -> str:
-    return resource_path(group_path(GROUP, VERSION), PLURAL, namespace, name)
-
-
 async def _patch_status(client: KubeClient, kd: Mapping[str, Any], update: Obj) -> None:
     meta = kd["metadata"]
-    await client.patch(_path(meta["namespace"], meta["name"]) + "/status", {"status": update},
-                       kind="merge")
+    path = resource_path(group_path(GROUP, VERSION), PLURAL, meta["namespace"], meta["name"])
+    await client.patch(path + "/status", {"status": update}, kind="merge")
 
 
 async def _refuse(client: KubeClient, kd: Mapping[str, Any],
@@ -331,16 +328,44 @@ async def kube_descheduler_reconcile(body: kopf.Body, **_: Any) -> None:
     await sync(await kube(), dict(body), run_settings())
 
 
-async def sync_singleton(client: KubeClient, settings: RunSettings) -> None:
-    kd = await client.get_if_exists(_path(settings.namespace, SINGLETON))
-    if kd is not None:
-        await sync(client, kd, settings)
+class Runner:
+    """What the loop syncs: the newest body kopf's watch delivered of the KubeDescheduler this
+    operator runs (none: the loop asks the API server nothing, so an operator without a
+    KubeDescheduler costs no request)."""
+
+    def __init__(self, client: KubeClient, settings: RunSettings):
+        self.client = client
+        self.settings = settings
+        self.latest: Obj | None = None
+
+    def seen(self, event_type: str | None, body: Mapping[str, Any]) -> None:
+        meta = body.get("metadata") or {}
+        if (meta.get("namespace"), meta.get("name")) != (self.settings.namespace, SINGLETON):
+            return
+        self.latest = None if event_type == "DELETED" else dict(body)
+
+    async def step(self) -> None:
+        if self.latest is not None:
+            await sync(self.client, self.latest, self.settings)
+
+
+MEMO_KEY = "kubedescheduler_runner"
 
 
 @kopf.on.startup()
-async def start_kube_descheduler_runner(**_: Any) -> None:
-    client, settings = await kube(), run_settings()
-    runner = Periodic("kubedescheduler-runner", lambda: sync_singleton(client, settings), TICK,
-                      f"cannot sync KubeDescheduler {settings.namespace}/{SINGLETON}")
-    runner.start()
-    stop_before_close(runner.stop)
+async def start_kube_descheduler_runner(memo: kopf.Memo, **_: Any) -> None:
+    settings = run_settings()
+    runner = Runner(await kube(), settings)
+    loop = Periodic("kubedescheduler-runner", runner.step, TICK,
+                    f"cannot sync KubeDescheduler {settings.namespace}/{SINGLETON}")
+    loop.start()
+    stop_before_close(loop.stop)
+    memo[MEMO_KEY] = runner
+
+
+@kopf.on.event(GROUP, VERSION, PLURAL)
+async def kube_descheduler_event(type: str | None, body: kopf.Body, memo: kopf.Memo,
+                                 **_: Any) -> None:
+    runner = memo.get(MEMO_KEY)
+    if isinstance(runner, Runner):
+        runner.seen(type, body)
