@@ -34,6 +34,7 @@ setup(
     package_data={"berthmaster": ["py.typed", "data/*", "data/**/*"],
                   "berthmaster.devcluster": ["data/*"],
                   "berthmaster.scheduler": ["py.typed", "data/*"],
-                  "berthmaster.operator": ["py.typed", "data/*"]},
+                  "berthmaster.operator": ["py.typed", "data/*"],
+                  "berthmaster.operator.machines.providers.aws": ["*.csv"]},
     include_package_data=True,
 )

@@ -18,7 +18,10 @@ Workloads (as kube-scheduler's scheduler_perf): ``basic`` (existing pods pre-bou
 measured ones), ``affinity-taints`` (required node affinity to a tainted pool, tolerated),
 ``anti-affinity`` (required pod anti-affinity on hostname: one pod per node, so the measured
 count is capped at the node count), ``preferred-affinity`` (preferred pod affinity) and
-``spread`` (topology spread over zones, maxSkew 1, DoNotSchedule).
+``spread`` (topology spread over zones, maxSkew 1, DoNotSchedule), and ``gang-8`` and
+``gang-64`` (PodGroups of 8 or 64 pods, ``minMember`` the whole group, scheduler-plugins'
+PodGroup API: berthmaster runs them with its Coscheduling plugin enabled, docs/coscheduling.md;
+kube-scheduler has no gang plugin, so only the stub, which ignores the groups, runs beside it).
 
 Measured per run: pods/s (first create to last bind), create-to-bind p50/p99 (client-side
 clocks: POST sent -> the watch shows spec.nodeName), the scheduler's CPU seconds per pod
@@ -78,11 +81,19 @@ from berthmaster.devcluster.schedulers import (
     kube_scheduler_config,
     start_kube_scheduler,
 )
-from berthmaster.kube import CORE, KubeClient, KubeError, resource_path
+from berthmaster.documents import safe_load
+from berthmaster.kube import CORE, KubeClient, KubeError, group_path, resource_path
 from berthmaster.scheduler.daemon.flags import add_arguments
 
 JSON = dict[str, Any]
-WORKLOADS = ("basic", "affinity-taints", "anti-affinity", "preferred-affinity", "spread")
+WORKLOADS = ("basic", "affinity-taints", "anti-affinity", "preferred-affinity", "spread",
+             "gang-8", "gang-64")
+# the gang workloads' group sizes; each PodGroup's minMember is the whole group
+GANG_SIZES = {"gang-8": 8, "gang-64": 64}
+POD_GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
+ROOT = Path(__file__).resolve().parents[1]
+PODGROUP_CRD = ROOT / "deploy/crds/scheduling.x-k8s.io_podgroups.yaml"
+GANG_EXAMPLE = ROOT / "examples/coscheduling/scheduler-config.yaml"
 SCHEDULERS = ("stub", "berthmaster", "kube-scheduler", "kube-scheduler-lifted")
 LIFTED_QPS, LIFTED_BURST = 5000, 10000
 SCHEDULER_NAMES = {"stub": "bench-stub", "berthmaster": "berthmaster-bench"}
@@ -178,6 +189,8 @@ def pod_body(name: str, scheduler: str, workload: str, index: int, node: str | N
             {"weight": 1, "podAffinityTerm": {
                 "labelSelector": {"matchLabels": {"color": labels["color"]}},
                 "topologyKey": "kubernetes.io/hostname"}}]}}
+    elif workload in GANG_SIZES:
+        labels[POD_GROUP_LABEL] = f"g-{index // GANG_SIZES[workload]}"
     elif workload == "spread":
         spec["topologySpreadConstraints"] = [{
             "maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone",
@@ -250,8 +263,20 @@ async def wait_nodes_ready(kube: KubeClient, names: set[str]) -> None:
 
 
 # ---- scheduler processes ---------------------------------------------------------------------
+def gang_config(workdir: Path, name: str) -> Path:
+    """berthmaster's configuration for the gang workloads: examples/coscheduling/
+    scheduler-config.yaml (the default profile plus Coscheduling) with this run's
+    schedulerName, no leader election and the client QPS lifted as the flags lift it."""
+    path = workdir / "coscheduling.yaml"
+    text = GANG_EXAMPLE.read_text().replace("schedulerName: berthmaster",
+                                            f"schedulerName: {name}")
+    path.write_text(f"leaderElection: {{leaderElect: false}}\n"
+                    f"clientConnection: {{qps: {LIFTED_QPS}, burst: {LIFTED_BURST}}}\n{text}")
+    return path
+
+
 def start_scheduler(kind: str, kubeconfig: str, workdir: Path, binary: Path,
-                    extra: Sequence[str] = ()) -> tuple[Proc, str]:
+                    extra: Sequence[str] = (), gang: bool = False) -> tuple[Proc, str]:
     log = workdir / f"{kind}.log"
     name = scheduler_name(kind)
     if kind in ("stub", "berthmaster"):
@@ -265,6 +290,8 @@ def start_scheduler(kind: str, kubeconfig: str, workdir: Path, binary: Path,
                        kubeconfig, "--scheduler-name", name, "--no-leader-elect",
                        "--metrics-bind-address", "", "--kube-api-qps", str(LIFTED_QPS),
                        "--kube-api-burst", str(LIFTED_BURST), *extra]
+            if gang:
+                command += ["--config", str(gang_config(workdir, name))]
         handle = log.open("wb")
         popen = subprocess.Popen(command, stdout=handle, stderr=subprocess.STDOUT)
         return Proc(popen, log), name
@@ -315,6 +342,11 @@ async def measure(kube: KubeClient, args: argparse.Namespace, kind: str, workloa
     namespace = await create_namespace(kube, f"bench-{workload}-{kind}-{uuid.uuid4().hex[:4]}")
     pods = pods or args.pods
     count = pods if workload != "anti-affinity" else min(pods, len(nodes) // 2)
+    size = GANG_SIZES.get(workload, 0)
+    if size:
+        # whole groups only, each a PodGroup of minMember = its size, made before its pods
+        count = max(size, count // size * size)
+        await create_podgroups(kube, namespace, count // size, size)
     # Pre-bound existing pods (basic only), created before the scheduler starts.
     if workload == "basic" and args.existing:
         await create_pods(kube, namespace, [
@@ -332,7 +364,7 @@ async def measure(kube: KubeClient, args: argparse.Namespace, kind: str, workloa
 
     def launch() -> Proc:
         return start_scheduler(kind, args.kubeconfig, workdir, Path(args.kube_scheduler_binary),
-                               shlex.split(args.berthmaster_args))[0]
+                               shlex.split(args.berthmaster_args), gang=bool(size))[0]
 
     try:
         if args.backlog:
@@ -370,6 +402,32 @@ async def measure(kube: KubeClient, args: argparse.Namespace, kind: str, workloa
         if proc is not None:
             proc.stop()
         await remove_namespace(kube, namespace)
+
+
+async def ensure_podgroup_crd(kube: KubeClient) -> None:
+    """The PodGroup CRD (deploy/crds), installed once and served before a gang run."""
+    crd = safe_load(PODGROUP_CRD.read_text())
+    path = resource_path(group_path("apiextensions.k8s.io", "v1"),
+                         "customresourcedefinitions")
+    with contextlib.suppress(KubeError):
+        await kube.create(path, crd)
+    name = crd["metadata"]["name"]
+    for _ in range(600):
+        got = await kube.get(f"{path}/{name}")
+        if any(c.get("type") == "Established" and c.get("status") == "True"
+               for c in (got.get("status") or {}).get("conditions") or ()):
+            return
+        await asyncio.sleep(0.1)
+    raise RuntimeError(f"CustomResourceDefinition {name} not Established after 60 s")
+
+
+async def create_podgroups(kube: KubeClient, namespace: str, groups: int, size: int) -> None:
+    await ensure_podgroup_crd(kube)
+    path = resource_path(group_path("scheduling.x-k8s.io", "v1alpha1"), "podgroups", namespace)
+    for index in range(groups):
+        await kube.create(path, {"apiVersion": "scheduling.x-k8s.io/v1alpha1",
+                                 "kind": "PodGroup", "metadata": {"name": f"g-{index}"},
+                                 "spec": {"minMember": size}})
 
 
 async def wait_bound(bound_at: dict[str, float], want: int, deadline: float,
@@ -625,6 +683,10 @@ async def bench(args: argparse.Namespace) -> list[Result]:
                       f"{warm.rate:.1f} pods/s (not reported)", flush=True)
             for workload in args.workloads:
                 for kind in args.schedulers:
+                    if workload in GANG_SIZES and kind.startswith("kube-scheduler"):
+                        print(f"  {workload:<19} {kind:<22} skipped: kube-scheduler has no "
+                              "gang plugin", flush=True)
+                        continue
                     result = await measure(kube, args, kind, workload, nodes, Path(tmp))
                     print(f"  {workload:<19} {kind:<22} {result.bound}/{result.pods} bound, "
                           f"{result.rate:.1f} pods/s, p99 {result.p99_ms:.0f} ms, "

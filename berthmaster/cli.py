@@ -6,6 +6,11 @@ Each subcommand lives in its own module, which exposes ``add_arguments(parser)``
 import error cannot break the others.
 
 ``berthmaster --version`` prints the first line of ``berthmaster version``.
+
+Every subcommand accepts ``--log-format json|text`` and klog's ``-v N``: the long-running ones
+declare them and configure logging themselves (JSON by default); for the others they are added
+here and configure logging only when given, so an interactive command's output is unchanged
+unless asked.
 ``berthmaster completion bash|zsh`` (berthmaster.completion_command) is the one command that
 loads every subcommand's options, to describe the whole command line to the shell.
 
@@ -17,6 +22,7 @@ A :class:`~berthmaster.errors.CommandError` raised by any command ends it with o
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import sys
 import traceback
@@ -75,7 +81,30 @@ def build_parser(selected: str | None, prog: str = "berthmaster",
         child = sub.add_parser(name, help=summary, description=summary)
         if load_all or name == selected:
             _load(name).add_arguments(child)
+            _add_logging_flags(child)
     return parser
+
+
+def _add_logging_flags(parser: argparse.ArgumentParser) -> None:
+    """``--log-format`` and ``-v`` for a subcommand that does not declare them, absent from
+    ``args`` unless given (argparse refuses an option string twice: that one declares it)."""
+    from berthmaster.logs import add_log_format
+    from berthmaster.verbosity import add_verbosity
+
+    for add in (add_log_format, add_verbosity):
+        with contextlib.suppress(argparse.ArgumentError):
+            add(parser, default=argparse.SUPPRESS)
+
+
+def _configure_logging(args: argparse.Namespace) -> None:
+    """Logging as the flags say, when the command has them (its own run may configure again,
+    with the same flags)."""
+    fmt = getattr(args, "log_format", None)
+    verbosity = int(getattr(args, "verbosity", 0) or 0)
+    if fmt is not None or verbosity:
+        from berthmaster import logs
+
+        logs.configure(args.command, fmt or "json", verbosity)
 
 
 def main(argv: Sequence[str] | None = None, prog: str = "berthmaster") -> int:
@@ -86,6 +115,7 @@ def main(argv: Sequence[str] | None = None, prog: str = "berthmaster") -> int:
     if args.command is None:
         parser.print_help()
         return 2
+    _configure_logging(args)
     try:
         return _load(args.command).run(args)
     except KeyboardInterrupt:

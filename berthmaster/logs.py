@@ -1,23 +1,30 @@
-"""One log format for every berthmaster component: JSON lines by default, text on request.
+"""One log format for every berthmaster component: Kubernetes' JSON lines by default, text on
+request.
 
 Design: :func:`configure` puts one handler on the root logger, so the component's own loggers,
 kopf's (``kopf.*``, including its per-object loggers) and the libraries' all write the same
-shape to stderr. A JSON line is one object with these keys, always in this order:
+shape to stderr. A JSON line has the keys of Kubernetes' JSON logging format
+(k8s.io/component-base/logs/json/json.go: zap's encoder with ``ts``, ``logger``, ``caller``,
+``msg``, and zapr's ``v`` and ``err``), in zap's order:
 
-``time``       RFC 3339 UTC with milliseconds (``2026-11-23T12:00:00.123Z``)
-``level``      ``debug``, ``info``, ``warning``, ``error`` or ``critical``
-``component``  ``scheduler``, ``operator``, ... (the command that logs)
+``ts``         milliseconds since the Unix epoch, a float (``epochMillisTimeEncoder``)
 ``logger``     the Python logger (``berthmaster.scheduler``, ``kopf.objects``, ...)
-``message``    the message
+``caller``     ``directory/file.py:line``, as zap's ``ShortCallerEncoder``
+``msg``        the message
+``v``          the klog verbosity of an info line: 0 for INFO (and WARNING: klog writes a
+               warning as an info line through logr), 4 for DEBUG; absent on ERROR and
+               CRITICAL lines, as zapr writes an error
 
-then the Kubernetes objects the line is about, the way klog's structured logging writes
-``klog.KObj``: the key is the object's role (``pod``, ``node``, ``machine``, ``lease``, ...), the
-value ``{"name": ..., "namespace": ...}`` (no ``namespace`` for cluster-scoped objects); then any
-other ``extra=`` fields, and ``error`` with the traceback when there is one. A caller names an
+then ``component`` (``scheduler``, ``operator``, ...: the command that logs), the Kubernetes
+objects the line is about the way klog's structured logging writes ``klog.KObj`` (the key is
+the object's role, ``pod``, ``node``, ``machine``, ``lease``, ...; the value ``{"name": ...,
+"namespace": ...}``, no ``namespace`` for cluster-scoped objects), any other ``extra=`` fields,
+and last ``err`` (zapr's ``ErrorKey("err")``): an exception's one line, its traceback under
+``stacktrace``; an ``extra`` field named ``error`` is written as ``err`` too. A caller names an
 object by passing an :class:`ObjectRef` in ``extra``; kopf's per-object records (its
 ``k8s_ref``) are rendered the same way under their kind's lower-case name.
 
-The text format carries the same fields on one line:
+The text format carries the same fields on one line, with a readable time and the level:
 ``2026-11-23T12:00:00.123Z INFO scheduler berthmaster.scheduler: bound pod=ns/p node=n1``.
 
 Levels follow klog's ``-v N`` (:mod:`berthmaster.verbosity`): below 4 INFO and above, from 4
@@ -31,18 +38,24 @@ import json
 import logging
 import sys
 import time
+import traceback
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, TextIO
 
 FORMATS = ("json", "text")
-KEYS = ("time", "level", "component", "logger", "message")
+# The keys every JSON line starts with, in this order (``v`` follows on info lines).
+KEYS = ("ts", "logger", "caller", "msg")
+ERROR_KEY, STACKTRACE_KEY, VERBOSITY_KEY = "err", "stacktrace", "v"
 
 # Attributes every LogRecord has; what else a record carries came from ``extra=``.
 _STANDARD = set(logging.LogRecord("", 0, "", 0, "", (), None).__dict__) | {
     "message", "asctime", "taskName"}
 # kopf's per-object extras: its reference is rendered as an object, the rest is its plumbing.
 _KOPF_REF, _KOPF_PLUMBING = "k8s_ref", {"k8s_skip", "settings"}
+# klog's level of a debug line (berthmaster.verbosity.DEBUG_LEVEL, not imported: that module
+# is the CLI's).
+_DEBUG_V = 4
 
 
 @dataclass(frozen=True)
@@ -77,15 +90,21 @@ def timestamp(created: float) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds)) + f".{millis:03d}Z"
 
 
-def fields(record: logging.LogRecord, component: str) -> dict[str, Any]:
-    """The record as the ordered fields of a log line (pure; both formats render these)."""
-    line: dict[str, Any] = {
-        "time": timestamp(record.created),
-        "level": record.levelname.lower(),
-        "component": component,
-        "logger": record.name,
-        "message": record.getMessage(),
-    }
+def caller(pathname: str, lineno: int) -> str:
+    """``directory/file.py:line``: the file and its directory, as zap's ShortCallerEncoder."""
+    parts = pathname.replace("\\", "/").rsplit("/", 2)
+    return f"{'/'.join(parts[-2:])}:{lineno}"
+
+
+def verbosity(levelno: int) -> int | None:
+    """klog's ``v`` of a record: None for errors (zapr writes no ``v`` on them)."""
+    if levelno >= logging.ERROR:
+        return None
+    return _DEBUG_V if levelno < logging.INFO else 0
+
+
+def key_values(record: logging.LogRecord) -> dict[str, Any]:
+    """The record's objects, then its other ``extra=`` fields (pure)."""
     objects: dict[str, Any] = {}
     extras: dict[str, Any] = {}
     for key, value in record.__dict__.items():
@@ -97,10 +116,31 @@ def fields(record: logging.LogRecord, component: str) -> dict[str, Any]:
                                       str(value.get("namespace") or ""))
         elif isinstance(value, ObjectRef):
             objects[key] = value
-        elif key not in KEYS:
+        else:
             extras[key] = value
-    line.update(objects)
-    line.update(extras)
+    return {**objects, **extras}
+
+
+def fields(record: logging.LogRecord, component: str) -> dict[str, Any]:
+    """The record as the ordered fields of a Kubernetes JSON log line, without the exception
+    (pure)."""
+    line: dict[str, Any] = {
+        "ts": record.created * 1000.0,
+        "logger": record.name,
+        "caller": caller(record.pathname, record.lineno),
+        "msg": record.getMessage(),
+    }
+    v = verbosity(record.levelno)
+    if v is not None:
+        line[VERBOSITY_KEY] = v
+    line["component"] = component
+    extras = key_values(record)
+    error = extras.pop("error", None)
+    for key, value in extras.items():
+        if key not in line:
+            line[key] = value
+    if error is not None:
+        line[ERROR_KEY] = error
     return line
 
 
@@ -119,10 +159,12 @@ class JsonFormatter(logging.Formatter):
 
     def format(self, record: logging.LogRecord) -> str:
         line = {key: _json_value(value) for key, value in fields(record, self.component).items()}
-        if record.exc_info:
-            line["error"] = self.formatException(record.exc_info)
+        if record.exc_info and record.exc_info[1] is not None:
+            line[ERROR_KEY] = "".join(traceback.format_exception_only(
+                record.exc_info[1])).strip()
+            line[STACKTRACE_KEY] = self.formatException(record.exc_info)
         elif record.exc_text:
-            line["error"] = record.exc_text
+            line[STACKTRACE_KEY] = record.exc_text
         return json.dumps(line, separators=(",", ":"))
 
 
@@ -132,10 +174,9 @@ class TextFormatter(logging.Formatter):
         self.component = component
 
     def format(self, record: logging.LogRecord) -> str:
-        line = fields(record, self.component)
-        text = (f"{line.pop('time')} {line.pop('level').upper()} {line.pop('component')} "
-                f"{line.pop('logger')}: {line.pop('message')}")
-        for key, value in line.items():
+        text = (f"{timestamp(record.created)} {record.levelname} {self.component} "
+                f"{record.name}: {record.getMessage()}")
+        for key, value in key_values(record).items():
             shown = str(value)
             text += f" {key}={json.dumps(shown) if (' ' in shown or not shown) else shown}"
         if record.exc_info:
@@ -166,9 +207,9 @@ def configure(component: str, fmt: str = "json", verbosity: int = 0,
                                           else logging.WARNING)
 
 
-def add_log_format(parser: argparse.ArgumentParser) -> None:
+def add_log_format(parser: argparse.ArgumentParser, default: Any = "json") -> None:
     """``--log-format json|text`` (kube-scheduler's ``--logging-format`` spelling too)."""
     parser.add_argument("--log-format", "--logging-format", dest="log_format", choices=FORMATS,
-                        default="json",
-                        help="log lines as JSON objects (default) or text; the same keys: "
-                             "time, level, component, logger, message, objects, fields")
+                        default=default,
+                        help="log lines as Kubernetes' JSON log format (default: ts, logger, "
+                             "caller, msg, v, then the fields, err) or as text")

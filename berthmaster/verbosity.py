@@ -9,6 +9,7 @@ error print its Python traceback (``berthmaster.cli``).
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
 # Default verbosity of a bare ``-v``/``--verbose``: debug.
 VERBOSE_LEVEL = 4
@@ -27,10 +28,10 @@ def level(text: str) -> int:
     return value
 
 
-def add_verbosity(parser: argparse.ArgumentParser) -> None:
+def add_verbosity(parser: argparse.ArgumentParser, default: Any = 0) -> None:
     """Add ``-v``/``--v``/``--verbose`` (``args.verbosity``, default 0)."""
     parser.add_argument("-v", "--v", "--verbose", dest="verbosity", type=level, nargs="?",
-                        const=VERBOSE_LEVEL, default=0, metavar="N",
+                        const=VERBOSE_LEVEL, default=default, metavar="N",
                         help=f"log verbosity, as klog's -v (a bare -v is {VERBOSE_LEVEL}); "
                              f"{DEBUG_LEVEL} and above log debug lines; any level prints a "
                              "traceback with a fatal error")

@@ -29,6 +29,7 @@ CAPABILITIES: dict[str, tuple[str, ...]] = {
     "deschedulers": ("berthmaster.operator.deschedulers.handlers",
                      "berthmaster.operator.deschedulers.kubedescheduler"),
     "autoscaler": ("berthmaster.operator.autoscaler.handlers",),
+    "podgroups": ("berthmaster.operator.podgroups.handlers",),
 }
 
 

@@ -26,6 +26,7 @@ log = logging.getLogger("berthmaster.operator")
 MACHINE_API = "machine.openshift.io"
 AUTOSCALING = "autoscaling.openshift.io"
 BERTHMASTER = "berthmaster.io"
+GANGS = "scheduling.x-k8s.io"
 
 CRD_FIX = ("install the CRDs (kubectl apply -f deploy/crds/, or the Helm chart) or leave the "
            "capability out (--only NAME runs just the ones named)")
@@ -81,6 +82,13 @@ def capability_needs(name: str, namespace: str | None = None) -> Needs:
             Access("list", "nodes"),
             Access("patch", "nodes"),
             Access("list", "pods")))
+    if name == "podgroups":
+        return Needs(name, (Resource(GANGS, "v1alpha1", "podgroups"),), (
+            Access("list", "podgroups", GANGS, ns),
+            Access("watch", "podgroups", GANGS, ns),
+            Access("patch", "podgroups/status", GANGS, ns),
+            Access("list", "pods", "", ns),
+            Access("watch", "pods", "", ns)))
     raise ValueError(f"unknown capability {name!r}")
 
 

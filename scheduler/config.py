@@ -35,6 +35,7 @@ from berthmaster.errors import PolicyError
 from berthmaster.scheduler.framework import ArgErrors, PluginKind
 from berthmaster.scheduler.model import NodeSelector, NodeSelectorTerm, node_selector_term
 from berthmaster.scheduler.plugins import (
+    coscheduling,
     csi_volume_limits,
     image_locality,
     inter_pod_affinity,
@@ -52,7 +53,7 @@ from berthmaster.scheduler.plugins import (
     volume_zone,
 )
 from berthmaster.scheduler.plugins.base import Predicate, Priority
-from berthmaster.scheduler.policy import Policy, load_policy
+from berthmaster.scheduler.policy import Extension, Policy, load_policy
 
 API_VERSION = "kubescheduler.config.k8s.io/v1"
 KIND = "KubeSchedulerConfiguration"
@@ -106,6 +107,8 @@ PLUGINS: dict[str, PluginKind] = {
                                                   resource_allocation.BalancedAllocation),
     "ImageLocality": PluginKind(_points("score"), None, image_locality.ImageLocality),
     "DefaultBinder": PluginKind(_points("bind")),
+    # not in the default profile (upstream's has it not either); enabled by configuration
+    "Coscheduling": coscheduling.PLUGIN,
 }
 
 # apis/config/v1/default_plugins.go, getDefaultPlugins: the MultiPoint set, its order and
@@ -646,7 +649,7 @@ def _plugin_args(raw: Any, path: str, problems: _Problems, known: _Known) -> _Ar
             problems.duplicate(where, name)
         seen.add(name)
         plugin = known.get(name)
-        if name in known.out_of_tree and plugin is not None and plugin.args is not None:
+        if plugin is not None and plugin.args is not None:
             body = dict(_object(entry.get("args"), f"{where}.args", problems))
             body.pop("apiVersion", None)
             body.pop("kind", None)
@@ -695,7 +698,9 @@ def _out_of_tree_args(plugin: PluginKind, body: dict[str, Any], path: str,
 def _build_profile(name: str, percentage: int | None, filters: Sequence[tuple[str, int]],
                    scores: Sequence[tuple[str, int]], post_filters: Sequence[tuple[str, int]],
                    args: _Args, source: str, known: _Known,
-                   built: Mapping[str, tuple[Predicate | None, Priority | None]]) -> Policy:
+                   built: Mapping[str, tuple[Predicate | None, Priority | None]],
+                   extensions: tuple[Extension, ...] = (),
+                   point_order: tuple[tuple[str, tuple[str, ...]], ...] = ()) -> Policy:
     predicates: list[Predicate] = []
     for plugin, _ in filters:
         if plugin in known.out_of_tree:
@@ -746,7 +751,32 @@ def _build_profile(name: str, percentage: int | None, filters: Sequence[tuple[st
                   preemption=any(p == "DefaultPreemption" for p, _ in post_filters),
                   min_candidate_nodes_percentage=args.min_candidate_nodes_percentage,
                   min_candidate_nodes_absolute=args.min_candidate_nodes_absolute,
-                  bind_timeout_seconds=args.bind_timeout_seconds)
+                  bind_timeout_seconds=args.bind_timeout_seconds,
+                  extensions=extensions, point_order=point_order,
+                  watches=tuple(w for ext in extensions if ext.lifecycle is not None
+                                for w in known[ext.name].watches))
+
+
+# the points a Lifecycle serves, in the order a cycle reaches them
+LIFECYCLE_POINTS = ("queueSort", "postFilter", "reserve", "permit", "preBind", "bind",
+                    "postBind")
+# the in-tree plugins whose Reserve/PreBind/Bind the daemon runs itself (no Lifecycle class)
+_DAEMON_EXTENSIONS = ("VolumeBinding", "DefaultBinder")
+
+
+def _extensions(by_point: Mapping[str, Sequence[tuple[str, int]]], args: _Args,
+                known: _Known) -> tuple[Extension, ...]:
+    """The profile's plugins at the points after filtering and scoring, each with the points
+    it is enabled at (each point's order is the profile's: ``Policy.point_order``)."""
+    points: dict[str, set[str]] = {}
+    for point in LIFECYCLE_POINTS:
+        for name, _ in by_point.get(point, ()):
+            kind = known.get(name)
+            if kind is None or (kind.lifecycle is None and name not in _DAEMON_EXTENSIONS):
+                continue
+            points.setdefault(name, set()).add(point)
+    return tuple(Extension(name, frozenset(at), known[name].lifecycle,
+                           args.out_of_tree.get(name)) for name, at in points.items())
 
 
 _PROFILE_FIELDS = ("schedulerName", "percentageOfNodesToScore", "plugins", "pluginConfig")
@@ -801,8 +831,13 @@ def _profile(raw: Any, path: str, default_name: str, problems: _Problems,
         except Exception as error:  # the plugin's constructor: report it as upstream does
             problems.invalid(f"{path}.plugins", plugin, f'initializing plugin "{plugin}": '
                              f"{type(error).__name__}: {error}")
+    extensions = _extensions(by_point, args, known)
+    named = {ext.name for ext in extensions}
+    point_order = tuple((point, tuple(n for n, _ in by_point[point] if n in named))
+                        for point in LIFECYCLE_POINTS)
     return _build_profile(name, percentage, by_point["filter"], by_point["score"],
-                          by_point["postFilter"], args, source, known, built)
+                          by_point["postFilter"], args, source, known, built, extensions,
+                          point_order)
 
 
 _TOP_FIELDS = ("apiVersion", "kind", "parallelism", "leaderElection", "clientConnection",
@@ -909,10 +944,21 @@ def load_config(text: str, source: str = "<config>",
                                f"profiles[{names[profile.scheduler_name]}].schedulerName")
         names.setdefault(profile.scheduler_name, i)
         profiles.append(profile)
+    sorts = [_queue_sort(profile) for profile in profiles]
+    for i, sort in enumerate(sorts[1:], start=1):
+        if sort != sorts[0]:
+            # validation.go, validateCommonQueueSort: one queue serves every profile
+            problems.invalid(f"profiles[{i}].plugins.queueSort", sort,
+                             "must be the same for all profiles")
     if problems.items:
         raise PolicyError(source, problems.items, document="scheduler configuration")
     return SchedulerConfig(tuple(profiles), percentage, initial, maximum, election, qps, burst,
                            source)
+
+
+def _queue_sort(profile: Policy) -> str:
+    return next((ext.name for ext in profile.extensions if "queueSort" in ext.points),
+                "PrioritySort")
 
 
 def load_profile(text: str, source: str) -> Policy:

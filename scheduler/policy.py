@@ -66,6 +66,27 @@ def _invalid(source: str, problems: list[str]) -> PolicyError:
 
 
 @dataclass(frozen=True)
+class Extension:
+    """A plugin enabled at points beyond filtering and scoring (QueueSort, PostFilter,
+    Reserve, Permit, PreBind, Bind, PostBind: ``points``, as a profile names them), by name.
+    ``lifecycle``: the plugin's :class:`~berthmaster.scheduler.framework.Lifecycle` class,
+    None for the ones the daemon provides itself (VolumeBinding's Reserve and PreBind,
+    DefaultBinder); ``args``: its parsed ``pluginConfig`` arguments."""
+
+    name: str
+    points: frozenset[str]
+    lifecycle: type[Any] | None = None
+    args: Mapping[str, Any] | None = None
+
+
+# What a Policy file runs after the decision (VolumeBinding is mandatory there, see above)
+DEFAULT_EXTENSIONS: tuple[Extension, ...] = (
+    Extension("VolumeBinding", frozenset(("reserve", "preBind"))),
+    Extension("DefaultBinder", frozenset(("bind",))),
+)
+
+
+@dataclass(frozen=True)
 class Policy:
     predicates: tuple[Predicate, ...]
     priorities: tuple[Priority, ...]
@@ -79,6 +100,11 @@ class Policy:
     min_candidate_nodes_percentage: int = 10
     min_candidate_nodes_absolute: int = 100
     bind_timeout_seconds: int = 600
+    extensions: tuple[Extension, ...] = DEFAULT_EXTENSIONS
+    # per point, the extensions' names in the profile's order there (default: as listed)
+    point_order: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    # the kinds the profile's plugins need watched (framework.Watched)
+    watches: tuple[Any, ...] = ()
 
     def describe(self) -> dict[str, Any]:
         return {

@@ -226,6 +226,17 @@ class WhatIf:
         self._placed.clear()
 
 
+# scheduler-plugins' PodGroup label: the snapshot indexes pods by it (Coscheduling counts a
+# group's members every cycle)
+GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
+
+
+def _plugin_object_key(obj: Obj) -> str:
+    meta = obj.get("metadata") or {}
+    namespace = meta.get("namespace")
+    return f"{namespace}/{meta.get('name', '')}" if namespace else str(meta.get("name", ""))
+
+
 def _counts_on_node(pod: PodView) -> bool:
     return bool(pod.node_name) and pod.phase not in ("Succeeded", "Failed")
 
@@ -280,6 +291,11 @@ class Snapshot:
         self.persistent_volume_claims: dict[str, Obj] = {}
         self.storage_classes: dict[str, Obj] = {}
         self.csi_nodes: dict[str, Obj] = {}  # storage.k8s.io CSINodes, by (node) name
+        # the kinds plugins asked to have watched (framework.Watched), by kind, then by
+        # "namespace/name" (or name)
+        self.plugin_objects: dict[str, dict[str, Obj]] = {}
+        # (namespace, GROUP_LABEL's value) -> uids of every pod held, pending ones included
+        self._groups: dict[tuple[str, str], set[str]] = {}
         self.csi_drivers: dict[str, Obj] = {}  # storage.k8s.io CSIDrivers, by (driver) name
         self.csi_storage_capacities: dict[str, Obj] = {}  # by namespace/name
         self._selectors: dict[tuple[str, str], LabelSelector] = {}
@@ -496,6 +512,9 @@ class Snapshot:
     def _add_view(self, view: PodView) -> None:
         uid = view.uid
         self._pods[uid] = view
+        group = view.labels.get(GROUP_LABEL)
+        if group is not None:
+            self._groups.setdefault((view.namespace, group), set()).add(uid)
         if not _counts_on_node(view):
             if view.nominated_node and not view.node_name \
                     and view.phase not in ("Succeeded", "Failed"):
@@ -521,6 +540,13 @@ class Snapshot:
         view = self._pods.pop(uid, None)
         if view is None:
             return
+        group = view.labels.get(GROUP_LABEL)
+        if group is not None:
+            members = self._groups.get((view.namespace, group))
+            if members is not None:
+                members.discard(uid)
+                if not members:
+                    del self._groups[(view.namespace, group)]
         if not _counts_on_node(view):
             nominated = self.nominated_pods.get(view.nominated_node)
             if nominated is not None:
@@ -675,6 +701,8 @@ class Snapshot:
             getattr(self, attr)[key] = obj
             self._selectors.pop((kind, key), None)
             self.generation += 1
+        elif kind in self.plugin_objects:
+            self.plugin_objects[kind][_plugin_object_key(obj)] = obj
         else:
             raise ValueError(f"unsupported kind {kind!r}; the snapshot holds {sorted(KINDS)}")
 
@@ -690,8 +718,28 @@ class Snapshot:
             getattr(self, attr).pop(key, None)
             self._selectors.pop((kind, key), None)
             self.generation += 1
+        elif kind in self.plugin_objects:
+            self.plugin_objects[kind].pop(_plugin_object_key(obj), None)
         else:
             raise ValueError(f"unsupported kind {kind!r}; the snapshot holds {sorted(KINDS)}")
+
+    def group_members(self, namespace: str, group: str) -> list[PodView]:
+        """The pods held (pending of this scheduler, bound, assumed) whose ``GROUP_LABEL``
+        names ``group`` in ``namespace``: a gang's members, without a walk over every pod."""
+        pods = self._pods
+        return [pods[uid] for uid in self._groups.get((namespace, group), ())]
+
+    def watch_kind(self, kind: str) -> None:
+        """Hold objects of ``kind`` (one a plugin needs watched) from now on."""
+        self.plugin_objects.setdefault(kind, {})
+
+    def object(self, kind: str, namespace: str, name: str) -> Obj | None:
+        """A watched plugin object (``namespace`` "" for a cluster-scoped kind)."""
+        return self.plugin_objects.get(kind, {}).get(f"{namespace}/{name}" if namespace
+                                                     else name)
+
+    def objects_of(self, kind: str) -> Mapping[str, Obj]:
+        return self.plugin_objects.get(kind, {})
 
     # ---------------------------------------------------------------- assumed volumes
     def assume_volume(self, kind: str, obj: Obj) -> None:

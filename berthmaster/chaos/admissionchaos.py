@@ -46,6 +46,11 @@ NAME = "chaos-placement"
 REPLICAS = ("admission-a", "admission-b")
 MARK = {"key": "chaos.berthmaster.io/admitted", "operator": "Exists", "effect": "NoSchedule"}
 TIMEOUT_SECONDS = 10  # the configurations' timeoutSeconds: a loaded 2-core machine is slow
+# The replicas' request limit: the big-pod fault's pod is a 3 MiB body, and its AdmissionReview
+# (the object again, plus the request's fields) is more than the webhook's 3Mi default; the
+# local control plane's etcd stores such pods, so the limit is raised as docs/admission.md says
+# to, to controller-runtime's 7 MiB (pkg/webhook/admission/http.go: two 3 MiB objects and 1 MiB)
+MAX_REVIEW_BYTES = 7 * 1024 * 1024
 PROBES = 3  # pods the fault creates while a replica is dead
 SETTLE = 1.0  # seconds the API server has to see the dead replica's connection closed
 
@@ -100,6 +105,7 @@ def launch(kubeconfig: str, namespace: str, listen: int, health: int, cert: str,
                       kubeconfig, "--listen", f"127.0.0.1:{listen}", "--namespace", namespace,
                       "--name", NAME, "--webhook-cert-file", cert, "--webhook-key-file", key,
                       "--failure-policy", "Ignore", "--timeout-seconds", str(TIMEOUT_SECONDS),
+                      "--max-request-bytes", str(MAX_REVIEW_BYTES),
                       "--metrics-bind-address", f"127.0.0.1:{health}"],
         f"https://127.0.0.1:{listen}", lambda: faults.http_ok(readyz))
 

@@ -42,7 +42,7 @@ from typing import Any
 
 import yaml
 
-from berthmaster.chaos import admissionchaos, audit, faults, throttle
+from berthmaster.chaos import admissionchaos, audit, deschedruns, faults, remediation, throttle
 from berthmaster.chaos import invariants as rules
 from berthmaster.chaos import workload as scene
 from berthmaster.chaos.checker import (
@@ -51,6 +51,7 @@ from berthmaster.chaos.checker import (
     MACHINE_API,
     MACHINE_DELETION_BOUND,
     MACHINE_SET_BOUND,
+    REMEDIATION_BOUND,
     Checker,
 )
 from berthmaster.chaos.rrproxy import RoundRobinProxy
@@ -163,7 +164,7 @@ class Campaign:
                                   say=lambda line: log.info(line.strip()))
         self.breached = asyncio.Event()
         self.rss = Rss()
-        self.descheduler_runs = 0
+        self.descheduler_runs = deschedruns.Runs()
         self.started = time.time()
         self.workdir = Path(tempfile.mkdtemp(prefix="berthmaster-chaos-"))
         self.audit_log = self.workdir / "audit.log"
@@ -315,6 +316,12 @@ class Campaign:
             await self._create(kube, resource_path(scene.AUTOSCALING_BETA, "machineautoscalers",
                                                    scene.MACHINES),
                                scene.machine_autoscaler(name, low, high))
+        await self._create(kube, resource_path(MACHINE_API, "machinesets", scene.MACHINES),
+                           scene.machine_set(scene.MHC_POOL, scene.MHC_REPLICAS, "mhc",
+                                             [scene.MHC_TAINT]))
+        await self._create(kube, resource_path(MACHINE_API, "machinehealthchecks",
+                                               scene.MACHINES),
+                           scene.health_check(scene.MHC_POOL))
         await self._create(kube, resource_path(AUTOSCALING, "clusterautoscalers"),
                            scene.cluster_autoscaler())
         deployment, pdb = scene.guarded(SCHEDULER_NAME)
@@ -336,23 +343,6 @@ class Campaign:
             self.rss.sample(cluster)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), 5)
-
-    async def _descheduler_loop(self, cluster: RunningCluster, stop: asyncio.Event) -> None:
-        policy = self.workdir / "descheduler-policy.yaml"
-        policy.write_text(DESCHEDULER_POLICY)
-        logfile = self.workdir / "descheduler.log"
-        while not stop.is_set():
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), self.settings.descheduler_every)
-            if stop.is_set():
-                return
-            with logfile.open("ab") as sink:
-                process = await asyncio.create_subprocess_exec(
-                    sys.executable, "-m", "berthmaster.cli", "deschedule",
-                    "--policy-config-file", str(policy), "--kubeconfig", str(cluster.kubeconfig),
-                    stdout=sink, stderr=sink)
-                await process.wait()
-            self.descheduler_runs += 1
 
     async def _audit_on(self, cluster: RunningCluster) -> None:
         """kube-apiserver restarted once with the audit flags and API Priority and Fairness on
@@ -449,7 +439,10 @@ class Campaign:
         churn.on_error = refused
         background = [asyncio.create_task(self._rss_loop(cluster, stop_all)),
                       asyncio.create_task(faults.supervise(stage, stop_all)),
-                      asyncio.create_task(self._descheduler_loop(cluster, stop_churn)),
+                      asyncio.create_task(deschedruns.scheduled(
+                          cluster.kubeconfig, self.workdir, DESCHEDULER_POLICY,
+                          settings.descheduler_every, stage.outages, checker, stop_churn,
+                          self.descheduler_runs)),
                       asyncio.create_task(churn.run(stop_churn))]
         for name, task, may_finish in zip(("rss sampler", "supervisor", "descheduler loop",
                                            "churn"), background, (False, False, True, True),
@@ -527,13 +520,18 @@ class Campaign:
               f"leader takeovers {figures.takeovers}")
         unaudited = checker.unaudited_binds(time.time() - 2 * BIND_WINDOW)
         print(f"binds the audit log did not record: {len(unaudited)} {unaudited[:5]}")
-        print(f"churn: {dict(sorted(churn.counts.items()))}; descheduler runs "
-              f"{self.descheduler_runs}; MachineSet scale-ups {figures.scale_ups}, "
+        runs = self.descheduler_runs
+        print(f"churn: {dict(sorted(churn.counts.items()))}; descheduler runs {runs.started}: "
+              f"completed {runs.completed} (within {deschedruns.RUN_BOUND:.0f}s), failed while "
+              f"the control plane was down {runs.failed_in_outage}, exit codes "
+              f"{dict(sorted(runs.exit_codes.items()))}; MachineSet scale-ups {figures.scale_ups}, "
               f"scale-downs {figures.scale_downs}; Machines gone {figures.machines_deleted}")
         print(f"Machine API liveness: {figures.machine_deletions_judged} Machines gone within "
               f"{MACHINE_DELETION_BOUND:.0f}s of their last hook, "
               f"{figures.machine_set_convergences} MachineSet convergences within "
-              f"{MACHINE_SET_BOUND:.0f}s")
+              f"{MACHINE_SET_BOUND:.0f}s, {figures.remediations} MachineHealthCheck "
+              f"remediations (deleted and replaced by a Ready Node) within "
+              f"{REMEDIATION_BOUND:.0f}s")
         for line in faults.summary(stage.outcomes):
             print(f"fault {line}")
         print(f"fault details: {dict(sorted(stage.details.items()))}")
@@ -571,10 +569,11 @@ class Campaign:
 
 
 def fault_table(kubeconfig_of: Any, proxy: Any) -> dict[str, Any]:
-    """The faults beyond faults.FAULTS: the admission webhook's and API Priority and
-    Fairness'."""
+    """The faults beyond faults.FAULTS: the admission webhook's, API Priority and
+    Fairness' and a MachineHealthCheck's remediation."""
     return {"admission-kill": admissionchaos.fault(proxy),
-            "apf-throttle": throttle.fault(kubeconfig_of)}
+            "apf-throttle": throttle.fault(kubeconfig_of),
+            "mhc-remediation": remediation.mhc_remediation}
 
 
 FAULTS = {**faults.FAULTS, **fault_table(Path, lambda: None)}  # the kinds

@@ -53,6 +53,9 @@ WATCH_SECONDS = 60  # a watch's timeoutSeconds: a quiet mirror relists this ofte
 # PodDisruptionBudgets and replacements, and the operator is killed and frozen meanwhile.
 MACHINE_DELETION_BOUND = 180.0  # a deleted Machine with no hooks left is gone by then
 MACHINE_SET_BOUND = 180.0  # a MachineSet's Machines match its replicas within this
+# A Machine whose Node a MachineHealthCheck sees NotReady is deleted and replaced by one with a
+# Ready Node within this (the fault: berthmaster/chaos/remediation.py)
+REMEDIATION_BOUND = 180.0
 log = logging.getLogger("berthmaster.chaos")
 
 
@@ -134,6 +137,7 @@ class Figures:
     preemptions_by_user: dict[str, int] = field(default_factory=dict)
     machine_deletions_judged: int = 0
     machine_set_convergences: int = 0
+    remediations: int = 0  # MachineHealthCheck remediations seen through, within the bound
     takeovers: int = 0
     evictions_seen: int = 0
     machines_deleted: int = 0
@@ -171,6 +175,8 @@ class Checker:
         self.audited_binds: set[str] = set()  # namespace/name the audit log saw bound
         self.deletion_free_since: dict[str, float] = {}  # Machine key -> deleting, no hooks
         self.diverged_since: dict[str, float] = {}  # MachineSet key -> not converged since
+        # Machine key -> (its MachineSet, since when its remediation is expected)
+        self.remediations: dict[str, tuple[str, float]] = {}
         self.pods = Mirror(kube, resource_path(CORE, "pods"), self._pod)
         self.nodes = Mirror(kube, resource_path(CORE, "nodes"), self._node)
         self.events = Mirror(kube, resource_path(CORE, "events"), self._event)
@@ -496,8 +502,37 @@ class Checker:
             self.liveness(time.time())
             await asyncio.sleep(interval)
 
+    def expect_remediation(self, machine_key: str, machine_set: str, since: float) -> None:
+        """A MachineHealthCheck must remediate Machine ``machine_key`` (of ``machine_set``),
+        whose Node was made NotReady at ``since``: judged by :meth:`liveness`."""
+        self.remediations[machine_key] = (machine_set, since)
+
+    def ready_nodes(self) -> set[str]:
+        return {str((n.get("metadata") or {}).get("name"))
+                for n in self.nodes.items.values() if rules.node_ready(n)}
+
+    def _remediation_liveness(self, now: float) -> None:
+        ready = self.ready_nodes()
+        for key, (machine_set, since) in list(self.remediations.items()):
+            owner = self.machine_sets.items.get(f"{self.machine_namespace}/{machine_set}") or {}
+            wanted = int((owner.get("spec") or {}).get("replicas") or 0)
+            waits = rules.remediation_awaits(key, self.machines.items, machine_set, wanted,
+                                             ready)
+            if waits is None:
+                del self.remediations[key]
+                self.figures.remediations += 1
+                continue
+            problem = rules.overdue(f"Machine {key}: its Node NotReady under a "
+                                    f"MachineHealthCheck but not {waits}", since, now,
+                                    REMEDIATION_BOUND)
+            if problem:
+                del self.remediations[key]  # one breach for one remediation
+                self.breach(problem)
+
     def liveness(self, now: float) -> None:
-        """Deleted Machines with no hooks left go, MachineSets converge, within the bounds."""
+        """Deleted Machines with no hooks left go, MachineSets converge, Machines a
+        MachineHealthCheck must remediate are replaced, within the bounds."""
+        self._remediation_liveness(now)
         for key, machine in self.machines.items.items():
             if rules.deletion_unblocked(machine):
                 since = self.deletion_free_since.setdefault(key, now)

@@ -32,17 +32,26 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from berthmaster.chaos.bigpod import as_large_as
 from berthmaster.chaos.checker import Checker
 from berthmaster.chaos.slowproxy import SlowProxy
 from berthmaster.chaos.workload import WORK, Churn, bare_pod, static_node
 from berthmaster.devcluster.certs import Pki
-from berthmaster.devcluster.cluster import ClusterError, Component, ControlPlane, RunningCluster
+from berthmaster.devcluster.cluster import (
+    APISERVER_MAX_REQUEST_BODY_BYTES,
+    ClusterError,
+    Component,
+    ControlPlane,
+    RunningCluster,
+)
 from berthmaster.kube import CORE, KubeClient, KubeError, resource_path
 
 Obj = dict[str, Any]
 log = logging.getLogger("berthmaster.chaos")
 NODE_NOT_READY = "node-not-ready.stage.kwok.x-k8s.io"  # kwok's node chaos Stage label
-BIG_POD_BYTES = 1_400_000  # etcd's default --max-request-bytes is 1.5 MiB; the pod just under it
+# The big pod's request body: exactly kube-apiserver's 3 MiB limit (bigpod.py says what of it
+# is stored, and why a 3 MiB body of plain text could not be)
+BIG_POD_BYTES = APISERVER_MAX_REQUEST_BODY_BYTES
 BIG_POD_BOUND = 60.0  # seconds in which the big pod and a small one created after it are bound
 # A frozen leader is resumed this long after another replica took its Lease: longer than the
 # checker's grace for binds in flight, so a bind made on waking is a breach.
@@ -129,6 +138,8 @@ class Stage:
     serial: int = 0
     held: set[str] = field(default_factory=set)  # components a fault is handling
     restarts: dict[str, int] = field(default_factory=dict)  # by the supervisor
+    # when the API server or etcd was down (killed, until ready again): wall-clock spans
+    outages: list[tuple[float, float]] = field(default_factory=list)
     starting: asyncio.Lock = field(default_factory=asyncio.Lock)  # one cluster state writer
 
     def component(self, name: str) -> Component:
@@ -172,6 +183,15 @@ class Stage:
         assert launch.identity is not None
         return launch.identity(launch.lives)
 
+    @contextlib.asynccontextmanager
+    async def outage(self) -> AsyncIterator[None]:
+        """A control-plane component is down meanwhile: clients may fail (recorded)."""
+        began = time.time()
+        try:
+            yield
+        finally:
+            self.outages.append((began, time.time()))
+
     def note(self, detail: str) -> None:
         self.details[detail] = self.details.get(detail, 0) + 1
 
@@ -210,12 +230,17 @@ async def wait_until(check: Callable[[], bool | Awaitable[bool]], timeout: float
     return False
 
 
-def https_ok(cluster: RunningCluster, path: str) -> bool:
+def https_ok(cluster: RunningCluster, path: str, server: str | None = None) -> bool:
+    """``path`` of the API server (or of ``server``, whose self-signed certificate is not
+    checked: kube-controller-manager's) answers 2xx to the cluster's admin."""
     pki = Pki(cluster.root / "pki")
     context = ssl.create_default_context(cafile=str(pki.ca_cert))
+    if server is not None:
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
     context.load_cert_chain(str(pki.client_cert("admin")), str(pki.client_key("admin")))
     try:
-        with urllib.request.urlopen(f"{cluster.server}{path}", timeout=2,
+        with urllib.request.urlopen(f"{server or cluster.server}{path}", timeout=2,
                                     context=context) as answer:
             return bool(200 <= answer.status < 300)
     except (OSError, ValueError):
@@ -379,27 +404,37 @@ async def restart_recorded(stage: Stage, name: str, ready: Callable[[], bool],
     reap(component.pid)
     died = await wait_until(lambda: not component.alive(), 5)
     await asyncio.sleep(stage.rng.uniform(0.5, 2))
+    await start_recorded(stage, name, ready, extra)
+    return died
+
+
+async def start_recorded(stage: Stage, name: str, ready: Callable[[], bool],
+                         extra: tuple[str, ...] = ()) -> None:
+    """Start a stopped control-plane component with its recorded command line (plus
+    ``extra``), once its port is free."""
+    component = stage.component(name)
     await wait_until(lambda: port_free(component.endpoint), 10)
     command = [*component.command, *(f for f in extra if f not in component.command)]
     async with stage.starting:
         await asyncio.to_thread(stage.plane.attach, stage.cluster, name, command,
                                 component.endpoint, ready, 90)
-    return died
 
 
 async def apiserver_restart(stage: Stage) -> Outcome:
     """kill -9 of kube-apiserver and a start with the same command line."""
-    if await restart_recorded(stage, "kube-apiserver",
-                              lambda: https_ok(stage.cluster, "/readyz")):
-        return fired("kube-apiserver killed and started again")
-    return not_fired("kube-apiserver did not die")
+    async with stage.outage():
+        died = await restart_recorded(stage, "kube-apiserver",
+                                      lambda: https_ok(stage.cluster, "/readyz"))
+    return fired("kube-apiserver killed and started again") if died else \
+        not_fired("kube-apiserver did not die")
 
 
 async def etcd_restart(stage: Stage) -> Outcome:
     """kill -9 of etcd (its data kept) and a start with the same command line."""
     endpoint = stage.component("etcd").endpoint
-    died = await restart_recorded(stage, "etcd", lambda: http_ok(f"{endpoint}/health"))
-    await wait_until(lambda: https_ok(stage.cluster, "/readyz"), 60)
+    async with stage.outage():
+        died = await restart_recorded(stage, "etcd", lambda: http_ok(f"{endpoint}/health"))
+        await wait_until(lambda: https_ok(stage.cluster, "/readyz"), 60)
     return fired("etcd killed and started again") if died else not_fired("etcd did not die")
 
 
@@ -535,13 +570,9 @@ async def apiserver_slow(stage: Stage) -> Outcome:
 
 
 def big_pod(name: str, scheduler: str, size: int) -> Obj:
-    """A plain pod of about ``size`` bytes (its container's environment): the watch streams
-    of every component carry it whole."""
-    pod = bare_pod(name, "plain", scheduler, random.Random(0))
-    piece = 100_000
-    env = [{"name": f"BULK_{i}", "value": "x" * piece} for i in range(max(1, size // piece))]
-    pod["spec"]["containers"][0]["env"] = env
-    return pod
+    """A plain pod whose JSON is exactly ``size`` bytes (bigpod.as_large_as): the watch
+    streams of every component carry it whole."""
+    return as_large_as(bare_pod(name, "plain", scheduler, random.Random(0)), size)
 
 
 def _processed(stage: Stage, name: str, since: float) -> bool:
@@ -553,10 +584,9 @@ def _processed(stage: Stage, name: str, since: float) -> bool:
 
 
 async def big_pod_fault(stage: Stage) -> Outcome:
-    """A pod of about 1.4 MB (etcd's default request limit is 1.5 MiB, so the 3 MiB the API
-    server accepts cannot be stored), then a small one: within ``BIG_POD_BOUND`` seconds the
-    scheduler must have dealt with both (bound, or reported unschedulable): a breach
-    otherwise. Fired when the big pod was created."""
+    """A pod whose request body is exactly the API server's 3 MiB limit, then a small one:
+    within ``BIG_POD_BOUND`` seconds the scheduler must have dealt with both (bound, or
+    reported unschedulable): a breach otherwise. Fired when the big pod was created."""
     stage.serial += 1
     big, small = f"big-{stage.serial}", f"after-big-{stage.serial}"
     pods = resource_path(CORE, "pods", WORK)
@@ -578,9 +608,17 @@ async def big_pod_fault(stage: Stage) -> Outcome:
     return fired(f"a {BIG_POD_BYTES} byte pod created")
 
 
+# Control-plane components no fault stops, restarted when they exit as their kubelet would a
+# static pod: kube-controller-manager exits at start-up when the API server it reads is
+# restarted under it ("Error building controllers": a 403 before the new API server has its
+# RBAC), which the campaign's first audit restart can do.
+SUPERVISED_PLANE = ("kube-controller-manager",)
+
+
 async def supervise(stage: Stage, stop: asyncio.Event) -> None:
     """Restart berthmaster's processes that exit on their own (a scheduler that lost its Lease
-    exits, as kube-scheduler does, for its kubelet to restart it): what a Deployment does."""
+    exits, as kube-scheduler does, for its kubelet to restart it): what a Deployment does; and
+    :data:`SUPERVISED_PLANE` with its recorded command line."""
     while not stop.is_set():
         for name in stage.launches:
             if name in stage.held or stage.component(name).alive():
@@ -589,6 +627,15 @@ async def supervise(stage: Stage, stop: asyncio.Event) -> None:
             stage.restarts[name] = stage.restarts.get(name, 0) + 1
             with contextlib.suppress(ClusterError):
                 await stage.start(name)
+        for name in SUPERVISED_PLANE:
+            component = stage.cluster.components.get(name)
+            if component is None or name in stage.held or component.alive():
+                continue
+            reap(component.pid)
+            stage.restarts[name] = stage.restarts.get(name, 0) + 1
+            with contextlib.suppress(ClusterError):
+                await start_recorded(stage, name, functools.partial(
+                    https_ok, stage.cluster, "/healthz", component.endpoint))
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(stop.wait(), 2)
 

@@ -430,3 +430,51 @@ def overdue(what: str, since: float | None, now: float, bound: float) -> str | N
     if since is not None and now - since > bound:
         return f"{what} within {bound:.0f}s"
     return None
+
+
+# ------------------------------------------------------------------ remediation
+
+
+MACHINESET_LABEL = "machine.openshift.io/cluster-api-machineset"
+
+
+def node_ready(node: Obj | None) -> bool:
+    return any(c.get("type") == "Ready" and c.get("status") == "True"
+               for c in ((node or {}).get("status") or {}).get("conditions") or ())
+
+
+def machine_node(machine: Obj) -> str | None:
+    name = ((machine.get("status") or {}).get("nodeRef") or {}).get("name")
+    return str(name) if name else None
+
+
+def deleting(machine: Obj | None) -> bool:
+    return bool(((machine or {}).get("metadata") or {}).get("deletionTimestamp"))
+
+
+def in_machine_set(machine: Obj, machine_set: str) -> bool:
+    return ((machine.get("metadata") or {}).get("labels") or {}).get(MACHINESET_LABEL) == \
+        machine_set
+
+
+def ready_machines(machines: Iterable[Obj], machine_set: str, ready_nodes: set[str],
+                   but: str) -> int:
+    """Machines of ``machine_set``, not being deleted, whose Node is Ready, other than the
+    Machine named ``but``."""
+    return sum(1 for m in machines if in_machine_set(m, machine_set) and not deleting(m)
+               and (m.get("metadata") or {}).get("name") != but
+               and machine_node(m) in ready_nodes)
+
+
+def remediation_awaits(machine_key: str, machines: Mapping[str, Obj], machine_set: str, wanted: int,
+            ready_nodes: set[str]) -> str | None:
+    """What the remediation of ``machine_key`` (``namespace/name``) still waits for: the
+    Machine ``deleted``, or ``replaced by a Ready Node`` (fewer Ready Machines other than it
+    than ``wanted``); None when done."""
+    old = machines.get(machine_key)
+    if old is not None and not deleting(old):
+        return "deleted"
+    name = machine_key.rsplit("/", 1)[-1]
+    if ready_machines(machines.values(), machine_set, ready_nodes, name) < wanted:
+        return "replaced by a Ready Node"
+    return None

@@ -38,7 +38,12 @@ ZONES = ("zone-a", "zone-b", "zone-c")
 # MachineSet -> (MachineAutoscaler min, max, starting replicas, hooks owned by the examples)
 POOLS = {"pool-a": (2, 3, 2), "pool-b": (0, 3, 1)}
 STATIC = 5  # nodes no MachineSet owns: three workers, a tainted one, a GPU one
-MAX_NODES_TOTAL = STATIC + 5  # one below the pools' summed max: the cluster limit binds
+# The MachineSet a MachineHealthCheck watches (the mhc-remediation fault): not autoscaled, and
+# tainted so no workload lands there (its remediation is judged, not the drain of its pods)
+MHC_POOL, MHC_REPLICAS = "pool-mhc", 2
+MHC_TAINT = {"key": "chaos.berthmaster.io/remediation", "value": "mhc", "effect": "NoSchedule"}
+# one below the autoscaled pools' summed max (the cluster limit binds), with the MHC pool
+MAX_NODES_TOTAL = STATIC + MHC_REPLICAS + 5
 
 
 # ------------------------------------------------------------------ the scene
@@ -69,20 +74,36 @@ def priority_class(name: str, value: int) -> Obj:
             "metadata": {"name": name}, "value": value}
 
 
-def machine_set(name: str, replicas: int) -> Obj:
+def machine_set(name: str, replicas: int, pool: str = "machines",
+                taints: list[Obj] | None = None) -> Obj:
     labels = {"machine.openshift.io/cluster-api-machineset": name}
+    spec: Obj = {"metadata": {"labels": {POOL_LABEL: pool,
+                                         "topology.kubernetes.io/zone": "zone-m"}},
+                 "providerSpec": {"value": {
+                     "apiVersion": "berthmaster.io/v1alpha1",
+                     "kind": "KwokMachineProviderSpec",
+                     "capacity": {"cpu": "2", "memory": "4Gi", "pods": "30"}}}}
+    if taints:
+        spec["taints"] = taints
     return {
         "apiVersion": "machine.openshift.io/v1beta1", "kind": "MachineSet",
         "metadata": {"name": name, "namespace": MACHINES},
         "spec": {"replicas": replicas, "selector": {"matchLabels": labels},
-                 "template": {"metadata": {"labels": labels}, "spec": {
-                     "metadata": {"labels": {POOL_LABEL: "machines",
-                                             "topology.kubernetes.io/zone": "zone-m"}},
-                     "providerSpec": {"value": {
-                         "apiVersion": "berthmaster.io/v1alpha1",
-                         "kind": "KwokMachineProviderSpec",
-                         "capacity": {"cpu": "2", "memory": "4Gi", "pods": "30"}}}}}},
+                 "template": {"metadata": {"labels": labels}, "spec": spec}},
     }
+
+
+def health_check(machine_set: str) -> Obj:
+    """The MachineHealthCheck of ``machine_set``: a Node NotReady (or Unknown) for 1 s, the
+    schema's minimum, is remediated (machine-api-operator's machinehealthcheck_controller.go:
+    the Machine deleted, its MachineSet replaces it). ``maxUnhealthy`` stays the default."""
+    return {"apiVersion": "machine.openshift.io/v1beta1", "kind": "MachineHealthCheck",
+            "metadata": {"name": machine_set, "namespace": MACHINES},
+            "spec": {"selector": {"matchLabels": {
+                         "machine.openshift.io/cluster-api-machineset": machine_set}},
+                     "unhealthyConditions": [
+                         {"type": "Ready", "status": "False", "timeout": "1s"},
+                         {"type": "Ready", "status": "Unknown", "timeout": "1s"}]}}
 
 
 def machine_autoscaler(target: str, low: int, high: int) -> Obj:

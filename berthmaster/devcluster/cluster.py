@@ -40,6 +40,11 @@ from berthmaster.devcluster.paths import state_root
 
 SERVICE_CIDR = "10.96.0.0/16"
 SERVICE_IP = "10.96.0.1"
+# kube-apiserver's request body limit (k8s.io/apiserver pkg/server/config.go
+# MaxRequestBodyBytes; a body of more bytes is refused with 413, endpoints/handlers/rest.go
+# limitedReadBody), and what the dev cluster's etcd takes in one request (see _start).
+APISERVER_MAX_REQUEST_BODY_BYTES = 3 * 1024 * 1024
+ETCD_MAX_REQUEST_BYTES = APISERVER_MAX_REQUEST_BODY_BYTES
 FAKE_NODE_ANNOTATION = "kwok.x-k8s.io/node"
 FAKE_NODE_VALUE = "fake"
 CONTROLLERS = (
@@ -340,6 +345,12 @@ class ControlPlane:
             f"--initial-advertise-peer-urls=http://127.0.0.1:{etcd_peer}",
             f"--initial-cluster={self.name}=http://127.0.0.1:{etcd_peer}",
             "--unsafe-no-fsync=true", "--quota-backend-bytes=8589934592",
+            # etcd's default, 1.5 MiB (server/embed/config.go DefaultMaxRequestBytes), refuses
+            # objects the API server sends: its etcd client sends up to 2 MiB (client/v3
+            # options.go defaultMaxCallSendMsgSize; k8s.io/apiserver pkg/storage/
+            # storagebackend/factory/etcd3.go sets no other), so etcd takes what the API
+            # server's request limit allows (pkg/server/config.go MaxRequestBodyBytes, 3 MiB).
+            f"--max-request-bytes={ETCD_MAX_REQUEST_BYTES}",
             "--log-level=warn",
         ], etcd_url, lambda: _http_ok(f"{etcd_url}/health"))
 

@@ -1,12 +1,14 @@
-"""The webhook's two passes over one request, from facts gathered beforehand; pure.
+"""The webhook's passes over one request, from facts gathered beforehand; pure.
 
 The mutating pass runs the plugins' ``Admit`` (merge the namespace's node selector, NodeEnv's
 project selector, default tolerations) and the validating pass their ``Validate`` (the same
 checks on the object as every mutating webhook left it, and PodNodeConstraints, which only
-validates), as kube-apiserver runs a built-in plugin's two halves. The server gathers the facts
-a request needs first (the namespace's annotations, the labels of a node NodeEnv must check,
-the answer of a SubjectAccessReview), asking for each only when :func:`node_to_read` or
-:func:`needs_binding_check` say the decision depends on it.
+validates), as kube-apiserver runs a built-in plugin's two halves. The scheduler-routing pass
+(a webhook and path of its own, schedulername.py) sets berthmaster's schedulerName on new pods
+of namespaces labelled for it. The server gathers the facts
+a request needs first (the namespace's annotations and labels, the labels of a node NodeEnv
+must check, the answer of a SubjectAccessReview), asking for each only when
+:func:`node_to_read` or :func:`needs_binding_check` say the decision depends on it.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from typing import Any
 from berthmaster.operator.admission import podnodeconstraints as pnc
 from berthmaster.operator.admission import podnodeselector as pns
 from berthmaster.operator.admission import podtolerationrestriction as ptr
+from berthmaster.operator.admission import schedulername
 from berthmaster.operator.admission.config import AdmissionConfig
 from berthmaster.operator.admission.review import Request, forbidden_message, object_name
 from berthmaster.operator.admission.selectors import SelectorError
@@ -26,6 +29,7 @@ from berthmaster.operator.admission.selectors import SelectorError
 @dataclass(frozen=True)
 class Facts:
     namespace_annotations: Mapping[str, str] = field(default_factory=dict)
+    namespace_labels: Mapping[str, str] = field(default_factory=dict)
     # Labels of the pod's nodeName node when NodeEnv needs them; node_error when unreadable.
     node_labels: Mapping[str, str] | None = None
     node_error: str | None = None
@@ -154,6 +158,15 @@ def mutate(request: Request, config: AdmissionConfig, facts: Facts) -> Verdict:
     if outcome.tolerations is not None:
         patch.append({"op": "add", "path": "/spec/tolerations", "value": outcome.tolerations})
     return Verdict(patch=patch)
+
+
+def route_scheduler_name(request: Request, facts: Facts, scheduler_name: str) -> Verdict:
+    """The scheduler-routing pass (schedulername.py): berthmaster's schedulerName on a new
+    pod of a namespace labelled for it; never a refusal."""
+    if not request.is_pod:
+        return Verdict()
+    return Verdict(patch=schedulername.route(request.object, request.operation,
+                                             facts.namespace_labels, scheduler_name))
 
 
 def validate(request: Request, config: AdmissionConfig, facts: Facts) -> Verdict:

@@ -23,6 +23,8 @@ from dataclasses import dataclass, field
 
 from berthmaster.errors import ConfigurationError
 from berthmaster.operator.admission.certs import Lifetimes
+from berthmaster.operator.admission.schedulername import DEFAULT_SCHEDULER, LABEL
+from berthmaster.scheduler.label_string import label_value_problem
 
 DEFAULT_NAME = "berthmaster-placement"
 FAILURE_POLICIES = ("Fail", "Ignore")
@@ -64,6 +66,7 @@ class AdmissionSettings:
     check_seconds: float = 60.0
     metrics_address: str = ""
     shutdown_delay_seconds: float = 0.0
+    scheduler_name: str = ""
     limits: Limits = field(default_factory=Limits)
     lifetimes: Lifetimes = field(default_factory=Lifetimes)
 
@@ -132,6 +135,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                             "admitted with a warning, as the API server admits one it cannot send")
     group.add_argument("--timeout-seconds", type=int, default=5,
                        help="the configurations' timeoutSeconds (1-30, default 5)")
+    group = parser.add_argument_group("scheduler routing")
+    group.add_argument("--scheduler-name", default="", metavar="NAME",
+                       help="set spec.schedulerName to NAME on new pods of namespaces labelled "
+                            f"{LABEL}=NAME whose schedulerName is empty or "
+                            f"{DEFAULT_SCHEDULER} (a pod labelled {LABEL}={DEFAULT_SCHEDULER} "
+                            "keeps it); self-managed, also registers that webhook "
+                            "(default: route nothing)")
     group = parser.add_argument_group("bounded work")
     group.add_argument("--max-request-bytes", type=byte_size, default=DEFAULT_MAX_REQUEST_BYTES,
                        metavar="SIZE",
@@ -179,6 +189,13 @@ def settings_from_args(args: argparse.Namespace) -> AdmissionSettings:
                         ("--max-request-bytes", args.max_request_bytes)):
         if value < 1:
             raise ConfigurationError(f"{flag} must be at least 1")
+    scheduler_name = args.scheduler_name
+    if scheduler_name and (scheduler_name == DEFAULT_SCHEDULER
+                           or label_value_problem(scheduler_name)):
+        raise ConfigurationError(
+            f"--scheduler-name {scheduler_name!r}: "
+            f"{label_value_problem(scheduler_name) or 'that is kube-scheduler'}; give the "
+            "schedulerName of a berthmaster profile (the chart's scheduler.name)")
     namespace = args.namespace or os.environ.get("POD_NAMESPACE") or "berthmaster"
     lifetimes = Lifetimes(
         ca=datetime.timedelta(seconds=_seconds("BERTHMASTER_ADMISSION_CA_SECONDS",
@@ -195,6 +212,7 @@ def settings_from_args(args: argparse.Namespace) -> AdmissionSettings:
         check_seconds=_seconds("BERTHMASTER_ADMISSION_CHECK_SECONDS", 60.0),
         metrics_address=args.metrics_bind_address,
         shutdown_delay_seconds=max(0.0, args.shutdown_delay_seconds),
+        scheduler_name=scheduler_name,
         limits=Limits(max_request_bytes=args.max_request_bytes,
                       max_tolerations=args.max_tolerations,
                       max_in_flight=args.max_in_flight),

@@ -14,6 +14,10 @@ Choices (explained for users in docs/admission.md):
 - ``reinvocationPolicy: IfNeeded``: if a later mutating webhook changes the pod, ours runs again,
   so its merges apply to the final object; they are idempotent, so a second run changes
   nothing else. The validating configuration then checks what was finally stored.
+- the scheduler-routing webhook (``--scheduler-name``), a second entry of the mutating
+  configuration: only namespaces labelled ``berthmaster.io/scheduler=<name>``, only new pods
+  that chose no scheduler (objectSelector and matchConditions, schedulername.py), and
+  ``reinvocationPolicy: Never``: a later webhook that sets a schedulerName chose one.
 - ``sideEffects: None``: a decision writes nothing (a SubjectAccessReview is a read), so dry-run
   requests are served too.
 
@@ -31,6 +35,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from berthmaster.kube import KubeClient, group_path, resource_path
+from berthmaster.operator.admission import schedulername
 from berthmaster.operator.admission.podnodeconstraints import POD_SPEC_PATHS
 
 ADMISSIONREGISTRATION = group_path("admissionregistration.k8s.io", "v1")
@@ -87,11 +92,30 @@ def template_rules() -> list[dict[str, Any]]:
              "scope": "Namespaced"} for group, resources in sorted(by_group.items())]
 
 
+def scheduler_name_webhook(target: Target, ca_bundle: str, scheduler_name: str,
+                           own_namespace: str, failure_policy: str = "Fail", timeout: int = 5
+                           ) -> dict[str, Any]:
+    """The scheduler-routing webhook (schedulername.py): only new pods of namespaces labelled
+    for ``scheduler_name`` that chose no scheduler are sent to it; never the system
+    namespaces nor berthmaster's own, whose pods (the scheduler's among them) a label there
+    must not route to a scheduler that may not be running yet."""
+    return {"name": schedulername.WEBHOOK_NAME, "admissionReviewVersions": ["v1"],
+            "sideEffects": "None", "failurePolicy": failure_policy, "timeoutSeconds": timeout,
+            "matchPolicy": "Equivalent",
+            "namespaceSelector": {**schedulername.namespace_selector(scheduler_name),
+                                  **namespace_selector(own_namespace)},
+            "objectSelector": schedulername.object_selector(),
+            "matchConditions": schedulername.match_conditions(),
+            "clientConfig": target.client_config(schedulername.PATH, ca_bundle),
+            "rules": [schedulername.pod_create_rule()], "reinvocationPolicy": "Never"}
+
+
 def build_configurations(name: str, target: Target, ca_bundle: str, own_namespace: str,
                          failure_policy: str = "Fail", timeout: int = 5,
-                         labels: dict[str, str] | None = None
+                         labels: dict[str, str] | None = None, scheduler_name: str = ""
                          ) -> tuple[dict[str, Any], dict[str, Any]]:
-    """(MutatingWebhookConfiguration, ValidatingWebhookConfiguration) named ``name``."""
+    """(MutatingWebhookConfiguration, ValidatingWebhookConfiguration) named ``name``; with
+    ``scheduler_name`` the mutating one also routes labelled namespaces' pods to it."""
     metadata = {"name": name, "labels": dict(labels or {"app.kubernetes.io/name": "berthmaster",
                                                         "app.kubernetes.io/component":
                                                         "admission"})}
@@ -101,9 +125,11 @@ def build_configurations(name: str, target: Target, ca_bundle: str, own_namespac
     validating = {**_common(failure_policy, timeout, own_namespace),
                   "clientConfig": target.client_config("/validate", ca_bundle),
                   "rules": [pod_rule(), *template_rules()]}
+    routing = ([scheduler_name_webhook(target, ca_bundle, scheduler_name, own_namespace,
+                                       failure_policy, timeout)] if scheduler_name else [])
     return ({"apiVersion": "admissionregistration.k8s.io/v1",
              "kind": "MutatingWebhookConfiguration", "metadata": metadata,
-             "webhooks": [mutating]},
+             "webhooks": [mutating, *routing]},
             {"apiVersion": "admissionregistration.k8s.io/v1",
              "kind": "ValidatingWebhookConfiguration", "metadata": dict(metadata),
              "webhooks": [validating]})

@@ -1,4 +1,5 @@
-"""The HTTPS endpoints: ``POST /mutate``, ``POST /validate``, ``GET /healthz``; bounded work.
+"""The HTTPS endpoints: ``POST /mutate``, ``POST /validate``, ``POST /scheduler-name``, ``GET
+/healthz``; bounded work.
 
 Why not kopf's admission support: the webhook is a service of its own (``berthmaster
 admission``, several replicas), with a certificate every replica shares, configurations the chart
@@ -43,7 +44,7 @@ from typing import Any
 import orjson
 from aiohttp import web
 
-from berthmaster.operator.admission import review
+from berthmaster.operator.admission import review, schedulername
 from berthmaster.operator.admission.metrics import AdmissionMetrics
 from berthmaster.operator.admission.options import Limits
 
@@ -119,6 +120,7 @@ class WebhookServer:
         app = web.Application(client_max_size=self._limits.max_request_bytes)
         app.router.add_post("/mutate", self._review)
         app.router.add_post("/validate", self._review)
+        app.router.add_post(schedulername.PATH, self._review)
         app.router.add_get("/healthz", self._healthz)
         # A body left unread (too large) is discarded for LINGER_SECONDS after the answer,
         # then the connection closes.

@@ -134,7 +134,8 @@ class AdmissionService:
         await self.load_certificate()
         self.webhook = PlacementWebhook(
             self.client, config, BindingAccess(self.client), settings.failure_policy,
-            settings.timeout_seconds, settings.limits.max_tolerations, self.metrics)
+            settings.timeout_seconds, settings.limits.max_tolerations, self.metrics,
+            scheduler_name=settings.scheduler_name)
         server = WebhookServer(
             self.webhook.answer, settings.host, settings.port,
             tls_context(self.data[certs.TLS_CERT], self.data[certs.TLS_KEY], self.scratch,
@@ -249,4 +250,5 @@ class AdmissionService:
         await registration.apply_configurations(
             self.client, registration.build_configurations(
                 self.settings.name, target, self.data[certs.CA_CERT], self.settings.namespace,
-                self.settings.failure_policy, self.settings.timeout_seconds))
+                self.settings.failure_policy, self.settings.timeout_seconds,
+                scheduler_name=self.settings.scheduler_name))

@@ -8,6 +8,8 @@ answer depends on it (access.py caches those). A pod arriving at ``/mutate`` wit
 tolerations than ``--max-tolerations`` is refused before anything is read (at ``/validate``, 64
 more are allowed: what the mutating pass itself may have added).
 
+``/scheduler-name`` (schedulername.py) reads only the namespace, for its labels.
+
 When a read fails (an error status, an unreachable API server, missing RBAC, or no answer within
 the webhook's ``timeoutSeconds`` less a second) the request is answered as the configured
 ``failurePolicy`` says the API server answers a webhook it cannot call: ``Ignore`` admits it
@@ -23,7 +25,7 @@ import logging
 from typing import Any
 
 from berthmaster.kube import CORE, KubeClient, KubeError, resource_path
-from berthmaster.operator.admission import decisions, review
+from berthmaster.operator.admission import decisions, review, schedulername
 from berthmaster.operator.admission.access import BindingAccess
 from berthmaster.operator.admission.config import AdmissionConfig
 from berthmaster.operator.admission.metrics import AdmissionMetrics
@@ -41,7 +43,7 @@ class PlacementWebhook:
     def __init__(self, client: KubeClient, config: AdmissionConfig, access: BindingAccess,
                  failure_policy: str = "Fail", timeout_seconds: int = 5,
                  max_tolerations: int = DEFAULT_MAX_TOLERATIONS,
-                 metrics: AdmissionMetrics | None = None):
+                 metrics: AdmissionMetrics | None = None, scheduler_name: str = ""):
         self.client = client
         self.config = config
         self.access = access
@@ -50,14 +52,19 @@ class PlacementWebhook:
         self.read_budget = max(0.5, timeout_seconds - 1.0)
         self.max_tolerations = max_tolerations
         self.metrics = metrics or AdmissionMetrics()
+        # Set on new pods of namespaces labelled for it (schedulername.py); "" routes nothing.
+        self.scheduler_name = scheduler_name
 
     async def answer(self, path: str, body: Any) -> dict[str, Any]:
-        """The AdmissionReview response for ``/mutate`` or ``/validate``."""
+        """The AdmissionReview response for ``/mutate``, ``/validate`` or
+        ``/scheduler-name``."""
         try:
             request = review.read_request(body)
         except review.ReviewError as error:
             self.metrics.count(path, "bad_request")
             return review.deny("", str(error), code=400)
+        if path == schedulername.PATH:
+            return await self._route(path, request)
         validating = path == "/validate"
         # The validating pass sees the pod with the mutating pass's additions (the namespace's
         # default tolerations, memory-pressure): room for them above the limit.
@@ -78,6 +85,27 @@ class PlacementWebhook:
             return review.deny(request.uid, verdict.refusal, verdict.code)
         self.metrics.count(path, "allowed")
         return review.allow(request.uid, verdict.patch)
+
+    async def _route(self, path: str, request: review.Request) -> dict[str, Any]:
+        if not (self.scheduler_name and request.is_pod and request.operation == "CREATE"):
+            self.metrics.count(path, "allowed")
+            return review.allow(request.uid)
+        try:
+            async with asyncio.timeout(self.read_budget):
+                labels = await self._namespace_labels(request.namespace)
+        except KubeError as error:
+            return self._undecided(path, request, str(error))
+        except TimeoutError:
+            return self._undecided(path, request, f"the API server did not answer within "
+                                                  f"{self.read_budget:g} s")
+        verdict = decisions.route_scheduler_name(
+            request, decisions.Facts(namespace_labels=labels), self.scheduler_name)
+        self.metrics.count(path, "allowed")
+        return review.allow(request.uid, verdict.patch)
+
+    async def _namespace_labels(self, namespace: str) -> dict[str, str]:
+        body = await self.client.get(resource_path(CORE, "namespaces", name=namespace))
+        return dict((body.get("metadata") or {}).get("labels") or {})
 
     def _undecided(self, path: str, request: review.Request, reason: str) -> dict[str, Any]:
         what = f"{request.operation} {request.resource} {request.namespace}/{request.name}"

@@ -4,12 +4,16 @@ Design: a Node object (plain dict) is assembled from, in rising precedence,
 1. a registered node of the MachineSet, if one exists (its allocatable, labels and taints),
 2. the MachineSet's machine template: for the kwok provider, the Node its ``build_node`` would
    register for a new Machine (one truth for that shape); otherwise
-   ``spec.template.spec.metadata.labels``/``.taints`` and ``providerSpec.value``'s
+   ``spec.template.spec.metadata.labels``/``.taints``, the capacity the installed provider of
+   the providerSpec's kind gives (``template_capacity``: the AWS provider reads its instance
+   type in cluster-autoscaler's EC2 table) and ``providerSpec.value``'s
    ``capacity``/``labels``/``taints``,
 3. OpenShift's machine annotations (``machine.openshift.io/vCPU``, ``memoryMb``, ``GPU``,
    ``maxPods``) and upstream's scale-from-zero annotations
    ``capacity.cluster-autoscaler.kubernetes.io/{cpu,memory,ephemeral-disk,maxPods,gpu-type,
-   gpu-count,labels,taints}``.
+   gpu-count,labels,taints}``: annotations override what the provider says, as
+   cluster-autoscaler's clusterapi provider lets them override the infrastructure template's
+   ``status.capacity`` (cloudprovider/clusterapi/clusterapi_unstructured.go, InstanceCapacity).
 Per-node identity (hostname, the provider id) is replaced by the template's own name, so pod
 anti-affinity by hostname treats every template copy as a distinct node. Startup taints (the
 ``startupTaints`` keys and upstream's ``startup-taint.cluster-autoscaler.kubernetes.io/`` and
@@ -25,7 +29,7 @@ from collections.abc import Collection, Mapping
 from typing import Any
 
 from berthmaster.operator.machines.machineset import build_machine
-from berthmaster.operator.machines.providers import kwok
+from berthmaster.operator.machines.providers import kwok, registry
 
 JSON = dict[str, Any]
 
@@ -134,6 +138,9 @@ def template_node(machine_set: Mapping[str, Any], sample_node: Mapping[str, Any]
                        if k != "machine.openshift.io/machine"})  # per-machine identity
         taints = _merge_taints(taints, list(node["spec"].get("taints") or []))
     elif isinstance(provider, Mapping):
+        # What the provider knows of the instance type (AWS: cluster-autoscaler's instance
+        # table); the annotations below still win, as upstream's InstanceCapacity lets them.
+        capacity.update(registry.template_capacity(provider) or {})
         capacity.update(provider.get("capacity") or {})
         labels.update(provider.get("labels") or {})
         taints = _merge_taints(taints, list(provider.get("taints") or []))

@@ -59,6 +59,7 @@ from berthmaster.operator.machines.providers import (
     Instance,
     InvalidProviderSpec,
     Provider,
+    RequeueAfter,
     owned,
     provider_for,
     provider_spec_kind,
@@ -71,6 +72,17 @@ JSON = dict[str, Any]
 log = logging.getLogger("berthmaster.operator.machines")
 
 AGAIN = 0.0  # run the next step now
+
+
+def never_provisioned(machine: JSON, error: InvalidProviderSpec) -> bool:
+    """Whether a Machine whose provider cannot be asked (its configuration is invalid: no
+    credentials, say) never recorded an instance: then there is none to delete, and its
+    deletion goes on instead of waiting for a configuration that will never come."""
+    if (machine.get("spec") or {}).get("providerID"):
+        return False
+    log.info("machine %s/%s: no instance was recorded and the provider cannot be asked (%s): "
+             "nothing to delete", *api.key_of(machine), error)
+    return True
 
 
 def utcnow() -> datetime:
@@ -203,6 +215,20 @@ class MachineController:
             return None
         try:
             instance = await provider.instance_exists(machine)
+            if instance is not None:
+                instance = await provider.update_instance(machine, instance)
+        except RequeueAfter as later:
+            log.info("machine %s/%s: provider asks to look again in %ss: %s",
+                     *api.key_of(machine), later.delay, later)
+            return later.delay
+        except InvalidProviderSpec as error:
+            if (machine.get("spec") or {}).get("providerID"):
+                # A Machine whose instance was made: never failed over its configuration
+                # (a credentials Secret deleted by mistake); asked again with backoff.
+                await self.provider_check_failed(machine, error)
+                raise
+            await self.fail_invalid(machine, str(error))  # upstream's Create would fail it
+            return None
         except Exception as error:
             await self.provider_check_failed(machine, error)
             raise  # the queue retries with backoff, as upstream returns the error
@@ -211,7 +237,9 @@ class MachineController:
         if (machine.get("spec") or {}).get("providerID"):
             condition = false_condition(api.INSTANCE_EXISTS, api.INSTANCE_MISSING,
                                         "Instance not found on provider")
-            await self.fail(machine, None, api.INSTANCE_NOT_FOUND_MESSAGE, "",
+            # upstream posts no event here; a Warning named after the condition's reason says
+            # it where `kubectl describe` looks (docs/providers.md)
+            await self.fail(machine, None, api.INSTANCE_NOT_FOUND_MESSAGE, api.INSTANCE_MISSING,
                             condition=condition)
             return None
         if not status.get("phase"):
@@ -224,6 +252,8 @@ class MachineController:
             return AGAIN
         try:
             instance = await provider.create_instance(machine)
+        except RequeueAfter as later:
+            return later.delay
         except InvalidProviderSpec as error:
             count_failure(upstream_series.instance_create_failed, machine, error)
             await self.fail_invalid(machine, str(error))
@@ -262,6 +292,8 @@ class MachineController:
         meta: JSON = {"resourceVersion": machine["metadata"]["resourceVersion"]}
         if instance.machine_labels:
             meta["labels"] = instance.machine_labels
+        if instance.machine_annotations:
+            meta["annotations"] = instance.machine_annotations
         await self.kube.patch(api.machine_path(*api.key_of(machine)), {
             "metadata": meta, "spec": {"providerID": instance.provider_id}})
 
@@ -270,10 +302,12 @@ class MachineController:
             await self.record_created(machine, instance)  # created by a life that then died
             return AGAIN
         labels = machine["metadata"].get("labels") or {}
-        if any(labels.get(k) != v for k, v in instance.machine_labels.items()):
-            await self.record_provider_id(machine, instance)  # labels drifted: put them back
+        annotations = machine["metadata"].get("annotations") or {}
+        if any(labels.get(k) != v for k, v in instance.machine_labels.items()) or any(
+                annotations.get(k) != v for k, v in instance.machine_annotations.items()):
+            await self.record_provider_id(machine, instance)  # drifted: put them back
             return AGAIN
-        node = await self.get_node(instance.node_name)
+        node = await self.instance_node(machine, instance)
         if node is not None:
             patch = nodes.node_patch(node, machine)
             if patch is not None:
@@ -288,6 +322,8 @@ class MachineController:
             "conditions": set_condition(status.get("conditions"),
                                         true_condition(api.INSTANCE_EXISTS), now),
         }
+        if instance.provider_status is not None:
+            updates["providerStatus"] = instance.provider_status
         if node is not None:
             updates["nodeRef"] = {"apiVersion": "v1", "kind": "Node",
                                   "name": node["metadata"]["name"],
@@ -331,6 +367,21 @@ class MachineController:
         return await self.kube.patch(api.machine_path(*api.key_of(machine)), {"metadata": {
             "annotations": {api.INSTANCE_STATE: api.UNKNOWN_INSTANCE_STATE},
             "resourceVersion": meta["resourceVersion"]}})
+
+    async def instance_node(self, machine: JSON, instance: Instance) -> JSON | None:
+        """The instance's Node: by the name the provider gives, else by ``spec.providerID`` (as
+        upstream's nodelink controller matches them): the recorded nodeRef when it still has
+        that providerID, else the one Node that does (one LIST, until a nodeRef is recorded)."""
+        if instance.node_name:
+            return await self.get_node(instance.node_name)
+        ref = ((machine.get("status") or {}).get("nodeRef") or {}).get("name")
+        node = await self.get_node(ref)
+        if node is not None and (node.get("spec") or {}).get("providerID") == \
+                instance.provider_id:
+            return node
+        found, _ = await self.kube.list_all(api.node_path())
+        return next((n for n in found
+                     if (n.get("spec") or {}).get("providerID") == instance.provider_id), None)
 
     async def get_node(self, name: str | None) -> JSON | None:
         if not name:
@@ -430,13 +481,22 @@ class MachineController:
         if provider is not None:
             try:
                 await provider.delete_instance(machine)
+            except InvalidProviderSpec as error:
+                if not never_provisioned(machine, error):
+                    count_failure(upstream_series.instance_delete_failed, machine, error)
+                    raise
             except Exception as error:
                 count_failure(upstream_series.instance_delete_failed, machine, error)
                 raise
 
     async def instance_exists(self, machine: JSON) -> bool:
         provider = self.provider_or_none(machine)
-        return provider is not None and await provider.instance_exists(machine) is not None
+        try:
+            return provider is not None and await provider.instance_exists(machine) is not None
+        except InvalidProviderSpec as error:
+            if never_provisioned(machine, error):
+                return False
+            raise
 
     async def mark_drained(self, machine: JSON, condition: JSON,
                            progress: JSON | None = None) -> None:

@@ -5,7 +5,8 @@ each handler only adds keys to a :class:`~.workqueue.WorkQueue`, whose workers r
 worker per key at a time; see :mod:`.workqueue` for why kopf's own retries are not used). The
 startup handler takes the operator's shared API client (:mod:`berthmaster.operator.client`) and
 creates the controllers and the queues (with the providers ``$BERTHMASTER_MACHINE_PROVIDERS``
-names, the chart's ``operator.machineProviders``; unset: every built-in one); the queues'
+names, the chart's ``operator.machineProviders``; unset: those enabled by default, see
+:mod:`.providers.registry`); the queues'
 workers are stopped by that module's cleanup, before it closes the client. Nothing here adds a
 kopf finalizer or kopf annotations to Machines: the only finalizer is upstream's
 ``machine.machine.openshift.io``.
@@ -21,7 +22,6 @@ What triggers what:
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
 from typing import Any
 
 import kopf
@@ -32,32 +32,10 @@ from berthmaster.operator.machines import api
 from berthmaster.operator.machines.controller import MachineController, MachineSetController
 from berthmaster.operator.machines.metrics import machine_metrics
 from berthmaster.operator.machines.providers import Provider
-from berthmaster.operator.machines.providers.kwok import KIND as KWOK_KIND
-from berthmaster.operator.machines.providers.kwok import KwokProvider
+from berthmaster.operator.machines.providers.registry import PROVIDERS_VARIABLE, enabled_providers
 from berthmaster.operator.machines.workqueue import WorkQueue
 
 Key = tuple[str, str]
-
-
-# The built-in providers by the name the chart's operator.machineProviders uses.
-BUILT_IN: dict[str, tuple[str, Callable[[KubeClient], Provider]]] = {
-    "kwok": (KWOK_KIND, KwokProvider),
-}
-PROVIDERS_VARIABLE = "BERTHMASTER_MACHINE_PROVIDERS"
-
-
-def enabled_providers(kube: KubeClient, setting: str | None) -> dict[str, Provider]:
-    """The providers to run, by providerSpec kind: every built-in one when ``setting`` is None
-    (the variable unset), else those it names, comma-separated ("" for none: the chart then
-    grants no Node create or delete, templates/operator-rbac.yaml)."""
-    names = list(BUILT_IN) if setting is None else [n.strip() for n in setting.split(",")
-                                                     if n.strip()]
-    unknown = [n for n in names if n not in BUILT_IN]
-    if unknown:
-        raise ValueError(f"${PROVIDERS_VARIABLE}: unknown machine provider(s) "
-                         f"{', '.join(unknown)}; use a comma-separated list of: "
-                         f"{', '.join(BUILT_IN)} (Helm value operator.machineProviders)")
-    return {BUILT_IN[n][0]: BUILT_IN[n][1](kube) for n in names}
 
 
 class MachinesRuntime:

@@ -23,7 +23,8 @@ deletionTimestamp is not deleted again, and events are named after the Machine's
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+import os
+from collections.abc import Callable, Collection
 from datetime import datetime
 from typing import Any
 
@@ -43,7 +44,7 @@ from berthmaster.operator.machines.healthcheck import (
     Target,
     TemplateRef,
 )
-from berthmaster.operator.machines.providers.kwok import KIND as KWOK_KIND
+from berthmaster.operator.machines.providers.registry import PROVIDERS_VARIABLE, enabled_kinds
 
 Key = tuple[str, str]
 JSON = dict[str, Any]
@@ -51,9 +52,14 @@ log = logging.getLogger("berthmaster.operator.machinehealthchecks")
 
 
 class HealthCheckController:
-    def __init__(self, kube: KubeClient, *, clock: Callable[[], datetime] = utcnow):
+    def __init__(self, kube: KubeClient, *, clock: Callable[[], datetime] = utcnow,
+                 provider_kinds: Collection[str] | None = None):
         self.kube = kube
         self.clock = clock
+        # the kinds the machine controller runs ($BERTHMASTER_MACHINE_PROVIDERS): only their
+        # Machines are berthmaster's to remediate
+        self.provider_kinds = frozenset(enabled_kinds(os.environ.get(PROVIDERS_VARIABLE))
+                                        if provider_kinds is None else provider_kinds)
         self.events = EventRecorder(kube, clock)
 
     async def reconcile(self, key: Key) -> float | None:
@@ -110,7 +116,7 @@ class HealthCheckController:
         machines, _ = await self.kube.list_all(api.machine_path(namespace))
         targets = []
         for machine in sorted(machines, key=lambda m: str(m["metadata"]["name"])):
-            if not mhc_rules.selects(spec, machine, (KWOK_KIND,)):
+            if not mhc_rules.selects(spec, machine, self.provider_kinds):
                 continue
             node_name = ((machine.get("status") or {}).get("nodeRef") or {}).get("name")
             if not node_name:

@@ -22,12 +22,16 @@ and is the POST's ``fence`` (:mod:`berthmaster.kube`), asked again after the cli
 limiter wait, immediately before sending; a fenced binding is forgotten and requeued, with no
 Event and no status patch (the new leader decides).
 
-A pod with volumes to bind (a :class:`~.volumes.Reservation` made by the loop's Reserve) runs
-VolumeBinding's PreBind first, in the same task and outside the binding slots, so its wait for
-the PV controller holds up no other binding (see :mod:`.volumes`). When PreBind fails the pod is
-forgotten, its volumes unreserved and it is requeued with upstream's FailedScheduling text and
-``PodScheduled=False`` reason ``SchedulerError``; a pod deleted meanwhile is dropped. A failed
-or abandoned binding unreserves the volumes too.
+The task is the pod's whole binding cycle (schedule_one.go bindingCycle, run in a goroutine
+upstream): WaitOnPermit (a pod some Permit plugin holds waits here, assumed, while the loop goes
+on), then the profile's PreBind plugins (VolumeBinding's wait for the PV controller among
+them), then its Bind plugins (DefaultBinder is the POST above, in a slot; the PreBind and Permit
+waits hold none), then PostBind (:mod:`.extensions`). A pod rejected while waiting on Permit
+is unreserved, forgotten and parked as Unschedulable with a FitError on its node (``0/1 nodes
+are available: 1 <the rejection>.``); when PreBind fails it is unreserved, forgotten and
+requeued with upstream's FailedScheduling text and ``PodScheduled=False`` reason
+``SchedulerError``; a pod deleted meanwhile is dropped. Every failed or abandoned binding runs
+every Unreserve (in reverse order) before the pod is forgotten.
 """
 
 from __future__ import annotations
@@ -40,17 +44,20 @@ from typing import Any
 
 from berthmaster.kube import CORE, KubeClient, KubeError, resource_path
 from berthmaster.logs import ObjectRef
-from berthmaster.scheduler.daemon import events
+from berthmaster.scheduler.daemon import events, hints
 from berthmaster.scheduler.daemon.events import EventRecorder
+from berthmaster.scheduler.daemon.extensions import Extensions, Rejection
+from berthmaster.scheduler.daemon.hints import ClusterEvent
 from berthmaster.scheduler.daemon.metrics import SchedulerMetrics
 from berthmaster.scheduler.daemon.queue import QueuedPod, SchedulingQueue
 from berthmaster.scheduler.daemon.volumes import (
     DEFAULT_BIND_TIMEOUT_SECONDS,
     NotLeader,
     PreBindError,
-    Reservation,
     VolumeBinder,
 )
+from berthmaster.scheduler.engine import fit_error_message
+from berthmaster.scheduler.framework import CycleState, PluginError
 from berthmaster.scheduler.snapshot import Snapshot, pod_key
 
 JSON = dict[str, Any]
@@ -98,9 +105,11 @@ class Binder:
         self.bound = 0
         self.conflicts = 0
 
-    def bind(self, info: QueuedPod, node: str, started: float,
-             volumes: Reservation | None = None) -> None:
-        task = asyncio.create_task(self._bind(info, node, started, volumes))
+    def bind(self, info: QueuedPod, node: str, started: float, extensions: Extensions,
+             state: CycleState) -> None:
+        """The binding cycle of a pod assumed on ``node`` and reserved (``state``): a task of
+        its own, so a wait at Permit holds up nothing else."""
+        task = asyncio.create_task(self._bind(info, node, started, extensions, state))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
@@ -114,51 +123,61 @@ class Binder:
         for task in list(self._tasks):
             task.cancel()
 
-    def _unreserve(self, volumes: Reservation | None) -> None:
-        if volumes is not None:
-            self.volumes.unreserve(volumes)
+    def _give_back(self, info: QueuedPod, node: str, extensions: Extensions,
+                   state: CycleState) -> None:
+        """Unreserve every plugin (reverse order), then forget the assumed pod."""
+        extensions.unreserve(state, info.pod, node)
+        self.snapshot.forget(info.pod)
 
-    async def _bind(self, info: QueuedPod, node: str, started: float,
-                    volumes: Reservation | None = None) -> None:
+    async def _bind(self, info: QueuedPod, node: str, started: float, extensions: Extensions,
+                    state: CycleState) -> None:
         pod = info.pod
         meta = pod.get("metadata") or {}
         try:
-            if volumes is not None:
-                try:
-                    waited = await self.volumes.pre_bind(volumes, self.may_act)
-                except PreBindError as error:
-                    self._pre_bind_failed(info, node, volumes, error, started)
-                    return
-                except NotLeader:
-                    self.snapshot.forget(pod)
-                    self._unreserve(volumes)
-                    self.queue.requeue(info, unschedulable=False)
-                    return
-                log.info("volumes bound", extra={"pod": ObjectRef.from_key(info.key),
-                                                 "node": ObjectRef(node),
-                                                 "seconds": round(waited, 3)})
-            async with self._slots:
-                if not self.may_act():
-                    self.snapshot.forget(pod)
-                    self._unreserve(volumes)
-                    self.queue.requeue(info, unschedulable=False)
-                    return
-                sent = time.perf_counter()
-                await self.kube.create(
-                    resource_path(CORE, "pods", meta.get("namespace"), meta.get("name"),
-                                  "binding"), binding_body(pod, node), fence=self.may_act)
-        except asyncio.CancelledError:
-            self.snapshot.forget(pod)
-            self._unreserve(volumes)
-            self.queue.requeue(info, unschedulable=False)
-            raise
-        except KubeError as error:
-            self._unreserve(volumes)
-            if error.fenced:
-                self.snapshot.forget(pod)
+            rejection = await extensions.wait_on_permit(pod)
+            if rejection is not None:
+                self._permit_rejected(info, node, extensions, state, rejection, started)
+                return
+            try:
+                await extensions.pre_bind(state, pod, node)
+            except PreBindError as error:
+                self._pre_bind_failed(info, node, extensions, state, error, started)
+                return
+            except NotLeader:
+                self._give_back(info, node, extensions, state)
                 self.queue.requeue(info, unschedulable=False)
                 return
-            self._failed(info, node, error, started)
+            bound_by = await extensions.bind(state, pod, node)
+            sent = time.perf_counter()
+            if bound_by is None:
+                async with self._slots:
+                    if not self.may_act():
+                        self._give_back(info, node, extensions, state)
+                        self.queue.requeue(info, unschedulable=False)
+                        return
+                    sent = time.perf_counter()
+                    await self.kube.create(
+                        resource_path(CORE, "pods", meta.get("namespace"), meta.get("name"),
+                                      "binding"), binding_body(pod, node), fence=self.may_act)
+        except asyncio.CancelledError:
+            waiting = extensions.waiting.get(pod_key(pod))
+            if waiting is not None:
+                extensions.waiting.remove(pod_key(pod))
+            self._give_back(info, node, extensions, state)
+            self.queue.requeue(info, unschedulable=False)
+            raise
+        except PluginError as error:
+            self._give_back(info, node, extensions, state)
+            self._failed(info, node, str(error), started)
+            return
+        except KubeError as error:
+            if error.fenced:
+                self._give_back(info, node, extensions, state)
+                self.queue.requeue(info, unschedulable=False)
+                return
+            extensions.unreserve(state, pod, node)
+            self._failed(info, node, bind_error_message(error), started,
+                         gone=error.conflict or error.not_found, status=error.status)
             return
         now = time.perf_counter()
         self.bound += 1
@@ -168,9 +187,33 @@ class Binder:
         self.queue.done(info.key)
         self.recorder.event(pod, "Normal", events.SCHEDULED,
                             events.scheduled_message(pod, node), "Binding")
+        extensions.post_bind(state, pod, node)
         log.debug("bound", extra={"pod": ObjectRef.from_key(info.key), "node": ObjectRef(node)})
 
-    def _failed(self, info: QueuedPod, node: str, error: KubeError, started: float) -> None:
+    def _permit_rejected(self, info: QueuedPod, node: str, extensions: Extensions,
+                         state: CycleState, rejection: Rejection, started: float) -> None:
+        """bindingCycle (schedule_one.go): a pod rejected while waiting on Permit is a FitError
+        on its one node; handleBindingCycleError unreserves and forgets it (an AssignedPodDelete
+        for the others) and the failure handler parks it as Unschedulable."""
+        pod = info.pod
+        self._give_back(info, node, extensions, state)
+        self.queue.move_for_event(ClusterEvent(hints.ASSIGNED_POD_DELETE))
+        message = fit_error_message(1, {node: rejection.status})
+        self.metrics.attempt("unschedulable", time.perf_counter() - started)
+        log.info("rejected while waiting on permit", extra={
+            "pod": ObjectRef.from_key(info.key), "plugin": rejection.plugin,
+            "reason": message})
+        self.recorder.event(pod, "Warning", events.FAILED_SCHEDULING, message, "Scheduling")
+        uid, key = pod_key(pod), info.key
+        self.recorder.status(
+            pod, events.unschedulable_status_patch(message),
+            still_wanted=lambda: key in self.queue and not self.snapshot.is_assumed(uid))
+        self.queue.requeue(info, unschedulable=True,
+                           hint_events=extensions.hint_events(pod, rejection.plugin),
+                           rejected_by=frozenset((rejection.plugin,)))
+
+    def _failed(self, info: QueuedPod, node: str, message: str, started: float,
+                gone: bool = False, status: int | None = None) -> None:
         """handleBindingCycleError (schedule_one.go): forget the pod, then the failure
         handler's FailedScheduling Event, in RunBindPlugins' words, for every failure; a pod
         already bound (409) or gone (404) leaves the queue, any other is requeued with
@@ -179,21 +222,19 @@ class Binder:
         self.snapshot.forget(pod)
         self.metrics.bind("Error", 0.0)
         self.metrics.attempt("error", time.perf_counter() - started)
-        message = bind_error_message(error)
         self.recorder.event(pod, "Warning", events.FAILED_SCHEDULING, message, "Scheduling")
-        if error.conflict or error.not_found:
+        if gone:
             # Already bound (by us earlier, or by someone else), or gone: nothing to retry
             # (upstream finds it bound or missing in its informer cache and calls Done).
             self.conflicts += 1
             log.info("binding not needed", extra={"pod": ObjectRef.from_key(info.key),
                                                   "node": ObjectRef(node),
-                                                  "status": error.status,
-                                                  "error": error.message})
+                                                  "status": status, "error": message})
             self.queue.done(info.key)
             return
         log.warning("binding failed", extra={"pod": ObjectRef.from_key(info.key),
                                              "node": ObjectRef(node),
-                                             "error": str(error)})
+                                             "error": message})
         uid, key = pod_key(pod), info.key
         nominated = "" if (pod.get("status") or {}).get("nominatedNodeName") else None
         self.recorder.status(
@@ -202,16 +243,15 @@ class Binder:
             still_wanted=lambda: key in self.queue and not self.snapshot.is_assumed(uid))
         self.queue.requeue(info, unschedulable=False)
 
-    def _pre_bind_failed(self, info: QueuedPod, node: str, volumes: Reservation,
-                         error: PreBindError, started: float) -> None:
+    def _pre_bind_failed(self, info: QueuedPod, node: str, extensions: Extensions,
+                         state: CycleState, error: PreBindError, started: float) -> None:
         """handleBindingCycleError (schedule_one.go): Unreserve, forget, and the failure
         handler's FailedScheduling Event and PodScheduled condition (reason SchedulerError: a
         PreBind error is not an Unschedulable status)."""
         pod = info.pod
-        self.snapshot.forget(pod)
-        self._unreserve(volumes)
+        self._give_back(info, node, extensions, state)
         message = str(error)
-        log.warning("binding volumes failed", extra={"pod": ObjectRef.from_key(info.key),
+        log.warning("pre-bind failed", extra={"pod": ObjectRef.from_key(info.key),
                                                      "node": ObjectRef(node),
                                                      "error": message})
         self.metrics.attempt("error", time.perf_counter() - started)

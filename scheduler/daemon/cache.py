@@ -51,6 +51,7 @@ from berthmaster.scheduler.daemon import hints
 from berthmaster.scheduler.daemon.hints import ClusterEvent
 from berthmaster.scheduler.daemon.queue import SchedulingQueue
 from berthmaster.scheduler.daemon.trim import trim_node, trim_pod
+from berthmaster.scheduler.framework import Watched
 from berthmaster.scheduler.model import resolve_priority
 from berthmaster.scheduler.pods import pod_ref
 from berthmaster.scheduler.snapshot import Snapshot, placement_view, pod_key
@@ -113,6 +114,13 @@ RESOURCES: tuple[Resource, ...] = (
              resource_path(group_path("storage.k8s.io", "v1"), "csistoragecapacities"),
              event="CSIStorageCapacity", by_action=True),
 )
+
+
+def plugin_resource(watched: Watched) -> Resource:
+    """The informer's resource for a kind a plugin asked to have watched."""
+    return Resource(watched.kind, resource_path(group_path(watched.group, watched.version),
+                                                watched.plural),
+                    event=watched.kind, by_action=True)
 
 
 def object_key(obj: JSON) -> str:
@@ -260,17 +268,32 @@ class ClusterCache:
     def __init__(self, kube: KubeClient, snapshot: Snapshot, queue: SchedulingQueue,
                  scheduler_name: str | Collection[str],
                  resources: tuple[Resource, ...] = RESOURCES,
-                 on_restart: Callable[[str], None] | None = None):
+                 on_restart: Callable[[str], None] | None = None,
+                 watches: Collection[Watched] = (), pending_pod_events: bool = False):
         self.kube = kube
         self.snapshot = snapshot
         self.queue = queue
         # the schedulerNames of this scheduler's profiles
         self.scheduler_names = frozenset(
             (scheduler_name,) if isinstance(scheduler_name, str) else scheduler_name)
+        # the kinds the profiles' plugins asked for (framework.Watched), held in the snapshot
+        # and named as cluster events "<Kind>/Add", "/Update", "/Delete"
+        extra = tuple(plugin_resource(w) for w in {(w.kind, w.group): w
+                                                   for w in watches}.values())
+        for resource in extra:
+            snapshot.watch_kind(resource.kind)
+        self.resources = {r.kind: r for r in (*resources, *extra)}
         self.informers = [Informer(kube, resource, self.apply, on_restart=on_restart)
-                          for resource in resources]
+                          for resource in self.resources.values()]
         self._tasks: list[asyncio.Task[None]] = []
         self.sync_seconds = 0.0
+        # a pending pod's arrival is a cluster event ("Pod/Add") only when a profile waits at
+        # Permit (kube-scheduler emits EventUnscheduledPodAdd under its GangScheduling gate:
+        # eventhandlers.go, addPodToSchedulingQueue); otherwise it would only cost
+        self.pending_pod_events = pending_pod_events
+        # a deleted pod's uid: a pod waiting at Permit is rejected at once (eventhandlers.go,
+        # deletePodFromSchedulingQueue: RejectWaitingPod)
+        self.on_pod_deleted: Callable[[str], object] | None = None
 
     @property
     def synced(self) -> bool:
@@ -344,7 +367,7 @@ class ClusterCache:
                 self.snapshot.remove(kind, obj)
             else:
                 self.snapshot.upsert(kind, obj)
-            resource = next(r for r in RESOURCES if r.kind == kind)
+            resource = self.resources[kind]
             if resource.event and not initial:
                 self.queue.move_for_event(ClusterEvent(resource.event_for(event)))
 
@@ -372,6 +395,8 @@ class ClusterCache:
                 self.snapshot.is_assumed(uid)
             self.snapshot.remove_pod(uid)
             self.queue.delete(key)
+            if self.on_pod_deleted is not None:
+                self.on_pod_deleted(uid)
             if was_assigned and not initial:
                 self.queue.move_for_event(ClusterEvent(hints.ASSIGNED_POD_DELETE))
             return
@@ -401,4 +426,9 @@ class ClusterCache:
         if (pod.get("metadata") or {}).get("deletionTimestamp"):
             self.queue.delete(key)
             return
+        new = key not in self.queue
         self.queue.add(pod, self.priority(pod))
+        if new and not initial and self.pending_pod_events:
+            # a sibling of a gang may be what a parked pod waits for (Coscheduling's
+            # "Pod/Add"; eventhandlers.go addPodToSchedulingQueue)
+            self.queue.move_for_event(ClusterEvent(hints.UNSCHEDULED_POD_ADD))

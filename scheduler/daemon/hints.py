@@ -26,6 +26,7 @@ NODE_UPDATE = "NodeUpdate"
 ASSIGNED_POD_ADD = "AssignedPodAdd"
 ASSIGNED_POD_UPDATE = "AssignedPodUpdate"
 ASSIGNED_POD_DELETE = "AssignedPodDelete"
+UNSCHEDULED_POD_ADD = "UnscheduledPodAdd"  # framework.EventUnscheduledPodAdd
 SERVICE_CHANGE = "ServiceChange"
 NAMESPACE_CHANGE = "NamespaceChange"
 PDB_CHANGE = "PodDisruptionBudgetChange"
@@ -110,6 +111,7 @@ _SIMPLE = {
     ASSIGNED_POD_ADD: ("Pod/Add",),
     ASSIGNED_POD_UPDATE: ("Pod/UpdatePodLabel",),
     ASSIGNED_POD_DELETE: ("Pod/Delete",),
+    UNSCHEDULED_POD_ADD: ("Pod/Add",),
     SERVICE_CHANGE: ("Service/Add",),
 }
 
@@ -118,7 +120,8 @@ def event_names(event: ClusterEvent) -> frozenset[str]:
     """The engine's names ("Kind/Action", as upstream's ClusterEvent) for one event."""
     if event.kind == NODE_UPDATE:
         return frozenset(_NODE_UPDATES[c] for c in event.changes if c in _NODE_UPDATES)
-    if event.kind.startswith(_VOLUME_KINDS):
+    if event.kind.startswith(_VOLUME_KINDS) or "/" in event.kind:
+        # volume kinds, and the kinds plugins asked to have watched ("PodGroup/Add")
         return frozenset((event.kind,))
     return frozenset(_SIMPLE.get(event.kind, ()))
 

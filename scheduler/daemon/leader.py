@@ -120,6 +120,23 @@ def decide(
     return LeaseDecision("update", record, observed)
 
 
+def loss_reason(identity: str, holder: str, last_renew: float | None, now: float,
+                renew_deadline: float) -> str:
+    """Why a leader no longer leads, for the log line before it stops: another candidate
+    holds the Lease, or our last renewal is older than the renew deadline (client-go logs
+    ``failed to renew lease <namespace>/<name>: <why>`` before ``leaderelection lost``,
+    tools/leaderelection/leaderelection.go ``renew``)."""
+    if holder not in ("", identity):
+        return f"the Lease is held by {holder}"
+    if last_renew is None:
+        return "the Lease was not held (never acquired, or released)"
+    age = now - last_renew
+    if age >= renew_deadline:
+        return (f"not renewed for {age:.1f}s, past the renew deadline of "
+                f"{renew_deadline:g}s")
+    return f"renewed {age:.1f}s ago, within the renew deadline of {renew_deadline:g}s"
+
+
 def default_identity() -> str:
     return f"{socket.gethostname()}_{uuid.uuid4()}"
 
@@ -157,6 +174,7 @@ class LeaderElector:
         self.on_leading(False)
         self._observed = Observation()
         self._last_renew: float | None = None  # when we last wrote the Lease as its holder
+        self._loss_logged = False
 
     # ---- state -----------------------------------------------------------------------------
     def is_leader(self) -> bool:
@@ -168,6 +186,22 @@ class LeaderElector:
     @property
     def holder(self) -> str:
         return self._observed.record.holder if self._observed.record else ""
+
+    def loss_reason(self) -> str:
+        """Why this candidate does not lead now (:func:`loss_reason`)."""
+        return loss_reason(self.identity, self.holder, self._last_renew, self.clock(),
+                           self.renew_deadline)
+
+    def log_lost(self) -> None:
+        """The warning naming the Lease and why, then client-go's ``leaderelection lost``:
+        every way out of leading says so before the caller stops (once per leadership: the
+        renewal loop and the scheduling loop may both find it lost)."""
+        if self._loss_logged:
+            return
+        self._loss_logged = True
+        log.warning("failed to renew lease", extra={"lease": self.lease, "identity":
+                                                    self.identity, "reason": self.loss_reason()})
+        log.error("leaderelection lost", extra={"lease": self.lease, "identity": self.identity})
 
     # ---- one attempt -----------------------------------------------------------------------
     async def try_acquire_or_renew(self) -> bool:
@@ -215,6 +249,7 @@ class LeaderElector:
             await asyncio.sleep(self.retry_period * (1 + 0.2 * random.random()))
         log.info("successfully acquired lease", extra={"lease": self.lease,
                                                        "identity": self.identity})
+        self._loss_logged = False
         self.on_leading(True)
 
     async def hold(self) -> None:
@@ -232,9 +267,9 @@ class LeaderElector:
                 break  # someone else holds it now
             if not self.is_leader():
                 break  # no renewal within the renew deadline
+        self.log_lost()
         self._last_renew = None
         self.on_leading(False)
-        log.error("leaderelection lost", extra={"lease": self.lease, "identity": self.identity})
 
     async def release(self) -> None:
         """Give the Lease up (graceful shutdown), if we still hold it."""

@@ -5,11 +5,13 @@ the best pending pod, asks the engine (pure, no I/O) for a node, and then either
 pod there and hands it to the binder, or — when nothing fits — asks the engine for a
 preemption, records ``FailedScheduling`` (the engine's upstream-format message) and the
 ``PodScheduled=False/Unschedulable`` condition, and parks the pod until a cluster event could
-help it. A pod with ``spec.resourceClaims`` is refused before the engine runs
-(:mod:`~berthmaster.scheduler.plugins.dynamic_resources`). A decision made, VolumeBinding's
-Reserve assumes the pod's volumes on its node (:mod:`.volumes`) before the binder runs PreBind
-and the binding. Because the engine runs synchronously in the event loop, the watches cannot
-change the snapshot in the middle of a decision; the loop yields to them between cycles.
+help it (after the profile's other PostFilter plugins had their say). A pod with
+``spec.resourceClaims`` is refused before the engine runs
+(:mod:`~berthmaster.scheduler.plugins.dynamic_resources`). A decision made, the pod is assumed
+and the profile's Reserve plugins (VolumeBinding's assumes the pod's volumes, :mod:`.volumes`)
+and Permit plugins run (:mod:`.extensions`) before the binder's task runs the binding cycle.
+Because the engine runs synchronously in the event loop, the watches cannot change the
+snapshot in the middle of a decision; the loop yields to them between cycles.
 """
 
 from __future__ import annotations
@@ -24,11 +26,13 @@ from berthmaster.logs import ObjectRef
 from berthmaster.scheduler.daemon import events
 from berthmaster.scheduler.daemon.binder import Binder
 from berthmaster.scheduler.daemon.events import EventRecorder
+from berthmaster.scheduler.daemon.extensions import Extensions, Rejection
 from berthmaster.scheduler.daemon.metrics import SchedulerMetrics
 from berthmaster.scheduler.daemon.preempt import Preemptor
 from berthmaster.scheduler.daemon.queue import QueuedPod, SchedulingQueue
+from berthmaster.scheduler.daemon.waiting import WaitingPods
 from berthmaster.scheduler.engine import Decision, Engine, fit_error_message
-from berthmaster.scheduler.framework import PluginError
+from berthmaster.scheduler.framework import CycleState, PluginError
 from berthmaster.scheduler.model import PodView
 from berthmaster.scheduler.plugins import dynamic_resources
 from berthmaster.scheduler.preemption import (
@@ -54,11 +58,14 @@ class SchedulingLoop:
         metrics: SchedulerMetrics,
         may_act: Callable[[], bool] = lambda: True,
         engines: Mapping[str, Engine] | None = None,
+        extensions: Mapping[str, Extensions] | None = None,
     ):
         # one engine per profile, by schedulerName (one queue serves them all, as upstream);
         # ``engine`` is the first profile's
         self.engine = engine
         self.engines: Mapping[str, Engine] = engines or {}
+        # each profile's Reserve/Permit/.../PostBind plugins, by schedulerName
+        self.extensions: Mapping[str, Extensions] = extensions or {}
         self.snapshot = snapshot
         self.queue = queue
         self.binder = binder
@@ -104,24 +111,11 @@ class SchedulingLoop:
             decision = engine.schedule(pod, self.snapshot)
         except Exception as error:  # an engine or plugin bug must not kill the scheduler
             # a plugin's error is worded as runtime/framework.go words it, naming the plugin
-            plugin = error.plugin if isinstance(error, PluginError) else None
-            log.exception("scheduling failed", extra={"pod": ObjectRef.from_key(info.key),
-                                                      "plugin": plugin})
-            self.metrics.attempt("error", time.perf_counter() - started)
-            message = (str(error) if plugin is not None
-                       else f"running the scheduling algorithm: {error}")
-            self.recorder.event(pod, "Warning", events.FAILED_SCHEDULING, message, "Scheduling")
-            # schedule_one.go: an error sets PodScheduled reason SchedulerError and clears
-            # the nomination (clearNominatedNode)
-            self._patch_status(info, events.unschedulable_status_patch(
-                message, reason=events.SCHEDULER_ERROR, nominated_node=_cleared(pod)))
-            self.queue.requeue(info, unschedulable=False)
+            self._plugin_failed(info, error, started)
             return
         self.metrics.algorithm_duration.observe(time.perf_counter() - started)
         if decision.node:
-            self.snapshot.assume(pod, decision.node)
-            volumes = self.binder.volumes.reserve(pod, decision.node)
-            self.binder.bind(info, decision.node, started, volumes)
+            self._reserve_and_permit(info, decision.node, started)
             return
         nominated, result = None, None
         if decision.total_nodes == 0:
@@ -136,6 +130,11 @@ class SchedulingLoop:
             result = evaluate_preemption(pod, self.snapshot, engine, decision)
         self.metrics.attempt("unschedulable", time.perf_counter() - started)
         message = failed_scheduling_message(decision, result)
+        if nominated is None and decision.total_nodes:
+            # the PostFilter plugins after DefaultPreemption (RunPostFilterPlugins: the next
+            # runs while the earlier ones found nothing)
+            for extra in self.extensions_for(pod).post_filter(pod):
+                message = f"{message} {extra}"
         log.info("unschedulable", extra={"pod": ObjectRef.from_key(info.key), "reason": message})
         self.recorder.event(pod, "Warning", events.FAILED_SCHEDULING, message, "Scheduling")
         self._patch_status(info, events.unschedulable_status_patch(
@@ -144,6 +143,65 @@ class SchedulingLoop:
                            hint_events=engine.unschedulable_events(
                                decision, PodView.from_dict(pod)) or None,
                            rejected_by=engine.plugin_names(decision.rejected_by))
+
+    def _reserve_and_permit(self, info: QueuedPod, node: str, started: float) -> None:
+        """schedule_one.go, after the decision: assume, Reserve, Permit; then the binding
+        cycle runs in the binder's task. A Reserve or Permit rejection (or error) runs every
+        Unreserve, forgets the pod and fails the attempt (a FitError on its node when
+        rejected, the plugin's error otherwise)."""
+        pod = info.pod
+        extensions = self.extensions_for(pod)
+        state = CycleState()
+        self.snapshot.assume(pod, node)
+        try:
+            rejection = extensions.reserve(state, pod, node)
+            outcome = extensions.permit(state, pod, node) if rejection is None else rejection
+        except PluginError as error:
+            extensions.unreserve(state, pod, node)
+            self.snapshot.forget(pod)
+            self._plugin_failed(info, error, started)
+            return
+        if isinstance(outcome, Rejection):
+            extensions.unreserve(state, pod, node)
+            self.snapshot.forget(pod)
+            message = fit_error_message(1, {node: outcome.status})
+            self.metrics.attempt("unschedulable", time.perf_counter() - started)
+            log.info("unschedulable", extra={"pod": ObjectRef.from_key(info.key),
+                                             "plugin": outcome.plugin, "reason": message})
+            self.recorder.event(pod, "Warning", events.FAILED_SCHEDULING, message,
+                                "Scheduling")
+            self._patch_status(info, events.unschedulable_status_patch(message))
+            self.queue.requeue(info, unschedulable=True,
+                               hint_events=extensions.hint_events(pod, outcome.plugin),
+                               rejected_by=frozenset((outcome.plugin,)))
+            return
+        self.binder.bind(info, node, started, extensions, state)
+
+    def _plugin_failed(self, info: QueuedPod, error: Exception, started: float) -> None:
+        """An Error status from the engine or a plugin: logged with the plugin's name, the
+        FailedScheduling Event and PodScheduled reason SchedulerError with the nomination
+        cleared (schedule_one.go), and a backoff retry."""
+        pod = info.pod
+        plugin = error.plugin if isinstance(error, PluginError) else None
+        log.error("scheduling failed", exc_info=error,
+                  extra={"pod": ObjectRef.from_key(info.key), "plugin": plugin})
+        self.metrics.attempt("error", time.perf_counter() - started)
+        message = (str(error) if plugin is not None
+                   else f"running the scheduling algorithm: {error}")
+        self.recorder.event(pod, "Warning", events.FAILED_SCHEDULING, message, "Scheduling")
+        self._patch_status(info, events.unschedulable_status_patch(
+            message, reason=events.SCHEDULER_ERROR, nominated_node=_cleared(pod)))
+        self.queue.requeue(info, unschedulable=False)
+
+    def extensions_for(self, pod: JSON) -> Extensions:
+        """The Lifecycle plugins of the pod's profile."""
+        name = (pod.get("spec") or {}).get("schedulerName") or ""
+        found = self.extensions.get(name)
+        if found is None:
+            found = self.extensions.get(self.engine.policy.scheduler_name)
+        if found is None:  # a loop built without extensions: the in-tree ones alone
+            found = Extensions({}, WaitingPods())
+        return found
 
     def _patch_status(self, info: QueuedPod, patch: JSON) -> None:
         """The pod's PodScheduled condition (and nomination), unless the pod was placed or

@@ -113,6 +113,9 @@ class SchedulerMetrics:
             "scheduler_plugin_evaluation", "Number of attempts to schedule pods by each plugin "
             "and the extension point (available only in PreFilter, Filter, PreScore, and "
             "Score).", ["plugin", "extension_point", "profile"], registry=r)
+        self.permit_wait_duration = Histogram(
+            "scheduler_permit_wait_duration_seconds", "Duration of waiting on permit.",
+            ["result"], buckets=exponential_buckets(0.001, 2, 15), registry=r)
         self.informer_restarts = Counter(
             "berthmaster_informer_restarts", "Number of times an informer was restarted after "
             "an unexpected failure, by resource.", ["resource"], registry=r)
@@ -158,6 +161,10 @@ class SchedulerMetrics:
 
     def plugin_evaluated(self, plugin: str, extension_point: str, profile: str) -> None:
         self._child(self.plugin_evaluation, plugin, extension_point, profile).inc()
+
+    def permit_waited(self, result: str, seconds: float) -> None:
+        """WaitOnPermit's wait, by its outcome's code (Success, Unschedulable)."""
+        self._child(self.permit_wait_duration, result).observe(seconds)
 
     def informer_restart(self, resource: str) -> None:
         self.informer_restarts.labels(resource).inc()

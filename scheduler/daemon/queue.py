@@ -29,11 +29,11 @@ import contextlib
 import heapq
 import itertools
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from berthmaster.scheduler.daemon.hints import ClusterEvent, could_help
+from berthmaster.scheduler.daemon.hints import FORCE_ACTIVATE, ClusterEvent, could_help
 from berthmaster.scheduler.pods import pod_ref
 
 JSON = dict[str, Any]
@@ -78,12 +78,15 @@ class SchedulingQueue:
         max_backoff: float = 10.0,
         unschedulable_timeout: float = 300.0,
         helps: Callable[[JSON, ClusterEvent, frozenset[str] | None], bool] = could_help,
+        sort_key: Callable[[JSON, int, float], tuple[Any, ...]] | None = None,
     ):
         self.clock = clock
         self.initial_backoff = initial_backoff
         self.max_backoff = max_backoff
         self.unschedulable_timeout = unschedulable_timeout
         self.helps = helps
+        # a QueueSort plugin's key (pod, priority, wall time first queued), None: PrioritySort
+        self.sort_key = sort_key
         self._pods: dict[str, QueuedPod] = {}  # every pod the queue knows, wherever it is
         self._parked: dict[str, QueuedPod] = {}  # the unschedulable ones (events scan only these)
         self._in_flight: dict[str, QueuedPod] = {}
@@ -91,7 +94,7 @@ class SchedulingQueue:
         self._log: list[ClusterEvent] = []
         self._log_base = 0
         self._trim_at = _LOG_TRIM_AT
-        self._active: list[tuple[int, float, int, str]] = []
+        self._active: list[tuple[tuple[Any, ...], int, str]] = []
         self._backoff: list[tuple[float, int, str]] = []
         self._counter = itertools.count()
         self._counts = {ACTIVE: 0, BACKOFF: 0, UNSCHEDULABLE: 0, GATED: 0}
@@ -125,7 +128,7 @@ class SchedulingQueue:
                 self.on_unschedulable(info.rejected_by, 1)
         info._seq = next(self._counter)
         if where == ACTIVE:
-            heapq.heappush(self._active, (-info.priority, info.timestamp, info._seq, info.key))
+            heapq.heappush(self._active, (self._order(info), info._seq, info.key))
             self._wakeup.set()
         elif where == BACKOFF:
             heapq.heappush(self._backoff, (info.backoff_expiry, info._seq, info.key))
@@ -136,6 +139,25 @@ class SchedulingQueue:
             self.on_incoming(where, event)
         if self.on_change is not None:
             self.on_change(dict(self._counts))
+
+    def _order(self, info: QueuedPod) -> tuple[Any, ...]:
+        """The active heap's key: PrioritySort's (priority, then time queued) or the QueueSort
+        plugin's."""
+        if self.sort_key is None:
+            return (-info.priority, info.timestamp)
+        first_seen = time.time() - (self.clock() - info.first_seen)
+        return self.sort_key(info.pod, info.priority, first_seen)
+
+    def activate(self, pods: Sequence[JSON]) -> int:
+        """Move these pods, when parked or backing off, to active at once (upstream's
+        PodsToActivate / Activate); how many moved."""
+        moved = 0
+        for pod in pods:
+            info = self._pods.get(pod_ref(pod))
+            if info is not None and info.where in (UNSCHEDULABLE, BACKOFF):
+                self._place(info, ACTIVE, FORCE_ACTIVATE)
+                moved += 1
+        return moved
 
     def _backoff_duration(self, attempts: int) -> float:
         duration: float = self.initial_backoff * float(2 ** max(0, attempts - 1))
@@ -245,7 +267,7 @@ class SchedulingQueue:
         """The next pod to schedule (now marked in flight), or None when none is ready."""
         self.flush()
         while self._active:
-            _, _, seq, key = heapq.heappop(self._active)
+            _, seq, key = heapq.heappop(self._active)
             info = self._pods.get(key)
             if info is None or info.where != ACTIVE or info._seq != seq:
                 continue  # a stale heap entry: the pod moved or left since

@@ -19,17 +19,19 @@ import logging
 from dataclasses import replace
 from typing import Any
 
-from berthmaster.access import Access, Needs, check
+from berthmaster.access import Access, Needs, Resource, check
 from berthmaster.kube import KubeClient, user_agent
 from berthmaster.scheduler.config import SchedulerConfig
 from berthmaster.scheduler.daemon.binder import Binder
 from berthmaster.scheduler.daemon.cache import ClusterCache
 from berthmaster.scheduler.daemon.events import EventRecorder
+from berthmaster.scheduler.daemon.extensions import Extensions, SchedulerHandle
 from berthmaster.scheduler.daemon.leader import LeaderElector, default_identity
 from berthmaster.scheduler.daemon.loop import SchedulingLoop
 from berthmaster.scheduler.daemon.metrics import SchedulerMetrics
 from berthmaster.scheduler.daemon.preempt import Preemptor
 from berthmaster.scheduler.daemon.queue import SchedulingQueue
+from berthmaster.scheduler.daemon.waiting import WaitingPods
 from berthmaster.scheduler.engine import Engine
 from berthmaster.scheduler.plugins import out_of_tree
 from berthmaster.scheduler.snapshot import Snapshot
@@ -58,6 +60,25 @@ def scheduler_needs(args: argparse.Namespace) -> list[Needs]:
             Access("get", "leases", "coordination.k8s.io", *lease),
             Access("update", "leases", "coordination.k8s.io", *lease))))
     return needs
+
+
+def plugin_needs(config: SchedulerConfig) -> list[Needs]:
+    """The kinds the profiles' plugins asked to have watched (framework.Watched): served, and
+    listed and watched by this account (a profile enabling Coscheduling needs the PodGroup
+    CRD)."""
+    needs = []
+    for profile in config.profiles:
+        for watched in profile.watches:
+            where = f"plugins of profile {profile.scheduler_name}"
+            needs.append(Needs(where, (Resource(watched.group, watched.version,
+                                                watched.plural),), (
+                Access("list", watched.plural, watched.group),
+                Access("watch", watched.plural, watched.group))))
+    return needs
+
+
+CRD_FIX = ("install the CRD (kubectl apply -f deploy/crds/, or the Helm chart) or disable the "
+           "plugin that needs it in the configuration")
 
 
 def options(**overrides: Any) -> argparse.Namespace:
@@ -107,7 +128,9 @@ class SchedulerService:
         self.queue.on_incoming = self.metrics.incoming
         self.queue.on_unschedulable = self.metrics.unschedulable
         self.cache = ClusterCache(kube, self.snapshot, self.queue, self.names,
-                                  on_restart=self.metrics.informer_restart)
+                                  on_restart=self.metrics.informer_restart,
+                                  watches=[w for profile in self.config.profiles
+                                           for w in profile.watches])
         self.recorder = EventRecorder(event_kube, self.name, self.identity,
                                       profiles=self.names, may_act=self.may_act)
         self.elector: LeaderElector | None = None
@@ -134,9 +157,21 @@ class SchedulerService:
                                                           self.metrics.plugin_evaluated,
                                                           profile=profile_name)))
         self.engine = self.engines[self.name]
+        # one waiting-pods map and one handle for every profile (framework.Handle)
+        self.waiting = WaitingPods()
+        self.handle = SchedulerHandle(self.snapshot, self.waiting, self.queue.activate)
+        self.extensions = {
+            name: Extensions.build(engine.policy, self.handle, self.binder.volumes, self.may_act,
+                                   self.metrics.permit_waited)
+            for name, engine in self.engines.items()}
+        self.cache.on_pod_deleted = self.handle.reject_waiting_pod
+        self.cache.pending_pod_events = any(ext.plugins("permit")
+                                            for ext in self.extensions.values())
+        # one queue: its order is the profiles' QueueSort plugin (the loader makes them agree)
+        self.queue.sort_key = self.extensions[self.name].sort_key()
         self.loop = SchedulingLoop(self.engine, self.snapshot, self.queue, self.binder,
                                    self.preemptor, self.recorder, self.metrics, self.may_act,
-                                   engines=self.engines)
+                                   engines=self.engines, extensions=self.extensions)
         self._http: Served | None = None
         self.leading = asyncio.Event()
 
@@ -148,7 +183,8 @@ class SchedulerService:
         kube = await KubeClient.connect(args.kubeconfig, qps=qps, burst=burst, pool_size=pool,
                                         agent=agent)
         try:
-            await check(kube, scheduler_needs(args), crd_fix="", rbac_fix=RBAC_FIX)
+            await check(kube, scheduler_needs(args) + plugin_needs(as_config(policy, args)),
+                        crd_fix=CRD_FIX, rbac_fix=RBAC_FIX)
         except BaseException:
             await kube.close()
             raise
@@ -220,7 +256,15 @@ class SchedulerService:
             if scheduling in done and not scheduling.cancelled() and scheduling.exception():
                 log.error("scheduling loop crashed", exc_info=scheduling.exception())
                 return EXIT_CRASH
-            # The Lease was lost (the elector saw it, or the loop found it no longer leads).
+            # The Lease was lost: the elector saw it (and logged why), or the loop found it no
+            # longer leads first (a renewal late past the renew deadline, e.g. a slow API
+            # server) and the elector is cancelled below before it could say so.
+            if holding is not None and holding not in done and self.elector is not None:
+                self.elector.log_lost()
+            if housekeeping in done and not housekeeping.cancelled() and \
+                    housekeeping.exception():
+                log.error("housekeeping crashed", exc_info=housekeeping.exception())
+                return EXIT_CRASH
             self.binder.cancel()
             self.preemptor.cancel()
             return EXIT_LOST_LEASE

@@ -43,6 +43,7 @@ from typing import Any
 
 from berthmaster.kube import CORE, KubeClient, KubeError, resource_path
 from berthmaster.logs import ObjectRef
+from berthmaster.scheduler.framework import CycleState, Lifecycle
 from berthmaster.scheduler.model import PodView
 from berthmaster.scheduler.plugins import volume_binding as vb
 from berthmaster.scheduler.snapshot import Snapshot, pod_key
@@ -61,8 +62,8 @@ class PreBindError(Exception):
     """PreBind failed; ``str()`` is kube-scheduler's FailedScheduling text.
     ``pod_gone``: the pod was deleted (nothing to requeue)."""
 
-    def __init__(self, message: str, pod_gone: bool = False):
-        super().__init__(f'running PreBind plugin "{PLUGIN}": {message}')
+    def __init__(self, message: str, pod_gone: bool = False, plugin: str = PLUGIN):
+        super().__init__(f'running PreBind plugin "{plugin}": {message}')
         self.pod_gone = pod_gone
 
 
@@ -250,3 +251,33 @@ class VolumeBinder:
             if not vb.is_claim_fully_bound(api_pvc):
                 return False
         return True
+
+
+@dataclass
+class VolumeBindingLifecycle(Lifecycle):
+    """VolumeBinding's Reserve, Unreserve and PreBind as a
+    :class:`~berthmaster.scheduler.framework.Lifecycle`: the :class:`Reservation` is kept in
+    the cycle state under the plugin's name. PreBind raises :class:`PreBindError` or
+    :class:`NotLeader` (the binder's failure paths)."""
+
+    volumes: VolumeBinder | None = None
+    may_act: Callable[[], bool] = lambda: True
+
+    def reserve(self, state: CycleState, pod: JSON, node: str) -> None:
+        assert self.volumes is not None
+        reservation = self.volumes.reserve(pod, node)
+        if reservation is not None:
+            state[self.name] = reservation
+
+    def unreserve(self, state: CycleState, pod: JSON, node: str) -> None:
+        reservation = state.pop(self.name, None)
+        if reservation is not None and self.volumes is not None:
+            self.volumes.unreserve(reservation)
+
+    async def pre_bind(self, state: CycleState, pod: JSON, node: str) -> None:
+        reservation = state.get(self.name)
+        if reservation is None or self.volumes is None:
+            return
+        waited = await self.volumes.pre_bind(reservation, self.may_act)
+        log.info("volumes bound", extra={"pod": ObjectRef.of(pod), "node": ObjectRef(node),
+                                         "seconds": round(waited, 3)})

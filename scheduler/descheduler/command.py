@@ -12,6 +12,7 @@ import argparse
 import asyncio
 import sys
 
+from berthmaster import logs
 from berthmaster.documents import DocumentError
 from berthmaster.errors import PolicyError
 from berthmaster.kube import KubeClient, KubeError, user_agent
@@ -28,6 +29,7 @@ from berthmaster.scheduler.descheduler.summary import (
     exit_code,
     render,
 )
+from berthmaster.verbosity import add_verbosity
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -37,6 +39,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="evict nothing; print what would be evicted")
     parser.add_argument("--kubeconfig", help="kubeconfig file (default: $KUBECONFIG, "
                                              "~/.kube/config, then in-cluster)")
+    # The descheduler's own --v and --logging-format (sigs.k8s.io/descheduler
+    # cmd/descheduler/app/options: component-base's logs options).
+    logs.add_log_format(parser)
+    add_verbosity(parser)
 
 
 async def deschedule(policy_file: str, dry_run: bool, kubeconfig: str | None) -> int:
@@ -69,4 +75,5 @@ async def deschedule(policy_file: str, dry_run: bool, kubeconfig: str | None) ->
 
 
 def run(args: argparse.Namespace) -> int:
+    logs.configure("deschedule", args.log_format, args.verbosity)
     return asyncio.run(deschedule(args.policy_config_file, args.dry_run, args.kubeconfig))

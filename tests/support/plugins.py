@@ -30,7 +30,11 @@ BROKEN_ENTRY_POINTS = {
     "NotAPlugin": "tests.support.plugins:NOT_A_PLUGIN",
     "RaisingInit": "tests.support.plugins:RAISING_INIT",
     "RaisingHints": "tests.support.plugins:RAISING_HINTS",
+    "HoldUntilReleased": "tests.support.plugins:HOLD_UNTIL_RELEASED",
+    "RaisingReserve": "tests.support.plugins:RAISING_RESERVE",
 }
+# HoldUntilReleased holds pods labelled HOLD at Permit until a pod labelled RELEASE gets there
+HOLD, RELEASE = "plugins.berthmaster.test/hold", "plugins.berthmaster.test/release"
 # the pods the raising plugins fail on carry this label; others pass untouched
 TRIGGER = "plugins.berthmaster.test/raise"
 # the pods RaisingHints rejects, and whose queueing hints it then fails to give
@@ -138,6 +142,40 @@ class _RaisingInit(framework.Predicate):
         raise ValueError("cannot reach the license server")
 
 
+def _labels(pod: dict[str, Any]) -> dict[str, str]:
+    return dict((pod.get("metadata") or {}).get("labels") or {})
+
+
+@dataclass
+class _HoldUntilReleased(framework.Lifecycle):
+    """A Permit plugin: waits on held pods, and a releasing pod allows every held one
+    through the handle's waiting pods (upstream's IterateOverWaitingPods)."""
+
+    NAME: ClassVar[str] = "HoldUntilReleased"
+
+    def permit(self, state: framework.CycleState, pod: dict[str, Any], node: str
+               ) -> framework.Status | framework.Wait | None:
+        assert self.handle is not None
+        if RELEASE in _labels(pod):
+            for waiting in self.handle.iterate_over_waiting_pods():
+                waiting.allow(self.name)
+            return None
+        return framework.Wait(600) if HOLD in _labels(pod) else None
+
+
+@dataclass
+class _RaisingReserve(framework.Lifecycle):
+    NAME: ClassVar[str] = "RaisingReserve"
+
+    def reserve(self, state: framework.CycleState, pod: dict[str, Any], node: str
+                ) -> framework.Status | None:
+        if TRIGGER in _labels(pod):
+            raise RuntimeError("reservation book is closed")
+        return None
+
+
+HOLD_UNTIL_RELEASED = framework.plugin(lifecycle=_HoldUntilReleased, lifecycle_points=("permit",))
+RAISING_RESERVE = framework.plugin(lifecycle=_RaisingReserve, lifecycle_points=("reserve",))
 RAISING_INIT = framework.plugin(filter=_RaisingInit)
 RAISING_PREFILTER = framework.plugin(filter=_RaisingPreFilter)
 RAISING_FILTER = framework.plugin(filter=_RaisingFilter)

@@ -1,17 +1,54 @@
-"""Infrastructure providers: where a Machine's instance comes from.
+"""The provider API: the actuator contract every Machine provider implements.
 
-A provider answers three questions, all idempotent: create the instance for a Machine (again if
-it exists: no second instance), delete it (again if it is gone: success), and say whether it
-exists (returning what the Machine should record: providerID, addresses). The provider for a
-Machine is chosen by ``spec.providerSpec.value.kind``; :func:`provider_for` names the supported
-kinds when it meets another one.
+A provider makes and removes the instance behind a Machine. It is machine-api-operator's
+``Actuator`` (openshift/machine-api-operator pkg/controller/machine/actuator.go: Create, Exists,
+Update, Delete, all idempotent) in Python, driven by :class:`~..controller.MachineController`
+as upstream's ``Reconcile`` drives the actuator (pkg/controller/machine/controller.go):
 
-Built in: ``kwok`` (``KwokMachineProviderSpec``), whose instances are kwok-managed fake Nodes, so
-the whole Machine lifecycle runs on the local control plane and on kind with kwok installed.
+- ``instance_exists(machine)``: the Machine's instance, or None when there is none. Called on
+  every reconcile; an instance the provider considers gone (for AWS, a terminated one) is None.
+  A Machine that has a ``spec.providerID`` but no instance goes Failed ("can't find created
+  instance"), as upstream's does when an instance is deleted outside the Machine API.
+- ``update_instance(machine, instance)``: called when the instance exists (upstream's Update);
+  corrects drift on the instance (its tags) and returns what the Machine records.
+- ``create_instance(machine)``: called once the Machine is ``Provisioning`` and no instance
+  exists; creating again must find the first instance, never make a second one.
+- ``delete_instance(machine)``: after the preTerminate hooks are gone; deleting an instance
+  that is already gone succeeds. The controller then waits until ``instance_exists`` is None.
+- ``validate(machine)``: every problem with the providerSpec, each naming the field and the fix.
+
+Errors, as upstream's controller sorts them:
+- :class:`InvalidProviderSpec` is terminal (upstream's ``InvalidMachineConfiguration``,
+  ``MachineError`` with reason ``InvalidConfiguration``): the Machine goes ``Failed`` with
+  ``errorReason: InvalidConfiguration``, a ``FailedCreate`` Warning event and the condition
+  ``InstanceExists=False``; nothing is retried and nothing is deleted.
+- :class:`RequeueAfter` is "not yet" (upstream's ``RequeueAfterError``): the reconcile ends
+  without error and runs again after ``delay`` seconds.
+- any other exception is retried with the work queue's backoff (upstream returns the error);
+  when ``instance_exists`` raised it, ``InstanceExists`` is ``Unknown`` (ErrorCheckingProvider).
+
+What the Machine records (:class:`Instance`): ``spec.providerID`` (a provider's own scheme:
+``kwok://<namespace>/<name>``, ``aws:///<zone>/<instance-id>``), ``status.addresses`` (Node
+address types: InternalIP, ExternalIP, InternalDNS, ExternalDNS, Hostname), labels and
+annotations for the Machine (instance type, region, zone; ``machine.openshift.io/instance-state``)
+and ``status.providerStatus``.
+
+How a Node is matched to its Machine: by ``spec.providerID``, as upstream's nodelink controller
+does. A provider that knows the Node's name (kwok) returns it in ``Instance.node_name``; otherwise
+the controller looks for the Node whose ``spec.providerID`` is the instance's. A Node whose
+providerID is not the Machine's is never drained or deleted for it (:mod:`..nodes`).
+
+Loading: providers are classes registered under the entry-point group
+``berthmaster.machine_providers`` (:mod:`.registry`), named by the providerSpec ``kind`` they
+implement; the kwok provider is registered so by berthmaster's own pyproject.toml. A provider
+class has ``kind``, a short ``name`` for ``$BERTHMASTER_MACHINE_PROVIDERS``,
+``enabled_by_default``, a constructor taking the operator's :class:`~berthmaster.kube.KubeClient`,
+and ``template_capacity(provider_spec)`` for the autoscaler's scale-from-zero. The
+providers are documented in docs/providers.md.
 
 Ownership: another machine controller may share the cluster (and the ``machine.openshift.io``
 API, finalizer included). berthmaster reconciles only the Machines and MachineSets it owns
-(:func:`owned`): a provider kind it implements, or the explicit opt-in label
+(:func:`owned`): a provider kind that is enabled, or the explicit opt-in label
 ``berthmaster.io/machine-controller: berthmaster``. Everything else is never written to: no
 finalizer, no status, no events, not even on deletion.
 """
@@ -30,22 +67,40 @@ class Instance:
     """What the Machine records about its instance."""
 
     provider_id: str
+    # The Node's name when the provider knows it; else the Node is found by providerID.
     node_name: str | None = None
     addresses: list[dict[str, str]] = field(default_factory=list)
     # Labels for the Machine itself (instance type, region, zone), as upstream's actuators set.
     machine_labels: dict[str, str] = field(default_factory=dict)
+    # Annotations for the Machine (upstream's machine.openshift.io/instance-state).
+    machine_annotations: dict[str, str] = field(default_factory=dict)
+    # status.providerStatus, when the provider keeps one (AWSMachineProviderStatus).
+    provider_status: dict[str, Any] | None = None
 
 
 class InvalidProviderSpec(ValueError):
-    """The providerSpec can never work as written (the message names the field and the fix)."""
+    """The providerSpec can never work as written (the message names the field and the fix):
+    upstream's InvalidMachineConfiguration, terminal."""
+
+
+class RequeueAfter(Exception):
+    """Not an error: look again after ``delay`` seconds (upstream's RequeueAfterError)."""
+
+    def __init__(self, delay: float, reason: str = ""):
+        super().__init__(reason or f"requeue after {delay}s")
+        self.delay = delay
 
 
 class Provider(Protocol):
+    """One provider's actuator (an instance of a provider class, see the module docstring)."""
+
     kind: str
 
     def validate(self, machine: dict[str, Any]) -> list[str]: ...
 
     async def create_instance(self, machine: dict[str, Any]) -> Instance: ...
+
+    async def update_instance(self, machine: dict[str, Any], instance: Instance) -> Instance: ...
 
     async def delete_instance(self, machine: dict[str, Any]) -> None: ...
 

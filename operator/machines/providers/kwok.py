@@ -22,6 +22,7 @@ exactly as upstream's does when a cloud controller removed the Node first.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from typing import Any
 
 from berthmaster.kube import KubeClient, KubeError
@@ -167,6 +168,15 @@ class KwokProvider:
     """Fake-Node instances through the API server."""
 
     kind = KIND
+    name = "kwok"
+    enabled_by_default = True
+
+    @staticmethod
+    def template_capacity(provider_spec: Mapping[str, Any]) -> dict[str, str] | None:
+        """The capacity :func:`build_node` gives a new Node (the autoscaler builds that very
+        Node for kwok MachineSets, autoscaler/template.py)."""
+        capacity = provider_spec.get("capacity") or {}
+        return {**DEFAULT_CAPACITY, **{k: str(v) for k, v in capacity.items()}}
 
     def __init__(self, kube: KubeClient):
         self.kube = kube
@@ -180,6 +190,9 @@ class KwokProvider:
     async def instance_exists(self, machine: dict[str, Any]) -> Instance | None:
         node = await self._node(machine)
         return None if node is None else instance_of(node, machine)
+
+    async def update_instance(self, machine: dict[str, Any], instance: Instance) -> Instance:
+        return instance  # the Node is the instance: the node link keeps it in line
 
     async def create_instance(self, machine: dict[str, Any]) -> Instance:
         body = build_node(machine)

@@ -1,7 +1,8 @@
-"""The autoscaler's pod informer (operator/autoscaler/watches.py) on the real API server: a pod of
-1.4 MiB (the largest a default etcd stores; tests/integration/scheduler/test_sched_large_objects.py
-says why) is read like any other, and an informer that fails in a way nothing expects is
-restarted (as client-go tools/cache/reflector.go keeps ListAndWatch running), counted in
+"""The autoscaler's pod informer (operator/autoscaler/watches.py) on the real API server: a pod
+whose JSON is 3 MiB, the API server's request limit to the byte (berthmaster/chaos/bigpod.py
+says what of it is stored and why), is read like any other, and an informer that fails in a
+way nothing expects is restarted (as client-go tools/cache/reflector.go keeps ListAndWatch
+running), counted in
 ``berthmaster_informer_restarts_total{resource="pods"}``, and the operator's ``/readyz``
 condition fails until the informer has listed again."""
 
@@ -14,6 +15,8 @@ from typing import Any
 import pytest
 from prometheus_client import REGISTRY
 
+from berthmaster.chaos.bigpod import as_large_as, body_size
+from berthmaster.devcluster.cluster import APISERVER_MAX_REQUEST_BODY_BYTES
 from berthmaster.kube import CORE, KubeClient, resource_path
 from berthmaster.operator import health
 from berthmaster.operator.autoscaler import handlers
@@ -24,15 +27,11 @@ from tests.support.builders import for_create, make_pod
 from tests.support.waiting import wait_for
 
 JSON = dict[str, Any]
-MiB = 1024 * 1024
 
 
-def pod(name: str, env_bytes: int = 0) -> JSON:
-    body = for_create(make_pod(name, cpu="10m", memory="16Mi", scheduler_name="nobody",
+def pod(name: str) -> JSON:
+    return for_create(make_pod(name, cpu="10m", memory="16Mi", scheduler_name="nobody",
                                image="registry.k8s.io/pause:3.10"))
-    if env_bytes:
-        body["spec"]["containers"][0]["env"] = [{"name": "BIG", "value": "x" * env_bytes}]
-    return body
 
 
 def restarts() -> float:
@@ -74,13 +73,15 @@ async def test_the_pod_informer_reads_large_pods_and_restarts_after_a_failure(
     assert await watched.items(pods) == []
     path = resource_path(CORE, "pods", namespace)
 
-    # A pod of 1.4 MiB arrives on the watch as one line and is cached like any other.
-    await kube.create(path, pod("big", env_bytes=int(1.4 * MiB)))
+    # A pod of 3 MiB arrives on the watch as one line and is cached like any other.
+    big = as_large_as(pod("big"))
+    assert body_size(big) == APISERVER_MAX_REQUEST_BODY_BYTES
+    await kube.create(path, big)
 
     async def cached(name: str) -> bool:
         return any(p["metadata"]["name"] == name for p in await watched.items(pods))
 
-    await wait_for(lambda: cached("big"), timeout=30, what="the 1.4 MiB pod in the cache")
+    await wait_for(lambda: cached("big"), timeout=30, what="the 3 MiB pod in the cache")
     before = restarts()
     assert before == 0.0
     assert operator_readiness() == (True, "ok")

@@ -250,3 +250,29 @@ def test_bad_admission_values_are_refused(sets: list[str], message: str) -> None
     result = template([*ON, *sets])
     assert result.returncode != 0
     assert message in result.stderr, result.stderr
+
+
+def test_scheduler_routing_is_the_registrations_second_webhook() -> None:
+    """admission.schedulerRouting.enabled: the mutating configuration's second webhook is
+    registration.scheduler_name_webhook for scheduler.name, and the Deployment passes that
+    name as --scheduler-name (operator/admission/schedulername.py)."""
+    assert len(one(render(ON), "MutatingWebhookConfiguration", NAME)["webhooks"]) == 1
+    assert admission_args(render(ON)).scheduler_name == ""
+    objects = render([*ON, "admission.schedulerRouting.enabled=true", "scheduler.name=bm-a",
+                      "admission.failurePolicy=Ignore"])
+    service = one(objects, "Service", "-admission")
+    target = registration.Target(service=("berthmaster", service["metadata"]["name"], 443))
+    bundle = one(objects, "Secret", "-admission-tls")["data"]["ca.crt"]
+    want = registration.scheduler_name_webhook(target, "", "bm-a", "berthmaster",
+                                               failure_policy="Ignore")
+    want["clientConfig"] = {**want["clientConfig"], "caBundle": bundle}
+    mutating = one(objects, "MutatingWebhookConfiguration", NAME)
+    assert mutating["webhooks"][1] == want
+    assert len(one(objects, "ValidatingWebhookConfiguration", NAME)["webhooks"]) == 1
+    assert admission_args(objects).scheduler_name == "bm-a"
+
+    orphaned = template([*ON, "admission.schedulerRouting.enabled=true",
+                         "scheduler.enabled=false"])
+    assert orphaned.returncode != 0
+    assert "admission.schedulerRouting.enabled is true but scheduler.enabled is false" in (
+        orphaned.stderr)

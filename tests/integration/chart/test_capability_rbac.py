@@ -23,7 +23,7 @@ from tests.integration.chart.chartkit import CRDS, helm, render, to_yaml
 from tests.integration.chart.test_adoption import umbrella
 from tests.integration.chart.test_on_the_api_server import can_i, kubectl_ok
 
-CAPABILITIES = ("machines", "deschedulers", "autoscaler", "machinehealthchecks")
+CAPABILITIES = ("machines", "deschedulers", "autoscaler", "machinehealthchecks", "podgroups")
 RBAC_KINDS = ("ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding")
 
 # (verb, resource[, flags]) -> the capabilities that must be allowed it; every other one must
@@ -36,7 +36,7 @@ NODE_READERS = {"machines", "autoscaler", "machinehealthchecks"}
 QUESTIONS: list[tuple[tuple[str, ...], set[str]]] = [
     (("watch", "customresourcedefinitions.apiextensions.k8s.io"), ALL),
     (("create", "events", "-A"), ALL),
-    (("list", "pods", "-A"), MOVERS),
+    (("list", "pods", "-A"), MOVERS | {"podgroups"}),
     (("create", "pods", "--subresource=eviction", "-A"), MOVERS),
     (("list", "poddisruptionbudgets.policy", "-A"), MOVERS),
     (("create", "nodes"), {"machines"}),
@@ -78,6 +78,10 @@ QUESTIONS: list[tuple[tuple[str, ...], set[str]]] = [
     (("patch", "kubedeschedulers.operator.openshift.io", "-A"), {"deschedulers"}),
     (("patch", "kubedeschedulers.operator.openshift.io", "--subresource=status", "-A"),
      {"deschedulers"}),
+    # the PodGroup controller's: read groups, write their status alone
+    (("watch", "podgroups.scheduling.x-k8s.io", "-A"), {"podgroups"}),
+    (("patch", "podgroups.scheduling.x-k8s.io", "--subresource=status", "-A"), {"podgroups"}),
+    (("patch", "podgroups.scheduling.x-k8s.io", "-A"), set()),
     (("create", "jobs.batch", "-n", "{ns}"), {"deschedulers"}),
     (("create", "cronjobs.batch", "-n", "{ns}"), {"deschedulers"}),
     (("create", "jobs.batch", "-A"), set()),

@@ -7,9 +7,6 @@ test's namespace) is where every run goes and the only one it reads policy Confi
 
 from __future__ import annotations
 
-import asyncio
-import os
-import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -17,6 +14,8 @@ from typing import Any
 import pytest
 
 from berthmaster.kube import CORE, KubeClient, KubeError, group_path, resource_path
+from tests.support.crds import install_crd
+from tests.support.operator_process import running_operator
 from tests.support.waiting import wait_for
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -31,34 +30,19 @@ GOOD_POLICY = {"apiVersion": "descheduler/v1alpha1", "kind": "DeschedulerPolicy"
 
 @pytest.fixture
 def crd(cluster: Any) -> None:
-    applied = cluster.kubectl("apply", "-f", str(CRD))
-    assert applied.returncode == 0, applied.stderr
-    established = cluster.kubectl("wait", "--for=condition=Established", "--timeout=60s",
-                                  "crd/deschedulers.berthmaster.io")
-    assert established.returncode == 0, established.stderr
+    install_crd(cluster, CRD)
 
 
 @pytest.fixture(name="operator")  # a name other modules can import it by (test_kubedescheduler)
 async def run_operator(cluster: Any, crd: None, namespace: str, tmp_path: Path
                        ) -> AsyncIterator[None]:
-    log = (tmp_path / "operator.log").open("w")
-    process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "berthmaster.cli", "operator", "--only", "deschedulers",
-        "--standalone", "--liveness", "", "--kubeconfig", str(cluster.kubeconfig),
-        # KUBECONFIG too: kopf's login reads the default path, fixed at import.
-        env={**os.environ, "BERTHMASTER_IMAGE": "example.org/berthmaster:test",
-             "BERTHMASTER_DESCHEDULER_IMAGES": ALLOWED_EXTRA_IMAGE,
-             "BERTHMASTER_DESCHEDULER_SERVICE_ACCOUNT": "chart-descheduler",
-             "POD_NAMESPACE": namespace, "KUBECONFIG": str(cluster.kubeconfig)},
-        stdout=log, stderr=asyncio.subprocess.STDOUT)
-    try:
+    async with running_operator(
+            str(cluster.kubeconfig), ["--only", "deschedulers"], tmp_path / "operator.log",
+            env={"BERTHMASTER_IMAGE": "example.org/berthmaster:test",
+                 "BERTHMASTER_DESCHEDULER_IMAGES": ALLOWED_EXTRA_IMAGE,
+                 "BERTHMASTER_DESCHEDULER_SERVICE_ACCOUNT": "chart-descheduler",
+                 "POD_NAMESPACE": namespace}):
         yield
-    finally:
-        if process.returncode is None:
-            process.terminate()
-            await asyncio.wait_for(process.wait(), timeout=30)
-        log.close()
-        print((tmp_path / "operator.log").read_text()[-4000:])  # shown when a test fails
 
 
 async def get(kube: KubeClient, path: str) -> dict[str, Any] | None:

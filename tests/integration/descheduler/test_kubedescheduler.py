@@ -32,6 +32,7 @@ from tests.integration.descheduler.test_desched_operator import (  # noqa: F401 
     condition,
     run_operator,
 )
+from tests.support.crds import install_crd
 from tests.support.namespaces import fresh_namespace
 from tests.support.waiting import wait_for
 
@@ -47,12 +48,8 @@ CONFIG_MAP = "kubedescheduler-cluster-descheduler-policy-configmap"
 
 @pytest.fixture
 def crd(cluster: Any) -> None:
-    applied = cluster.kubectl("apply", "-f", str(CRD), "-f", str(DESCHEDULER_CRD))
-    assert applied.returncode == 0, applied.stderr
-    established = cluster.kubectl("wait", "--for=condition=Established", "--timeout=60s",
-                                  "crd/kubedeschedulers.operator.openshift.io",
-                                  "crd/deschedulers.berthmaster.io")
-    assert established.returncode == 0, established.stderr
+    install_crd(cluster, CRD)
+    install_crd(cluster, DESCHEDULER_CRD)
 
 
 @pytest.fixture

@@ -1,12 +1,15 @@
 """Large objects on the watch, and an informer that fails: scheduling goes on.
 
 One watch line carries one whole object, so a large pod is a line as large (aiohttp's line
-reader stopped at 512 KiB). The API server takes requests of up to 3 MiB, but what it stores
-is bounded lower: etcd refuses requests over its ``--max-request-bytes`` (1.5 MiB by default)
-and kube-apiserver's etcd client sends at most 2 MiB (etcd client/v3 ``options.go``,
-``defaultMaxCallSendMsgSize``), so the pod here is the largest a default cluster keeps,
-:data:`BIG_ENV` of env; lines up to 16 MiB are the unit tests' (tests/unit/foundation). The
-scheduler must read it, bind that pod, and keep binding the pods after it. An informer that
+reader stopped at 512 KiB). The API server takes request bodies of up to 3 MiB
+(k8s.io/apiserver pkg/server/config.go ``MaxRequestBodyBytes``; one byte more is refused with
+413, endpoints/handlers/rest.go ``limitedReadBody``), and stores what its etcd client may send
+(2 MiB, etcd client/v3 ``options.go`` ``defaultMaxCallSendMsgSize``) and the dev cluster's
+etcd takes (``--max-request-bytes``, raised from etcd's 1.5 MiB default). The pod here is a
+body of exactly 3 MiB that is stored (berthmaster/chaos/bigpod.py: 1.6 MB of it plain text,
+over etcd's default, the rest escaped characters); lines up to 16 MiB are the unit tests'
+(tests/unit/foundation). The scheduler must read it, bind that pod, and keep binding the pods
+after it. An informer that
 fails in a way nothing expects is restarted (client-go tools/cache/reflector.go keeps
 ListAndWatch running the same way), counted in ``berthmaster_informer_restarts_total``, and
 ``/readyz`` fails until it has listed again.
@@ -20,14 +23,15 @@ import socket
 import time
 from typing import Any
 
-from berthmaster.kube import KubeClient
+from berthmaster.chaos.bigpod import as_large_as, body_size
+from berthmaster.devcluster.cluster import APISERVER_MAX_REQUEST_BODY_BYTES
+from berthmaster.kube import KubeClient, KubeError
 from berthmaster.scheduler.daemon.trim import trim_pod
 from tests.integration.scheduler.schedkit import create_pod, get_pod, make_pod, node_of
 from tests.support.waiting import http_get, wait_for
 
 JSON = dict[str, Any]
-MiB = 1024 * 1024
-BIG_ENV = int(1.4 * MiB)  # under etcd's default 1.5 MiB request limit, with the pod around it
+LIMIT = APISERVER_MAX_REQUEST_BODY_BYTES  # 3 MiB
 
 
 def free_port() -> int:
@@ -50,19 +54,13 @@ async def restarts(port: int) -> float:
                if line.startswith('berthmaster_informer_restarts_total{resource="pods"}'))
 
 
-def with_env(pod: JSON, size: int) -> JSON:
-    """``pod`` with one env value of ``size`` bytes: the whole object is a bit over ``size``."""
-    pod["spec"]["containers"][0]["env"] = [{"name": "BIG", "value": "x" * size}]
-    return pod
-
-
 async def bound_after(kube: KubeClient, namespace: str, name: str, since: float) -> float:
     await wait_for(lambda: node_of(kube, namespace, name), timeout=30,
                    what=f"{name} bound")
     return time.monotonic() - since
 
 
-async def test_a_pod_of_several_mib_is_scheduled_and_so_are_the_pods_after_it(
+async def test_a_pod_of_3_mib_is_scheduled_and_so_are_the_pods_after_it(
     kube: KubeClient, namespace: str, nodes: Any, run_scheduler: Any
 ) -> None:
     await nodes.create(capacity={"cpu": "8", "memory": "16Gi", "pods": "110"})
@@ -70,9 +68,20 @@ async def test_a_pod_of_several_mib_is_scheduled_and_so_are_the_pods_after_it(
     sched = await run_scheduler.start(metrics_bind_address=f"127.0.0.1:{port}")
     await wait_for(lambda: ready(port), timeout=30, what="the scheduler ready")
 
+    # One byte over the limit is refused: the pod below is as large as the API server takes.
+    over = as_large_as(make_pod("over", sched.name), LIMIT + 1)
+    try:
+        await create_pod(kube, namespace, over)
+    except KubeError as error:
+        assert error.status == 413, error
+    else:
+        raise AssertionError("a body of 3 MiB + 1 byte was accepted")
+
     created = time.monotonic()
-    big = await create_pod(kube, namespace, with_env(make_pod("big", sched.name), BIG_ENV))
-    assert len(big["spec"]["containers"][0]["env"][0]["value"]) == BIG_ENV
+    body = as_large_as(make_pod("big", sched.name), LIMIT)
+    assert body_size(body) == LIMIT
+    big = await create_pod(kube, namespace, body)
+    assert big["spec"]["containers"][0]["env"] == body["spec"]["containers"][0]["env"]
     after = time.monotonic()
     smalls = [f"small-{i}" for i in range(3)]
     for name in smalls:

@@ -144,6 +144,57 @@ async def test_an_installed_plugin_places_pods_and_a_raising_one_is_contained(
     assert await node_of(kube, namespace, "hintless") is None
 
 
+async def test_an_installed_permit_plugin_holds_pods_and_a_raising_reserve_is_contained(
+        kube: KubeClient, namespace: str, nodes: Any, run_scheduler: Any, installed: Path
+) -> None:
+    """Permit's Wait holds a pod, assumed, while the loop schedules others; another pod's
+    Permit allows it through the handle (runtime/framework.go RunPermitPlugins, WaitOnPermit,
+    IterateOverWaitingPods). A Reserve plugin that raises fails its pod as upstream words it
+    (``running Reserve plugin "X": <err>``, runtime/framework.go RunReservePluginsReserve),
+    and the scheduler goes on."""
+    group = {"berthmaster.test/group": uuid.uuid4().hex[:8]}
+    await nodes.create(labels=group, capacity={"cpu": "4", "memory": "8Gi", "pods": "110"})
+    config = f"""
+apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+profiles:
+- schedulerName: {run_scheduler.name}
+  plugins:
+    multiPoint:
+      enabled: [{{name: HoldUntilReleased}}, {{name: RaisingReserve}}]
+"""
+    sched = await run_scheduler.start(load_config(config, "permit"))
+    waiting = sched.service.waiting
+
+    await create_pod(kube, namespace, make_pod("held", sched.name, nodeSelector=group,
+                                               labels={plugins.HOLD: "yes"}))
+    assert await wait_for(lambda: len(waiting) == 1, timeout=30, what="held at Permit")
+    # the loop goes on meanwhile: a pod of no hold binds, and the raising Reserve is contained
+    await create_pod(kube, namespace, make_pod("free", sched.name, nodeSelector=group))
+    assert await wait_for(lambda: node_of(kube, namespace, "free"), timeout=30,
+                          what="free bound")
+    await create_pod(kube, namespace, make_pod("boom", sched.name, nodeSelector=group,
+                                               labels={plugins.TRIGGER: "yes"}))
+
+    async def boom_failed() -> list[dict[str, Any]]:
+        return [e for e in await events_for(kube, namespace, "FailedScheduling")
+                if e["involvedObject"]["name"] == "boom"]
+
+    (event, *_) = await wait_for(boom_failed, timeout=30, what="FailedScheduling for boom")
+    assert event["message"] == ('running Reserve plugin "RaisingReserve": reservation book '
+                                "is closed")
+    assert await node_of(kube, namespace, "held") is None
+
+    await create_pod(kube, namespace, make_pod("release", sched.name, nodeSelector=group,
+                                               labels={plugins.RELEASE: "yes"}))
+    for name in ("release", "held"):
+        assert await wait_for(lambda n=name: node_of(kube, namespace, n), timeout=30,
+                              what=f"{name} bound")
+    assert len(waiting) == 0
+    assert sched.service.metrics.registry.get_sample_value(
+        "scheduler_permit_wait_duration_seconds_count", {"result": "Success"}) == 1.0
+
+
 @pytest.mark.parametrize(("enabled", "plugin_config", "wanted"), [
     ("NoSuchPlugin", "",
      'profiles[0].plugins.multiPoint.enabled[0].name: Invalid value: "NoSuchPlugin": no such '

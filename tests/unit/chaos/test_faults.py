@@ -5,14 +5,14 @@ delayed traffic)."""
 from __future__ import annotations
 
 import asyncio
-import json
+import random
 import signal
 import subprocess
 from typing import Any, cast
 
 import pytest
 
-from berthmaster.chaos import faults
+from berthmaster.chaos import bigpod, faults
 from berthmaster.chaos.faults import Outcome, fired, never_fired, not_fired, summary, tally
 from berthmaster.chaos.slowproxy import SlowProxy
 
@@ -115,11 +115,28 @@ def test_the_slow_proxy_passes_data_and_counts_what_it_delayed() -> None:
     assert (fast, slow, quiet, delayed) == (b"fast", b"slow", 0, 2)  # both directions
 
 
-def test_a_big_pod_is_big_and_plain() -> None:
+def test_the_big_pod_is_the_api_servers_limit_to_the_byte_and_storable() -> None:
+    """kube-apiserver takes a body of up to MaxRequestBodyBytes, 3 MiB (k8s.io/apiserver
+    pkg/server/config.go; endpoints/handlers/rest.go limitedReadBody), and its etcd client
+    sends at most 2 MiB (etcd client/v3 options.go defaultMaxCallSendMsgSize)."""
     pod = faults.big_pod("big-1", "chaos", faults.BIG_POD_BYTES)
-    size = len(json.dumps(pod))
-    assert faults.BIG_POD_BYTES <= size < 1_500_000  # under etcd's 1.5 MiB request limit
+    assert faults.BIG_POD_BYTES == 3 * 1024 * 1024
+    assert bigpod.body_size(pod) == faults.BIG_POD_BYTES
     assert pod["spec"]["schedulerName"] == "chaos"
+    stored = bigpod.stored_estimate(pod)
+    assert 1_572_864 < stored < bigpod.ETCD_CLIENT_SEND_BYTES - 100_000  # over etcd's default
+
+
+@pytest.mark.parametrize("size", [200_000, 1_000_001, 3 * 1024 * 1024 - 1])
+def test_as_large_as_is_exact_for_any_size(size: int) -> None:
+    pod = bigpod.as_large_as(faults.bare_pod("p", "plain", "chaos", random.Random(0)), size,
+                             plain=100_000)
+    assert bigpod.body_size(pod) == size
+
+
+def test_as_large_as_refuses_a_size_below_its_plain_part() -> None:
+    with pytest.raises(ValueError, match="pod p: 1000 bytes is less than"):
+        bigpod.as_large_as(faults.bare_pod("p", "plain", "chaos", random.Random(0)), 1000)
 
 
 def test_port_free_sees_a_listener_and_its_release() -> None:

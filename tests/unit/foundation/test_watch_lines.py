@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import pytest
 
+from berthmaster.chaos.bigpod import ETCD_CLIENT_SEND_BYTES
 from berthmaster.kube import MAX_LINE_BYTES, LineSplitter, WatchLineTooLong, split_lines
 
 MiB = 1024 * 1024
@@ -68,3 +69,15 @@ def test_the_bound_is_client_gos_and_a_value_error() -> None:
     assert MAX_LINE_BYTES == 16 << 20
     assert issubclass(WatchLineTooLong, ValueError)  # informers relist on a ValueError
     assert list(split_lines([b"x" * 10 + b"\n"], max_line=10)) == [b"x" * 10]
+
+
+def test_the_bound_leaves_room_for_the_longest_line_a_stored_object_makes() -> None:
+    """The API server stores at most what its etcd client sends in one message, 2 MiB (etcd
+    client/v3 options.go ``defaultMaxCallSendMsgSize``), and writes the object back as JSON
+    (apimachinery pkg/runtime/serializer/json/json.go, encoding/json), where one stored byte
+    becomes at most six (a control character as ``\\u0001``; ``<``, ``>`` and ``&`` as
+    ``\\u003c``...): a 12 MiB line and its event envelope, under the bound, read whole."""
+    worst = 6 * ETCD_CLIENT_SEND_BYTES + 64 * 1024
+    assert worst < MAX_LINE_BYTES
+    line = b'{"type":"ADDED","object":{"v":"' + b"\\u0001" * (worst // 6) + b'"}}'
+    assert list(split_lines(chunked(line + b"\n{}\n", MiB))) == [line, b"{}"]

@@ -63,3 +63,19 @@ def test_kwok_leases_renew_at_most_50_times_a_second(bench: ModuleType) -> None:
         lease = bench.node_lease_seconds(nodes)
         assert lease >= 40 and nodes * 4 / lease <= 50
         assert nodes * 4 / (lease - 1) > 50 or lease == 40  # and no longer than that
+
+
+def test_the_gang_workloads_label_whole_groups_and_enable_coscheduling(
+        bench: ModuleType, tmp_path: Path) -> None:
+    """gang-8 and gang-64: consecutive pods share a PodGroup (scheduler-plugins' label
+    scheduling.x-k8s.io/pod-group); berthmaster's configuration enables Coscheduling."""
+    from berthmaster.scheduler.config import load_config
+
+    groups = [bench.pod_body(f"p-{i}", "s", "gang-8", i)["metadata"]["labels"][
+        bench.POD_GROUP_LABEL] for i in range(17)]
+    assert groups == ["g-0"] * 8 + ["g-1"] * 8 + ["g-2"]
+    config = load_config(bench.gang_config(tmp_path, "bench-gang").read_text(), "gang")
+    (profile,) = config.profiles
+    assert profile.scheduler_name == "bench-gang"
+    assert any(e.name == "Coscheduling" and "permit" in e.points for e in profile.extensions)
+    assert profile.watches[0].kind == "PodGroup"

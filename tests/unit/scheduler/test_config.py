@@ -148,7 +148,8 @@ def test_merging_keeps_the_default_order_and_appends() -> None:
      ".defaultConstraints are not empty"),
     ("profiles: [{schedulerName: a, plugins: {filter: {enabled: [{name: Licence}]}}}]",
      'profiles[0].plugins.filter.enabled[0].name: Invalid value: "Licence": no such plugin '
-     "in berthmaster; its plugins are: DefaultBinder, DefaultPreemption, ImageLocality"),
+     "in berthmaster; its plugins are: Coscheduling, DefaultBinder, DefaultPreemption"
+     ", ImageLocality"),
     ("profile: []",
      'profile: strict decoding error: unknown field "profile"'),
     ("leaderElection: {leaseDuration: 5s, renewDeadline: 10s}",

@@ -103,7 +103,7 @@ def test_an_unknown_name_is_named_with_where_berthmaster_looked() -> None:
     [problem] = _problems(_config("{name: NoSuchPlugin}"))
     assert problem.startswith('profiles[0].plugins.multiPoint.enabled[0].name: Invalid value: '
                               '"NoSuchPlugin": no such plugin in berthmaster; its plugins are: '
-                              "DefaultBinder, ")
+                              "Coscheduling, DefaultBinder, ")
     assert 'entry point group "berthmaster.plugins" of the packages installed in ' in problem
     assert str(plugins.EXAMPLE / "src") in problem
     assert problem.endswith("install the package that provides it (docs/plugins.md)")

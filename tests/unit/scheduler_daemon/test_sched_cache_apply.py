@@ -169,3 +169,30 @@ def test_initial_list_is_retried_not_fatal() -> None:
     informer = Informer(Flaky(), resource, lambda *_: None)  # type: ignore[arg-type]
     items = asyncio.run(ClusterCache._first_list(informer))
     assert Flaky.calls == 2 and [i["metadata"]["name"] for i in items] == ["n1"]
+
+
+def test_plugin_kinds_are_held_and_their_changes_are_cluster_events() -> None:
+    """A kind a plugin asked to have watched (framework.Watched) is held in the snapshot and
+    each change is "<Kind>/Add|Update|Delete"; a pending pod's arrival is "Pod/Add" only when
+    a profile waits at Permit (eventhandlers.go, addPodToSchedulingQueue, under the
+    GangScheduling gate)."""
+    from berthmaster.scheduler.plugins.coscheduling import POD_GROUP
+
+    seen: list[str] = []
+    queue = SchedulingQueue()
+    queue.move_for_event = lambda event: seen.append(event.kind) or 0  # type: ignore[method-assign]
+    cache = ClusterCache(kube=None, snapshot=Snapshot(), queue=queue,  # type: ignore[arg-type]
+                         scheduler_name="berthmaster", watches=[POD_GROUP])
+    group = {"metadata": {"name": "g", "namespace": "ns", "resourceVersion": "1"},
+             "spec": {"minMember": 2}}
+    cache.apply("PodGroup", ADDED, group, None)
+    assert cache.snapshot.object("PodGroup", "ns", "g") == group
+    cache.apply("PodGroup", MODIFIED, group, group)
+    cache.apply("Pod", ADDED, make_pod("first"), None)
+    cache.pending_pod_events = True
+    cache.apply("Pod", ADDED, make_pod("second"), None)
+    cache.apply("PodGroup", DELETED, group, group)
+    assert cache.snapshot.object("PodGroup", "ns", "g") is None
+    assert seen == ["PodGroup/Add", "PodGroup/Update", "UnscheduledPodAdd", "PodGroup/Delete"]
+    assert any(i.resource.kind == "PodGroup" and i.resource.path ==
+               "/apis/scheduling.x-k8s.io/v1alpha1/podgroups" for i in cache.informers)

@@ -13,6 +13,7 @@ from berthmaster.scheduler.daemon.leader import (
     LeaseRecord,
     Observation,
     decide,
+    loss_reason,
 )
 
 WALL = datetime(2026, 1, 1, tzinfo=UTC)
@@ -126,3 +127,17 @@ async def test_a_renewal_counts_from_when_its_request_started() -> None:
     assert elector.is_leader()
     now[0] = 110.0
     assert not elector.is_leader()
+
+
+def test_a_lost_lease_names_why() -> None:
+    """What a leader logs before it stops (client-go tools/leaderelection/leaderelection.go
+    ``renew``: ``failed to renew lease``, then ``leaderelection lost``): taken by another
+    candidate, or not renewed within the renew deadline (the scheduling loop may see that
+    before the renewal loop does, under a slow API server)."""
+    assert loss_reason("me", "other", 10.0, 11.0, 3.0) == "the Lease is held by other"
+    assert loss_reason("me", "me", 10.0, 13.5, 3.0) == (
+        "not renewed for 3.5s, past the renew deadline of 3s")
+    assert loss_reason("me", "", None, 13.5, 3.0) == (
+        "the Lease was not held (never acquired, or released)")
+    assert loss_reason("me", "me", 10.0, 11.0, 3.0) == (
+        "renewed 1.0s ago, within the renew deadline of 3s")

@@ -29,6 +29,7 @@ def families() -> dict[str, tuple[str, ...]]:
     metrics.preemption_victims.observe(1)
     metrics.plugin_execution("LicensedNodes", "Filter", "Success", 0.00002)
     metrics.plugin_evaluated("LicensedNodes", "Filter", "berthmaster")
+    metrics.permit_waited("Success", 0.5)
     found = {}
     for family in text_string_to_metric_families(metrics.exposition().decode()):
         labels = {k for s in family.samples for k in s.labels if k not in ("le", "quantile")}
@@ -54,6 +55,8 @@ UPSTREAM = {
     # PluginExecutionDuration, PluginEvaluationTotal (a counter: its samples end in _total)
     "scheduler_plugin_execution_duration_seconds": ("extension_point", "plugin", "status"),
     "scheduler_plugin_evaluation": ("extension_point", "plugin", "profile"),
+    # PermitWaitDuration
+    "scheduler_permit_wait_duration_seconds": ("result",),
 }
 
 
@@ -82,6 +85,7 @@ def test_runtime_collectors() -> None:
     ("scheduling_attempts", exponential_buckets(1, 2, 5)),
     ("binding_duration", exponential_buckets(0.0001, 2, 12)),
     ("plugin_execution_duration", exponential_buckets(0.00001, 1.5, 20)),
+    ("permit_wait_duration", exponential_buckets(0.001, 2, 15)),
 ])
 def test_buckets(attribute: str, buckets: list[float]) -> None:
     histogram = getattr(SchedulerMetrics("p"), attribute)

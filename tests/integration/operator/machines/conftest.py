@@ -54,8 +54,10 @@ def machine_api(cluster: RunningCluster) -> RunningCluster:
 
 class OperatorProcess:
     def __init__(self, kubeconfig: str, log: Path,
-                 capabilities: tuple[str, ...] = ("machines",), args: tuple[str, ...] = ()):
+                 capabilities: tuple[str, ...] = ("machines",), args: tuple[str, ...] = (),
+                 env: dict[str, str] | None = None):
         self.kubeconfig = kubeconfig
+        self.env = dict(env or {})  # more environment (the machine providers, their endpoints)
         self.capabilities = capabilities
         self.args = args  # more command-line flags
         self.log_path = log
@@ -66,7 +68,7 @@ class OperatorProcess:
         self.starts += 1
         # KUBECONFIG too: kopf's login reads kubernetes_asyncio's default path, fixed at import.
         env = {**os.environ, "BERTHMASTER_DRAIN_BACKOFF_SECONDS": "1",
-               "KUBECONFIG": self.kubeconfig}
+               "KUBECONFIG": self.kubeconfig, **self.env}
         log = self.log_path.open("ab")
         log.write(f"--- start #{self.starts}\n".encode())
         log.flush()
@@ -96,10 +98,11 @@ class OperatorProcess:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
 
 
-@pytest.fixture
-def operator(machine_api: RunningCluster, tmp_path: Path,
-             request: pytest.FixtureRequest) -> Iterator[OperatorProcess]:
-    process = OperatorProcess(str(machine_api.kubeconfig), tmp_path / "operator.log")
+def running_operator(machine_api: RunningCluster, tmp_path: Path, request: pytest.FixtureRequest,
+                     env: dict[str, str] | None = None) -> Iterator[OperatorProcess]:
+    """The operator process for one test (``yield from`` it in a fixture); its log is printed
+    when the test fails."""
+    process = OperatorProcess(str(machine_api.kubeconfig), tmp_path / "operator.log", env=env)
     process.start()
     try:
         yield process
@@ -108,6 +111,12 @@ def operator(machine_api: RunningCluster, tmp_path: Path,
         report = getattr(request.node, "rep_call", None)
         if report is not None and report.failed:
             print("---- operator log (tail) ----\n" + process.log()[-8000:])
+
+
+@pytest.fixture
+def operator(machine_api: RunningCluster, tmp_path: Path,
+             request: pytest.FixtureRequest) -> Iterator[OperatorProcess]:
+    yield from running_operator(machine_api, tmp_path, request)
 
 
 @pytest.hookimpl(wrapper=True, tryfirst=True)

@@ -15,9 +15,10 @@ from typing import Any
 
 import pytest
 
-from berthmaster.operator.machines.handlers import enabled_providers
 from berthmaster.operator.machines.nodes import not_owned
+from berthmaster.operator.machines.providers.aws import KIND as AWS_KIND
 from berthmaster.operator.machines.providers.kwok import KIND as KWOK_KIND
+from berthmaster.operator.machines.providers.registry import enabled_providers
 
 
 def node(provider_id: str | None) -> dict[str, Any]:
@@ -58,6 +59,9 @@ def test_providers_follow_the_chart_value() -> None:
     assert list(enabled_providers(kube, None)) == [KWOK_KIND]
     assert list(enabled_providers(kube, "kwok")) == [KWOK_KIND]
     assert enabled_providers(kube, "") == {}
-    with pytest.raises(ValueError, match=r"unknown machine provider\(s\) aws; use a "
-                                         r"comma-separated list of: kwok"):
-        enabled_providers(kube, "kwok,aws")
+    # a cloud provider runs only when named (by name or by kind), never by default
+    assert list(enabled_providers(kube, "kwok,aws")) == [KWOK_KIND, AWS_KIND]
+    assert list(enabled_providers(kube, AWS_KIND)) == [AWS_KIND]
+    with pytest.raises(ValueError, match=r"unknown machine provider\(s\) gcp; use a "
+                                         r"comma-separated list of: aws, kwok"):
+        enabled_providers(kube, "kwok,gcp")

@@ -1,0 +1,1 @@
+"""PodGroup status: scheduler-plugins' PodGroup controller, as an operator capability."""
