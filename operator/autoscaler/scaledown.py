@@ -41,7 +41,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from berthmaster.operator.autoscaler.config import AutoscalerConfig
-from berthmaster.operator.autoscaler.drainability import PdbBudget, Verdict, classify
+from berthmaster.operator.autoscaler.drainability import (
+    Controllers,
+    PdbBudget,
+    Verdict,
+    classify,
+)
 from berthmaster.operator.autoscaler.groups import ClusterView
 from berthmaster.operator.autoscaler.limits import Totals, node_totals, removal_blocked_by
 from berthmaster.operator.autoscaler.resources import CPU, MEMORY, node_allocatable, pod_requests
@@ -139,6 +144,7 @@ def find_unneeded(
     totals: Totals,
     priority_of: Any = None,
     now: float | None = None,
+    controllers: Controllers | None = None,
 ) -> ScaleDownPlan:
     """Every node judged; the simulation keeps the moves of the unneeded ones (caller rolls
     back when done)."""
@@ -196,7 +202,7 @@ def find_unneeded(
         blocked = None
         # The snapshot's pods: those moved here from nodes found unneeded earlier count too.
         for pod in [dict(view_.raw) for view_ in sim.snapshot.pods_on(name)]:
-            verdict = classify(pod, config, budget, priority(pod), now)
+            verdict = classify(pod, config, budget, priority(pod), now, controllers)
             if verdict.action == "block":
                 blocked = verdict
                 break
@@ -237,13 +243,14 @@ def find_unneeded(
 
 def pods_to_drain(pods: Sequence[JSON], config: AutoscalerConfig,
                   pdbs: Sequence[Mapping[str, Any]], priority_of: Any = None,
-                  now: float | None = None) -> tuple[list[JSON], Verdict | None]:
+                  now: float | None = None, controllers: Controllers | None = None
+                  ) -> tuple[list[JSON], Verdict | None]:
     """The pods of a node being removed that must be evicted, or the first that blocks."""
     priority = priority_of or (lambda pod: int((pod.get("spec") or {}).get("priority") or 0))
     budget = PdbBudget(pdbs)
     to_move = []
     for pod in pods:
-        verdict = classify(pod, config, budget, priority(pod), now)
+        verdict = classify(pod, config, budget, priority(pod), now, controllers)
         if verdict.action == "block":
             return [], verdict
         if verdict.action == "move":
