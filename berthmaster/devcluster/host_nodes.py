@@ -8,7 +8,7 @@ CNI and kubelet configurations, :class:`~.kubelet.NodeHost`'s container removal 
 and adds what several nodes on one host need:
 
 - **network**: one bridge for all of them, ``BRIDGE`` with ``GATEWAY`` in ``SUBNET`` (not the
-  dev cluster's ``bm0``, so both can run); node ``slot`` N (1..254, recorded in its folder)
+  dev cluster's ``bm0``, so both can run); node ``slot`` N (1..254, its folder's name)
   hands out ``10.89.N.2-254`` from its own host-local data. The kubelets listen on the gateway,
   each on its own port. The bridge goes when the last node goes.
 - **cgroups**: the kubelet removes every pod cgroup under its ``kubepods`` that it does not run
@@ -89,6 +89,16 @@ def kubelet_command(layout: node.NodeLayout, kubeconfig_path: Path) -> list[str]
     return [f"--node-ip={GATEWAY}" if arg.startswith("--node-ip=") else arg for arg in command]
 
 
+def root_problem(root: Path) -> str | None:
+    """Whether the nodes' sockets fit under ``root`` (a Unix socket's path has 108 bytes, containerd allows 104; the
+    longest here is ``<root>/<slot>/kubelet/device-plugins/kubelet.sock``)."""
+    longest = len(str(root.absolute())) + len("/254/kubelet/device-plugins/kubelet.sock")
+    if longest > 104:
+        return (f"the nodes' folder {root} is too long for the Unix sockets inside it ("
+                f"{longest} of 104 characters); choose a shorter one")
+    return None
+
+
 def host_problems() -> list[str]:
     """What this host lacks to run real nodes, each with how to get it."""
     problems = []
@@ -120,19 +130,30 @@ class HostNodes:
         self.server = server
         self.say = say
 
-    def layout(self, name: str) -> node.NodeLayout:
-        return node.NodeLayout(name, self.root / name)
+    def layouts(self) -> dict[str, node.NodeLayout]:
+        """The nodes here by name. A node's folder is named by its slot, not its name: the
+        sockets containerd and the kubelet make inside must stay within the 108 bytes of a
+        Unix socket's path (:func:`root_problem`)."""
+        found = {}
+        for record in self.root.glob("*/name"):
+            with contextlib.suppress(OSError):
+                name = record.read_text().strip()
+                found[name] = node.NodeLayout(name, record.parent)
+        return found
 
-    def exists(self, name: str) -> bool:
-        return (self.root / name / "slot").is_file()
+    def find(self, name: str) -> node.NodeLayout | None:
+        return self.layouts().get(name)
 
     def kubelet_running(self, name: str) -> bool:
-        layout = self.layout(name)
-        return bool(node.pids_with_argument(f"--config={layout.kubelet_config}"))
+        layout = self.find(name)
+        return layout is not None and bool(
+            node.pids_with_argument(f"--config={layout.kubelet_config}"))
 
     def processes(self, name: str) -> list[int]:
         """Every process of the node: containerd, its shims, the kubelet."""
-        layout = self.layout(name)
+        layout = self.find(name)
+        if layout is None:
+            return []
         return sorted({*node.pids_with_argument(f"--config={layout.containerd_config}"),
                        *node.pids_with_argument(str(layout.containerd_socket)),
                        *node.pids_with_argument(f"--config={layout.kubelet_config}")})
@@ -144,23 +165,26 @@ class HostNodes:
         if self.pki is None or not self.server:
             raise node.NodeError("starting a node needs the cluster's CA and API server")
         with _LOCK:
-            layout = self.layout(name)
-            if not self.exists(name):
-                taken = {int(p.read_text()) for p in self.root.glob("*/slot")}
+            layout = self.find(name)
+            if layout is None:
+                taken = {int(p.parent.name) for p in self.root.glob("*/name")
+                         if p.parent.name.isdigit()}
                 slot = free_slot(taken)
+                layout = node.NodeLayout(name, self.root / str(slot))
+                layout.root.mkdir(parents=True, exist_ok=True)
+                (layout.root / "name").write_text(name)
                 self._prepare(layout, slot)
-                (layout.root / "slot").write_text(str(slot))
-            slot = int((layout.root / "slot").read_text())
+            slot = int(layout.root.name)
             if self.kubelet_running(name):
                 return
             logs = layout.root / "logs"
             logs.mkdir(exist_ok=True)
             if not node.pids_with_argument(f"--config={layout.containerd_config}"):
-                self._spawn(["containerd", f"--config={layout.containerd_config}"],
-                            logs / "containerd.log")
-                self._wait(lambda: node.NodeHost(layout).ctr(
-                    "version", check=False, timeout=10).returncode == 0,
-                    f"containerd of node {name}", logs / "containerd.log")
+                containerd = self._spawn(["containerd", f"--config={layout.containerd_config}"],
+                                         logs / "containerd.log")
+                host = node.NodeHost(layout)
+                self._wait(lambda: host.ctr("version", check=False, timeout=10).returncode == 0,
+                           containerd, f"containerd of node {name}", logs / "containerd.log")
                 self._load_pause(layout)
             layout.kubelet_config.write_text(yaml.safe_dump(kubelet_settings(
                 layout, self.pki.ca_cert, free_port(), free_port(), slot, provider_id, taints,
@@ -205,19 +229,20 @@ class HostNodes:
             host.ctr("images", "tag", PAUSE_IMAGE, alias)
 
     @staticmethod
-    def _spawn(command: list[str], log: Path) -> None:
+    def _spawn(command: list[str], log: Path) -> subprocess.Popen[bytes]:
         with log.open("ab") as out:
             # Its own session: the node outlives the operator, as a machine would.
-            subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT,
-                             stdin=subprocess.DEVNULL, start_new_session=True)
+            return subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT,
+                                    stdin=subprocess.DEVNULL, start_new_session=True)
 
     @staticmethod
-    def _wait(check: Callable[[], bool], what: str, log: Path, timeout: float = 60) -> None:
+    def _wait(check: Callable[[], bool], process: subprocess.Popen[bytes], what: str,
+              log: Path, timeout: float = 60) -> None:
         deadline = time.monotonic() + timeout
         while not check():
-            if time.monotonic() > deadline:
+            if process.poll() is not None or time.monotonic() > deadline:
                 tail = log.read_text(errors="replace")[-800:] if log.exists() else ""
-                raise node.NodeError(f"{what} did not start in {timeout:.0f}s; its log ({log}) "
+                raise node.NodeError(f"{what} did not start; its log ({log}) "
                                      f"ends:\n{tail}")
             time.sleep(0.3)
 
@@ -227,8 +252,8 @@ class HostNodes:
         mounts, namespaces and cgroups, delete its folder; the bridge goes with the last
         node. A node already gone is success."""
         with _LOCK:
-            layout = self.layout(name)
-            if not layout.root.exists():
+            layout = self.find(name)
+            if layout is None:
                 return
             _stop(node.pids_with_argument(f"--config={layout.kubelet_config}"))
             host = node.NodeHost(layout, self.say)
@@ -238,7 +263,7 @@ class HostNodes:
             host.release_node(netns)
             remove_cgroup(f"{CGROUP_PARENT}/{name}")
             shutil.rmtree(layout.root, ignore_errors=True)
-            if not any(self.root.glob("*/slot")):
+            if not any(self.root.glob("*/name")):
                 node._run("ip", "link", "delete", BRIDGE, check=False)
                 remove_cgroup(CGROUP_PARENT)
 

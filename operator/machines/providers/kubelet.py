@@ -135,8 +135,10 @@ class KubeletProvider:
 
     async def instance_exists(self, machine: dict[str, Any]) -> Instance | None:
         name = str(machine["metadata"]["name"])
-        if not await asyncio.to_thread(self.nodes.exists, name):
-            problems = [*self.problems, *host_nodes.host_problems()]
+        if await asyncio.to_thread(self.nodes.find, name) is None:
+            too_long = host_nodes.root_problem(self.nodes.root)
+            problems = [*self.problems, *host_nodes.host_problems(),
+                        *([f"${STATE_VARIABLE}: {too_long}"] if too_long else [])]
             if problems:
                 raise InvalidProviderSpec(f"Machine {name}: this host cannot run a real "
                                           f"kubelet for {KIND}: {'; '.join(problems)}")

@@ -46,7 +46,7 @@ from tests.integration.operator.machines.conftest import (
 from tests.support.waiting import wait_for
 
 HOOK = ("hold-for-test", "kubelet-test")
-APPS = "apis/apps/v1"
+APPS = "/apis/apps/v1"
 
 
 def kubelet_machineset(name: str, replicas: int) -> dict[str, Any]:
@@ -128,12 +128,17 @@ def real_operator(machine_api: RunningCluster, host_ready: None, scheduler: None
     finally:
         process.stop()
         nodes = host_nodes.HostNodes(state_dir(machine_api))
-        left = sorted(p.parent.name for p in state_dir(machine_api).glob("*/slot"))
-        for name in left:
-            nodes.remove(name)
         report = getattr(request.node, "rep_call", None)
         if report is not None and report.failed:
             print("---- operator log (tail) ----\n" + process.log()[-8000:])
+            print(machine_api.kubectl("get", "machines,nodes,pods", "-A", "-o", "wide").stdout)
+            for layout in nodes.layouts().values():
+                log = layout.root / "logs" / "kubelet.log"
+                if log.exists():
+                    print(f"---- {log} (tail) ----\n" + log.read_text(errors="replace")[-3000:])
+        left = sorted(nodes.layouts())
+        for name in left:
+            nodes.remove(name)
         assert not left, f"real nodes left behind by the test: {left}"
 
 
@@ -153,7 +158,11 @@ async def ready_nodes(kube: KubeClient, namespace: str, machineset: str, count: 
     """The Nodes of ``count`` Running, undeleted Machines of the set, when all are Ready."""
     names = []
     for machine in await machines_of(kube, namespace, machineset):
-        ref = (machine.get("status") or {}).get("nodeRef") or {}
+        status = machine.get("status") or {}
+        if status.get("phase") == api.FAILED:
+            raise RuntimeError(f"machine {machine['metadata']['name']} Failed: "
+                               f"{status.get('errorMessage')}")
+        ref = status.get("nodeRef") or {}
         if machine["metadata"].get("deletionTimestamp") or not ref:
             continue
         found = await kube.get_if_exists(api.node_path(ref["name"]))
@@ -214,7 +223,7 @@ async def test_machineset_scales_to_two_real_nodes_that_run_pods(
     await delete_machineset(kube, namespace, name)
     for machine_name in nodes:
         assert not node_processes(machine_api, machine_name)
-        assert not (state_dir(machine_api) / machine_name).exists()
+        assert host_nodes.HostNodes(state_dir(machine_api)).find(machine_name) is None
 
 
 async def test_deleting_a_hooked_machine_drains_running_pods_then_stops_the_kubelet(
@@ -259,7 +268,7 @@ async def test_deleting_a_hooked_machine_drains_running_pods_then_stops_the_kube
 
     await wait_for(machine_gone, timeout=120, what=f"machine {victim} deleted")
     assert not node_processes(machine_api, victim)
-    assert not (state_dir(machine_api) / victim).exists()
+    assert host_nodes.HostNodes(state_dir(machine_api)).find(victim) is None
     assert await kube.get_if_exists(api.node_path(victim)) is None
 
     await delete_machineset(kube, namespace, name)
@@ -280,7 +289,8 @@ async def test_killed_kubelet_is_replaced_by_a_machine_health_check(
                      {"type": "Ready", "status": "False", "timeout": "1s"},
                      {"type": "Ready", "status": "Unknown", "timeout": "1s"}]}})
 
-    layout = host_nodes.HostNodes(state_dir(machine_api)).layout(first)
+    layout = host_nodes.HostNodes(state_dir(machine_api)).find(first)
+    assert layout is not None
     kubelets = node.pids_with_argument(f"--config={layout.kubelet_config}")
     assert len(kubelets) == 1, kubelets
     killed = time.monotonic()
