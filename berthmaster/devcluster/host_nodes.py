@@ -90,8 +90,9 @@ def kubelet_command(layout: node.NodeLayout, kubeconfig_path: Path) -> list[str]
 
 
 def root_problem(root: Path) -> str | None:
-    """Whether the nodes' sockets fit under ``root`` (a Unix socket's path has 108 bytes, containerd allows 104; the
-    longest here is ``<root>/<slot>/kubelet/device-plugins/kubelet.sock``)."""
+    """Whether the nodes' sockets fit under ``root`` (a Unix socket's path has 108 bytes and
+    containerd allows 104; the longest here is
+    ``<root>/<slot>/kubelet/device-plugins/kubelet.sock``)."""
     longest = len(str(root.absolute())) + len("/254/kubelet/device-plugins/kubelet.sock")
     if longest > 104:
         return (f"the nodes' folder {root} is too long for the Unix sockets inside it ("
@@ -294,6 +295,13 @@ def _hierarchies() -> list[Path]:
         return [CGROUP_FS]
     return sorted(p for p in CGROUP_FS.iterdir()
                   if p.is_dir() and not p.is_symlink() and (p / "cgroup.procs").exists())
+
+
+def node_cgroups(name: str) -> list[Path]:
+    """The node's cgroups that still exist (none once it is removed: a cgroup with a process
+    left in it cannot be)."""
+    return [path for path in (h / CGROUP_PARENT / name for h in _hierarchies())
+            if path.is_dir()]
 
 
 def make_cgroup(relative: str) -> None:

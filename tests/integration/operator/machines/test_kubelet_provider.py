@@ -224,6 +224,7 @@ async def test_machineset_scales_to_two_real_nodes_that_run_pods(
     for machine_name in nodes:
         assert not node_processes(machine_api, machine_name)
         assert host_nodes.HostNodes(state_dir(machine_api)).find(machine_name) is None
+        assert not host_nodes.node_cgroups(machine_name)
 
 
 async def test_deleting_a_hooked_machine_drains_running_pods_then_stops_the_kubelet(
@@ -269,6 +270,7 @@ async def test_deleting_a_hooked_machine_drains_running_pods_then_stops_the_kube
     await wait_for(machine_gone, timeout=120, what=f"machine {victim} deleted")
     assert not node_processes(machine_api, victim)
     assert host_nodes.HostNodes(state_dir(machine_api)).find(victim) is None
+    assert not host_nodes.node_cgroups(victim)  # no container process is left
     assert await kube.get_if_exists(api.node_path(victim)) is None
 
     await delete_machineset(kube, namespace, name)
@@ -315,5 +317,6 @@ async def test_killed_kubelet_is_replaced_by_a_machine_health_check(
 
     await wait_for(first_gone, timeout=300, what=f"machine {first} deleted")
     assert not node_processes(machine_api, first)
+    assert not host_nodes.node_cgroups(first)
     await kube.delete(mhc_path(namespace, name))
     await delete_machineset(kube, namespace, name)
