@@ -115,8 +115,8 @@ def host_problems() -> list[str]:
         problems.append(f"no CNI plugins in {node.CNI_BIN_DIR} (apt-get install "
                         "containernetworking-plugins)")
     if build.missing_binaries(("kubelet",)):
-        problems.append("the kubelet is not built (berthmaster dev build --node, or make e2e "
-                        "MODE=kubelet once)")
+        problems.append("the kubelet is not built (berthmaster dev up --kubelets 1 builds "
+                        "it once, as make e2e MODE=kubelet does)")
     return problems
 
 

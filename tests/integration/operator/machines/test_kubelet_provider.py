@@ -4,8 +4,8 @@ The operator runs as a process on the host (``BERTHMASTER_MACHINE_PROVIDERS=kube
 cluster's CA from ``BERTHMASTER_KUBELET_PKI``), as the provider requires; kube-scheduler (the
 dev cluster's default-scheduler configuration: only nodes labelled ``berthmaster.io/node:
 kubelet``) places the pods, which really run in each node's containerd (the pause image the
-provider imports). Needs root and the built kubelet (``berthmaster dev build --node``): CI runs
-as root and builds it for ``make e2e MODE=kubelet``; nothing here is skipped.
+provider imports). Needs root and the kubelet (built here when missing, as ``berthmaster dev
+up --kubelets 1`` builds it): CI runs as root; nothing here is skipped.
 
 Upstream behaviour checked: machine-api-operator pkg/controller/machineset/controller.go (a
 MachineSet creates Machines up to its replicas and replaces a deleted one), pkg/controller/
