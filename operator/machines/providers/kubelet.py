@@ -46,9 +46,8 @@ from berthmaster.devcluster.certs import Pki
 from berthmaster.devcluster.paths import state_root
 from berthmaster.kube import KubeClient
 from berthmaster.operator.machines.api import INSTANCE_STATE
-from berthmaster.operator.machines.nodes import label_problems
 from berthmaster.operator.machines.providers import Instance, InvalidProviderSpec
-from berthmaster.operator.machines.providers.kwok import name_problems, provider_spec
+from berthmaster.operator.machines.providers.kwok import node_machine_problems, provider_spec
 
 KIND = "KubeletMachineProviderSpec"
 API_VERSION = "berthmaster.io/v1alpha1"
@@ -69,11 +68,7 @@ def validate(machine: dict[str, Any]) -> list[str]:
     name = (machine.get("metadata") or {}).get("name")
     where = f"Machine {name}: spec.providerSpec.value"
     value = provider_spec(machine)
-    problems = [*name_problems(machine), *label_problems(machine)]
-    unknown = sorted(set(value) - FIELDS)
-    if unknown:
-        problems.append(f"{where}: unknown field(s) {', '.join(unknown)}; "
-                        f"{KIND} accepts {', '.join(sorted(FIELDS))}")
+    problems = node_machine_problems(machine, KIND, FIELDS)
     max_pods = value.get("maxPods", DEFAULT_MAX_PODS)
     if isinstance(max_pods, bool) or not isinstance(max_pods, int) or max_pods < 1:
         problems.append(f"{where}.maxPods: {max_pods!r} is not a positive whole number; "

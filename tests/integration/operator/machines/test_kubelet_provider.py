@@ -33,7 +33,7 @@ from berthmaster.devcluster import build, host_nodes
 from berthmaster.devcluster import kubelet as node
 from berthmaster.devcluster.cluster import RunningCluster, free_port
 from berthmaster.devcluster.images import PAUSE_IMAGE
-from berthmaster.kube import CORE, KubeClient, resource_path
+from berthmaster.kube import CORE, KubeClient, group_path, resource_path
 from berthmaster.operator.machines import api
 from berthmaster.operator.machines.healthcheck import mhc_path
 from berthmaster.operator.machines.providers.kubelet import provider_id
@@ -46,6 +46,9 @@ from tests.integration.operator.machines.conftest import (
 from tests.support.waiting import wait_for
 
 HOOK = ("hold-for-test", "kubelet-test")
+CRDS = Path(__file__).resolve().parents[4] / "deploy" / "crds"
+AUTOSCALING = group_path("autoscaling.openshift.io", "v1")
+AUTOSCALING_BETA = group_path("autoscaling.openshift.io", "v1beta1")
 APPS = "/apis/apps/v1"
 
 
@@ -110,18 +113,16 @@ def state_dir(cluster: RunningCluster) -> Path:
     return cluster.root / "kubelet-machines"
 
 
-@pytest.fixture
-def real_operator(machine_api: RunningCluster, host_ready: None, scheduler: None,
-                  tmp_path: Path, request: pytest.FixtureRequest
-                  ) -> Iterator[OperatorProcess]:
+def host_operator(machine_api: RunningCluster, tmp_path: Path, request: pytest.FixtureRequest,
+                  capabilities: tuple[str, ...], args: tuple[str, ...] = (),
+                  env: dict[str, str] | None = None) -> Iterator[OperatorProcess]:
     """The operator on the host with the kubelet provider; afterwards, every node it started
     is gone (the test deleted its MachineSets; anything left is removed here and fails)."""
     process = OperatorProcess(
-        str(machine_api.kubeconfig), tmp_path / "operator.log",
-        ("machines", "machinehealthchecks"),
+        str(machine_api.kubeconfig), tmp_path / "operator.log", capabilities, args,
         env={"BERTHMASTER_MACHINE_PROVIDERS": "kubelet",
              "BERTHMASTER_KUBELET_PKI": str(machine_api.root / "pki"),
-             "BERTHMASTER_KUBELET_STATE": str(state_dir(machine_api))})
+             "BERTHMASTER_KUBELET_STATE": str(state_dir(machine_api)), **(env or {})})
     process.start()
     try:
         yield process
@@ -140,6 +141,31 @@ def real_operator(machine_api: RunningCluster, host_ready: None, scheduler: None
         for name in left:
             nodes.remove(name)
         assert not left, f"real nodes left behind by the test: {left}"
+
+
+@pytest.fixture
+def real_operator(machine_api: RunningCluster, host_ready: None, scheduler: None,
+                  tmp_path: Path, request: pytest.FixtureRequest
+                  ) -> Iterator[OperatorProcess]:
+    yield from host_operator(machine_api, tmp_path, request,
+                             ("machines", "machinehealthchecks"))
+
+
+@pytest.fixture
+def autoscaling_operator(machine_api: RunningCluster, host_ready: None, scheduler: None,
+                         tmp_path: Path, request: pytest.FixtureRequest
+                         ) -> Iterator[OperatorProcess]:
+    for crd in ("autoscaling.openshift.io_clusterautoscalers.yaml",
+                "autoscaling.openshift.io_machineautoscalers.yaml"):
+        applied = machine_api.kubectl("apply", "--server-side", "-f", str(CRDS / crd))
+        assert applied.returncode == 0, applied.stderr
+    for crd in ("clusterautoscalers", "machineautoscalers"):
+        established = machine_api.kubectl("wait", "--for=condition=Established",
+                                          f"crd/{crd}.autoscaling.openshift.io",
+                                          "--timeout=60s")
+        assert established.returncode == 0, established.stderr
+    yield from host_operator(machine_api, tmp_path, request, ("machines", "autoscaler"),
+                             env={"BERTHMASTER_AUTOSCALER_SCAN_INTERVAL": "2"})
 
 
 async def machines_of(kube: KubeClient, namespace: str, machineset: str
@@ -319,4 +345,54 @@ async def test_killed_kubelet_is_replaced_by_a_machine_health_check(
     assert not node_processes(machine_api, first)
     assert not host_nodes.node_cgroups(first)
     await kube.delete(mhc_path(namespace, name))
+    await delete_machineset(kube, namespace, name)
+
+
+async def test_the_autoscaler_adds_a_real_node_for_a_pending_pod_and_removes_it_idle(
+        kube: KubeClient, namespace: str, machine_api: RunningCluster,
+        autoscaling_operator: OperatorProcess) -> None:
+    """cluster-autoscaler's clusterapi provider from zero (the template's capacity from the
+    provider: cloudprovider/clusterapi/clusterapi_unstructured.go) and its scale-down of an
+    empty node after unneededTime (core/scaledown/)."""
+    name = f"{namespace}-auto"
+    machineset = kubelet_machineset(name, 0)
+    machineset["spec"]["template"]["spec"]["metadata"]["labels"]["pool"] = name
+    await kube.create(api.machineset_path(namespace), machineset)
+    await kube.create(resource_path(AUTOSCALING_BETA, "machineautoscalers", namespace), {
+        "apiVersion": "autoscaling.openshift.io/v1beta1", "kind": "MachineAutoscaler",
+        "metadata": {"name": name},
+        "spec": {"minReplicas": 0, "maxReplicas": 1, "scaleTargetRef": {
+            "apiVersion": "machine.openshift.io/v1beta1", "kind": "MachineSet",
+            "name": name}}})
+    await kube.create(resource_path(AUTOSCALING, "clusterautoscalers"), {
+        "apiVersion": "autoscaling.openshift.io/v1", "kind": "ClusterAutoscaler",
+        "metadata": {"name": "default"},
+        "spec": {"scaleDown": {"enabled": True, "delayAfterAdd": "1s",
+                               "delayAfterDelete": "1s", "delayAfterFailure": "1s",
+                               "unneededTime": "5s"}}})
+    try:
+        pending = pause_deployment("auto", 1)
+        pending["spec"]["template"]["spec"]["nodeSelector"] = {"pool": name}
+        pending["spec"]["template"]["spec"]["containers"][0]["resources"] = {
+            "requests": {"cpu": "100m", "memory": "16Mi"}}
+        created = time.monotonic()
+        await kube.create(f"{APPS}/namespaces/{namespace}/deployments", pending)
+        pods = await wait_for(lambda: running_pods(kube, namespace, "auto", 1), timeout=240,
+                              what="the pending pod running on a new real node", interval=0.5)
+        print(f"pending pod to Running on an autoscaled real node: "
+              f"{time.monotonic() - created:.1f}s")
+        (added,) = pods.values()
+        assert (await ready_nodes(kube, namespace, name, 1)) == [added]
+
+        await kube.delete(f"{APPS}/namespaces/{namespace}/deployments/auto")
+
+        async def scaled_in() -> bool:
+            return not await machines_of(kube, namespace, name)
+
+        await wait_for(scaled_in, timeout=240, what="the idle real node removed", interval=0.5)
+        assert not node_processes(machine_api, added)
+        assert not host_nodes.node_cgroups(added)
+        assert await kube.get_if_exists(api.node_path(added)) is None
+    finally:
+        await kube.delete(resource_path(AUTOSCALING, "clusterautoscalers", name="default"))
     await delete_machineset(kube, namespace, name)
