@@ -41,6 +41,7 @@ from tests.integration.operator.machines.conftest import (
     OperatorProcess,
     condition,
     get_machine,
+    machine_events,
     set_hooks,
 )
 from tests.support.waiting import wait_for
@@ -149,6 +150,13 @@ def real_operator(machine_api: RunningCluster, host_ready: None, scheduler: None
                   ) -> Iterator[OperatorProcess]:
     yield from host_operator(machine_api, tmp_path, request,
                              ("machines", "machinehealthchecks"))
+
+
+@pytest.fixture
+def operator_without_ca(machine_api: RunningCluster, tmp_path: Path,
+                        request: pytest.FixtureRequest) -> Iterator[OperatorProcess]:
+    yield from host_operator(machine_api, tmp_path, request, ("machines",),
+                             env={"BERTHMASTER_KUBELET_PKI": ""})
 
 
 @pytest.fixture
@@ -396,3 +404,33 @@ async def test_the_autoscaler_adds_a_real_node_for_a_pending_pod_and_removes_it_
     finally:
         await kube.delete(resource_path(AUTOSCALING, "clusterautoscalers", name="default"))
     await delete_machineset(kube, namespace, name)
+
+
+async def test_a_host_that_cannot_run_a_node_fails_the_machine_and_starts_nothing(
+        kube: KubeClient, namespace: str, machine_api: RunningCluster,
+        operator_without_ca: OperatorProcess) -> None:
+    """machine-api-operator pkg/controller/machine/controller.go: an InvalidMachineConfiguration
+    from the actuator is terminal (phase Failed, errorReason InvalidConfiguration, a
+    FailedCreate event)."""
+    template = kubelet_machineset("x", 1)["spec"]["template"]
+    await kube.create(api.machine_path(namespace), {
+        "apiVersion": api.API_VERSION, "kind": "Machine",
+        "metadata": {"name": "lonely"}, "spec": template["spec"]})
+
+    async def failed() -> dict[str, Any] | None:
+        machine = await get_machine(kube, namespace, "lonely")
+        return machine if (machine or {}).get("status", {}).get("phase") == api.FAILED else None
+
+    machine = await wait_for(failed, timeout=60, what="machine lonely Failed")
+    status = machine["status"]
+    assert status["errorReason"] == api.INVALID_CONFIGURATION
+    assert "$BERTHMASTER_KUBELET_PKI is not set" in status["errorMessage"]
+    assert "set it to the folder holding the cluster CA" in status["errorMessage"]
+    exists = condition(machine, api.INSTANCE_EXISTS)
+    assert (exists["status"], exists["reason"]) == ("False", api.INSTANCE_NOT_CREATED)
+    events = await machine_events(kube, namespace, "lonely")
+    assert events["FailedCreate"]["type"] == "Warning"
+    assert "BERTHMASTER_KUBELET_PKI" in events["FailedCreate"]["message"]
+    assert "spec" not in machine or not machine["spec"].get("providerID")
+    assert host_nodes.HostNodes(state_dir(machine_api)).find("lonely") is None
+    await kube.delete(api.machine_path(namespace, "lonely"))
