@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The whole test suite, exactly as CI runs it: environment, Go builds, lint, types, tests.
-# Usage: hack/test.sh [pytest arguments]   (the README's `make test` runs it without arguments)
+# The test suite, exactly as CI runs it: environment, Go builds, lint, types, tests.
+# Usage: hack/test.sh [pytest arguments]   (the README's `make test` runs it without arguments;
+# `make test-long` with `--long -m long`: only the soak runs make test leaves out)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source hack/venv.sh
