@@ -1,7 +1,7 @@
 """The suite's one option: ``--long`` runs the tests marked ``long`` (the soak runs).
 
-``make test`` leaves them out (each shows as skipped, naming the option), so the suite stays
-within ten minutes on two cores; ``make test-long`` (``pytest --long -m long``) runs only them,
+``make test`` leaves them out (each shows as skipped, naming the option) to keep the suite
+short on two cores; ``make test-long`` (``pytest --long -m long``) runs only them,
 and CI (``.ci/run``) runs it right after ``make test``: between the two, every test runs.
 """
 
