@@ -98,7 +98,7 @@ async def real_node_story(kube: KubeClient, cluster: RunningCluster,
 
     node = await _until(node_ready, f"Machine {MACHINE}'s Node to be Ready", timeout=240)
     lines = [f"Machine {MACHINE} ({kubelet.KIND}): Node {node} Ready in "
-             f"{time.monotonic() - started:.1f}s (a kubelet and containerd on this host)"]
+             f"{time.monotonic() - started:.1f}s"]
     pods = resource_path(CORE, "pods", namespace)
     await kube.create(pods, real_pod(namespace))
     started = time.monotonic()
