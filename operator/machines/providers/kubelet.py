@@ -90,6 +90,14 @@ def settings_problems(environ: Mapping[str, str]) -> list[str]:
     return []
 
 
+def host_problems(state: Path) -> list[str]:
+    """What this host lacks to run real nodes keeping their files in ``state`` (the
+    provider's preflight, before anything starts; the demo asks it too)."""
+    too_long = host_nodes.root_problem(state)
+    return [*host_nodes.host_problems(), *([f"${STATE_VARIABLE}: {too_long}"] if too_long
+                                           else [])]
+
+
 def taints(machine: dict[str, Any]) -> list[dict[str, Any]]:
     return [{k: v for k, v in t.items() if k in ("key", "value", "effect")}
             for t in (machine.get("spec") or {}).get("taints") or []]
@@ -131,9 +139,7 @@ class KubeletProvider:
     async def instance_exists(self, machine: dict[str, Any]) -> Instance | None:
         name = str(machine["metadata"]["name"])
         if await asyncio.to_thread(self.nodes.find, name) is None:
-            too_long = host_nodes.root_problem(self.nodes.root)
-            problems = [*self.problems, *host_nodes.host_problems(),
-                        *([f"${STATE_VARIABLE}: {too_long}"] if too_long else [])]
+            problems = [*self.problems, *host_problems(self.nodes.root)]
             if problems:
                 raise InvalidProviderSpec(f"Machine {name}: this host cannot run a real "
                                           f"kubelet for {KIND}: {'; '.join(problems)}")
