@@ -4,8 +4,10 @@ The operator runs as a process on the host (``BERTHMASTER_MACHINE_PROVIDERS=kube
 cluster's CA from ``BERTHMASTER_KUBELET_PKI``), as the provider requires; kube-scheduler (the
 dev cluster's default-scheduler configuration: only nodes labelled ``berthmaster.io/node:
 kubelet``) places the pods, which really run in each node's containerd (the pause image the
-provider imports). Needs root and the kubelet (built here when missing, as ``berthmaster dev
-up --kubelets 1`` builds it): CI runs as root; nothing here is skipped.
+provider imports). Needs root, containerd, runc and the CNI plugins (``hack/docker-up.sh``) and
+the kubelet (built here when missing, as ``berthmaster dev up --kubelets 1`` builds it), so the
+file is marked ``long``: ``make test-long`` runs it, and CI runs that as root after
+``hack/docker-up.sh``; nothing here is skipped there.
 
 Upstream behaviour checked: machine-api-operator pkg/controller/machineset/controller.go (a
 MachineSet creates Machines up to its replicas and replaces a deleted one), pkg/controller/
@@ -45,6 +47,8 @@ from tests.integration.operator.machines.conftest import (
     set_hooks,
 )
 from tests.support.waiting import wait_for
+
+pytestmark = pytest.mark.long
 
 HOOK = ("hold-for-test", "kubelet-test")
 CRDS = Path(__file__).resolve().parents[4] / "deploy" / "crds"
