@@ -46,6 +46,7 @@ from prometheus_client import (
 )
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
+from berthmaster.build_info import register_build_info
 from berthmaster.delegated_auth import (
     ANONYMOUS_USER,
     Delegated,
@@ -72,9 +73,11 @@ def register_runtime_collectors(registry: CollectorRegistry) -> None:
     """The process (``process_*``), platform (``python_info``) and garbage-collector
     (``python_gc_*``) collectors on ``registry``: prometheus_client puts them on its default
     registry only, and every component exports them as Go components export ``process_*`` and
-    ``go_*``."""
+    ``go_*``; and ``berthmaster_build_info`` (berthmaster.build_info), as every Kubernetes
+    component exports ``kubernetes_build_info``."""
     for collector in (PROCESS_COLLECTOR, PLATFORM_COLLECTOR, GC_COLLECTOR):
         registry.register(collector)
+    register_build_info(registry)
 
 
 def self_signed_certificate(host: str = "localhost",

@@ -31,11 +31,15 @@ from typing import Any
 
 from prometheus_client import REGISTRY, generate_latest
 
+from berthmaster.build_info import register_build_info
 from berthmaster.errors import CommandError
 from berthmaster.kube import KubeError
 from berthmaster.serving import Probe, SecureServing, Served, serve
 
 log = logging.getLogger("berthmaster.operator.health")
+# The operator serves the default registry; berthmaster_build_info joins it as the scheduler's
+# (berthmaster.build_info).
+register_build_info(REGISTRY)
 
 CHECK_SECONDS = 10.0
 

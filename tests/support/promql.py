@@ -78,3 +78,23 @@ def selectors(expression: str) -> list[Selector]:
             matchers = tuple(parsed)
         found.append(Selector(token, matchers))
     return found
+
+
+def unscoped(expression: str, scope: dict[str, str],
+             own_labels: dict[str, frozenset[str]] | None = None) -> list[str]:
+    """What keeps ``expression`` from reading only one release's series: one line per vector
+    selector lacking an ``=`` or ``=~`` matcher on a ``scope`` label with exactly its value
+    (``{"job": "$job", "namespace": "$namespace"}``). A label the metric exports itself
+    (``own_labels[name]``: e.g. a Machine's ``namespace``, which the ServiceMonitor's
+    ``honorLabels`` keeps in place of the target's) cannot scope it and is not required."""
+    problems = []
+    for selector in selectors(expression):
+        exempt = (own_labels or {}).get(selector.name, frozenset())
+        for label, value in scope.items():
+            if label in exempt:
+                continue
+            if not any(matcher == (label, op, value)
+                       for matcher in selector.matchers for op in ("=", "=~")):
+                problems.append(f"{selector.name} has no {label}={value!r} matcher "
+                                f"in {expression!r}")
+    return problems

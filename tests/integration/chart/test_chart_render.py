@@ -466,7 +466,8 @@ def test_dashboard_and_alerts_only_when_asked() -> None:
                            "BerthmasterPendingPodsRising", "BerthmasterMachineDrainStuck",
                            "BerthmasterAutoscalerUnsafe"}
     assert alerts["BerthmasterSchedulerNotLeading"]["expr"] == (
-        'sum(leader_election_master_status{name="berthmaster"}) == 0')
+        'sum(leader_election_master_status{name="berthmaster", '
+        'job="berthmaster-scheduler-metrics", namespace="berthmaster"}) == 0')
     relabelled = render([*VALUE_SETS["observability-on"], "dashboards.label=dashboards",
                          "dashboards.labelValue=berthmaster", "dashboards.namespace=monitoring",
                          "scheduler.name=zonal", "operator.enabled=false"])
@@ -476,8 +477,85 @@ def test_dashboard_and_alerts_only_when_asked() -> None:
     alerts = {r["alert"]: r for group in one(relabelled, "PrometheusRule")["spec"]["groups"]
               for r in group["rules"]}
     assert alerts["BerthmasterSchedulerNotLeading"]["expr"] == (
-        'sum(leader_election_master_status{name="zonal"}) == 0')
+        'sum(leader_election_master_status{name="zonal", '
+        'job="berthmaster-scheduler-metrics", namespace="berthmaster"}) == 0')
     assert "BerthmasterMachineDrainStuck" not in alerts  # no operator, no operator alerts
+
+
+# The families exporting their own ``namespace`` label (docs/observability.md's metrics table):
+# under the ServiceMonitor's ``honorLabels`` it is the object's (a Machine's, an evicted pod's),
+# not the scraped Service's, so only ``job`` can scope them to the release.
+OWN_NAMESPACE = frozenset({"namespace"})
+OBJECT_NAMESPACED = {
+    name: OWN_NAMESPACE for name in (
+        "mapi_machine_created_timestamp_seconds", "mapi_machineset_created_timestamp_seconds",
+        "mapi_machine_set_status_replicas", "mapi_machine_set_status_replicas_available",
+        "mapi_machine_set_status_replicas_ready", "mapi_instance_create_failed",
+        "mapi_instance_delete_failed", "mapi_machinehealthcheck_nodes_covered",
+        "mapi_machinehealthcheck_remediation_success_total",
+        "mapi_machinehealthcheck_short_circuit",
+        "berthmaster_machine_drain_started_timestamp_seconds", "descheduler_pods_evicted_total")}
+
+
+def test_every_query_reads_only_this_releases_series() -> None:
+    """Each selector of the dashboard and of the alerts carries the release's scope, so a
+    kube-scheduler scraped by the same Prometheus (same ``scheduler_*`` names,
+    kubernetes pkg/scheduler/metrics/metrics.go) or a second release adds no series. The
+    Prometheus Operator names a ServiceMonitor's job after the Service unless ``jobLabel`` is
+    set (prometheus-operator pkg/prometheus/promcfg.go); the dashboard selects by the
+    template variables ``$job``/``$namespace`` (Grafana templating), the alerts by the values."""
+    import json
+
+    from tests.support.promql import unscoped
+
+    objects = render(VALUE_SETS["observability-on"], release="rel", namespace="ns1")
+    dashboard = json.loads(one(objects, "ConfigMap", "-dashboards")["data"]["berthmaster.json"])
+    variables = {v["name"]: v for v in dashboard["templating"]["list"]}
+    assert {"datasource", "namespace", "job"} <= set(variables)
+    assert variables["job"]["includeAll"] and variables["job"]["multi"]
+    problems = []
+    for panel in dashboard["panels"]:
+        for target in panel.get("targets", []):
+            problems += unscoped(target["expr"], {"job": "$job", "namespace": "$namespace"},
+                                 OBJECT_NAMESPACED)
+    jobs = {svc["metadata"]["labels"]["app.kubernetes.io/component"]: svc["metadata"]["name"]
+            for svc in find(objects, "Service") if svc["metadata"]["name"].endswith("-metrics")}
+    assert jobs == {"scheduler": "rel-berthmaster-scheduler-metrics",
+                    "operator": "rel-berthmaster-operator-metrics"}
+    for monitor in find(objects, "ServiceMonitor"):  # job = the Service's name
+        assert "jobLabel" not in monitor["spec"]
+    for alert in one(objects, "PrometheusRule")["spec"]["groups"][0]["rules"]:
+        component = "operator" if alert["alert"] in (
+            "BerthmasterMachineDrainStuck", "BerthmasterAutoscalerUnsafe") else "scheduler"
+        problems += unscoped(alert["expr"], {"job": jobs[component], "namespace": "ns1"},
+                             OBJECT_NAMESPACED)
+    assert problems == []
+
+
+def github_anchors(markdown: str) -> set[str]:
+    """The anchors GitHub gives a document's headings: lower case, punctuation dropped,
+    spaces as hyphens."""
+    import re
+
+    return {re.sub(r"[^a-z0-9 _-]", "", line.lstrip("#").strip().lower()).replace(" ", "-")
+            for line in markdown.splitlines() if line.startswith("#")}
+
+
+def test_every_alert_waits_and_links_its_runbook_section() -> None:
+    """Each alert has a ``for:`` duration (Prometheus' rulefmt duration, as kubernetes-mixin's
+    alerts) and a ``runbook_url`` to its section of docs/runbooks.md, which exists."""
+    import re
+
+    anchors = github_anchors((CHART.parents[1] / "docs" / "runbooks.md").read_text())
+    rules = one(render([*VALUE_SETS["observability-on"],
+                        "prometheusRule.runbookURL=https://example.com/runbooks.md"]),
+                "PrometheusRule")["spec"]["groups"][0]["rules"]
+    assert len(rules) == 5
+    for alert in rules:
+        assert re.fullmatch(r"([0-9]+(ms|s|m|h))+", str(alert.get("for", ""))), alert
+        url = alert["annotations"]["runbook_url"]
+        assert url == f"https://example.com/runbooks.md#{alert['alert'].lower()}"
+        assert url.partition("#")[2] in anchors, f"docs/runbooks.md has no section {url}"
 
 
 def test_operator_readiness_probe() -> None:

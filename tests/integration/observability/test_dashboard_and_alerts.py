@@ -181,6 +181,21 @@ async def test_the_families_issue_18_names(components: dict[str, Any], family: s
     assert any(family in exported(text) for text in texts)
 
 
+@pytest.mark.parametrize("component", ["scheduler", "operator"])
+async def test_each_component_reports_its_build(components: dict[str, Any],
+                                                component: str) -> None:
+    """One ``berthmaster_build_info`` sample, value 1 (k8s.io/component-base
+    metrics/prometheus/version/metrics.go's ``kubernetes_build_info``), from each process."""
+    from berthmaster import __version__
+
+    _, text = await http_get(f"{components['bases'][component]}/metrics")
+    [family] = [f for f in text_string_to_metric_families(text)
+                if f.name == "berthmaster_build_info"]
+    [sample] = family.samples
+    assert sample.value == 1
+    assert sample.labels["git_version"] == f"v{__version__}"
+
+
 async def test_the_scheduler_reports_the_lease_it_holds(components: dict[str, Any]) -> None:
     _, text = await http_get(f"{components['bases']['scheduler']}/metrics")
     assert f'leader_election_master_status{{name="{components["name"]}"}} 1.0' in text

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.support.promql import PromQLError, Selector, selectors
+from tests.support.promql import PromQLError, Selector, selectors, unscoped
 
 
 @pytest.mark.parametrize(("expression", "expected"), [
@@ -36,3 +36,27 @@ def test_selectors(expression: str, expected: list[Selector]) -> None:
 def test_a_selector_without_a_name_is_refused() -> None:
     with pytest.raises(PromQLError, match="without a metric name"):
         selectors('sum({job="x"})')
+
+
+SCOPE = {"job": "$job", "namespace": "$namespace"}
+
+
+@pytest.mark.parametrize("expression", [
+    'sum by (queue) (scheduler_pending_pods{job=~"$job", namespace="$namespace"})',
+    'absent(scheduler_pending_pods{queue="active", namespace="$namespace", job="$job"})',
+    'time() - drain_started{job=~"$job"} > 1800',  # exports its own namespace
+])
+def test_scoped_expressions_pass(expression: str) -> None:
+    assert unscoped(expression, SCOPE, {"drain_started": frozenset({"namespace"})}) == []
+
+
+@pytest.mark.parametrize(("expression", "missing"), [
+    # kube-scheduler exports the same scheduler_* names (pkg/scheduler/metrics/metrics.go):
+    # without the job matcher the query reads its series too.
+    ("sum by (queue) (scheduler_pending_pods)", ["job", "namespace"]),
+    ('sum(a{job=~"$job", namespace="$namespace"}) and sum(b{job=~"$job"})', ["namespace"]),
+    ('sum(a{job!="$job", namespace="other"})', ["job", "namespace"]),
+])
+def test_unscoped_selectors_are_named(expression: str, missing: list[str]) -> None:
+    problems = unscoped(expression, SCOPE)
+    assert [p.split(" has no ")[1].split("=")[0] for p in problems] == missing
