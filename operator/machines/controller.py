@@ -696,12 +696,11 @@ NODE_GETS = 10  # up to this many Nodes are read one by one; more with one LIST
 class MachineSetController:
     def __init__(self, kube: KubeClient, provider_kinds: Collection[str], *,
                  clock: Callable[[], datetime] = utcnow,
-                 resync: float = 30.0, status_poll: float = 5.0):
+                 status_poll: float = 5.0):
         self.kube = kube
         self.provider_kinds = frozenset(provider_kinds)
         self.clock = clock
         self.events = EventRecorder(kube, clock)
-        self.resync = resync
         self.status_poll = status_poll
 
     async def reconcile(self, key: Key) -> float | None:
@@ -760,11 +759,8 @@ class MachineSetController:
         node_objects = await self.nodes_of(counted)
         status = machineset.build_status(ms, counted, node_objects, self.clock())
         await self.write_status(ms, {**status, "errorReason": None, "errorMessage": None})
-        if more:
-            return 0.0  # the next batch, after the other keys waiting in the queue
-        if diff != 0 or status["readyReplicas"] != replicas:
-            return self.status_poll
-        return self.resync
+        # more: the next batch, after the other keys waiting in the queue
+        return machineset.next_sync(replicas, diff, status, more, self.status_poll)
 
     async def nodes_of(self, machines: list[JSON]) -> dict[str, JSON]:
         """The Nodes of ``machines`` (by name) that exist."""

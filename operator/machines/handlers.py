@@ -12,11 +12,19 @@ kopf finalizer or kopf annotations to Machines: the only finalizer is upstream's
 ``machine.machine.openshift.io``.
 
 What triggers what:
-- a Machine event -> that Machine, and the MachineSet that controls it;
+- a Machine event -> that Machine, and the MachineSet that controls it (a Machine no MachineSet
+  controls: every MachineSet of its namespace seen so far, which adopt it if their selector
+  matches, as upstream's MachineToMachineSets maps it);
 - a MachineSet event -> that MachineSet;
 - an event on a Node annotated ``machine.openshift.io/machine`` -> that Machine (a removed
-  taint is put back, a deleted Node is noticed). The API server sends only Nodes labelled
-  ``machine.openshift.io/machine`` (the node link sets both; ``api.NODES_WATCH_SELECTOR``).
+  taint is put back, a deleted Node is noticed), and, when the Node's Ready condition changed
+  or the Node is gone (:func:`.machineset.node_readiness`), the MachineSet controlling that
+  Machine, whose readyReplicas and availableReplicas read it. The API server sends only Nodes
+  labelled ``machine.openshift.io/machine`` (the node link sets both;
+  ``api.NODES_WATCH_SELECTOR``).
+
+A MachineSet at rest is not reconciled on a timer (:func:`.machineset.next_sync`): these
+events are what bring it back, so an idle cluster costs the API server no MachineSet reads.
 """
 
 from __future__ import annotations
@@ -28,7 +36,7 @@ import kopf
 
 from berthmaster.kube import KubeClient
 from berthmaster.operator.client import operator_client, stop_before_close
-from berthmaster.operator.machines import api
+from berthmaster.operator.machines import api, machineset
 from berthmaster.operator.machines.controller import MachineController, MachineSetController
 from berthmaster.operator.machines.metrics import machine_metrics
 from berthmaster.operator.machines.providers import Provider
@@ -51,6 +59,11 @@ class MachinesRuntime:
         self.machine_queue: WorkQueue[Key] = WorkQueue("machines", self.machines.reconcile)
         self.machineset_queue: WorkQueue[Key] = WorkQueue("machinesets",
                                                           self.machinesets.reconcile, workers=2)
+        # what the watches told so far: each Machine's controlling MachineSet, the MachineSets,
+        # and each linked Node's readiness (the node_changed filter)
+        self.controller_of: dict[Key, Key] = {}
+        self.known_machinesets: set[Key] = set()
+        self.readiness: dict[str, tuple[str, str] | None] = {}
 
     def start(self) -> None:
         self.machine_queue.start()
@@ -60,21 +73,47 @@ class MachinesRuntime:
         await self.machine_queue.stop()
         await self.machineset_queue.stop()
 
-    def machine_changed(self, machine: dict[str, Any]) -> None:
+    def machine_changed(self, machine: dict[str, Any], *, deleted: bool = False) -> None:
         namespace, name = api.key_of(machine)
         self.machine_queue.add((namespace, name))
-        for ref in machine.get("metadata", {}).get("ownerReferences") or []:
-            if ref.get("controller") and ref.get("kind") == "MachineSet":
-                self.machineset_queue.add((namespace, str(ref.get("name"))))
+        owner = machineset.controller_name(machine)
+        if deleted:
+            self.controller_of.pop((namespace, name), None)
+        elif owner is not None:
+            self.controller_of[(namespace, name)] = (namespace, owner)
+        if owner is not None:
+            self.machineset_queue.add((namespace, owner))
+        elif not deleted:
+            for key in sorted(self.known_machinesets):
+                if key[0] == namespace:
+                    self.machineset_queue.add(key)  # an orphan: whose selector matches adopts
 
-    def machineset_changed(self, machineset: dict[str, Any]) -> None:
-        self.machineset_queue.add(api.key_of(machineset))
+    def machineset_changed(self, ms: dict[str, Any], *, deleted: bool = False) -> None:
+        key = api.key_of(ms)
+        if deleted:
+            self.known_machinesets.discard(key)
+        else:
+            self.known_machinesets.add(key)
+        self.machineset_queue.add(key)
 
-    def node_changed(self, node: dict[str, Any]) -> None:
-        link = ((node.get("metadata") or {}).get("annotations") or {}).get(api.NODE_MACHINE, "")
+    def node_changed(self, node: dict[str, Any], *, deleted: bool = False) -> None:
+        meta = node.get("metadata") or {}
+        link = (meta.get("annotations") or {}).get(api.NODE_MACHINE, "")
         namespace, _, name = str(link).partition("/")
-        if namespace and name:
-            self.machine_queue.add((namespace, name))
+        if not (namespace and name):
+            return
+        self.machine_queue.add((namespace, name))
+        node_name = str(meta.get("name"))
+        readiness = None if deleted else machineset.node_readiness(node)
+        if node_name in self.readiness and self.readiness[node_name] == readiness:
+            return  # a heartbeat, a label: nothing a MachineSet's status reads
+        if deleted:
+            self.readiness.pop(node_name, None)
+        else:
+            self.readiness[node_name] = readiness
+        owner = self.controller_of.get((namespace, name))
+        if owner is not None:
+            self.machineset_queue.add(owner)
 
 
 @kopf.on.startup()
@@ -97,16 +136,16 @@ def _runtime(memo: kopf.Memo) -> MachinesRuntime:
 @kopf.on.event(api.GROUP, api.VERSION, api.MACHINES)
 async def machine_event(type: str | None, body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
     machine_metrics.machine_seen(body, deleted=type == "DELETED")
-    _runtime(memo).machine_changed(dict(body))
+    _runtime(memo).machine_changed(dict(body), deleted=type == "DELETED")
 
 
 @kopf.on.event(api.GROUP, api.VERSION, api.MACHINESETS)
 async def machineset_event(type: str | None, body: kopf.Body, memo: kopf.Memo,
                            **_: Any) -> None:
     machine_metrics.machineset_seen(body, deleted=type == "DELETED")
-    _runtime(memo).machineset_changed(dict(body))
+    _runtime(memo).machineset_changed(dict(body), deleted=type == "DELETED")
 
 
 @kopf.on.event("", "v1", "nodes", annotations={api.NODE_MACHINE: kopf.PRESENT})
-async def node_event(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
-    _runtime(memo).node_changed(dict(body))
+async def node_event(type: str | None, body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
+    _runtime(memo).node_changed(dict(body), deleted=type == "DELETED")

@@ -204,6 +204,41 @@ def node_ready_since(node: dict[str, Any] | None) -> datetime | None:
     return None
 
 
+def controller_name(machine: dict[str, Any]) -> str | None:
+    """The name of the MachineSet controlling ``machine`` (its controller ownerReference)."""
+    for ref in (machine.get("metadata") or {}).get("ownerReferences") or []:
+        if ref.get("controller") and ref.get("kind") == "MachineSet":
+            return str(ref.get("name"))
+    return None
+
+
+def node_readiness(node: dict[str, Any] | None) -> tuple[str, str] | None:
+    """What of a Node its MachineSet's status reads (:func:`node_ready_since`): its Ready
+    condition's status and lastTransitionTime; None for a Node that is gone or has none.
+    A Node event that leaves this unchanged (a heartbeat, a label) changes no MachineSet."""
+    for condition in ((node or {}).get("status") or {}).get("conditions") or []:
+        if condition.get("type") == "Ready":
+            return str(condition.get("status")), str(condition.get("lastTransitionTime"))
+    return None
+
+
+def next_sync(replicas: int, diff: int, status: dict[str, Any], more: bool,
+              poll: float) -> float | None:
+    """When a MachineSet is reconciled again without an event, after a reconcile that left
+    ``status``: at once for the next creation batch; after ``poll`` while Machines are missing
+    or surplus, while Nodes are not Ready yet, and while Ready ones wait out minReadySeconds;
+    else never (None) — at rest only the watches bring it back (a Machine event, the Ready
+    condition of one of its Nodes changing). As upstream's machineset controller: its
+    Reconcile requeues for not-ready replicas and minReadySeconds only
+    (openshift/machine-api-operator pkg/controller/machineset/controller.go)."""
+    if more:
+        return 0.0
+    if diff != 0 or status.get("readyReplicas") != replicas or \
+            status.get("availableReplicas") != replicas:
+        return poll
+    return None
+
+
 def build_status(machineset: dict[str, Any], machines: Sequence[Machine],
                  nodes: dict[str, dict[str, Any]], now: datetime) -> dict[str, Any]:
     """status.replicas, fullyLabeledReplicas, readyReplicas, availableReplicas, labelSelector."""

@@ -1,5 +1,6 @@
 """MachineSets on a real control plane: replicas, the scale subresource, delete policies, the
-delete-machine annotation, template taints reaching Nodes, and refused invalid specs."""
+delete-machine annotation, template taints reaching Nodes, orphan adoption, and refused
+invalid specs."""
 
 from __future__ import annotations
 
@@ -117,6 +118,24 @@ async def test_age_delete_policies(kube: KubeClient, namespace: str, operator: O
     await scale(kube, namespace, name, 1)
     kept = names(await settle(kube, namespace, name, 1))
     assert kept == (second if policy == "Oldest" else first)
+    await remove_all(kube, namespace, name)
+
+
+async def test_an_orphan_machine_is_adopted(kube: KubeClient, namespace: str,
+                                            operator: OperatorProcess) -> None:
+    """A Machine matching a MachineSet's selector with no controller is adopted, brought back
+    by its own event (a MachineSet at rest is not resynced on a timer): upstream's
+    MachineToMachineSets and adoptOrphan (openshift/machine-api-operator
+    pkg/controller/machineset/controller.go)."""
+    name = f"{namespace}-adopt"
+    await kube.create(api.machineset_path(namespace), machineset(name, 1))
+    await settle(kube, namespace, name, 1)
+    stray = kwok_machine(f"{name}-stray", labels={api.MACHINESET_LABEL: name})
+    await kube.create(api.machine_path(namespace), stray)
+    kept = await settle(kube, namespace, name, 1)  # adopted, then one too many: one deleted
+    ms = await kube.get(api.machineset_path(namespace, name))
+    assert [r["uid"] for r in kept[0]["metadata"]["ownerReferences"]] == [
+        ms["metadata"]["uid"]]
     await remove_all(kube, namespace, name)
 
 
