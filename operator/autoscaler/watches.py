@@ -10,7 +10,8 @@ every five minutes, instead of twelve LISTs (every pod in the cluster among them
 The kinds: nodes, pods, PDBs, PriorityClasses, MachineSets, Machines, and the volume objects of
 ``berthmaster.scheduler.volume_objects`` (PersistentVolumes, PersistentVolumeClaims,
 StorageClasses, CSINodes, CSIDrivers, CSIStorageCapacities), which the placement engine's
-volume filters read.
+volume filters read. PodGroups are LISTed each loop instead (``loop.list_pod_groups``): their
+CRD is optional.
 
 What runs when: the caches start on the first loop that reads them (an operator without a
 ClusterAutoscaler watches nothing more) and run until the operator stops (:meth:`stop`, before
@@ -51,6 +52,7 @@ from berthmaster.operator.autoscaler.loop import (
     POLICY_API,
     SCHEDULING_API,
     ClusterState,
+    list_pod_groups,
 )
 from berthmaster.operator.autoscaler.trim import trim_pod
 from berthmaster.scheduler.daemon.cache import Informer, Resource
@@ -142,7 +144,8 @@ class WatchedCluster:
         configmaps = rest[len(VOLUMES):]
         found = configmaps[0] if configmaps else []
         return ClusterState(nodes, pods, pdbs, {c["metadata"]["name"]: c for c in classes},
-                            machine_sets, machines, found[0] if found else None, volumes)
+                            machine_sets, machines, found[0] if found else None, volumes,
+                            await list_pod_groups(self.kube))
 
     async def stop(self) -> None:
         for task in self._tasks:
