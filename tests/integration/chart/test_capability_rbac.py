@@ -69,8 +69,8 @@ QUESTIONS: list[tuple[tuple[str, ...], set[str]]] = [
     (("watch", "csidrivers.storage.k8s.io"), {"autoscaler"}),
     (("list", "csistoragecapacities.storage.k8s.io", "-A"), {"autoscaler"}),
     (("patch", "deschedulers.berthmaster.io", "-A"), {"deschedulers"}),
-    # the PodGroup controller's: read groups, write their status alone
-    (("watch", "podgroups.scheduling.x-k8s.io", "-A"), {"podgroups"}),
+    # the PodGroup controller's: read groups, write their status alone (the autoscaler reads)
+    (("watch", "podgroups.scheduling.x-k8s.io", "-A"), {"podgroups", "autoscaler"}),
     (("patch", "podgroups.scheduling.x-k8s.io", "--subresource=status", "-A"), {"podgroups"}),
     (("patch", "podgroups.scheduling.x-k8s.io", "-A"), set()),
     (("create", "jobs.batch", "-n", "{ns}"), {"deschedulers"}),
