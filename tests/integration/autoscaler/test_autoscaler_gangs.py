@@ -191,3 +191,40 @@ async def test_scale_down_does_not_strand_a_running_gang(
                               what="c's Machine deleted") == [a, b]
     finally:
         await kube.delete(ca_path)
+
+
+async def test_a_gang_that_cannot_fit_at_max_size_scales_nothing(
+        cluster: Any, operator: Any, gang_scheduler: None, kube: KubeClient,  # noqa: F811
+        namespace: str) -> None:
+    """The same gang with room for one new node only (max 2): the free node and one new node
+    would hold two of the three members, so nothing is scaled up (all-or-nothing), and the
+    PodGroup and its pods hear upstream's all-or-nothing reason in a NotTriggerScaleUp event."""
+    pool = f"short-{namespace}"
+    assert apply(cluster, machine_set(pool, namespace, replicas=1)).returncode == 0
+    assert apply(cluster, machine_autoscaler("ma", namespace, pool, 1, 2)).returncode == 0
+    await wait_for(lambda: _registered(kube, namespace, 1), timeout=90, what="the free node")
+    assert apply(cluster, cluster_autoscaler({"scaleDown": {"enabled": False}})).returncode == 0
+    ca_path = resource_path(AUTOSCALING, "clusterautoscalers", name="default")
+    reason = "not all pods would fit and scale-up is using all-or-nothing strategy"
+    try:
+        await kube.create(resource_path(group_path("scheduling.x-k8s.io", "v1alpha1"),
+                                        "podgroups", namespace), pod_group("g", namespace, 3))
+        for i in range(3):
+            await kube.create(resource_path(CORE, "pods", namespace),
+                              gang_pod(f"g-{i}", namespace, "g", "1500m", pool))
+
+        async def told() -> list[JSON] | None:
+            found = [e for e in await events_for(kube, namespace, "g", "NotTriggerScaleUp")
+                     if e["involvedObject"].get("kind") == "PodGroup" and reason in e["message"]]
+            return found or None
+
+        events = await wait_for(told, timeout=90, what="NotTriggerScaleUp on the PodGroup")
+        # other namespaces' MachineSets may add their own reasons ("1 node(s) didn't match...")
+        assert events[0]["message"].startswith("pod didn't trigger scale-up: ")
+        assert events[0]["source"]["component"] == "cluster-autoscaler"
+        # the decision that sent the event scaled nothing, nor did any before it
+        assert await _replicas(kube, namespace, pool) == 1
+        for i in range(3):
+            assert await events_for(kube, namespace, f"g-{i}", "TriggeredScaleUp") == []
+    finally:
+        await kube.delete(ca_path)
