@@ -42,6 +42,7 @@ POD_GROUP_CRD = ROOT / "deploy/crds/scheduling.x-k8s.io_podgroups.yaml"
 EXAMPLE = ROOT / "examples/coscheduling/scheduler-config.yaml"
 GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
 SCHEDULER = "bm-gangs"
+CA_PATH = resource_path(AUTOSCALING, "clusterautoscalers", name="default")
 
 
 @pytest.fixture(scope="module")
@@ -67,11 +68,8 @@ def gang_scheduler(cluster: Any, pod_group_crd: None, tmp_path_factory: pytest.T
         yield
     finally:
         process.terminate()
-        try:
-            process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            process.kill()
-        print(log.read_text()[-4000:])
+        process.wait(timeout=30)
+        print(log.read_text()[-4000:])  # shown when a test fails
 
 
 def pod_group(name: str, namespace: str, min_member: int) -> JSON:
@@ -106,6 +104,23 @@ async def _replicas(kube: KubeClient, namespace: str, name: str) -> int:
     return int(machine_set_obj["spec"].get("replicas") or 0)
 
 
+async def _gang_of_three_on_one_free_node(cluster: Any, kube: KubeClient, namespace: str,
+                                          pool: str, max_size: int) -> list[str]:
+    """MachineSet ``pool`` with one free 2-core node (max ``max_size``), scale-down off, and a
+    PodGroup ``g`` (minMember 3) of three 1500m pods for it: each needs a whole node."""
+    assert apply(cluster, machine_set(pool, namespace, replicas=1)).returncode == 0
+    assert apply(cluster, machine_autoscaler("ma", namespace, pool, 1, max_size)).returncode == 0
+    await wait_for(lambda: _registered(kube, namespace, 1), timeout=90, what="the free node")
+    assert apply(cluster, cluster_autoscaler({"scaleDown": {"enabled": False}})).returncode == 0
+    await kube.create(resource_path(group_path("scheduling.x-k8s.io", "v1alpha1"), "podgroups",
+                                    namespace), pod_group("g", namespace, 3))
+    names = [f"g-{i}" for i in range(3)]
+    for name in names:
+        await kube.create(resource_path(CORE, "pods", namespace),
+                          gang_pod(name, namespace, "g", "1500m", pool))
+    return names
+
+
 async def test_a_gang_gets_one_scale_up_for_all_its_members(
         cluster: Any, operator: Any, gang_scheduler: None, kube: KubeClient,  # noqa: F811
         namespace: str) -> None:
@@ -113,18 +128,8 @@ async def test_a_gang_gets_one_scale_up_for_all_its_members(
     free. The autoscaler asks for the two missing nodes in one scale-up (1->3), never one node
     per retry, and the whole gang binds."""
     pool = f"gang-{namespace}"
-    assert apply(cluster, machine_set(pool, namespace, replicas=1)).returncode == 0
-    assert apply(cluster, machine_autoscaler("ma", namespace, pool, 1, 3)).returncode == 0
-    await wait_for(lambda: _registered(kube, namespace, 1), timeout=90, what="the free node")
-    assert apply(cluster, cluster_autoscaler({"scaleDown": {"enabled": False}})).returncode == 0
-    ca_path = resource_path(AUTOSCALING, "clusterautoscalers", name="default")
+    names = await _gang_of_three_on_one_free_node(cluster, kube, namespace, pool, max_size=3)
     try:
-        await kube.create(resource_path(group_path("scheduling.x-k8s.io", "v1alpha1"),
-                                        "podgroups", namespace), pod_group("g", namespace, 3))
-        names = [f"g-{i}" for i in range(3)]
-        for name in names:
-            await kube.create(resource_path(CORE, "pods", namespace),
-                              gang_pod(name, namespace, "g", "1500m", pool))
 
         async def all_bound() -> list[str] | None:
             nodes = [(await kube.get(resource_path(CORE, "pods", namespace, n)))["spec"].get(
@@ -140,7 +145,7 @@ async def test_a_gang_gets_one_scale_up_for_all_its_members(
         expected = f"pod triggered scale-up: [{{MachineSet/{namespace}/{pool} 1->3 (max: 3)}}]"
         assert set(triggered) == {expected}
     finally:
-        await kube.delete(ca_path)
+        await kube.delete(CA_PATH)
 
 
 async def test_scale_down_does_not_strand_a_running_gang(
@@ -170,12 +175,11 @@ async def test_scale_down_does_not_strand_a_running_gang(
     assert apply(cluster, cluster_autoscaler({"scaleDown": {
         "enabled": True, "delayAfterAdd": "1s", "delayAfterDelete": "1s",
         "delayAfterFailure": "1s", "unneededTime": "3s"}})).returncode == 0
-    ca_path = resource_path(AUTOSCALING, "clusterautoscalers", name="default")
     try:
         async def kept() -> dict[str, JSON] | None:
             if await _replicas(kube, namespace, pool) != 2:
                 return None
-            status = (await kube.get(ca_path)).get("status") or {}
+            status = (await kube.get(CA_PATH)).get("status") or {}
             found = {n["name"]: n for n in status.get("unremovableNodes") or []
                      if n["name"] in (a, b)}
             return found if len(found) == 2 else None
@@ -190,7 +194,7 @@ async def test_scale_down_does_not_strand_a_running_gang(
         assert await wait_for(lambda: _registered(kube, namespace, 2), timeout=90,
                               what="c's Machine deleted") == [a, b]
     finally:
-        await kube.delete(ca_path)
+        await kube.delete(CA_PATH)
 
 
 async def test_a_gang_that_cannot_fit_at_max_size_scales_nothing(
@@ -200,18 +204,9 @@ async def test_a_gang_that_cannot_fit_at_max_size_scales_nothing(
     would hold two of the three members, so nothing is scaled up (all-or-nothing), and the
     PodGroup and its pods hear upstream's all-or-nothing reason in a NotTriggerScaleUp event."""
     pool = f"short-{namespace}"
-    assert apply(cluster, machine_set(pool, namespace, replicas=1)).returncode == 0
-    assert apply(cluster, machine_autoscaler("ma", namespace, pool, 1, 2)).returncode == 0
-    await wait_for(lambda: _registered(kube, namespace, 1), timeout=90, what="the free node")
-    assert apply(cluster, cluster_autoscaler({"scaleDown": {"enabled": False}})).returncode == 0
-    ca_path = resource_path(AUTOSCALING, "clusterautoscalers", name="default")
+    names = await _gang_of_three_on_one_free_node(cluster, kube, namespace, pool, max_size=2)
     reason = "not all pods would fit and scale-up is using all-or-nothing strategy"
     try:
-        await kube.create(resource_path(group_path("scheduling.x-k8s.io", "v1alpha1"),
-                                        "podgroups", namespace), pod_group("g", namespace, 3))
-        for i in range(3):
-            await kube.create(resource_path(CORE, "pods", namespace),
-                              gang_pod(f"g-{i}", namespace, "g", "1500m", pool))
 
         async def told() -> list[JSON] | None:
             found = [e for e in await events_for(kube, namespace, "g", "NotTriggerScaleUp")
@@ -224,7 +219,7 @@ async def test_a_gang_that_cannot_fit_at_max_size_scales_nothing(
         assert events[0]["source"]["component"] == "cluster-autoscaler"
         # the decision that sent the event scaled nothing, nor did any before it
         assert await _replicas(kube, namespace, pool) == 1
-        for i in range(3):
-            assert await events_for(kube, namespace, f"g-{i}", "TriggeredScaleUp") == []
+        for name in names:
+            assert await events_for(kube, namespace, name, "TriggeredScaleUp") == []
     finally:
-        await kube.delete(ca_path)
+        await kube.delete(CA_PATH)
