@@ -4,8 +4,8 @@ Design: ``run_once`` reads what the decisions need (nodes, pods, PDBs, priority 
 MachineSets, Machines, and the volume objects the placement engine judges claims with:
 PersistentVolumes, PersistentVolumeClaims, StorageClasses, CSINodes) — from the operator's watch
 caches (:mod:`.watches`), or with one LIST per kind (:func:`read_cluster`) when none are given —
-and the PodGroups (one LIST a loop either way, none when their CRD is not installed: see
-:func:`list_pod_groups`), builds a fresh placement snapshot, and in this order
+and the PodGroups (none when their CRD is not installed: :func:`list_pod_groups`), builds a
+fresh placement snapshot, and in this order
 1. backs off MachineSets whose new nodes did not register within ``maxNodeProvisionTime`` and
    gives their unregistered Machines back (``delete-machine`` + lower replicas);
 2. decides a scale-up for the pending pods older than ``newPodScaleUpDelay`` and raises
@@ -168,14 +168,13 @@ class ClusterState:
 POD_GROUPS_API = group_path("scheduling.x-k8s.io", "v1alpha1")
 
 
-async def list_pod_groups(kube: KubeClient) -> list[JSON]:
-    """Every PodGroup; none when the CRD is not installed (gangs are optional, so the
-    autoscaler LISTs them each loop rather than keeping a watch on a kind that may not exist)."""
+async def list_pod_groups(kube: KubeClient) -> list[JSON] | None:
+    """Every PodGroup; None when the API server does not serve them (their CRD is optional)."""
     try:
         groups, _ = await kube.list_all(resource_path(POD_GROUPS_API, "podgroups"))
     except KubeError as error:
         if error.not_found:
-            return []
+            return None
         raise
     return groups
 
@@ -195,7 +194,7 @@ async def read_cluster(kube: KubeClient, config: AutoscalerConfig,
                                                            PRIORITY_CONFIGMAP))
     return ClusterState(nodes, pods, pdbs, {c["metadata"]["name"]: c for c in classes},
                         machine_sets, machines, configmap, await list_volume_objects(kube),
-                        await list_pod_groups(kube))
+                        await list_pod_groups(kube) or [])
 
 
 ClusterReader = Callable[[AutoscalerConfig], Awaitable[ClusterState]]
