@@ -1,11 +1,14 @@
 # The README's two commands, and a few conveniences.
-.PHONY: demo test unit build down e2e image release
+.PHONY: demo test test-long unit build down e2e image release
 
 demo:           ## bring up the local control plane and show berthmaster at work
 	bash hack/demo.sh
 
-test:           ## the whole test suite (what CI runs)
+test:           ## the test suite (what CI runs first; the soak runs are left to test-long)
 	bash hack/test.sh
+
+test-long:      ## the soak runs make test leaves out (tests marked long; CI runs them after it)
+	bash hack/test.sh --long -m long
 
 unit:           ## unit tests only (no cluster)
 	bash hack/test.sh tests/unit

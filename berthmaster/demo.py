@@ -7,7 +7,9 @@ them too),
 creates the sample workloads of ``deploy/samples/demo.yaml`` in a fresh namespace and prints,
 for each pod, what it asks for, where it landed and what the scheduler said — all read back from
 the API server; then a MachineSet grows kwok Machines and a Machine is held by its preDrain hook
-(berthmaster.demo_machines). Running the demo twice recreates the namespace and its objects.
+(berthmaster.demo_machines), and, when this host can run one, a real node joins as a Machine of
+the kubelet provider and runs a pod (berthmaster.demo_real_node). Running the demo twice
+recreates the namespace and its objects.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from typing import Any
 
 import yaml
 
+from berthmaster import demo_real_node as real_node
 from berthmaster.demo_admission import dedicated_story
 from berthmaster.demo_machines import install_machine_api, machine_story
 from berthmaster.devcluster.build import BuildError
@@ -59,19 +62,21 @@ def run(args: argparse.Namespace) -> int:
         cluster = plane.up()
         start_scheduler(plane, cluster)
         install_machine_api(cluster)
-        start_operator(plane, cluster)
+        real_node_problems = real_node.host_problems(plane)
+        start_operator(plane, cluster,
+                       None if real_node_problems else real_node.operator_env(plane))
         start_admission(plane, cluster)
     except (BuildError, ClusterError, FileNotFoundError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 1
     try:
-        return asyncio.run(_show(cluster))
+        return asyncio.run(_show(cluster, real_node_problems))
     except KubeError as error:
         print(f"error: the API server refused a demo step: {error}", file=sys.stderr)
         return 1
 
 
-async def _show(cluster: RunningCluster) -> int:
+async def _show(cluster: RunningCluster, real_node_problems: list[str]) -> int:
     async with await KubeClient.from_kubeconfig(str(cluster.kubeconfig)) as kube:
         await ensure_nodes(kube, SAMPLE_NODES)
         ready = await wait_nodes_ready(kube, [n["metadata"]["name"] for n in SAMPLE_NODES])
@@ -91,6 +96,15 @@ async def _show(cluster: RunningCluster) -> int:
         print("Machines with the berthmaster operator (kwok provider: instances are fake Nodes):")
         for line in await machine_story(kube, NAMESPACE):
             print(f"  {line}")
+        print()
+        if real_node_problems:
+            print("A real node: skipped, this host cannot run one: "
+                  + "; ".join(real_node_problems))
+        else:
+            print("A real node beside them (kubelet provider: the instance is a kubelet and "
+                  "containerd on this host):")
+            for line in await real_node.real_node_story(kube, cluster, NAMESPACE):
+                print(f"  {line}")
         print()
         print("Dedicated nodes with berthmaster's placement admission webhook:")
         for line in await dedicated_story(kube):
@@ -165,15 +179,17 @@ def start_scheduler(plane: ControlPlane, cluster: RunningCluster) -> None:
                  lambda: _http_ok(f"http://127.0.0.1:{port}/healthz"))
 
 
-def start_operator(plane: ControlPlane, cluster: RunningCluster) -> None:
-    """Run ``berthmaster operator`` beside the cluster, recorded so ``dev down`` stops it."""
+def start_operator(plane: ControlPlane, cluster: RunningCluster,
+                   env: dict[str, str] | None = None) -> None:
+    """Run ``berthmaster operator`` beside the cluster, recorded so ``dev down`` stops it;
+    ``env`` adds to its environment (the kubelet provider's settings)."""
     port = free_port()
     command = [sys.executable, "-m", "berthmaster.cli", "operator",
                "--kubeconfig", str(cluster.kubeconfig), "--standalone",
                "--liveness", f"http://127.0.0.1:{port}/healthz"]
     os.environ["PYTHONSAFEPATH"] = "1"
     plane.attach(cluster, "berthmaster-operator", command, f"http://127.0.0.1:{port}",
-                 lambda: _http_ok(f"http://127.0.0.1:{port}/healthz"))
+                 lambda: _http_ok(f"http://127.0.0.1:{port}/healthz"), env=env)
 
 
 def start_admission(plane: ControlPlane, cluster: RunningCluster) -> None:

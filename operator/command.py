@@ -22,12 +22,14 @@ from berthmaster.kube import CONTROLLER_MANAGER_QPS as DEFAULT_QPS
 from berthmaster.serving_options import SecureServing, add_secure_serving_arguments
 from berthmaster.verbosity import add_verbosity
 
-CAPABILITIES = {
-    "machines": "berthmaster.operator.machines.handlers",
-    "machinehealthchecks": "berthmaster.operator.machines.healthcheck_handlers",
-    "deschedulers": "berthmaster.operator.deschedulers.handlers",
-    "autoscaler": "berthmaster.operator.autoscaler.handlers",
-    "podgroups": "berthmaster.operator.podgroups.handlers",
+CAPABILITIES: dict[str, tuple[str, ...]] = {
+    "machines": ("berthmaster.operator.machines.handlers",),
+    "machinehealthchecks": ("berthmaster.operator.machines.healthcheck_handlers",),
+    # the Descheduler resource, and OpenShift 4's KubeDescheduler through the same runs
+    "deschedulers": ("berthmaster.operator.deschedulers.handlers",
+                     "berthmaster.operator.deschedulers.kubedescheduler"),
+    "autoscaler": ("berthmaster.operator.autoscaler.handlers",),
+    "podgroups": ("berthmaster.operator.podgroups.handlers",),
 }
 
 
@@ -70,10 +72,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def load_capabilities(only: list[str] | None) -> list[str]:
     """Import the handler modules, returning the names of the capabilities now registered."""
     loaded = []
-    for name, module in CAPABILITIES.items():
+    for name, modules in CAPABILITIES.items():
         if only and name not in only:
             continue
-        importlib.import_module(module)
+        for module in modules:
+            importlib.import_module(module)
         loaded.append(name)
     return loaded
 

@@ -193,6 +193,13 @@ def ensure_client(pki: Pki, stem: str, common_name: str, organisations: tuple[st
     kube-proxy, whose names depend on the node), unless already there."""
     if pki.client_cert(stem).exists():
         return
+    issue_client(pki, pki.client_cert(stem), pki.client_key(stem), common_name, organisations)
+
+
+def issue_client(pki: Pki, cert_path: Path, key_path: Path, common_name: str,
+                 organisations: tuple[str, ...] = ()) -> None:
+    """A client certificate (and its key) from ``pki``'s CA, written where asked: the kubelet
+    machine provider keeps each node's identity with the node, beside no other cluster file."""
     ca_cert = x509.load_pem_x509_certificate(pki.ca_cert.read_bytes())
     ca_key = serialization.load_pem_private_key(pki.ca_key.read_bytes(), password=None)
     if not isinstance(ca_key, ec.EllipticCurvePrivateKey):
@@ -200,8 +207,8 @@ def ensure_client(pki: Pki, stem: str, common_name: str, organisations: tuple[st
     key = _key()
     cert = _issue(_name(common_name, organisations), key.public_key(), ca_cert, ca_key,
                   ExtendedKeyUsageOID.CLIENT_AUTH)
-    _write_key(pki.client_key(stem), key)
-    _write_cert(pki.client_cert(stem), cert)
+    _write_key(key_path, key)
+    _write_cert(cert_path, cert)
 
 
 def kubeconfig(server: str, pki: Pki, client: str, cluster_name: str) -> dict[str, object]:

@@ -27,7 +27,7 @@ import subprocess
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -524,17 +524,26 @@ class ControlPlane:
                            f"Last lines of {log}:\n{log_tail(Path(log))}")
 
     def attach(self, cluster: RunningCluster, name: str, command: list[str], endpoint: str,
-               ready: Callable[[], bool], timeout: float = 60) -> Component:
+               ready: Callable[[], bool], timeout: float = 60,
+               env: Mapping[str, str] | None = None) -> Component:
         """Start one more process with the cluster (the scheduler, the operator, ...), recorded
-        in its state so ``down`` stops it too. An earlier instance of the same name is stopped."""
+        in its state so ``down`` stops it too. An earlier instance of the same name is stopped.
+        ``env`` is added to this process's environment for it."""
         previous = cluster.components.get(name)
         if previous is not None and previous.alive():
             _terminate(previous)
-        self._launch(cluster, name, command, endpoint, ready, timeout)
+        self._launch(cluster, name, command, endpoint, ready, timeout, env)
         return cluster.components[name]
 
+    @property
+    def real_nodes_dir(self) -> Path:
+        """Where the kubelet machine provider of an operator beside this cluster keeps its
+        nodes (``BERTHMASTER_KUBELET_STATE``): ``down`` removes every node in it."""
+        return self.root / "kubelet-machines"
+
     def _launch(self, cluster: RunningCluster, name: str, command: list[str], endpoint: str,
-                ready: Callable[[], bool], timeout: float = 90) -> None:
+                ready: Callable[[], bool], timeout: float = 90,
+                env: Mapping[str, str] | None = None) -> None:
         log = self.root / "logs" / f"{name}.log"
         self.say(f"  starting {name} ...")
         started = time.monotonic()
@@ -542,6 +551,7 @@ class ControlPlane:
             process = subprocess.Popen(
                 command, stdout=sink, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                 start_new_session=True, cwd=self.root,
+                env={**os.environ, **env} if env else None,
             )
         component = Component(name, process.pid, command, str(log), endpoint)
         cluster.components[name] = component
@@ -577,6 +587,7 @@ class ControlPlane:
                     stopped.append(name)
         if self.node_layout.root.exists():
             host.release_host(build.binary_path("kube-proxy"))
+        stopped += self._remove_real_nodes()
         if keep_logs and (self.root / "logs").exists():
             # Keep the logs of a failed start beside the (removed) state for the user to read.
             keep = self.root.with_name(self.root.name + "-failed-logs")
@@ -589,6 +600,22 @@ class ControlPlane:
             else:
                 self.say(f"No running cluster {self.name!r}; removed {self.root} if it existed.")
         return stopped
+
+
+    def _remove_real_nodes(self) -> list[str]:
+        """Remove the kubelet machine provider's nodes of this cluster (their kubelets and
+        containerds outlive the operator, as machines would): what the Machines' deletion would
+        have done, now that the operator is stopped."""
+        # Imported here: host_nodes uses this module's free_port.
+        from berthmaster.devcluster.host_nodes import HostNodes
+
+        if not self.real_nodes_dir.is_dir():
+            return []
+        nodes = HostNodes(self.real_nodes_dir, say=self.say)
+        names = sorted(nodes.layouts())
+        for name in names:
+            nodes.remove(name)
+        return [f"real node {name}" for name in names]
 
 
 def _terminate(component: Component, grace: float = 10) -> None:

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import json
 import os
 import re
 import shutil
@@ -146,16 +147,22 @@ def containerd_config(layout: NodeLayout, sandbox_image: str) -> str:
     ])
 
 
-def cni_config(layout: NodeLayout) -> dict[str, Any]:
-    """A bridge network with host-local addresses; the host is the gateway."""
+def cni_config(layout: NodeLayout, bridge: str = BRIDGE, subnet: str = POD_SUBNET,
+               gateway: str = GATEWAY, pool: tuple[str, str] | None = None) -> dict[str, Any]:
+    """A bridge network with host-local addresses; the host is the gateway. Nodes sharing one
+    bridge each take their own ``pool`` (first and last address) of the subnet, as their
+    host-local data stays with each node."""
+    addresses: dict[str, str] = {"subnet": subnet, "gateway": gateway}
+    if pool is not None:
+        addresses.update(rangeStart=pool[0], rangeEnd=pool[1])
     return {
         "cniVersion": "1.0.0",
         "name": "berthmaster",
         "plugins": [
-            {"type": "bridge", "bridge": BRIDGE, "isGateway": True, "ipMasq": False,
+            {"type": "bridge", "bridge": bridge, "isGateway": True, "ipMasq": False,
              "hairpinMode": True,
              "ipam": {"type": "host-local", "dataDir": str(layout.cni_data_dir),
-                      "ranges": [[{"subnet": POD_SUBNET, "gateway": GATEWAY}]],
+                      "ranges": [[addresses]],
                       "routes": [{"dst": "0.0.0.0/0"}]}},
             {"type": "portmap", "capabilities": {"portMappings": True}},
         ],
@@ -369,22 +376,42 @@ class NodeHost:
                                   timeout=30).stdout.decode().split():
             self.ctr("containers", "rm", container, check=False, timeout=30)
 
-    def release_host(self, kube_proxy: Path | None) -> None:
-        """After every node process stopped: shims, mounts, namespaces, rules, the bridge."""
+    def sandbox_netns(self) -> list[str]:
+        """The network namespaces of the node's pod sandboxes (from each container's OCI
+        spec): the ones to delete when only this node goes, not its neighbours'."""
+        found = set()
+        for container in self.ctr("containers", "ls", "-q", check=False,
+                                  timeout=30).stdout.decode().split():
+            info = self.ctr("containers", "info", container, check=False, timeout=30)
+            with contextlib.suppress(ValueError):
+                spec = json.loads(info.stdout.decode() or "{}").get("Spec") or {}
+                for namespace in (spec.get("linux") or {}).get("namespaces") or []:
+                    path = str(namespace.get("path") or "")
+                    if namespace.get("type") == "network" and path.startswith(f"{NETNS_DIR}/"):
+                        found.add(Path(path).name)
+        return sorted(found)
+
+    def release_node(self, netns: Iterable[str] = ()) -> None:
+        """After the node's processes stopped: its shims, its mounts, the given namespaces."""
         socket_path = str(self.layout.containerd_socket)
-        for pid in _pids_with_argument(socket_path):
+        for pid in pids_with_argument(socket_path):
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
         with contextlib.suppress(OSError):
             mounts = Path("/proc/self/mounts").read_text()
             for point in mounts_under(mounts, self.layout.root):
                 _run("umount", "-l", point, check=False)
+        for name in netns:
+            _run("ip", "netns", "delete", name, check=False)
+
+    def release_host(self, kube_proxy: Path | None) -> None:
+        """After every node process stopped: shims, mounts, namespaces, rules, the bridge."""
         before = set(self.layout.netns_before.read_text().split()) if (
             self.layout.netns_before.exists()) else None
-        if before is not None and NETNS_DIR.is_dir():
-            for netns in NETNS_DIR.iterdir():
-                if netns.name.startswith("cni-") and netns.name not in before:
-                    _run("ip", "netns", "delete", netns.name, check=False)
+        created = [] if before is None or not NETNS_DIR.is_dir() else [
+            netns.name for netns in NETNS_DIR.iterdir()
+            if netns.name.startswith("cni-") and netns.name not in before]
+        self.release_node(created)
         if kube_proxy is not None and kube_proxy.is_file():
             _run(str(kube_proxy), "--cleanup", check=False)
         port_file = self.layout.root / "api-port"
@@ -405,7 +432,7 @@ def _qualified(image: str) -> str:
     return f"docker.io/{image}"
 
 
-def _pids_with_argument(argument: str) -> list[int]:
+def pids_with_argument(argument: str) -> list[int]:
     pids = []
     for proc in Path("/proc").iterdir():
         if not proc.name.isdigit():

@@ -21,9 +21,12 @@ messages:
   ``safe-to-evict-local-volumes``; only when ``skipNodesWithLocalStorage``) and ``NotEnoughPdb``
   (a PDB with no disruption left, counting the other pods of the same node).
 
-Upstream's ``ControllerNotFound`` (rules/customcontroller: the controller object itself is
-gone) needs the controllers listed; the operator does not watch ReplicaSets, Jobs, StatefulSets
-or ReplicationControllers, so that rule is not applied (docs/autoscaler.md).
+Before all of them but the mirror and terminating pods, upstream's ``ControllerNotFound``
+(rules/replicacount, enabled by the default ``--skip-nodes-with-custom-controller-pods=true``):
+a pod whose controlling ReplicationController, ReplicaSet, Job, StatefulSet (``apps``) or
+DaemonSet (``apps``, for a DaemonSet pod) no longer exists keeps its node, since nothing would
+recreate it. The controllers are the :class:`Controllers` the loop lists (or watches); without
+them (``None``) the rule is skipped, as upstream's with no listers.
 """
 
 from __future__ import annotations
@@ -34,7 +37,13 @@ from typing import Any, Literal
 
 from berthmaster.operator.autoscaler.config import AutoscalerConfig
 from berthmaster.scheduler.model import label_selector
-from berthmaster.scheduler.pods import controller_kind, is_daemonset_pod, is_mirror_pod, pod_ref
+from berthmaster.scheduler.pods import (
+    controller_kind,
+    controller_of,
+    is_daemonset_pod,
+    is_mirror_pod,
+    pod_ref,
+)
 from berthmaster.times import parse_rfc3339
 
 JSON = dict[str, Any]
@@ -48,6 +57,23 @@ NOT_REPLICATED = "NotReplicated"
 UNMOVABLE_KUBE_SYSTEM = "UnmovableKubeSystemPod"
 LOCAL_STORAGE = "LocalStorageRequested"
 NOT_ENOUGH_PDB = "NotEnoughPdb"
+CONTROLLER_NOT_FOUND = "ControllerNotFound"
+
+# (kind, namespace, name) of every ReplicationController, ReplicaSet, Job, StatefulSet and
+# DaemonSet that exists
+Controllers = frozenset[tuple[str, str, str]]
+# rules/replicacount: the kinds it looks up, its message, and the not-found error of the
+# kind's lister (``errors.NewNotFound(<group>.Resource("<singular>"), name)``).
+_CHECKED = {
+    "ReplicationController": (None, "replication controller for {pod} is not available, err: {err}",
+                              "replicationcontroller"),
+    "ReplicaSet": (None, "replication controller for {pod} is not available, err: {err}",
+                   "replicaset.apps"),
+    "Job": (None, "job for {pod} is not available: err: {err}", "job.batch"),
+    "StatefulSet": ("apps", "statefulset for {pod} is not available: err: {err}",
+                    "statefulset.apps"),
+    "DaemonSet": ("apps", "daemonset for {pod} is not present, err: {err}", "daemonset.apps"),
+}
 
 # --blocking-system-pod-distruption-timeout (config/flags/flags.go; the spelling is upstream's)
 BLOCKING_SYSTEM_POD_DISRUPTION_TIMEOUT = 60 * 60.0
@@ -113,17 +139,55 @@ class PdbBudget:
         return None
 
 
+# What the loop lists (or watches) for ControllerNotFound: kind -> (API path, plural).
+CONTROLLER_KINDS = {"ReplicationController": ("/api/v1", "replicationcontrollers"),
+                    "ReplicaSet": ("/apis/apps/v1", "replicasets"),
+                    "Job": ("/apis/batch/v1", "jobs"),
+                    "StatefulSet": ("/apis/apps/v1", "statefulsets"),
+                    "DaemonSet": ("/apis/apps/v1", "daemonsets")}
+
+
+def controllers_of(by_kind: Mapping[str, Sequence[Mapping[str, Any]]]) -> Controllers:
+    """The existing controllers, from the objects listed per kind."""
+    return frozenset((kind, str(_meta(o).get("namespace")), str(_meta(o).get("name")))
+                     for kind, objects in by_kind.items() for o in objects)
+
+
+def controller_not_found(pod: Mapping[str, Any], controllers: Controllers | None
+                         ) -> Verdict | None:
+    """rules/replicacount ``Drainable``: the pod's controller is gone (pure)."""
+    ref = controller_of(pod)
+    if controllers is None or ref is None:
+        return None
+    kind = str(ref.get("kind"))
+    checked = _CHECKED.get(kind)
+    if checked is None or (kind == "DaemonSet") != is_daemonset_pod(pod):
+        return None
+    group, message, resource = checked
+    if group is not None and str(ref.get("apiVersion") or "").rpartition("/")[0] != group:
+        return None  # upstream has no lister for that group
+    if (kind, str(_meta(pod).get("namespace")), str(ref.get("name"))) in controllers:
+        return None
+    err = f'{resource} "{ref.get("name")}" not found'
+    return Verdict("block", CONTROLLER_NOT_FOUND, message.format(pod=pod_ref(pod), err=err))
+
+
 def classify(pod: Mapping[str, Any], config: AutoscalerConfig, budget: PdbBudget,
-             priority: int, now: float | None = None) -> Verdict:
-    """The pod's verdict; ``now`` (wall clock) dates kube-system pods (None: they never age)."""
+             priority: int, now: float | None = None,
+             controllers: Controllers | None = None) -> Verdict:
+    """The pod's verdict; ``now`` (wall clock) dates kube-system pods (None: they never age);
+    ``controllers``: what exists, for ControllerNotFound (None: not checked)."""
     meta = _meta(pod)
     annotations = meta.get("annotations") or {}
     name = pod_ref(pod)
     if is_mirror_pod(pod):
         return IGNORE
-    if (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
-        return IGNORE
     if meta.get("deletionTimestamp"):
+        return IGNORE
+    gone = controller_not_found(pod, controllers)  # rules.go: before daemonset and terminal
+    if gone is not None:
+        return gone
+    if (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
         return IGNORE
     if priority < config.pod_priority_threshold:
         return IGNORE  # expendable: killed with the node, never moved, never blocking

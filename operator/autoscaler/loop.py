@@ -69,7 +69,12 @@ from berthmaster.operator.autoscaler.config import (
     AutoscalerConfig,
     parse_cluster_autoscaler,
 )
-from berthmaster.operator.autoscaler.drainability import Verdict
+from berthmaster.operator.autoscaler.drainability import (
+    CONTROLLER_KINDS,
+    Controllers,
+    Verdict,
+    controllers_of,
+)
 from berthmaster.operator.autoscaler.expanders import (
     PRIORITY_CONFIGMAP,
     Priorities,
@@ -162,6 +167,8 @@ class ClusterState:
     machines: list[JSON]
     priority_configmap: JSON | None
     volumes: VolumeObjects = NO_VOLUMES
+    # the workload controllers that exist (ControllerNotFound); None: not known, not checked
+    controllers: Controllers | None = None
     pod_groups: Sequence[JSON] = ()
 
 
@@ -192,9 +199,12 @@ async def read_cluster(kube: KubeClient, config: AutoscalerConfig,
     if "Priority" in config.expanders:
         configmap = await kube.get_if_exists(resource_path(CORE, "configmaps", namespace,
                                                            PRIORITY_CONFIGMAP))
+    controllers = {}
+    for kind, (api_path, plural) in CONTROLLER_KINDS.items():
+        controllers[kind], _ = await kube.list_all(resource_path(api_path, plural))
     return ClusterState(nodes, pods, pdbs, {c["metadata"]["name"]: c for c in classes},
                         machine_sets, machines, configmap, await list_volume_objects(kube),
-                        await list_pod_groups(kube) or [])
+                        controllers_of(controllers), await list_pod_groups(kube) or [])
 
 
 ClusterReader = Callable[[AutoscalerConfig], Awaitable[ClusterState]]
@@ -674,7 +684,8 @@ async def run_once(kube: KubeClient, autoscaler: Mapping[str, Any], state: Autos
                 by_node.setdefault(node_name, []).append(pod)
         plan = find_unneeded(cluster.nodes, by_node, view, sim, config, cluster.pdbs,
                              cluster_totals(cluster.nodes, config.limits),
-                             lambda pod: pod_priority(pod, cluster.priority_classes), now, gangs)
+                             lambda pod: pod_priority(pod, cluster.priority_classes), now,
+                             cluster.controllers, gangs)
         state.unneeded_since = track_unneeded(state.unneeded_since, plan, clock)
         cooldown = cooldown_reason(config, Cooldown(state.last_scale_up, state.last_scale_down,
                                                      state.last_failure), clock)
@@ -689,7 +700,7 @@ async def run_once(kube: KubeClient, autoscaler: Mapping[str, Any], state: Autos
             await apply_scale_down(act, removals, view, nodes, state, config, lambda pods: (
                 pods_to_drain(pods, config, cluster.pdbs,
                               lambda pod: pod_priority(pod, cluster.priority_classes), now,
-                              gangs)))
+                              cluster.controllers, gangs)))
 
     if config.enforce_node_group_min_size:
         # Groups grown in this loop are judged next loop, on their new size.

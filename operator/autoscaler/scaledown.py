@@ -43,7 +43,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from berthmaster.operator.autoscaler.config import AutoscalerConfig
-from berthmaster.operator.autoscaler.drainability import PdbBudget, Verdict, classify
+from berthmaster.operator.autoscaler.drainability import (
+    Controllers,
+    PdbBudget,
+    Verdict,
+    classify,
+)
 from berthmaster.operator.autoscaler.gangs import POD_GROUP_MIN_MEMBER, Gang, GangBudget
 from berthmaster.operator.autoscaler.groups import ClusterView
 from berthmaster.operator.autoscaler.limits import Totals, node_totals, removal_blocked_by
@@ -142,6 +147,7 @@ def find_unneeded(
     totals: Totals,
     priority_of: Any = None,
     now: float | None = None,
+    controllers: Controllers | None = None,
     gangs: Mapping[str, Gang] | None = None,
 ) -> ScaleDownPlan:
     """Every node judged; the simulation keeps the moves of the unneeded ones (caller rolls
@@ -199,7 +205,8 @@ def find_unneeded(
         spent, gangs_spent = budget.save(), gang_budget.save()
         # The snapshot's pods: those moved here from nodes found unneeded earlier count too.
         to_move, blocked = _pods_to_move([dict(v.raw) for v in sim.snapshot.pods_on(name)],
-                                         config, budget, gang_budget, priority, now)
+                                         config, budget, gang_budget, priority, now,
+                                         controllers)
         if blocked is not None:
             budget.restore(spent)
             gang_budget.restore(gangs_spent)
@@ -236,13 +243,13 @@ def find_unneeded(
 
 
 def _pods_to_move(pods: Sequence[JSON], config: AutoscalerConfig, budget: PdbBudget,
-                  gang_budget: GangBudget, priority: Any, now: float | None
-                  ) -> tuple[list[JSON], Verdict | None]:
+                  gang_budget: GangBudget, priority: Any, now: float | None,
+                  controllers: Controllers | None = None) -> tuple[list[JSON], Verdict | None]:
     """The pods that must move off a node, or the first that blocks its removal (the drain
     rules of ``drainability``, then the gang rule of :mod:`.gangs`)."""
     to_move = []
     for pod in pods:
-        verdict = classify(pod, config, budget, priority(pod), now)
+        verdict = classify(pod, config, budget, priority(pod), now, controllers)
         if verdict.action == "block":
             return [], verdict
         if verdict.action == "move":
@@ -257,11 +264,12 @@ def _pods_to_move(pods: Sequence[JSON], config: AutoscalerConfig, budget: PdbBud
 
 def pods_to_drain(pods: Sequence[JSON], config: AutoscalerConfig,
                   pdbs: Sequence[Mapping[str, Any]], priority_of: Any = None,
-                  now: float | None = None, gangs: Mapping[str, Gang] | None = None
-                  ) -> tuple[list[JSON], Verdict | None]:
+                  now: float | None = None, controllers: Controllers | None = None,
+                  gangs: Mapping[str, Gang] | None = None) -> tuple[list[JSON], Verdict | None]:
     """The pods of a node being removed that must be evicted, or the first that blocks."""
     priority = priority_of or (lambda pod: int((pod.get("spec") or {}).get("priority") or 0))
-    return _pods_to_move(pods, config, PdbBudget(pdbs), GangBudget(gangs or {}), priority, now)
+    return _pods_to_move(pods, config, PdbBudget(pdbs), GangBudget(gangs or {}), priority, now,
+                         controllers)
 
 
 def eviction_grace_period(pod: Mapping[str, Any], maximum: int) -> int:

@@ -46,6 +46,7 @@ from prometheus_client import Counter
 
 from berthmaster.kube import CORE, KubeClient, KubeError, resource_path
 from berthmaster.operator.autoscaler.config import DEFAULT_NAMESPACE, AutoscalerConfig
+from berthmaster.operator.autoscaler.drainability import CONTROLLER_KINDS, controllers_of
 from berthmaster.operator.autoscaler.expanders import PRIORITY_CONFIGMAP
 from berthmaster.operator.autoscaler.loop import (
     ACTIVE_PODS,
@@ -76,6 +77,17 @@ MACHINE_SETS = Resource("MachineSet", resource_path(MACHINE_API, "machinesets"))
 MACHINES = Resource("Machine", resource_path(MACHINE_API, "machines"))
 VOLUMES = tuple(Resource(kind, path) for kind, path, _ in VOLUME_KINDS)
 POD_GROUPS = Resource("PodGroup", resource_path(POD_GROUPS_API, "podgroups"))
+
+
+def _identity(obj: JSON) -> JSON:
+    """Only what ControllerNotFound reads: a controller's namespace and name."""
+    meta = obj.get("metadata") or {}
+    return {"metadata": {k: meta[k] for k in ("name", "namespace", "uid", "resourceVersion")
+                         if k in meta}}
+
+
+CONTROLLERS = tuple(Resource(kind, resource_path(api_path, plural), transform=_identity)
+                    for kind, (api_path, plural) in CONTROLLER_KINDS.items())
 
 
 def priority_expander_configmap(namespace: str) -> Resource:
@@ -150,7 +162,8 @@ class WatchedCluster:
 
     async def read(self, config: AutoscalerConfig) -> ClusterState:
         """What one loop decides on (the watch-cache twin of ``loop.read_cluster``)."""
-        kinds = [NODES, PODS, PDBS, PRIORITY_CLASSES, MACHINE_SETS, MACHINES, *VOLUMES]
+        kinds = [NODES, PODS, PDBS, PRIORITY_CLASSES, MACHINE_SETS, MACHINES, *VOLUMES,
+                 *CONTROLLERS]
         if "Priority" in config.expanders:
             kinds.append(priority_expander_configmap(self.namespace))
         for resource in kinds:  # start every watch before waiting on any
@@ -159,11 +172,14 @@ class WatchedCluster:
             await self.items(resource) for resource in kinds]
         volumes = VolumeObjects.by_kind({r.kind: items for r, items in zip(
             VOLUMES, rest[:len(VOLUMES)], strict=True)})
-        configmaps = rest[len(VOLUMES):]
+        rest = rest[len(VOLUMES):]
+        controllers = controllers_of({r.kind: items for r, items in zip(
+            CONTROLLERS, rest[:len(CONTROLLERS)], strict=True)})
+        configmaps = rest[len(CONTROLLERS):]
         found = configmaps[0] if configmaps else []
         return ClusterState(nodes, pods, pdbs, {c["metadata"]["name"]: c for c in classes},
                             machine_sets, machines, found[0] if found else None, volumes,
-                            await self.pod_groups())
+                            controllers, await self.pod_groups())
 
     async def stop(self) -> None:
         for task in self._tasks:

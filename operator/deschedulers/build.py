@@ -6,7 +6,10 @@ Design: each ``build_*`` takes the Descheduler (a dict) and the administrator's
 labelled with the owner's name and carrying an owner reference to it (with
 ``blockOwnerDeletion``), so deleting the Descheduler lets the garbage collector remove them.
 Names follow OpenShift's documented ones (``descheduler-policy-configmap``, ``descheduler-job``)
-prefixed with the resource's name. A Descheduler owns only its policy ConfigMap and its Job or
+prefixed with the resource's name. A ``KubeDescheduler`` (operator.openshift.io/v1, see
+kubedescheduler.py) goes through the same builders: its runs are named
+``kubedescheduler-<name>-...`` and labelled ``operator.openshift.io/kubedescheduler``, so they
+never mix with a Descheduler's. A Descheduler owns only its policy ConfigMap and its Job or
 CronJob: the Job runs as the chart's descheduler ServiceAccount, whose ClusterRole (the
 documented ``descheduler-cluster-role`` rules plus what a pass reads, as
 kubernetes-sigs/descheduler kubernetes/base/rbac.yaml grants) the chart renders once
@@ -30,6 +33,9 @@ from berthmaster.operator.deschedulers.runs import SYSTEM_PREFIX, RunSettings
 Obj = dict[str, Any]
 GROUP, VERSION, PLURAL, KIND = "berthmaster.io", "v1alpha1", "deschedulers", "Descheduler"
 OWNER_LABEL = "berthmaster.io/descheduler"
+KUBE_DESCHEDULER_KIND = "KubeDescheduler"
+KUBE_DESCHEDULER_API_VERSION = "operator.openshift.io/v1"
+KUBE_DESCHEDULER_LABEL = "operator.openshift.io/kubedescheduler"
 POLICY_KEY = "policy.yaml"
 POLICY_DIR = "/policy-dir"
 CRITICAL_POD_ANNOTATION = "scheduler.alpha.kubernetes.io/critical-pod"
@@ -44,26 +50,41 @@ def name_of(descheduler: Mapping[str, Any]) -> str:
     return str(descheduler["metadata"]["name"])
 
 
+def is_kube_descheduler(owner: Mapping[str, Any]) -> bool:
+    return owner.get("kind") == KUBE_DESCHEDULER_KIND
+
+
+def run_prefix(owner: Mapping[str, Any]) -> str:
+    """What the owner's children are named after."""
+    return f"kubedescheduler-{name_of(owner)}" if is_kube_descheduler(owner) else name_of(owner)
+
+
+def owner_label(owner: Mapping[str, Any]) -> dict[str, str]:
+    return {KUBE_DESCHEDULER_LABEL if is_kube_descheduler(owner) else OWNER_LABEL:
+            name_of(owner)}
+
+
 def owner_reference(descheduler: Mapping[str, Any]) -> Obj:
-    return {"apiVersion": f"{GROUP}/{VERSION}", "kind": KIND, "name": name_of(descheduler),
-            "uid": descheduler["metadata"]["uid"], "controller": True,
-            "blockOwnerDeletion": True}
+    api_version = KUBE_DESCHEDULER_API_VERSION if is_kube_descheduler(descheduler) \
+        else f"{GROUP}/{VERSION}"
+    return {"apiVersion": api_version, "kind": str(descheduler.get("kind") or KIND),
+            "name": name_of(descheduler), "uid": descheduler["metadata"]["uid"],
+            "controller": True, "blockOwnerDeletion": True}
 
 
 def _metadata(descheduler: Mapping[str, Any], name: str, settings: RunSettings) -> Obj:
-    return {"name": name, "namespace": settings.namespace,
-            "labels": {OWNER_LABEL: name_of(descheduler)},
+    return {"name": name, "namespace": settings.namespace, "labels": owner_label(descheduler),
             "ownerReferences": [owner_reference(descheduler)]}
 
 
 def config_map_name(descheduler: Mapping[str, Any]) -> str:
-    return f"{name_of(descheduler)}-descheduler-policy-configmap"
+    return f"{run_prefix(descheduler)}-descheduler-policy-configmap"
 
 
 def job_name(descheduler: Mapping[str, Any]) -> str:
     """One Job per spec generation: a changed policy runs again, a resumed operator does not."""
     generation = descheduler["metadata"].get("generation", 1)
-    return f"{name_of(descheduler)}-descheduler-job-{generation}"
+    return f"{run_prefix(descheduler)}-descheduler-job-{generation}"
 
 
 def cron_job_name(descheduler: Mapping[str, Any]) -> str:
@@ -108,8 +129,8 @@ def _pod_template(descheduler: Mapping[str, Any], settings: RunSettings) -> Obj:
     for key in POD_PASSTHROUGH:
         if spec.get(key):
             pod_spec[key] = spec[key]
-    metadata: Obj = {"name": f"{name_of(descheduler)}-descheduler-pod",
-                     "labels": {OWNER_LABEL: name_of(descheduler)}}
+    metadata: Obj = {"name": f"{run_prefix(descheduler)}-descheduler-pod",
+                     "labels": owner_label(descheduler)}
     if priority.startswith(SYSTEM_PREFIX):
         metadata["annotations"] = {CRITICAL_POD_ANNOTATION: "true"}
     return {"metadata": metadata, "spec": pod_spec}

@@ -48,20 +48,25 @@ def reported_by(pods: Sequence[Mapping[str, Any]]) -> dict[tuple[str, str, str, 
 
 
 async def count_finished_run(client: KubeClient, job: Mapping[str, Any],
-                             started: float = STARTED) -> None:
+                             started: float = STARTED
+                             ) -> dict[tuple[str, str, str, str, str], int] | None:
+    """Add a newly finished run's counts to the metrics and return them (None: not finished,
+    already counted, or finished before this process started)."""
     meta = job.get("metadata") or {}
     uid = str(meta.get("uid") or "")
     if not uid or uid in _counted or run_outcome(job) not in ("Succeeded", "Failed"):
-        return
+        return None
     _counted.add(uid)
     finished = finished_at(job)
     if finished is not None and finished < started:
-        return
+        return None
     try:
         pods, _ = await client.list_all(resource_path(CORE, "pods", meta.get("namespace")),
                                         labelSelector=f"batch.kubernetes.io/controller-uid={uid}")
     except KubeError as error:
         log.warning("cannot read the pods of Job %s/%s to count its evictions: %s",
                     meta.get("namespace"), meta.get("name"), error)
-        return
-    add_reported(reported_by(pods))
+        return None
+    counts = reported_by(pods)
+    add_reported(counts)
+    return counts

@@ -17,7 +17,7 @@ Design: what runs, in order
   immutable and kept: its name carries the spec generation, so a changed spec gets a new Job).
   A schedule removed deletes the CronJob. All children carry an owner reference, so deleting
   the Descheduler lets the garbage collector clean up.
-- every ``REPORT_INTERVAL`` seconds (one loop, :class:`RunReporter`): the Jobs labelled
+- every ``REPORT_INTERVAL`` seconds (one loop, :class:`.periodic.Periodic`): the Jobs labelled
   ``berthmaster.io/descheduler``, listed in the operator's namespace (the operator's Role
   covers that namespace only, so it cannot watch Jobs cluster-wide as kopf's watches would) —
   for each Descheduler, the newest run's start time and outcome (Pending, Running, Succeeded,
@@ -28,8 +28,6 @@ The API client is the operator's shared one (operator/client.py).
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import functools
 import logging
 from collections.abc import Mapping
@@ -54,6 +52,7 @@ from berthmaster.operator.deschedulers.build import (
     policy_text,
 )
 from berthmaster.operator.deschedulers.evictions import count_finished_run
+from berthmaster.operator.deschedulers.periodic import Periodic
 from berthmaster.operator.deschedulers.runs import (
     NAMESPACE_IGNORED,
     Refusal,
@@ -286,38 +285,10 @@ async def report_runs(client: KubeClient, namespace: str) -> None:
             await client.patch(path + "/status", {"status": update}, kind="merge")
 
 
-class RunReporter:
-    """The one loop that reports runs (started with the operator, stopped before its client
-    closes). Not a kopf daemon or timer per Descheduler: those need kopf's finalizer on every
-    Descheduler (deleting one would wait for the operator) and a timer logs every tick."""
-
-    def __init__(self, client: KubeClient, namespace: str, interval: float = REPORT_INTERVAL):
-        self.client = client
-        self.namespace = namespace
-        self.interval = interval
-        self.task: asyncio.Task[None] | None = None
-
-    def start(self) -> None:
-        self.task = asyncio.create_task(self.run(), name="descheduler-run-reporter")
-
-    async def run(self) -> None:
-        while True:
-            try:
-                await report_runs(self.client, self.namespace)
-            except KubeError as error:
-                log.warning("cannot report descheduler runs in namespace %s: %s",
-                            self.namespace, error)
-            await asyncio.sleep(self.interval)
-
-    async def stop(self) -> None:
-        if self.task is not None:
-            self.task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self.task
-
-
 @kopf.on.startup()
 async def start_run_reporter(**_: Any) -> None:
-    reporter = RunReporter(await kube(), run_settings().namespace)
+    client, namespace = await kube(), run_settings().namespace
+    reporter = Periodic("descheduler-run-reporter", lambda: report_runs(client, namespace),
+                        REPORT_INTERVAL, f"cannot report descheduler runs in namespace {namespace}")
     reporter.start()
     stop_before_close(reporter.stop)

@@ -62,6 +62,7 @@ INSTANCE_NOT_CREATED = "InstanceNotCreated"
 INSTANCE_MISSING = "InstanceMissing"
 ERROR_CHECKING_PROVIDER = "ErrorCheckingProvider"
 SEVERITY_WARNING = "Warning"
+SEVERITY_ERROR = "Error"  # openshift/api machine/v1beta1 ConditionSeverityError
 
 # Status error reasons (MachineStatusError).
 INVALID_CONFIGURATION = "InvalidConfiguration"

@@ -28,15 +28,25 @@ machine-api-operator accept ``0s``, which remediates a Node at the first report 
 ``maxUnhealthy`` defaults to ``100%`` exactly as upstream (the CRD default and
 ``getMaxUnhealthy``): only an explicit ``maxUnhealthy`` short-circuits a mass remediation.
 
-berthmaster does not hand Machines to external remediation: a ``spec.remediationTemplate`` (and a
-spec the CRD's schema could not refuse, such as an unknown selector operator) makes
+External remediation, as upstream: with ``spec.remediationTemplate`` an unhealthy Machine is
+not deleted; a remediation request is made from the template (:func:`build_remediation_request`,
+pkg/util/external/util.go ``GenerateTemplate``: the template's ``spec.template``, named after
+the Machine, owned by it, annotated ``machine.openshift.io/cloned-from-name`` and
+``cloned-from-groupkind``) for an external controller to act on, once (an existing request is
+waited for), and deleted when the Machine is healthy again (``cleanEMR``). With the check
+annotated ``machine.openshift.io/remediation-strategy: external-baremetal`` (metal3's strategy)
+and no template, an unhealthy Machine that has not Failed is annotated
+``host.metal3.io/external-remediation`` instead of deleted (``remediationStrategyExternal``),
+and a Machine carrying that annotation never counts as healthy. A spec the CRD's schema could not
+refuse (an unknown selector operator, a template reference without kind or name) makes
 ``RemediationAllowed`` False with a reason and a message naming the field, and nothing is
 remediated.
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection
+import copy
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -69,9 +79,22 @@ DEFAULT_NODE_STARTUP_TIMEOUT = "10m"
 MIN_NODE_STARTUP_TIMEOUT = timedelta(seconds=30)
 # berthmaster's floor for unhealthyConditions[].timeout (no upstream sets one).
 MIN_CONDITION_TIMEOUT = timedelta(seconds=1)
-# berthmaster: the reasons a spec is refused.
-EXTERNAL_REMEDIATION_NOT_SUPPORTED = "ExternalRemediationNotSupported"
+# berthmaster: the reason a spec is refused.
 INVALID_CONFIGURATION = "InvalidConfiguration"
+# External remediation (openshift/api machine/v1beta1 types_machinehealthcheck.go and
+# common types; machinehealthcheck_controller.go, pkg/util/external/util.go).
+EXTERNAL_REMEDIATION_TEMPLATE_AVAILABLE = "ExternalRemediationTemplateAvailable"
+EXTERNAL_REMEDIATION_TEMPLATE_NOT_FOUND = "ExternalRemediationTemplateNotFound"
+EXTERNAL_REMEDIATION_REQUEST_AVAILABLE = "ExternalRemediationRequestAvailable"
+EXTERNAL_REMEDIATION_REQUEST_CREATION_FAILED = "ExternalRemediationRequestCreationFailed"
+TEMPLATE_SUFFIX = "Template"
+CLONED_FROM_NAME = "machine.openshift.io/cloned-from-name"
+CLONED_FROM_GROUP_KIND = "machine.openshift.io/cloned-from-groupkind"
+REMEDIATION_STRATEGY = "machine.openshift.io/remediation-strategy"
+REMEDIATION_STRATEGY_EXTERNAL = "external-baremetal"
+EXTERNAL_REMEDIATION_ANNOTATION = "host.metal3.io/external-remediation"
+EXTERNAL_ANNOTATION_ADDED = "ExternalAnnotationAdded"
+EXTERNAL_ANNOTATION_FAILED = "ExternalAnnotationFailed"
 
 # Event reasons (machinehealthcheck_controller.go).
 REMEDIATION_RESTRICTED = "RemediationRestricted"
@@ -98,11 +121,34 @@ class UnhealthyCondition:
 
 
 @dataclass(frozen=True)
+class TemplateRef:
+    """``spec.remediationTemplate``: the template object, in the check's namespace."""
+
+    api_version: str
+    kind: str
+    name: str
+
+    @property
+    def request_kind(self) -> str:
+        """The kind of the requests made from it: the template's kind without ``Template``."""
+        return self.kind.removesuffix(TEMPLATE_SUFFIX)
+
+    @property
+    def group_kind(self) -> str:
+        """``schema.GroupKind.String()``: ``Kind.group``, or ``Kind`` in the core group."""
+        group = self.api_version.rpartition("/")[0]
+        return f"{self.kind}.{group}" if group else self.kind
+
+
+@dataclass(frozen=True)
 class HealthCheckSpec:
     selector: JSON
     unhealthy_conditions: tuple[UnhealthyCondition, ...]
     max_unhealthy: int | str  # an integer or "<n>%"
     node_startup_timeout: timedelta  # zero: startup check disabled
+    remediation_template: TemplateRef | None = None
+    # the check's machine.openshift.io/remediation-strategy is external-baremetal
+    external_baremetal: bool = False
 
 
 class RefusedSpec(Exception):
@@ -145,12 +191,8 @@ def parse_spec(mhc: JSON) -> HealthCheckSpec:
     """The spec with upstream's defaults; :class:`RefusedSpec` names every field to fix."""
     name = (mhc.get("metadata") or {}).get("name")
     spec = mhc.get("spec") or {}
-    if spec.get("remediationTemplate"):
-        raise RefusedSpec(EXTERNAL_REMEDIATION_NOT_SUPPORTED, [
-            f"MachineHealthCheck {name}: spec.remediationTemplate: external remediation is not "
-            "supported by berthmaster; remove spec.remediationTemplate to have unhealthy "
-            "Machines deleted and replaced by their MachineSet"])
     problems: list[str] = []
+    template = template_ref(spec.get("remediationTemplate"), str(name), problems)
     conditions = []
     for index, raw in enumerate(spec.get("unhealthyConditions") or []):
         where = f"spec.unhealthyConditions[{index}].timeout"
@@ -185,7 +227,22 @@ def parse_spec(mhc: JSON) -> HealthCheckSpec:
         problems.append(f"MachineHealthCheck {name}: {error}")
     if problems:
         raise RefusedSpec(INVALID_CONFIGURATION, problems)
-    return HealthCheckSpec(selector, tuple(conditions), max_unhealthy, startup or timedelta(0))
+    strategy = ((mhc.get("metadata") or {}).get("annotations") or {}).get(REMEDIATION_STRATEGY)
+    return HealthCheckSpec(selector, tuple(conditions), max_unhealthy, startup or timedelta(0),
+                           template, strategy == REMEDIATION_STRATEGY_EXTERNAL)
+
+
+def template_ref(raw: Any, name: str, problems: list[str]) -> TemplateRef | None:
+    if not raw:
+        return None
+    missing = [f for f in ("apiVersion", "kind", "name") if not raw.get(f)]
+    if missing:
+        problems.append(f"MachineHealthCheck {name}: spec.remediationTemplate: "
+                        f"{', '.join(missing)} missing; name the template object, such as "
+                        "{apiVersion: infrastructure.cluster.x-k8s.io/v1beta1, kind: "
+                        "Metal3RemediationTemplate, name: metal3-remediation-template}")
+        return None
+    return TemplateRef(str(raw["apiVersion"]), str(raw["kind"]), str(raw["name"]))
 
 
 def max_unhealthy_count(value: int | str, expected: int) -> int:
@@ -265,10 +322,18 @@ def check_target(target: Target, spec: HealthCheckSpec, now: datetime) -> Health
     return Health(False, soonest)
 
 
+def externally_remediated(machine: JSON) -> bool:
+    """metal3's strategy asked for this Machine's remediation
+    (``externalRemediationAnnotationExists``)."""
+    annotations = (machine.get("metadata") or {}).get("annotations") or {}
+    return EXTERNAL_REMEDIATION_ANNOTATION in annotations
+
+
 def is_healthy(target: Target, health: Health) -> bool:
-    """Counted in ``currentHealthy`` (upstream's ``healthCheckTargets``)."""
+    """Counted in ``currentHealthy`` (upstream's ``healthCheckTargets``): a Machine handed to
+    metal3's external remediation is not, so it counts against ``maxUnhealthy``."""
     return (not health.unhealthy and not health.next_check and not api.deleting(target.machine)
-            and target.node is not None)
+            and target.node is not None and not externally_remediated(target.machine))
 
 
 def has_controller_owner(machine: JSON) -> bool:
@@ -288,6 +353,9 @@ class HealthCheckDecision:
     remediations_allowed: int = 0
     condition: Condition = field(default_factory=dict)
     delete: list[Target] = field(default_factory=list)  # remediate by deleting the Machine
+    external: list[Target] = field(default_factory=list)  # remediation request from the template
+    annotate: list[Target] = field(default_factory=list)  # metal3's external-baremetal strategy
+    recovered: list[Target] = field(default_factory=list)  # healthy: their requests are deleted
     no_controller: list[Target] = field(default_factory=list)  # SkippedNoController
     detected: list[Target] = field(default_factory=list)  # DetectedUnhealthy (not yet due)
     restricted_message: str = ""  # RemediationRestricted event, when set
@@ -322,6 +390,8 @@ def decide_health_check(mhc: JSON, spec: HealthCheckSpec, targets: list[Target],
             waits.append(health.next_check)
         elif is_healthy(target, health):
             decision.healthy += 1
+            if spec.remediation_template is not None:
+                decision.recovered.append(target)
     limit = max(0, max_unhealthy_count(spec.max_unhealthy, decision.expected))
     decision.remediations_allowed = max(0, limit - decision.unhealthy)
     if decision.unhealthy > limit:
@@ -338,7 +408,13 @@ def decide_health_check(mhc: JSON, spec: HealthCheckSpec, targets: list[Target],
         return decision
     decision.condition = true_condition(REMEDIATION_ALLOWED)
     for target in unhealthy:
-        if not has_controller_owner(target.machine):
+        if spec.remediation_template is not None:
+            decision.external.append(target)  # upstream's externalRemediation
+        elif spec.external_baremetal and (target.machine.get("status") or {}).get(
+                "phase") != api.FAILED:
+            if not externally_remediated(target.machine):  # remediationStrategyExternal
+                decision.annotate.append(target)
+        elif not has_controller_owner(target.machine):
             decision.no_controller.append(target)
         elif not api.deleting(target.machine):
             decision.delete.append(target)
@@ -361,3 +437,33 @@ def target_text(mhc: JSON, target: Target) -> str:
 
 def paused(mhc: JSON) -> bool:
     return PAUSED in ((mhc.get("metadata") or {}).get("annotations") or {})
+
+
+def build_remediation_request(template: JSON, ref: TemplateRef, machine: JSON) -> JSON:
+    """The remediation request for ``machine`` from the template object (pure;
+    pkg/util/external/util.go ``GenerateTemplate`` and the controller's ``externalRemediation``):
+    its ``spec.template`` with server-set fields dropped, named after the Machine (one request per
+    Machine and kind), in the Machine's namespace, owned by the Machine (deleting the Machine
+    deletes the request), annotated with where it was cloned from. ValueError names what is
+    missing."""
+    meta = machine.get("metadata") or {}
+    body = (template.get("spec") or {}).get("template")
+    if not isinstance(body, Mapping):
+        raise ValueError(f"missing Spec.Template on {template.get('kind')} "
+                         f"{(template.get('metadata') or {}).get('name')!r}; give the template "
+                         "a spec.template holding the request's spec")
+    request: JSON = copy.deepcopy(dict(body))
+    request_meta = dict(request.get("metadata") or {})
+    for server_field in ("resourceVersion", "finalizers", "uid", "selfLink", "generateName"):
+        request_meta.pop(server_field, None)
+    request_meta["name"] = meta.get("name")
+    request_meta["namespace"] = meta.get("namespace")
+    request_meta["annotations"] = {**(request_meta.get("annotations") or {}),
+                                   CLONED_FROM_NAME: ref.name,
+                                   CLONED_FROM_GROUP_KIND: ref.group_kind}
+    request_meta["ownerReferences"] = [{"apiVersion": api.API_VERSION, "kind": "Machine",
+                                        "name": meta.get("name"), "uid": meta.get("uid")}]
+    request["metadata"] = request_meta
+    request.setdefault("apiVersion", template.get("apiVersion"))
+    request.setdefault("kind", str(template.get("kind") or "").removesuffix(TEMPLATE_SUFFIX))
+    return request

@@ -67,6 +67,12 @@ class WorkQueue(Generic[K]):
             self._queued.add(key)
             self._ready.put_nowait(key)
 
+    @property
+    def idle(self) -> bool:
+        """No key queued, being reconciled, or waiting for its delay (nothing more will run
+        until the next ``add``)."""
+        return not (self._queued or self._active or self._dirty or self._timers)
+
     def _fire(self, key: K) -> None:
         self._timers.pop(key, None)
         self._due.pop(key, None)

@@ -14,7 +14,8 @@ sigs.k8s.io/descheduler``). With the policy's ``evictionFailureEventNotification
 that a limit or the API refuses gets a ``Warning`` Event too (reason ``EvictionFailed``, note
 ``pod eviction from <node> node by sigs.k8s.io/descheduler failed: <why>``), as upstream's
 PodEvictor.EvictPod. With ``dry_run`` nothing is sent; the candidate is printed instead and
-counted as it would have been.
+counted as it would have been, in the pass's tally and in ``descheduler_pods_evicted_total``
+(result ``success``), as upstream's dry run counts evictions from its fake clientset.
 """
 
 from __future__ import annotations
@@ -130,6 +131,13 @@ def build_event(pod: dict[str, Any], strategy: str, now: datetime | None = None,
     }
 
 
+def _metric_labels(candidate: Candidate, ctx: StrategyContext) -> tuple[str, str, str, str]:
+    """descheduler_pods_evicted_total's strategy, profile, namespace and node."""
+    namespace = (candidate.pod.get("metadata") or {}).get("namespace")
+    return (ctx.tally.strategy, ctx.tally.profile, str(namespace or ""),
+            candidate.node_name or "")
+
+
 class Evictor:
     """Evicts through the API (or pretends to, in a dry run), within the policy's limits."""
 
@@ -162,6 +170,9 @@ class Evictor:
         if self.dry_run:
             self.say(f"[dry-run] {ctx.tally.strategy}: would evict {candidate.key} from "
                      f"{candidate.node_name}: {candidate.why}")
+            # upstream's dry run evicts from a fake clientset (pkg/descheduler/descheduler.go),
+            # so PodEvictor.EvictPod counts it as a success (pkg/descheduler/evictions)
+            metrics.evicted(metrics.SUCCESS, *_metric_labels(candidate, ctx))
         else:
             if not await self._evict(candidate, ctx):
                 return False
@@ -176,8 +187,7 @@ class Evictor:
         assert self.kube is not None
         meta = candidate.pod.get("metadata") or {}
         path = resource_path(CORE, "pods", meta.get("namespace"), meta.get("name"), "eviction")
-        labels = (ctx.tally.strategy, ctx.tally.profile, str(meta.get("namespace") or ""),
-                  candidate.node_name or "")
+        labels = _metric_labels(candidate, ctx)
         try:
             await self.kube.create(path, build_eviction(candidate.pod, self.grace_period_seconds))
         except KubeError as error:

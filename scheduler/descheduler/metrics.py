@@ -7,8 +7,10 @@ metrics/metrics.go ``PodsEvictedTotal``), in :data:`pods_evicted_total` on prome
 default registry. A pass is a Job's short life, so no Prometheus scrapes it: at its end it
 writes the counts as its container's termination message (``/dev/termination-log``, at most
 4 KiB), and the operator, which watches the Jobs it made, adds each finished Job's counts to
-the same family on its own ``/metrics`` (operator/deschedulers/handlers.py). Dry runs evict
-nothing and count nothing, as upstream.
+the same family on its own ``/metrics`` (operator/deschedulers/handlers.py). A dry run evicts
+nothing but counts what it would evict as ``success``, as upstream's dry run does (it evicts
+from a fake clientset, pkg/descheduler/descheduler.go): that is how a KubeDescheduler in
+``Predictive`` mode reports.
 """
 
 from __future__ import annotations

@@ -20,6 +20,7 @@ import pytest
 from berthmaster.devcluster.cluster import ControlPlane, RunningCluster
 from berthmaster.devcluster.nodes import fake_node
 from berthmaster.kube import CORE, KubeClient, KubeError, resource_path
+from tests.support.namespaces import fresh_namespace
 from tests.support.volumes import PinnedVolumes
 from tests.support.waiting import wait_for
 
@@ -72,24 +73,8 @@ def unique(prefix: str) -> str:
 
 @pytest.fixture
 async def namespace(kube: KubeClient) -> AsyncIterator[str]:
-    name = unique("t")
-    await kube.create(resource_path(CORE, "namespaces"),
-                      {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
-
-    async def has_default_account() -> bool:
-        try:
-            await kube.get(resource_path(CORE, "serviceaccounts", name, "default"))
-        except KubeError:
-            return False
-        return True
-
-    # Pods are refused until the serviceaccount controller has made the default account.
-    await wait_for(has_default_account, timeout=30, what=f"serviceaccount default in {name}")
-    try:
+    async with fresh_namespace(kube, unique("t")) as name:
         yield name
-    finally:
-        with contextlib.suppress(KubeError):
-            await kube.delete(resource_path(CORE, "namespaces", name=name))
 
 
 LIFECYCLE_TAINTS = ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable")

@@ -191,10 +191,9 @@ class Harness:
         """Namespaces, priority classes, the RuntimeClass, Services, the (terminating)
         controllers and ``node_count`` Ready nodes."""
         for name, labels in NAMESPACES.items():
-            with contextlib.suppress(KubeError):
-                await self.kube.create(resource_path(CORE, "namespaces"), {
-                    "apiVersion": "v1", "kind": "Namespace",
-                    "metadata": {"name": name, "labels": labels}})
+            # an earlier run's namespace of that name may still be terminating
+            await wait_for(lambda name=name, labels=labels: self._namespace(  # type: ignore[misc]
+                name, labels), timeout=180, what=f"namespace {name}", interval=0.5)
         for name, (value, policy) in PRIORITY_CLASSES.items():
             with contextlib.suppress(KubeError):
                 await self.kube.create(
@@ -294,6 +293,25 @@ class Harness:
         for name in self.nodes:
             with contextlib.suppress(KubeError):
                 await self.kube.delete(resource_path(CORE, "nodes", name=name))
+
+    async def _namespace(self, name: str, labels: dict[str, str]) -> bool:
+        """``name`` exists and is not terminating: created if missing; False while an earlier
+        run's namespace of that name is still being deleted (its pods go first)."""
+        try:
+            await self.kube.create(resource_path(CORE, "namespaces"), {
+                "apiVersion": "v1", "kind": "Namespace",
+                "metadata": {"name": name, "labels": labels}})
+            return True
+        except KubeError as error:
+            if not error.conflict:
+                raise
+        try:
+            found = await self.kube.get(resource_path(CORE, "namespaces", name=name))
+        except KubeError as error:
+            if error.not_found:
+                return False
+            raise
+        return not found["metadata"].get("deletionTimestamp")
 
     async def _exists(self, path: str) -> bool:
         try:

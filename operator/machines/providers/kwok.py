@@ -76,17 +76,25 @@ def name_problems(machine: dict[str, Any]) -> list[str]:
     return []
 
 
+def node_machine_problems(machine: dict[str, Any], kind: str, fields: set[str]) -> list[str]:
+    """What every provider whose Node is named after its Machine checks: the Machine's name,
+    the labels its Node would carry, and providerSpec fields outside ``fields``."""
+    name = (machine.get("metadata") or {}).get("name")
+    problems = [*name_problems(machine), *label_problems(machine)]
+    unknown = sorted(set(provider_spec(machine)) - fields)
+    if unknown:
+        problems.append(f"Machine {name}: spec.providerSpec.value: unknown field(s) "
+                        f"{', '.join(unknown)}; {kind} accepts {', '.join(sorted(fields))}")
+    return problems
+
+
 def validate(machine: dict[str, Any]) -> list[str]:
     """Every problem with a kwok Machine (its name, the labels its Node would carry, its
     providerSpec), each naming the field and the fix."""
     name = (machine.get("metadata") or {}).get("name")
     where = f"Machine {name}: spec.providerSpec.value"
     value = provider_spec(machine)
-    problems = [*name_problems(machine), *label_problems(machine)]
-    unknown = sorted(set(value) - FIELDS)
-    if unknown:
-        problems.append(f"{where}: unknown field(s) {', '.join(unknown)}; "
-                        f"{KIND} accepts {', '.join(sorted(FIELDS))}")
+    problems = node_machine_problems(machine, KIND, FIELDS)
     capacity = value.get("capacity") or {}
     if not isinstance(capacity, dict):
         problems.append(f"{where}.capacity: must be a map of resource name to quantity, "

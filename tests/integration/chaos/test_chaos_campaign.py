@@ -6,6 +6,9 @@ session's shared cluster must not suffer), runs as a subprocess, and is judged b
 (``invariant breaches: N | ... | faults kind=n ...``) and exit code. Kept small (five static
 nodes, two MachineSets of at most three Machines, at most 24 live workload objects, one write
 every 1.5 s) so it holds on a loaded 2-core machine; the long run is ``--minutes 30``.
+
+A soak by nature (minutes of wall-clock faults on a control plane of its own), it is marked
+``long``: ``make test-long`` runs it, and CI runs that right after ``make test``.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ def leave_nodes_as_found() -> None:
 
 # Five minutes on an idle machine, up to three times that on a loaded one: beyond the suite's
 # default 300 s (the campaign's own start-up waits are bounded; the subprocess is stopped at 20).
+@pytest.mark.long
 @pytest.mark.timeout(1500)
 def test_a_short_campaign_breaches_nothing_and_fires_every_fault(tmp_path: Path) -> None:
     log = tmp_path / "chaos.log"

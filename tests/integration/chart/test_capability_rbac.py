@@ -50,7 +50,13 @@ QUESTIONS: list[tuple[tuple[str, ...], set[str]]] = [
     (("patch", "machinehealthchecks.machine.openshift.io", "--subresource=status", "-A"),
      {"machinehealthchecks"}),
     (("update", "machines.machine.openshift.io", "--subresource=status", "-A"), {"machines"}),
-    (("patch", "machines.machine.openshift.io", "-A"), {"machines", "autoscaler"}),
+    # machinehealthchecks: metal3's external-baremetal strategy annotates the Machine
+    (("patch", "machines.machine.openshift.io", "-A"),
+     {"machines", "autoscaler", "machinehealthchecks"}),
+    # ControllerNotFound: the autoscaler knows which workload controllers exist
+    (("watch", "replicasets.apps", "-A"), {"autoscaler"}),
+    (("list", "replicationcontrollers", "-A"), {"autoscaler"}),
+    (("list", "jobs.batch", "-A"), {"autoscaler"}),
     (("patch", "machinesets.machine.openshift.io", "-A"), {"machines", "autoscaler"}),
     (("list", "machinesets.machine.openshift.io", "-A"), {"machines", "autoscaler"}),
     (("patch", "clusterautoscalers.autoscaling.openshift.io"), {"autoscaler"}),
@@ -69,6 +75,9 @@ QUESTIONS: list[tuple[tuple[str, ...], set[str]]] = [
     (("watch", "csidrivers.storage.k8s.io"), {"autoscaler"}),
     (("list", "csistoragecapacities.storage.k8s.io", "-A"), {"autoscaler"}),
     (("patch", "deschedulers.berthmaster.io", "-A"), {"deschedulers"}),
+    (("patch", "kubedeschedulers.operator.openshift.io", "-A"), {"deschedulers"}),
+    (("patch", "kubedeschedulers.operator.openshift.io", "--subresource=status", "-A"),
+     {"deschedulers"}),
     # the PodGroup controller's: read groups, write their status alone (the autoscaler reads)
     (("watch", "podgroups.scheduling.x-k8s.io", "-A"), {"podgroups", "autoscaler"}),
     (("patch", "podgroups.scheduling.x-k8s.io", "--subresource=status", "-A"), {"podgroups"}),

@@ -43,6 +43,22 @@ async def make_pod(kube: KubeClient, namespace: str, name: str, node: str,
     return await kube.create(resource_path(CORE, "pods", namespace), body)
 
 
+async def tainted_node_scene(kube: KubeClient, namespace: str, nodes: Any
+                             ) -> tuple[str, dict[str, Any]]:
+    """A node tainted ``dedicated=gpu:NoSchedule`` (and an untainted one) running an owned pod
+    that does not tolerate the taint (``intruder``) and one that does (``welcome``); the tainted
+    node's name and the owner reference."""
+    tainted = await nodes.create(taints=[{"key": "dedicated", "value": "gpu",
+                                          "effect": "NoSchedule"}])
+    await nodes.create()
+    node = tainted["metadata"]["name"]
+    owner = await make_owner(kube, namespace, "owner")
+    await make_pod(kube, namespace, "intruder", node, owner)
+    await make_pod(kube, namespace, "welcome", node, owner, tolerations=[
+        {"key": "dedicated", "operator": "Equal", "value": "gpu", "effect": "NoSchedule"}])
+    return node, owner
+
+
 async def wait_running(kube: KubeClient, namespace: str, names: list[str]) -> None:
     async def running() -> bool:
         for name in names:

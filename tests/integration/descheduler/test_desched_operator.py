@@ -33,9 +33,9 @@ def crd(cluster: Any) -> None:
     install_crd(cluster, CRD)
 
 
-@pytest.fixture
-async def operator(cluster: Any, crd: None, namespace: str, tmp_path: Path
-                   ) -> AsyncIterator[None]:
+@pytest.fixture(name="operator")  # a name other modules can import it by (test_kubedescheduler)
+async def run_operator(cluster: Any, crd: None, namespace: str, tmp_path: Path
+                       ) -> AsyncIterator[None]:
     async with running_operator(
             str(cluster.kubeconfig), ["--only", "deschedulers"], tmp_path / "operator.log",
             env={"BERTHMASTER_IMAGE": "example.org/berthmaster:test",

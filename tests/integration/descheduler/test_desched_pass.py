@@ -16,6 +16,7 @@ from tests.integration.descheduler.kit import (
     make_pod,
     remaining,
     run_pass,
+    tainted_node_scene,
     v1alpha2,
     wait_running,
 )
@@ -52,14 +53,7 @@ async def test_seed_sample_policy_runs_unchanged(kube: KubeClient, namespace: st
 async def test_node_taints_evict_exactly_the_untolerating_pods(
     kube: KubeClient, namespace: str, nodes: Any, cluster: Any, tmp_path: Path
 ) -> None:
-    tainted = await nodes.create(taints=[{"key": "dedicated", "value": "gpu",
-                                          "effect": "NoSchedule"}])
-    await nodes.create()
-    node = tainted["metadata"]["name"]
-    owner = await make_owner(kube, namespace, "owner")
-    await make_pod(kube, namespace, "intruder", node, owner)
-    await make_pod(kube, namespace, "welcome", node, owner, tolerations=[
-        {"key": "dedicated", "operator": "Equal", "value": "gpu", "effect": "NoSchedule"}])
+    node, owner = await tainted_node_scene(kube, namespace, nodes)
     await make_pod(kube, namespace, "bare", node, None)  # no owner: protected
     await make_pod(kube, namespace, "critical", node, owner, priorityClassName=(
         "system-cluster-critical"))

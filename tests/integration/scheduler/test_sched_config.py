@@ -60,9 +60,16 @@ async def test_two_profiles_place_pods_each_their_own_way(
                           what="packed bound") == busy
     assert await wait_for(lambda: node_of(kube, namespace, "spread"), timeout=30,
                           what="spread bound") == idle
-    events = (await kube.get(resource_path(CORE, "events", namespace)))["items"]
-    sources = {e["involvedObject"]["name"]: e["source"].get("component")
-               for e in events if e["reason"] == "Scheduled"}
+
+    async def scheduled_sources() -> dict[str, str] | None:
+        """Who each pod's Scheduled event names, once both are written (the events are
+        recorded after the bindings, asynchronously)."""
+        events = (await kube.get(resource_path(CORE, "events", namespace)))["items"]
+        found = {e["involvedObject"]["name"]: e["source"].get("component")
+                 for e in events if e["reason"] == "Scheduled"}
+        return found if {"packed", "spread"} <= found.keys() else None
+
+    sources = await wait_for(scheduled_sources, timeout=30, what="both Scheduled events")
     # each pod's Events name its own profile (upstream: one recorder per profile)
     assert sources["packed"] == pack and sources["spread"] == spread
 

@@ -43,9 +43,13 @@ service and as the engine that explains its scores. A disagreement then quotes t
 The scenarios are seeded: ``BERTHMASTER_DIFF_SEED`` (default below),
 ``BERTHMASTER_DIFF_SCENARIOS`` for the default part, ``BERTHMASTER_DIFF_CONFIG_BATCHES``
 configurations of ``BERTHMASTER_DIFF_CONFIG_SCENARIOS`` scenarios each for the second (the
-default set: over 600 pods in each part, about eight minutes on two cores; raise them for a
-soak, e.g.
-``BERTHMASTER_DIFF_SCENARIOS=2000 BERTHMASTER_DIFF_CONFIG_BATCHES=100``). A failure prints the
+default set: over 600 pods in each part, about eight minutes on two cores). The set is run in
+two tests that share nothing but the seed: the quick one (in ``make test``) takes the first
+``QUICK_SCENARIOS`` scenarios and the first ``QUICK_BATCHES`` configurations, the long one
+(marked ``long``: ``make test-long``, which CI runs after ``make test``) all the others, so
+together they compare the whole set. Raise the counts for a soak, e.g.
+``BERTHMASTER_DIFF_SCENARIOS=2000 BERTHMASTER_DIFF_CONFIG_BATCHES=100 make test-long``.
+A failure prints the
 first disagreement of each kind with its scenario (and its configuration), so a seed and an
 index reproduce it: the second part's batch ``b`` is configuration ``b`` of the seed and
 scenarios ``CONFIG_INDEX_BASE + b * CONFIG_INDEX_STRIDE`` on.
@@ -76,6 +80,9 @@ SEED = int(os.environ.get("BERTHMASTER_DIFF_SEED", "20261123"))
 SCENARIOS = int(os.environ.get("BERTHMASTER_DIFF_SCENARIOS", "300"))
 CONFIG_BATCHES = int(os.environ.get("BERTHMASTER_DIFF_CONFIG_BATCHES", "12"))
 CONFIG_SCENARIOS = int(os.environ.get("BERTHMASTER_DIFF_CONFIG_SCENARIOS", "25"))
+# the quick test's share of the set (the first ones of each part); the long test runs the rest
+QUICK_SCENARIOS = min(SCENARIOS, 60)
+QUICK_BATCHES = min(CONFIG_BATCHES, 2)
 # the second part's scenario indices, apart from the first part's
 CONFIG_INDEX_BASE, CONFIG_INDEX_STRIDE = 1_000_000, 10_000
 # floors, as shares of the pods compared, so that a run comparing (almost) nothing fails
@@ -134,13 +141,37 @@ def _report(part: str, harness: Harness, found: list[Disagreement], floors: dict
     return failures
 
 
-# pytest-timeout's 300 s is for ordinary tests; this one's time grows with its scenarios
-# (about a second each on two cores, and a kube-scheduler restart per configuration)
-@pytest.mark.timeout(300 + 3 * (SCENARIOS + CONFIG_BATCHES * CONFIG_SCENARIOS)
-                     + 20 * CONFIG_BATCHES)
+def _timeout(scenarios: int, batches: int) -> int:
+    """pytest-timeout's 300 s is for ordinary tests; a differential run's time grows with its
+    scenarios (about a second each on two cores, and a kube-scheduler restart per
+    configuration)."""
+    return 300 + 3 * (scenarios + batches * CONFIG_SCENARIOS) + 20 * batches
+
+
+@pytest.mark.timeout(_timeout(QUICK_SCENARIOS, QUICK_BATCHES))
 async def test_berthmaster_agrees_with_kube_scheduler(cluster: Any, kube: KubeClient,
                                                       run_scheduler: Any,
                                                       tmp_path: Path) -> None:
+    """The quick share of the seed's set: its first scenarios and configurations."""
+    await _compare(cluster, kube, run_scheduler, tmp_path, range(QUICK_SCENARIOS),
+                   range(QUICK_BATCHES))
+
+
+@pytest.mark.long
+@pytest.mark.timeout(_timeout(SCENARIOS - QUICK_SCENARIOS, CONFIG_BATCHES - QUICK_BATCHES))
+async def test_berthmaster_agrees_with_kube_scheduler_on_the_whole_seed_set(
+        cluster: Any, kube: KubeClient, run_scheduler: Any, tmp_path: Path) -> None:
+    """The rest of the seed's set: every scenario and configuration the quick test leaves."""
+    if SCENARIOS <= QUICK_SCENARIOS and CONFIG_BATCHES <= QUICK_BATCHES:
+        pytest.skip("the quick test already ran the whole (smaller) set")
+    await _compare(cluster, kube, run_scheduler, tmp_path, range(QUICK_SCENARIOS, SCENARIOS),
+                   range(QUICK_BATCHES, CONFIG_BATCHES))
+
+
+async def _compare(cluster: Any, kube: KubeClient, run_scheduler: Any, tmp_path: Path,
+                   indices: range, batch_numbers: range) -> None:
+    """Both parts (see the module doc) over the default part's scenario ``indices`` and the
+    configurations ``batch_numbers``; fails on any disagreement or floor missed."""
     name = f"kube-diff-{uuid.uuid4().hex[:6]}"
     binary = build.binary_path("kube-scheduler")
     kubeconfig = str(cluster.kubeconfig)
@@ -149,23 +180,24 @@ async def test_berthmaster_agrees_with_kube_scheduler(cluster: Any, kube: KubeCl
                                 flags=KUBE_SCHEDULER_FLAGS)
     berthmaster = await run_scheduler.start()  # no policy: what users get
     harness = Harness(kube, name, berthmaster.name, Engine(), proc.log)
-    scenarios = generate(SEED, SCENARIOS)
-    batches = [generate(SEED, CONFIG_SCENARIOS, CONFIG_INDEX_BASE + b * CONFIG_INDEX_STRIDE)
-               for b in range(CONFIG_BATCHES)]
+    scenarios = generate(SEED, len(indices), indices.start)
+    batches = {b: generate(SEED, CONFIG_SCENARIOS, CONFIG_INDEX_BASE + b * CONFIG_INDEX_STRIDE)
+               for b in batch_numbers}
     failures: list[str] = []
     try:
-        await harness.prepare(max(len(s.nodes) for s in scenarios))
+        await harness.prepare(max((len(s.nodes) for s in scenarios), default=0))
         try:
             found = await _run(harness, proc, scenarios)
         finally:
             proc.stop()
             await berthmaster.stop()
-        failures += _report(f"default profile, {SCENARIOS} scenarios", harness, found, FLOORS,
-                            SCENARIOS)
+        if scenarios:
+            failures += _report(f"default profile, scenarios {indices.start}-"
+                                f"{indices.stop - 1}", harness, found, FLOORS, len(indices))
         default_compared = harness.compared
         harness.compared, harness.outcomes, harness.seconds = 0, Counter(), Counter()
         found = []
-        for b, batch in enumerate(batches):
+        for b, batch in batches.items():
             ks_name, bm_name = f"{name}-c{b}", f"{run_scheduler.name}-c{b}"
             generated = random_config(SEED, b, ks_name)
             text = yaml.safe_dump(generated, sort_keys=False)
@@ -191,12 +223,12 @@ async def test_berthmaster_agrees_with_kube_scheduler(cluster: Any, kube: KubeCl
             finally:
                 proc.stop()
                 await berthmaster.stop()
-        failures += _report(f"generated configurations, {CONFIG_BATCHES} x {CONFIG_SCENARIOS} "
-                            "scenarios", harness, found, CONFIG_FLOORS,
-                            CONFIG_BATCHES * CONFIG_SCENARIOS)
+        failures += _report(f"generated configurations {batch_numbers.start}-"
+                            f"{batch_numbers.stop - 1}, {CONFIG_SCENARIOS} scenarios each",
+                            harness, found, CONFIG_FLOORS, len(batches) * CONFIG_SCENARIOS)
         # the second part compares as many pods per scenario as the first, give or take
-        wanted = int(0.5 * default_compared * CONFIG_BATCHES * CONFIG_SCENARIOS
-                     / max(1, SCENARIOS))
+        wanted = int(0.5 * default_compared * len(batches) * CONFIG_SCENARIOS
+                     / max(1, len(indices)))
         if harness.compared < max(1, wanted):
             failures.append(f"only {harness.compared} pods compared under generated "
                             f"configurations (at least {wanted} wanted)")

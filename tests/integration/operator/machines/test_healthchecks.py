@@ -300,18 +300,6 @@ async def test_machine_without_a_node_is_remediated_after_node_startup_timeout(
         "loose"]
 
 
-async def test_remediation_template_is_refused_in_status(
-        kube: KubeClient, namespace: str, checks_only: OperatorProcess) -> None:
-    check = health_check("external", "none", remediationTemplate={
-        "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1",
-        "kind": "Metal3RemediationTemplate", "name": "metal3", "namespace": namespace})
-    await kube.create(mhc_path(namespace), check)
-    found = await check_status(kube, namespace, "external", allowed="False")
-    refused = condition(found, "RemediationAllowed")
-    assert refused["reason"] == "ExternalRemediationNotSupported"
-    assert "spec.remediationTemplate" in refused["message"]
-
-
 @pytest.mark.parametrize(("spec", "words"), [
     ({"maxUnhealthy": "150%"}, "spec.maxUnhealthy"),
     ({"maxUnhealthy": -1}, "maxUnhealthy must not be negative"),

@@ -10,6 +10,7 @@ import pytest
 
 from berthmaster.operator.machines.events import build_event, event_name
 from berthmaster.operator.machines.workqueue import WorkQueue
+from tests.support.waiting import wait_for
 from tests.unit.operator.machines.machine_builders import make_machine
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
@@ -44,14 +45,19 @@ async def test_queue_dedups_requeues_and_backs_off() -> None:
     queue.start()
     try:
         queue.add("slow")
-        await asyncio.sleep(0.02)
+        await wait_for(lambda: calls == ["slow"], timeout=10, what="slow being reconciled",
+                       interval=0.005)
         queue.add("slow")  # while running: runs once more afterwards, not concurrently
         queue.add("slow")
         queue.add("flaky")
         queue.add("later")
-        await asyncio.sleep(0.02)
+        # the other worker goes on while slow is held
+        await wait_for(lambda: "later" in calls and "flaky" in calls, timeout=10,
+                       what="flaky and later reconciled beside slow", interval=0.005)
+        assert calls.count("slow") == 1
         gate.set()
-        await asyncio.sleep(0.3)
+        # every key done and nothing left to run: the counts below are final
+        await wait_for(lambda: queue.idle, timeout=10, what="the queue idle", interval=0.005)
     finally:
         await queue.stop()
     assert calls.count("slow") == 2
@@ -66,7 +72,6 @@ async def test_queue_retries_only_transient_api_errors(caplog: Any) -> None:
     client-go's ``IsRetryableError`` cases: k8s.io/apimachinery/pkg/util/net ``IsProbableEOF``,
     apierrors ``IsServerTimeout``/``IsTooManyRequests``/``IsConflict``."""
     from berthmaster.kube import KubeError
-    from tests.support.waiting import wait_for
 
     calls: list[str] = []
     errors = {"unavailable": KubeError(503, "ServiceUnavailable", "etcd leader changed"),

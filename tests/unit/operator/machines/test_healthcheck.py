@@ -180,7 +180,7 @@ def test_next_check_is_the_soonest_due_target() -> None:
 
 @pytest.mark.parametrize(("spec", "reason", "field"), [
     ({"remediationTemplate": {"kind": "Metal3RemediationTemplate", "name": "t"}},
-     "ExternalRemediationNotSupported", "spec.remediationTemplate"),
+     "InvalidConfiguration", "spec.remediationTemplate: apiVersion missing"),
     ({"nodeStartupTimeout": "0abc"}, "InvalidConfiguration", "spec.nodeStartupTimeout"),
     ({"unhealthyConditions": [{"type": "Ready", "status": "False", "timeout": "5 minutes"}]},
      "InvalidConfiguration", "spec.unhealthyConditions[0].timeout"),

@@ -63,5 +63,5 @@ def test_providers_follow_the_chart_value() -> None:
     assert list(enabled_providers(kube, "kwok,aws")) == [KWOK_KIND, AWS_KIND]
     assert list(enabled_providers(kube, AWS_KIND)) == [AWS_KIND]
     with pytest.raises(ValueError, match=r"unknown machine provider\(s\) gcp; use a "
-                                         r"comma-separated list of: aws, kwok"):
+                                         r"comma-separated list of: aws, kubelet, kwok"):
         enabled_providers(kube, "kwok,gcp")

@@ -9,12 +9,14 @@ import pytest
 
 from berthmaster.operator.machines.providers import registry
 from berthmaster.operator.machines.providers.aws import AWSProvider
+from berthmaster.operator.machines.providers.kubelet import KubeletProvider
 from berthmaster.operator.machines.providers.kwok import KwokProvider
 
 
-def test_berthmaster_registers_kwok_and_aws_by_their_kinds() -> None:
+def test_berthmaster_registers_kwok_aws_and_kubelet_by_their_kinds() -> None:
     assert registry.installed() == {"KwokMachineProviderSpec": KwokProvider,
-                                    "AWSMachineProviderConfig": AWSProvider}
+                                    "AWSMachineProviderConfig": AWSProvider,
+                                    "KubeletMachineProviderSpec": KubeletProvider}
 
 
 def test_an_entry_point_named_for_another_kind_is_refused() -> None:
