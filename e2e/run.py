@@ -57,6 +57,7 @@ KIND_CLUSTER = "berthmaster-e2e"
 DEV_CLUSTER = "e2e"
 CHART = ROOT / "charts" / "berthmaster"
 CRDS = ROOT / "deploy" / "crds"
+COSCHEDULING_VALUES = ROOT / "examples" / "coscheduling" / "values.yaml"
 KIND_CONFIG = ROOT / "deploy" / "kind-cluster.yaml"
 # e2e/test_admission.py's namespaces carry it; the webhook is asked about their pods only
 ADMISSION_LABEL = "berthmaster-e2e-admission"
@@ -112,7 +113,9 @@ def why_not_kubelet() -> str | None:
 def helm_install(helm: str, kubeconfig: Path, context: list[str],
                  admission_on: Sequence[str] = ()) -> None:
     """The chart as users install it, with the placement webhook on for the namespaces
-    labelled ``ADMISSION_LABEL`` only (the other e2e tests' pods are not sent to it);
+    labelled ``ADMISSION_LABEL`` only (the other e2e tests' pods are not sent to it) and
+    Coscheduling on in the scheduler's profile from the documented values file
+    (``COSCHEDULING_VALUES``; pods of no PodGroup are placed as by the default profile);
     ``admission_on`` adds the values keeping its replicas on nodes that run containers."""
     run(helm, "upgrade", "--install", "berthmaster", str(CHART), "--kubeconfig",
         str(kubeconfig), *context, "--namespace", NAMESPACE, "--create-namespace",
@@ -120,6 +123,7 @@ def helm_install(helm: str, kubeconfig: Path, context: list[str],
         "--set", "image.pullPolicy=Never",
         "--set", "admission.enabled=true",
         "--set", f"admission.namespaceSelector.matchLabels.{ADMISSION_LABEL}=on",
+        "--values", str(COSCHEDULING_VALUES),
         *admission_on, "--wait", "--timeout", "5m")
 
 

@@ -4,12 +4,13 @@ Design: ``run_once`` reads what the decisions need (nodes, pods, PDBs, priority 
 MachineSets, Machines, and the volume objects the placement engine judges claims with:
 PersistentVolumes, PersistentVolumeClaims, StorageClasses, CSINodes) — from the operator's watch
 caches (:mod:`.watches`), or with one LIST per kind (:func:`read_cluster`) when none are given —
-builds a fresh placement snapshot, and in this order
+and the PodGroups (none when their CRD is not installed: :func:`list_pod_groups`), builds a
+fresh placement snapshot, and in this order
 1. backs off MachineSets whose new nodes did not register within ``maxNodeProvisionTime`` and
    gives their unregistered Machines back (``delete-machine`` + lower replicas);
 2. decides a scale-up for the pending pods older than ``newPodScaleUpDelay`` and raises
    ``spec.replicas`` of the chosen MachineSets, with TriggeredScaleUp / NotTriggerScaleUp events
-   on the pods;
+   on the pods (and on a PodGroup whose gang no scale-up can start whole: :mod:`.gangs`);
 3. when nothing was scaled up, finds unneeded nodes, and for those unneeded long enough and
    outside the cooldowns taints the node ``ToBeDeletedByClusterAutoscaler`` (and cordons it with
    ``cordonNodeBeforeTerminating``), evicts the pods that must move with a grace period capped
@@ -79,6 +80,7 @@ from berthmaster.operator.autoscaler.expanders import (
     Priorities,
     read_priorities,
 )
+from berthmaster.operator.autoscaler.gangs import gangs_of, with_pending_members
 from berthmaster.operator.autoscaler.groups import (
     DELETE_MACHINE_KEY,
     ClusterView,
@@ -167,6 +169,21 @@ class ClusterState:
     volumes: VolumeObjects = NO_VOLUMES
     # the workload controllers that exist (ControllerNotFound); None: not known, not checked
     controllers: Controllers | None = None
+    pod_groups: Sequence[JSON] = ()
+
+
+POD_GROUPS_API = group_path("scheduling.x-k8s.io", "v1alpha1")
+
+
+async def list_pod_groups(kube: KubeClient) -> list[JSON] | None:
+    """Every PodGroup; None when the API server does not serve them (their CRD is optional)."""
+    try:
+        groups, _ = await kube.list_all(resource_path(POD_GROUPS_API, "podgroups"))
+    except KubeError as error:
+        if error.not_found:
+            return None
+        raise
+    return groups
 
 
 async def read_cluster(kube: KubeClient, config: AutoscalerConfig,
@@ -187,7 +204,7 @@ async def read_cluster(kube: KubeClient, config: AutoscalerConfig,
         controllers[kind], _ = await kube.list_all(resource_path(api_path, plural))
     return ClusterState(nodes, pods, pdbs, {c["metadata"]["name"]: c for c in classes},
                         machine_sets, machines, configmap, await list_volume_objects(kube),
-                        controllers_of(controllers))
+                        controllers_of(controllers), await list_pod_groups(kube) or [])
 
 
 ClusterReader = Callable[[AutoscalerConfig], Awaitable[ClusterState]]
@@ -633,7 +650,8 @@ async def run_once(kube: KubeClient, autoscaler: Mapping[str, Any], state: Autos
     for young in (p for p in pending if id(p) not in kept):
         log.debug("pod %s is younger than its scale-up delay; left to the scheduler",
                   pod_id(young))
-    pending = old
+    gangs = gangs_of(cluster.pods, cluster.pod_groups)
+    pending = with_pending_members(old, cluster.pods, gangs)
     priorities: Priorities = {}
     if "Priority" in config.expanders:
         reading = read_priorities(cluster.priority_configmap, namespace)
@@ -644,10 +662,13 @@ async def run_once(kube: KubeClient, autoscaler: Mapping[str, Any], state: Autos
             await act.event(autoscaler, reading.reason, reading.problem, "Warning")
     scale_up_started = time.monotonic()
     decision = decide_scale_up(pending, view, sim, config, totals, in_backoff, state.rng,
-                               priorities)
+                               priorities, gangs)
     metrics.function_duration_seconds.labels("scaleUp").observe(
         time.monotonic() - scale_up_started)
     await apply_scale_up(act, decision, pods_by_key, state)
+    for key, message in decision.not_triggered_gangs.items():
+        if key in gangs:
+            await act.event(gangs[key].pod_group, events.NOT_TRIGGER_SCALE_UP, message)
     log.debug("scale-up: %d pending pod(s), %d waiting for upcoming nodes, increases %s, "
               "groups that cannot help: %s", len(pending), len(decision.waiting),
               [str(i) for i in decision.increases] or "none",
@@ -664,7 +685,7 @@ async def run_once(kube: KubeClient, autoscaler: Mapping[str, Any], state: Autos
         plan = find_unneeded(cluster.nodes, by_node, view, sim, config, cluster.pdbs,
                              cluster_totals(cluster.nodes, config.limits),
                              lambda pod: pod_priority(pod, cluster.priority_classes), now,
-                             cluster.controllers)
+                             cluster.controllers, gangs)
         state.unneeded_since = track_unneeded(state.unneeded_since, plan, clock)
         cooldown = cooldown_reason(config, Cooldown(state.last_scale_up, state.last_scale_down,
                                                      state.last_failure), clock)
@@ -679,7 +700,7 @@ async def run_once(kube: KubeClient, autoscaler: Mapping[str, Any], state: Autos
             await apply_scale_down(act, removals, view, nodes, state, config, lambda pods: (
                 pods_to_drain(pods, config, cluster.pdbs,
                               lambda pod: pod_priority(pod, cluster.priority_classes), now,
-                              cluster.controllers)))
+                              cluster.controllers, gangs)))
 
     if config.enforce_node_group_min_size:
         # Groups grown in this loop are judged next loop, on their new size.

@@ -14,7 +14,9 @@ Design (upstream cluster-autoscaler, pure):
   whose scheduling simulation runs the scheduler framework's filters). The moves of
   an unneeded node are kept in the simulation, so two nodes are never both emptied into the same
   free space; the moves of a node that must stay are rolled back. Every node that stays gets
-  upstream's ``UnremovableReason`` name.
+  upstream's ``UnremovableReason`` name. A pod of a PodGroup blocks (``BlockedByPod``, drain
+  reason ``PodGroupMinMember``) when evicting it would leave its group fewer running pods than
+  ``minMember`` (:mod:`.gangs`).
 - An unready node (Ready not True, or still carrying a startup taint) is judged by every rule,
   the utilization threshold included, as upstream's core/scaledown/eligibility/eligibility.go
   (``unremovableReasonAndNodeUtilization`` applies the threshold whatever the readiness; with
@@ -47,6 +49,7 @@ from berthmaster.operator.autoscaler.drainability import (
     Verdict,
     classify,
 )
+from berthmaster.operator.autoscaler.gangs import POD_GROUP_MIN_MEMBER, Gang, GangBudget
 from berthmaster.operator.autoscaler.groups import ClusterView
 from berthmaster.operator.autoscaler.limits import Totals, node_totals, removal_blocked_by
 from berthmaster.operator.autoscaler.resources import CPU, MEMORY, node_allocatable, pod_requests
@@ -145,6 +148,7 @@ def find_unneeded(
     priority_of: Any = None,
     now: float | None = None,
     controllers: Controllers | None = None,
+    gangs: Mapping[str, Gang] | None = None,
 ) -> ScaleDownPlan:
     """Every node judged; the simulation keeps the moves of the unneeded ones (caller rolls
     back when done)."""
@@ -157,6 +161,7 @@ def find_unneeded(
     remaining = totals
     by_name = {n["metadata"]["name"]: n for n in nodes}
     budget = PdbBudget(pdbs)  # disruptions are spent across every node found unneeded
+    gang_budget = GangBudget(gangs or {})  # and so are the members a gang may lose
 
     def stays(node_name: str, reason: str, message: str) -> None:
         unremovable[node_name] = reason
@@ -197,19 +202,14 @@ def find_unneeded(
             stays(name, MIN_RESOURCE_LIMIT, f"removing it would go below the cluster minimum of "
                   f"{', '.join(below)}")
             continue
-        spent = budget.save()
-        to_move: list[JSON] = []
-        blocked = None
+        spent, gangs_spent = budget.save(), gang_budget.save()
         # The snapshot's pods: those moved here from nodes found unneeded earlier count too.
-        for pod in [dict(view_.raw) for view_ in sim.snapshot.pods_on(name)]:
-            verdict = classify(pod, config, budget, priority(pod), now, controllers)
-            if verdict.action == "block":
-                blocked = verdict
-                break
-            if verdict.action == "move":
-                to_move.append(pod)
+        to_move, blocked = _pods_to_move([dict(v.raw) for v in sim.snapshot.pods_on(name)],
+                                         config, budget, gang_budget, priority, now,
+                                         controllers)
         if blocked is not None:
             budget.restore(spent)
+            gang_budget.restore(gangs_spent)
             stays(name, BLOCKED_BY_POD, f"{blocked.reason}: {blocked.message}")
             continue
         mark = sim.checkpoint()
@@ -226,6 +226,7 @@ def find_unneeded(
         if stuck is not None:
             sim.rollback(mark)
             budget.restore(spent)
+            gang_budget.restore(gangs_spent)
             meta = stuck.get("metadata") or {}
             # simulator/cluster.go findPlaceFor's error, and the pod that found no node
             stays(name, NO_PLACE_TO_MOVE_PODS, f"can reschedule only {moved} out of "
@@ -241,21 +242,34 @@ def find_unneeded(
     return ScaleDownPlan(tuple(unneeded), unremovable, messages)
 
 
-def pods_to_drain(pods: Sequence[JSON], config: AutoscalerConfig,
-                  pdbs: Sequence[Mapping[str, Any]], priority_of: Any = None,
-                  now: float | None = None, controllers: Controllers | None = None
-                  ) -> tuple[list[JSON], Verdict | None]:
-    """The pods of a node being removed that must be evicted, or the first that blocks."""
-    priority = priority_of or (lambda pod: int((pod.get("spec") or {}).get("priority") or 0))
-    budget = PdbBudget(pdbs)
+def _pods_to_move(pods: Sequence[JSON], config: AutoscalerConfig, budget: PdbBudget,
+                  gang_budget: GangBudget, priority: Any, now: float | None,
+                  controllers: Controllers | None = None) -> tuple[list[JSON], Verdict | None]:
+    """The pods that must move off a node, or the first that blocks its removal (the drain
+    rules of ``drainability``, then the gang rule of :mod:`.gangs`)."""
     to_move = []
     for pod in pods:
         verdict = classify(pod, config, budget, priority(pod), now, controllers)
         if verdict.action == "block":
             return [], verdict
         if verdict.action == "move":
+            stranded = gang_budget.take(pod)
+            if stranded is not None:
+                meta = pod.get("metadata") or {}
+                return [], Verdict("block", POD_GROUP_MIN_MEMBER,
+                                   f"pod {meta.get('namespace')}/{meta.get('name')}: {stranded}")
             to_move.append(pod)
     return to_move, None
+
+
+def pods_to_drain(pods: Sequence[JSON], config: AutoscalerConfig,
+                  pdbs: Sequence[Mapping[str, Any]], priority_of: Any = None,
+                  now: float | None = None, controllers: Controllers | None = None,
+                  gangs: Mapping[str, Gang] | None = None) -> tuple[list[JSON], Verdict | None]:
+    """The pods of a node being removed that must be evicted, or the first that blocks."""
+    priority = priority_of or (lambda pod: int((pod.get("spec") or {}).get("priority") or 0))
+    return _pods_to_move(pods, config, PdbBudget(pdbs), GangBudget(gangs or {}), priority, now,
+                         controllers)
 
 
 def eviction_grace_period(pod: Mapping[str, Any], maximum: int) -> int:

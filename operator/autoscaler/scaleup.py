@@ -16,6 +16,9 @@ Design (upstream cluster-autoscaler's loop, one decision per call, pure):
 3. For each node group an option is estimated by bin-packing the remaining pods onto fresh
    template nodes, capped by the group's max size and by the cluster's remaining headroom
    (``limits``); groups that cannot help say why, in upstream's words.
+   A PodGroup's pods count all together (:mod:`.gangs`): an option that cannot start a whole
+   gang (``minMember`` running or placed) is estimated again without it, so a gang causes one
+   scale-up sized for it, or none.
 4. The expanders choose one option; with ``balanceSimilarNodeGroups`` the nodes are spread over
    the similar groups, smallest first.
 
@@ -34,6 +37,7 @@ from berthmaster.operator.autoscaler import nodegroupset
 from berthmaster.operator.autoscaler.config import AutoscalerConfig, parse_duration
 from berthmaster.operator.autoscaler.events import node_group_id
 from berthmaster.operator.autoscaler.expanders import Option, Priorities, best_option
+from berthmaster.operator.autoscaler.gangs import ALL_OR_NOTHING_REASON, Gang, gang_of, short_gangs
 from berthmaster.operator.autoscaler.groups import ClusterView, NodeGroup
 from berthmaster.operator.autoscaler.limits import Totals, headroom, node_totals
 from berthmaster.operator.autoscaler.resources import CPU, MEMORY, node_allocatable, pod_requests
@@ -133,6 +137,7 @@ class ScaleUpDecision:
     not_triggered: Mapping[str, str] = field(default_factory=dict)
     waiting: tuple[str, ...] = ()  # pods that fit existing or upcoming nodes
     group_reasons: Mapping[str, str] = field(default_factory=dict)  # groups that could not help
+    not_triggered_gangs: Mapping[str, str] = field(default_factory=dict)  # PodGroup -> message
 
     @property
     def scaled(self) -> bool:
@@ -194,6 +199,26 @@ def estimate(sim: Simulation, group: NodeGroup, pods: Sequence[JSON], cap: int
     return Option(group, len(new_nodes), tuple(helped), template), left_out
 
 
+def estimate_whole_gangs(sim: Simulation, group: NodeGroup, pods: Sequence[JSON], cap: int,
+                         gangs: Mapping[str, Gang], placed: Sequence[JSON] = ()
+                         ) -> tuple[Option, dict[str, str]]:
+    """:func:`estimate`, all-or-nothing per gang (:mod:`.gangs`): a gang the option cannot
+    start, with its members already ``placed`` on existing or upcoming nodes, is left out
+    whole and the option estimated again without it."""
+    dropped: set[str] = set()
+    while True:
+        option, left_out = estimate(sim, group, [p for p in pods if gang_of(p) not in dropped],
+                                    cap)
+        short = short_gangs(gangs, [*placed, *option.pods]) & {gang_of(p) for p in option.pods}
+        if not short:
+            break
+        dropped |= short
+    for pod in pods:
+        if gang_of(pod) in dropped:
+            left_out[pod_id(pod)] = ALL_OR_NOTHING_REASON
+    return option, left_out
+
+
 def balance(chosen: Option, options: Sequence[Option], ignored: Iterable[str],
             cannot_host: Mapping[str, Collection[str]] | None = None) -> list[GroupIncrease]:
     """Spread ``chosen.node_count`` over the groups similar to the chosen one (upstream's
@@ -228,6 +253,19 @@ def _not_triggered_message(reasons: Counter[str]) -> str:
     return "pod didn't trigger scale-up: " + ", ".join(parts)
 
 
+def _gang_messages(remaining: Sequence[JSON], pod_reasons: Mapping[str, Counter[str]],
+                   not_triggered: Mapping[str, str]) -> dict[str, str]:
+    """For each gang left out all-or-nothing, the message of its first such pod (the event
+    its PodGroup gets)."""
+    messages: dict[str, str] = {}
+    for pod in remaining:
+        key, gang = pod_id(pod), gang_of(pod)
+        if gang and gang not in messages and key in not_triggered \
+                and pod_reasons[key][ALL_OR_NOTHING_REASON]:
+            messages[gang] = not_triggered[key]
+    return messages
+
+
 def decide_scale_up(
     pending: Sequence[JSON],
     view: ClusterView,
@@ -237,8 +275,10 @@ def decide_scale_up(
     in_backoff: Iterable[str] = (),
     rng: random.Random | None = None,
     priorities: Priorities | None = None,
+    gangs: Mapping[str, Gang] | None = None,
 ) -> ScaleUpDecision:
-    """One scale-up decision for ``pending`` (already filtered by :func:`pods_to_help`).
+    """One scale-up decision for ``pending`` (already filtered by :func:`pods_to_help`, with
+    every pending member of the gangs it holds: :func:`.gangs.with_pending_members`).
 
     ``totals`` counts every node plus the upcoming ones; ``sim`` holds the registered nodes and
     their pods and is left as it was found.
@@ -246,12 +286,13 @@ def decide_scale_up(
     if not pending:
         return ScaleUpDecision()
     rng = rng or random.Random()
+    gangs = gangs or {}
     backoff = set(in_backoff)
     mark = sim.checkpoint()
     try:
         _add_upcoming(sim, view)
         remaining: list[JSON] = []
-        waiting: list[str] = []
+        placed: list[JSON] = []
         nodes = sim.node_names()
         for pod in pending:
             target = sim.find_node(pod, nodes)
@@ -259,7 +300,8 @@ def decide_scale_up(
                 remaining.append(pod)
             else:
                 sim.place(pod, target)
-                waiting.append(pod_id(pod))
+                placed.append(pod)
+        waiting = [pod_id(p) for p in placed]
         if not remaining:
             return ScaleUpDecision(waiting=tuple(waiting))
 
@@ -290,7 +332,7 @@ def decide_scale_up(
             cap = group.max_size - group.target_size
             if room.nodes is not None:
                 cap = min(cap, room.nodes)
-            option, left_out = estimate(sim, group, remaining, cap)
+            option, left_out = estimate_whole_gangs(sim, group, remaining, cap, gangs, placed)
             cannot_host[group.id] = {k for k, r in left_out.items() if r != MAX_SIZE_REASON}
             for key, reason in left_out.items():
                 if reason == MAX_SIZE_REASON and room.nodes is not None \
@@ -302,9 +344,10 @@ def decide_scale_up(
 
         chosen = best_option(options, config.expanders, rng, priorities)
         if chosen is None:
+            not_triggered = {k: _not_triggered_message(c) for k, c in pod_reasons.items()}
             return ScaleUpDecision(
-                not_triggered={k: _not_triggered_message(c) for k, c in pod_reasons.items()},
-                waiting=tuple(waiting), group_reasons=group_reasons)
+                not_triggered=not_triggered, waiting=tuple(waiting), group_reasons=group_reasons,
+                not_triggered_gangs=_gang_messages(remaining, pod_reasons, not_triggered))
         if config.balance_similar_node_groups:
             increases = balance(chosen, options, config.balancing_ignored_labels, cannot_host)
         else:
@@ -314,15 +357,17 @@ def decide_scale_up(
         helped = {pod_id(p) for p in chosen.pods}
         helped_anywhere = {pod_id(p) for o in options for p in o.pods}
         summary = "[" + " ".join(str(i) for i in increases) + "]"
+        # Pods another option could help wait for the next loop (upstream: "awaiting
+        # evaluation"); only pods nothing can help hear why.
+        not_triggered = {k: _not_triggered_message(c) for k, c in pod_reasons.items()
+                         if k not in helped_anywhere}
         return ScaleUpDecision(
             increases=tuple(increases),
             triggered={k: f"pod triggered scale-up: {summary}" for k in sorted(helped)},
-            # Pods another option could help wait for the next loop (upstream: "awaiting
-            # evaluation"); only pods nothing can help hear why.
-            not_triggered={k: _not_triggered_message(c) for k, c in pod_reasons.items()
-                           if k not in helped_anywhere},
+            not_triggered=not_triggered,
             waiting=tuple(waiting),
             group_reasons=group_reasons,
+            not_triggered_gangs=_gang_messages(remaining, pod_reasons, not_triggered),
         )
     finally:
         sim.rollback(mark)

@@ -10,7 +10,9 @@ every five minutes, instead of twelve LISTs (every pod in the cluster among them
 The kinds: nodes, pods, PDBs, PriorityClasses, MachineSets, Machines, and the volume objects of
 ``berthmaster.scheduler.volume_objects`` (PersistentVolumes, PersistentVolumeClaims,
 StorageClasses, CSINodes, CSIDrivers, CSIStorageCapacities), which the placement engine's
-volume filters read.
+volume filters read. PodGroups (the gangs the loop keeps whole) have an optional CRD: they are
+LISTed each loop until the API server serves them, then watched like the rest
+(:meth:`WatchedCluster.pod_groups`).
 
 What runs when: the caches start on the first loop that reads them (an operator without a
 ClusterAutoscaler watches nothing more) and run until the operator stops (:meth:`stop`, before
@@ -49,9 +51,11 @@ from berthmaster.operator.autoscaler.expanders import PRIORITY_CONFIGMAP
 from berthmaster.operator.autoscaler.loop import (
     ACTIVE_PODS,
     MACHINE_API,
+    POD_GROUPS_API,
     POLICY_API,
     SCHEDULING_API,
     ClusterState,
+    list_pod_groups,
 )
 from berthmaster.operator.autoscaler.trim import trim_pod
 from berthmaster.scheduler.daemon.cache import Informer, Resource
@@ -72,6 +76,7 @@ PRIORITY_CLASSES = Resource("PriorityClass", resource_path(SCHEDULING_API, "prio
 MACHINE_SETS = Resource("MachineSet", resource_path(MACHINE_API, "machinesets"))
 MACHINES = Resource("Machine", resource_path(MACHINE_API, "machines"))
 VOLUMES = tuple(Resource(kind, path) for kind, path, _ in VOLUME_KINDS)
+POD_GROUPS = Resource("PodGroup", resource_path(POD_GROUPS_API, "podgroups"))
 
 
 def _identity(obj: JSON) -> JSON:
@@ -107,8 +112,12 @@ class WatchedCluster:
         self.informers: dict[str, Informer] = {}
         self._tasks: list[asyncio.Task[None]] = []
 
+    @staticmethod
+    def _key(resource: Resource) -> str:
+        return f"{resource.path}?{resource.field_selector or ''}"
+
     def _informer(self, resource: Resource) -> Informer:
-        key = f"{resource.path}?{resource.field_selector or ''}"
+        key = self._key(resource)
         informer = self.informers.get(key)
         if informer is None:
             informer = self.informers[key] = Informer(
@@ -140,6 +149,17 @@ class WatchedCluster:
                                 f"synced in {self.sync_timeout:g} s") from None
         return list(informer.known.values())
 
+    async def pod_groups(self) -> list[JSON]:
+        """The PodGroups: from their watch once the API server was seen serving them, until
+        then one LIST a loop (none while their CRD is not installed)."""
+        if self._key(POD_GROUPS) in self.informers:
+            return await self.items(POD_GROUPS)
+        groups = await list_pod_groups(self.kube)
+        if groups is None:
+            return []
+        self._informer(POD_GROUPS)  # served: watched from the next loop on
+        return groups
+
     async def read(self, config: AutoscalerConfig) -> ClusterState:
         """What one loop decides on (the watch-cache twin of ``loop.read_cluster``)."""
         kinds = [NODES, PODS, PDBS, PRIORITY_CLASSES, MACHINE_SETS, MACHINES, *VOLUMES,
@@ -159,7 +179,7 @@ class WatchedCluster:
         found = configmaps[0] if configmaps else []
         return ClusterState(nodes, pods, pdbs, {c["metadata"]["name"]: c for c in classes},
                             machine_sets, machines, found[0] if found else None, volumes,
-                            controllers)
+                            controllers, await self.pod_groups())
 
     async def stop(self) -> None:
         for task in self._tasks:

@@ -78,8 +78,8 @@ QUESTIONS: list[tuple[tuple[str, ...], set[str]]] = [
     (("patch", "kubedeschedulers.operator.openshift.io", "-A"), {"deschedulers"}),
     (("patch", "kubedeschedulers.operator.openshift.io", "--subresource=status", "-A"),
      {"deschedulers"}),
-    # the PodGroup controller's: read groups, write their status alone
-    (("watch", "podgroups.scheduling.x-k8s.io", "-A"), {"podgroups"}),
+    # the PodGroup controller's: read groups, write their status alone (the autoscaler reads)
+    (("watch", "podgroups.scheduling.x-k8s.io", "-A"), {"podgroups", "autoscaler"}),
     (("patch", "podgroups.scheduling.x-k8s.io", "--subresource=status", "-A"), {"podgroups"}),
     (("patch", "podgroups.scheduling.x-k8s.io", "-A"), set()),
     (("create", "jobs.batch", "-n", "{ns}"), {"deschedulers"}),

@@ -180,6 +180,34 @@ def test_scheduler_config_is_rendered_mounted_and_passed_as_config() -> None:
                                                                       "config": changed}}))
 
 
+COSCHEDULING = CHART.parents[1] / "examples" / "coscheduling"
+
+
+def test_the_coscheduling_values_turn_gangs_on_in_the_charts_scheduler() -> None:
+    """examples/coscheduling/values.yaml (docs/coscheduling.md's chart value, and what
+    e2e/run.py installs): the chart's one profile, named scheduler.name, runs Coscheduling as
+    examples/coscheduling/scheduler-config.yaml does; the scheduler may read PodGroups and the
+    chart ships their CRD (scheduler-plugins' scheduling.x-k8s.io/v1alpha1)."""
+    from berthmaster.scheduler.config import load_config
+
+    values = yaml.safe_load((COSCHEDULING / "values.yaml").read_text())
+    objects = render_values(values)
+    text = one(objects, "ConfigMap", "-scheduler-config")["data"]["config.yaml"]
+    (profile,) = yaml.safe_load(text)["profiles"]
+    assert profile["schedulerName"] == "berthmaster"
+    example = yaml.safe_load((COSCHEDULING / "scheduler-config.yaml").read_text())
+    (documented,) = example["profiles"]
+    assert {k: v for k, v in documented.items() if k != "schedulerName"} == \
+        {k: v for k, v in profile.items() if k != "schedulerName"}
+    config = load_config(text)
+    assert config.scheduler_names == ("berthmaster",)
+    role = one(objects, "ClusterRole", "-scheduler")
+    assert any("scheduling.x-k8s.io" in rule.get("apiGroups", ()) and "podgroups" in
+               rule.get("resources", ()) and "watch" in rule.get("verbs", ())
+               for rule in role["rules"])
+    assert (CHART / "crds" / "scheduling.x-k8s.io_podgroups.yaml").is_file()
+
+
 def test_a_config_without_profiles_gets_one_under_the_scheduler_name() -> None:
     bare = {"apiVersion": CONFIG["apiVersion"], "kind": CONFIG["kind"]}
     objects = render_values({"scheduler": {"config": bare}})
