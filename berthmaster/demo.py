@@ -29,8 +29,9 @@ from berthmaster import demo_real_node as real_node
 from berthmaster.demo_admission import dedicated_story
 from berthmaster.demo_machines import install_machine_api, machine_story
 from berthmaster.devcluster.build import BuildError
-from berthmaster.devcluster.cluster import ClusterError, ControlPlane, RunningCluster, free_port
+from berthmaster.devcluster.cluster import ClusterError, ControlPlane, RunningCluster
 from berthmaster.devcluster.nodes import fake_node
+from berthmaster.devcluster.ports import free_port
 from berthmaster.kube import CORE, KubeClient, KubeError, group_path, resource_path
 
 NAMESPACE = "berthmaster-demo"

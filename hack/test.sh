@@ -14,6 +14,8 @@ echo "==> ruff"
 .venv/bin/ruff check .
 echo "==> mypy --strict"
 .venv/bin/python hack/typecheck.py
+echo "==> import layers (import-linter)"
+.venv/bin/python hack/lint_imports.py
 
 # BERTHMASTER_TEST_WORKERS=N (N > 1) runs pytest in N pytest-xdist workers, each with its own
 # control plane, temp dirs and free ports, a test file to a worker so that module fixtures

@@ -25,7 +25,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from berthmaster.chaos.checker import stamp_seconds
+from berthmaster.times import parse_rfc3339
+
+
+def stamp_seconds(text: str | None) -> float | None:
+    """An object's or audit entry's RFC 3339 stamp in epoch seconds; None when absent or not a
+    stamp (the campaign's observers record what they can and go on)."""
+    try:
+        moment = parse_rfc3339(text)
+    except ValueError:
+        return None
+    return None if moment is None else moment.timestamp()
+
 
 SCHEDULERS = "chaos:schedulers"  # the group (certificate organisation) of every scheduler life
 POLICY = f"""apiVersion: audit.k8s.io/v1

@@ -26,16 +26,13 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from berthmaster.chaos import invariants as rules
+from berthmaster.chaos.audit import Act, stamp_seconds
 from berthmaster.chaos.watchdog import Watchdog
 from berthmaster.kube import CORE, KubeClient, KubeError, group_path, resource_path
 from berthmaster.scheduler.model import NodeView, PodView
-
-if TYPE_CHECKING:
-    from berthmaster.chaos.audit import Act
 
 Obj = dict[str, Any]
 Handler = Callable[[str, Obj, Obj | None], None]
@@ -62,15 +59,6 @@ log = logging.getLogger("berthmaster.chaos")
 def key_of(obj: Obj) -> str:
     meta = obj.get("metadata") or {}
     return f"{meta.get('namespace') or ''}/{meta.get('name')}"
-
-
-def stamp_seconds(text: str | None) -> float | None:
-    if not text:
-        return None
-    try:
-        return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return None
 
 
 class Mirror:

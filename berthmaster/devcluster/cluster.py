@@ -21,7 +21,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import ssl
 import subprocess
 import time
@@ -37,6 +36,7 @@ from berthmaster.devcluster import build, images, kwok_incluster, local_path
 from berthmaster.devcluster import kubelet as node
 from berthmaster.devcluster.certs import Pki, ensure_client, ensure_pki, kubeconfig
 from berthmaster.devcluster.paths import state_root
+from berthmaster.devcluster.ports import free_port, port_in_use
 
 SERVICE_CIDR = "10.96.0.0/16"
 SERVICE_IP = "10.96.0.1"
@@ -134,22 +134,6 @@ def webhook_client_config(root: Path, pki: Pki) -> Path:
         "plugins": [{"name": name, "configuration": plugin}
                     for name in ("ValidatingAdmissionWebhook", "MutatingAdmissionWebhook")]}))
     return config
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def port_in_use(port: int) -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            sock.bind(("127.0.0.1", port))
-        except OSError:
-            return True
-    return False
 
 
 def log_tail(path: Path, lines: int = 25) -> str:
@@ -606,7 +590,6 @@ class ControlPlane:
         """Remove the kubelet machine provider's nodes of this cluster (their kubelets and
         containerds outlive the operator, as machines would): what the Machines' deletion would
         have done, now that the operator is stopped."""
-        # Imported here: host_nodes uses this module's free_port.
         from berthmaster.devcluster.host_nodes import HostNodes
 
         if not self.real_nodes_dir.is_dir():

@@ -45,8 +45,8 @@ import yaml
 from berthmaster.devcluster import build, oci
 from berthmaster.devcluster import kubelet as node
 from berthmaster.devcluster.certs import Pki, issue_client, kubeconfig
-from berthmaster.devcluster.cluster import free_port
 from berthmaster.devcluster.images import PAUSE_IMAGE, image_dir
+from berthmaster.devcluster.ports import free_port
 
 BRIDGE = "bmm0"
 GATEWAY = "10.89.0.1"

@@ -83,7 +83,7 @@ CRD_FIX = ("install the CRD (kubectl apply -f deploy/crds/, or the Helm chart) o
 
 def options(**overrides: Any) -> argparse.Namespace:
     """The command's options with their defaults, overridden (for in-process use)."""
-    from berthmaster.scheduler.daemon.command import add_arguments
+    from berthmaster.scheduler.daemon.flags import add_arguments
 
     parser = argparse.ArgumentParser()
     add_arguments(parser)

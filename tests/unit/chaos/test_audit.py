@@ -16,7 +16,7 @@ from typing import Any, cast
 import pytest
 
 from berthmaster.chaos import invariants as rules
-from berthmaster.chaos.audit import SCHEDULERS, Act, AuditTail, act_of
+from berthmaster.chaos.audit import SCHEDULERS, Act, AuditTail, act_of, stamp_seconds
 from berthmaster.chaos.checker import Checker
 from berthmaster.kube import KubeClient
 
@@ -121,3 +121,16 @@ def test_binds_the_audit_log_did_not_record() -> None:
         return checker
     checker = asyncio.run(run())
     assert checker.unaudited_binds(before=90.0) == ["w/p-2"]  # p-3: too recent to judge
+
+
+def test_stamp_seconds_reads_metav1_time_and_microtime() -> None:
+    """An audit entry's ``requestReceivedTimestamp`` is a MicroTime, an object's
+    ``creationTimestamp`` a Time (apimachinery pkg/apis/meta/v1 micro_time.go, time.go); what
+    is not a stamp is None, so the observers go on."""
+    assert stamp_seconds("1970-01-01T00:00:10Z") == 10.0
+    assert stamp_seconds("1970-01-01T00:00:10.250000Z") == 10.25
+    assert stamp_seconds("1970-01-01T01:00:10+01:00") == 10.0
+    assert stamp_seconds(None) is None
+    assert stamp_seconds("") is None
+    assert stamp_seconds("yesterday") is None
+    assert stamp_seconds("1970-01-01T00:00:10") is None

@@ -33,8 +33,9 @@ import yaml
 
 from berthmaster.devcluster import build, host_nodes
 from berthmaster.devcluster import kubelet as node
-from berthmaster.devcluster.cluster import RunningCluster, free_port
+from berthmaster.devcluster.cluster import RunningCluster
 from berthmaster.devcluster.images import PAUSE_IMAGE
+from berthmaster.devcluster.ports import free_port
 from berthmaster.kube import CORE, KubeClient, group_path, resource_path
 from berthmaster.operator.machines import api
 from berthmaster.operator.machines.healthcheck import mhc_path
