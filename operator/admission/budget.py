@@ -1,11 +1,11 @@
 """The bytes of review bodies one replica holds at once: a budget reserved before reading.
 
 Design: ``--max-in-flight`` bounds how many reviews are read at once and ``--max-request-bytes``
-how large each may be, but their product (32 x 7 MiB = 224 MiB raw, about three times that once
-parsed) is over the chart's 256Mi memory limit, so a burst of large reviews could get the
-webhook OOM-killed. :class:`ByteBudget` is the third bound, on their sum
-(``--max-in-flight-bytes``): a review reserves its declared ``Content-Length`` before any of it
-is read, a chunked one reserves each chunk as it arrives, and both give everything back when
+how large each may be, but their product (32 x 7 MiB = 224 MiB raw, and parsed from one to nine
+times that again, by the review's shape) is over the chart's 256Mi memory limit, so a burst of
+large reviews could get the webhook OOM-killed. :class:`ByteBudget` is the third bound, on their
+sum (``--max-in-flight-bytes``): a review reserves its declared ``Content-Length`` before any of
+it is read, a chunked one reserves each chunk as it arrives, and both give everything back when
 answered (server.py). A reservation that does not fit is refused at once, never waited for: the
 server answers 429 as it does to the excess over ``--max-in-flight``, and the API server applies
 the failurePolicy. Pure and single-threaded: the event loop is its only caller, so reserve and

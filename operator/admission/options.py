@@ -37,11 +37,13 @@ FAILURE_POLICIES = ("Fail", "Ignore")
 DEFAULT_MAX_REQUEST_BYTES = 7 * 1024 * 1024
 DEFAULT_MAX_TOLERATIONS = 1000
 DEFAULT_MAX_IN_FLIGHT = 32
-# The bodies one replica holds at once (budget.py). A body costs about three times its size
-# while it is answered (the raw bytes, orjson's parsed objects, the answer), so 32 MiB is about
-# 96 MiB at worst, beside the process's own ~60 MiB, well within the chart's 256Mi memory limit
-# (admission.resources.limits.memory); and it holds four reviews at --max-request-bytes at once.
-DEFAULT_MAX_IN_FLIGHT_BYTES = 32 * 1024 * 1024
+# The bodies one replica holds at once (budget.py). A body costs its raw bytes plus its parsed
+# form while it is answered: about three times its size for a review of a few large strings,
+# up to about ten times for one of many small keys (orjson's objects of a review of 150,000
+# labels take 9 times its bytes; docs/admission.md). 16 MiB is then 48 to 160 MiB, beside the
+# process's ~55 MiB, within the chart's 256Mi memory limit (admission.resources.limits.memory),
+# and holds two reviews at --max-request-bytes at once.
+DEFAULT_MAX_IN_FLIGHT_BYTES = 16 * 1024 * 1024
 _UNITS = {"": 1, "Ki": 1024, "Mi": 1024 ** 2, "Gi": 1024 ** 3, "k": 1000, "M": 1000 ** 2}
 
 
@@ -169,7 +171,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                        default=DEFAULT_MAX_IN_FLIGHT_BYTES, metavar="SIZE",
                        help="request bytes held at once, reserved by Content-Length before "
                             "reading; a review that does not fit is answered 429 at once "
-                            "(default 32Mi: about three times that once parsed, within the "
+                            "(default 16Mi: three to ten times that once parsed, within the "
                             "chart's 256Mi memory limit; at least --max-request-bytes)")
     parser.add_argument("--metrics-bind-address", default="", metavar="HOST:PORT",
                         help="serve /metrics, /healthz and /readyz over plain HTTP here "

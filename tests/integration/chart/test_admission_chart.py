@@ -105,7 +105,7 @@ def test_limits_from_a_values_file_are_whole_numbers() -> None:
     args = admission_args(objects)
     assert (args.max_request_bytes, args.max_tolerations, args.max_in_flight,
             args.max_in_flight_bytes) == (4194304, 2000000, 64, 67108864)
-    assert admission_args(render(ON)).max_in_flight_bytes == 32 * 1024 * 1024
+    assert admission_args(render(ON)).max_in_flight_bytes == 16 * 1024 * 1024
 
 
 def test_a_budget_of_one_replica_down() -> None:
