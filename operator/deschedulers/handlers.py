@@ -41,7 +41,6 @@ import yaml
 from berthmaster.errors import PolicyError
 from berthmaster.kube import CORE, KubeClient, KubeError, group_path, resource_path
 from berthmaster.operator.client import operator_client as kube
-from berthmaster.operator.client import stop_before_close
 from berthmaster.operator.deschedulers.build import (
     GROUP,
     OWNER_LABEL,
@@ -54,7 +53,7 @@ from berthmaster.operator.deschedulers.build import (
     policy_text,
 )
 from berthmaster.operator.deschedulers.evictions import count_finished_run
-from berthmaster.operator.deschedulers.periodic import Periodic
+from berthmaster.operator.deschedulers.periodic import deliver, start_watched
 from berthmaster.operator.deschedulers.reporter import RunReporter
 from berthmaster.operator.deschedulers.runs import (
     NAMESPACE_IGNORED,
@@ -292,23 +291,17 @@ async def report_runs(client: KubeClient, namespace: str) -> bool:
     return unfinished
 
 
-MEMO_KEY = "descheduler_run_reporter"
+REPORTER = "descheduler-run-reporter"
 
 
 @kopf.on.startup()
 async def start_run_reporter(memo: kopf.Memo, **_: Any) -> None:
     client, namespace = await kube(), run_settings().namespace
-    reporter = RunReporter(lambda: report_runs(client, namespace))
-    loop = Periodic("descheduler-run-reporter", reporter.step, REPORT_INTERVAL,
-                    f"cannot report descheduler runs in namespace {namespace}")
-    loop.start()
-    stop_before_close(loop.stop)
-    memo[MEMO_KEY] = reporter
+    start_watched(memo, REPORTER, RunReporter(lambda: report_runs(client, namespace)),
+                  REPORT_INTERVAL, f"cannot report descheduler runs in namespace {namespace}")
 
 
 @kopf.on.event(GROUP, VERSION, PLURAL)
 async def descheduler_event(type: str | None, body: kopf.Body, memo: kopf.Memo,
                             **_: Any) -> None:
-    reporter = memo.get(MEMO_KEY)
-    if isinstance(reporter, RunReporter):
-        reporter.seen(type, body)
+    deliver(memo, REPORTER, type, body)
