@@ -37,18 +37,27 @@ FAILURE_POLICIES = ("Fail", "Ignore")
 DEFAULT_MAX_REQUEST_BYTES = 7 * 1024 * 1024
 DEFAULT_MAX_TOLERATIONS = 1000
 DEFAULT_MAX_IN_FLIGHT = 32
+# The bodies one replica holds at once (budget.py). A body costs its raw bytes plus its parsed
+# form while it is answered: about three times its size for a review of a few large strings,
+# up to about ten times for one of many small keys (orjson's objects of a review of 150,000
+# labels take 9 times its bytes; docs/admission.md). 16 MiB is then 48 to 160 MiB, beside the
+# process's ~55 MiB, within the chart's 256Mi memory limit (admission.resources.limits.memory),
+# and holds two reviews at --max-request-bytes at once.
+DEFAULT_MAX_IN_FLIGHT_BYTES = 16 * 1024 * 1024
 _UNITS = {"": 1, "Ki": 1024, "Mi": 1024 ** 2, "Gi": 1024 ** 3, "k": 1000, "M": 1000 ** 2}
 
 
 @dataclass(frozen=True)
 class Limits:
     """What one replica takes on: the largest request body it reads, the most tolerations a
-    pod may carry into the merge, how many reviews it works on at once, how long an excess
+    pod may carry into the merge, how many reviews it works on at once and how many bytes of
+    their bodies it holds, how long an excess
     request waits for a slot and how long a body may take to arrive."""
 
     max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES
     max_tolerations: int = DEFAULT_MAX_TOLERATIONS
     max_in_flight: int = DEFAULT_MAX_IN_FLIGHT
+    max_in_flight_bytes: int = DEFAULT_MAX_IN_FLIGHT_BYTES
     queue_wait_seconds: float = 0.5
     read_timeout_seconds: float = 10.0
 
@@ -158,6 +167,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                        help="reviews worked on at once; one more waits briefly for a slot, "
                             "then is answered 429 so the API server applies the failurePolicy "
                             f"(default {DEFAULT_MAX_IN_FLIGHT})")
+    group.add_argument("--max-in-flight-bytes", type=byte_size,
+                       default=DEFAULT_MAX_IN_FLIGHT_BYTES, metavar="SIZE",
+                       help="request bytes held at once, reserved by Content-Length before "
+                            "reading; a review that does not fit is answered 429 at once "
+                            "(default 16Mi: three to ten times that once parsed, within the "
+                            "chart's 256Mi memory limit; at least --max-request-bytes)")
     parser.add_argument("--metrics-bind-address", default="", metavar="HOST:PORT",
                         help="serve /metrics, /healthz and /readyz over plain HTTP here "
                              "(default off; --secure-port serves them over HTTPS with delegated "
@@ -193,6 +208,12 @@ def settings_from_args(args: argparse.Namespace) -> AdmissionSettings:
                         ("--max-request-bytes", args.max_request_bytes)):
         if value < 1:
             raise ConfigurationError(f"{flag} must be at least 1")
+    if args.max_in_flight_bytes < args.max_request_bytes:
+        raise ConfigurationError(
+            f"--max-in-flight-bytes {args.max_in_flight_bytes} is less than --max-request-bytes "
+            f"{args.max_request_bytes}: a review of the largest size allowed could never be "
+            "read; raise --max-in-flight-bytes (chart value admission.maxInFlightBytes) or "
+            "lower --max-request-bytes")
     scheduler_name = args.scheduler_name
     if scheduler_name and (scheduler_name == DEFAULT_SCHEDULER
                            or label_value_problem(scheduler_name)):
@@ -219,5 +240,6 @@ def settings_from_args(args: argparse.Namespace) -> AdmissionSettings:
         scheduler_name=scheduler_name,
         limits=Limits(max_request_bytes=args.max_request_bytes,
                       max_tolerations=args.max_tolerations,
-                      max_in_flight=args.max_in_flight),
+                      max_in_flight=args.max_in_flight,
+                      max_in_flight_bytes=args.max_in_flight_bytes),
         lifetimes=lifetimes)

@@ -17,14 +17,19 @@ What one review may cost, in the order a request meets the limits (options.Limit
    failed call (k8s.io/apiserver/pkg/admission/plugin/webhook/mutating/dispatcher.go), so its
    ``failurePolicy`` decides: Ignore admits, Fail refuses naming this webhook. Nothing queues
    without bound, and a slot also bounds memory (a body is read only inside one);
-3. the body, read in chunks up to ``max_request_bytes`` within ``read_timeout_seconds``: a
+3. bytes of the budget of ``max_in_flight_bytes`` (budget.py), the sum of the bodies being
+   worked on: a declared ``Content-Length`` is reserved before anything is read, a chunked
+   body reserves each chunk as it arrives; a reservation that does not fit is answered 429 at
+   once, as the excess over ``max_in_flight`` is, so a burst of large reviews cannot take more
+   memory than the chart allows;
+4. the body, read in chunks up to ``max_request_bytes`` within ``read_timeout_seconds``: a
    declared or actual size above the limit stops the reading at once. When the bytes read so
    far show an AdmissionReview's ``request.uid`` (kube-apiserver writes it first), the review is
    denied in-band with a 413 Status naming the limit; otherwise the answer is HTTP 413. The
    answer goes out at once; whatever of the body still arrives is discarded unparsed for at
    most ``LINGER_SECONDS`` and the connection is then closed (closing a socket with unread
    data resets it, and the peer could lose the answer before reading it);
-4. the decision itself (webhook.py), linear in the pod's tolerations and capped by
+5. the decision itself (webhook.py), linear in the pod's tolerations and capped by
    ``max_tolerations``, quick enough to run on the event loop (a 6 MiB review, an UPDATE of a
    pod at kube-apiserver's request limit, parses in about 20 milliseconds).
 """
@@ -45,6 +50,7 @@ import orjson
 from aiohttp import web
 
 from berthmaster.operator.admission import review, schedulername
+from berthmaster.operator.admission.budget import ByteBudget, Reservation
 from berthmaster.operator.admission.metrics import AdmissionMetrics
 from berthmaster.operator.admission.options import Limits
 
@@ -103,6 +109,16 @@ def too_large_message(limit: int, declared: int | None) -> str:
             "admission.maxRequestBytes); make the object smaller or raise the limit")
 
 
+def over_budget_message(budget: ByteBudget) -> str:
+    return (f"berthmaster placement admission is holding {budget.reserved} of its "
+            f"{budget.limit} bytes of reviews (--max-in-flight-bytes; chart value "
+            "admission.maxInFlightBytes); the failurePolicy applies to this one")
+
+
+class OverBudget(Exception):
+    """A chunked body's next chunk does not fit in the budget."""
+
+
 class WebhookServer:
     def __init__(self, answer: Answer, host: str, port: int, context: ssl.SSLContext,
                  limits: Limits | None = None, metrics: AdmissionMetrics | None = None,
@@ -114,6 +130,7 @@ class WebhookServer:
         self._metrics = metrics or AdmissionMetrics()
         self._require_client_cert = require_client_cert
         self._slots = asyncio.Semaphore(limits.max_in_flight)
+        self._budget = ByteBudget(limits.max_in_flight_bytes)
         self._runner: web.AppRunner | None = None
 
     async def start(self) -> None:
@@ -161,9 +178,24 @@ class WebhookServer:
             self._slots.release()
 
     async def _within_slot(self, request: web.Request, path: str) -> web.Response:
+        held = Reservation(self._budget)
+        declared = request.content_length
+        try:
+            if (declared is not None and declared <= self._limits.max_request_bytes
+                    and not held.take(declared)):
+                raise OverBudget
+            return await self._within_budget(request, path, held)
+        except OverBudget:
+            self._metrics.count(path, "overloaded")
+            return status(429, "TooManyRequests", over_budget_message(self._budget))
+        finally:
+            held.release()
+
+    async def _within_budget(self, request: web.Request, path: str,
+                             held: Reservation) -> web.Response:
         try:
             async with asyncio.timeout(self._limits.read_timeout_seconds):
-                body, complete = await self._read(request)
+                body, complete = await self._read(request, held)
         except TimeoutError:
             self._metrics.count(path, "bad_request")
             return status(408, "Timeout", "the request body did not arrive within "
@@ -183,8 +215,9 @@ class WebhookServer:
                           "in JSON")
         return _json(await self._answer(path, parsed))
 
-    async def _read(self, request: web.Request) -> tuple[bytes, bool]:
-        """(the body, True), or (its first bytes, False) when it is over the limit."""
+    async def _read(self, request: web.Request, held: Reservation) -> tuple[bytes, bool]:
+        """(the body, True), or (its first bytes, False) when it is over the limit;
+        OverBudget when a chunk of a body of undeclared length does not fit in the budget."""
         limit = self._limits.max_request_bytes
         declared = request.content_length
         if declared is not None and declared > limit:
@@ -196,6 +229,8 @@ class WebhookServer:
             size += len(chunk)
             if size > limit:
                 return b"".join(chunks)[:PREFIX_BYTES], False
+            if declared is None and not held.take(len(chunk)):
+                raise OverBudget
         return b"".join(chunks), True
 
     async def _healthz(self, _: web.Request) -> web.Response:

@@ -17,7 +17,9 @@ Design: what runs, in order
   immutable and kept: its name carries the spec generation, so a changed spec gets a new Job).
   A schedule removed deletes the CronJob. All children carry an owner reference, so deleting
   the Descheduler lets the garbage collector clean up.
-- every ``REPORT_INTERVAL`` seconds (one loop, :class:`.periodic.Periodic`): the Jobs labelled
+- every ``REPORT_INTERVAL`` seconds while a Descheduler exists or a run of one is unfinished
+  (one loop, :class:`.periodic.Periodic`; :mod:`.reporter` decides, from kopf's watch of
+  Deschedulers, so an operator without one asks nothing): the Jobs labelled
   ``berthmaster.io/descheduler``, listed in the operator's namespace (the operator's Role
   covers that namespace only, so it cannot watch Jobs cluster-wide as kopf's watches would) —
   for each Descheduler, the newest run's start time and outcome (Pending, Running, Succeeded,
@@ -39,7 +41,6 @@ import yaml
 from berthmaster.errors import PolicyError
 from berthmaster.kube import CORE, KubeClient, KubeError, group_path, resource_path
 from berthmaster.operator.client import operator_client as kube
-from berthmaster.operator.client import stop_before_close
 from berthmaster.operator.deschedulers.build import (
     GROUP,
     OWNER_LABEL,
@@ -52,7 +53,8 @@ from berthmaster.operator.deschedulers.build import (
     policy_text,
 )
 from berthmaster.operator.deschedulers.evictions import count_finished_run
-from berthmaster.operator.deschedulers.periodic import Periodic
+from berthmaster.operator.deschedulers.periodic import deliver, start_watched
+from berthmaster.operator.deschedulers.reporter import RunReporter
 from berthmaster.operator.deschedulers.runs import (
     NAMESPACE_IGNORED,
     Refusal,
@@ -266,13 +268,16 @@ def run_report(job: Mapping[str, Any], status: Mapping[str, Any]) -> dict[str, A
     return update
 
 
-async def report_runs(client: KubeClient, namespace: str) -> None:
-    """One look at every Descheduler's Jobs: count finished runs, report each owner's newest."""
+async def report_runs(client: KubeClient, namespace: str) -> bool:
+    """One look at every Descheduler's Jobs: count finished runs, report each owner's newest.
+    True when a run is still unfinished (the reporter keeps looking for it)."""
     jobs, _version = await client.list_all(
         resource_path(group_path("batch", "v1"), "jobs", namespace), labelSelector=OWNER_LABEL)
     by_owner: dict[str, list[dict[str, Any]]] = {}
+    unfinished = False
     for job in jobs:
         await count_finished_run(client, job)
+        unfinished = unfinished or run_outcome(job) not in ("Succeeded", "Failed")
         by_owner.setdefault(job["metadata"]["labels"][OWNER_LABEL], []).append(job)
     for owner, owned in by_owner.items():
         newest = newest_run(owned)
@@ -283,12 +288,20 @@ async def report_runs(client: KubeClient, namespace: str) -> None:
         update = run_report(newest, descheduler.get("status") or {})
         if update is not None:
             await client.patch(path + "/status", {"status": update}, kind="merge")
+    return unfinished
+
+
+REPORTER = "descheduler-run-reporter"
 
 
 @kopf.on.startup()
-async def start_run_reporter(**_: Any) -> None:
+async def start_run_reporter(memo: kopf.Memo, **_: Any) -> None:
     client, namespace = await kube(), run_settings().namespace
-    reporter = Periodic("descheduler-run-reporter", lambda: report_runs(client, namespace),
-                        REPORT_INTERVAL, f"cannot report descheduler runs in namespace {namespace}")
-    reporter.start()
-    stop_before_close(reporter.stop)
+    start_watched(memo, REPORTER, RunReporter(lambda: report_runs(client, namespace)),
+                  REPORT_INTERVAL, f"cannot report descheduler runs in namespace {namespace}")
+
+
+@kopf.on.event(GROUP, VERSION, PLURAL)
+async def descheduler_event(type: str | None, body: kopf.Body, memo: kopf.Memo,
+                            **_: Any) -> None:
+    deliver(memo, REPORTER, type, body)

@@ -50,7 +50,6 @@ from berthmaster.errors import PolicyError
 from berthmaster.kube import CORE, KubeClient, KubeError, group_path, resource_path
 from berthmaster.operator.autoscaler import events
 from berthmaster.operator.client import operator_client as kube
-from berthmaster.operator.client import stop_before_close
 from berthmaster.operator.deschedulers.build import (
     KUBE_DESCHEDULER_API_VERSION,
     KUBE_DESCHEDULER_KIND,
@@ -62,7 +61,7 @@ from berthmaster.operator.deschedulers.build import (
 )
 from berthmaster.operator.deschedulers.evictions import count_finished_run
 from berthmaster.operator.deschedulers.handlers import apply, run_report, run_settings
-from berthmaster.operator.deschedulers.periodic import Periodic
+from berthmaster.operator.deschedulers.periodic import deliver, start_watched
 from berthmaster.operator.deschedulers.profiles import (
     KubeDeschedulerInvalid,
     Problem,
@@ -349,23 +348,17 @@ class Runner:
             await sync(self.client, self.latest, self.settings)
 
 
-MEMO_KEY = "kubedescheduler_runner"
+RUNNER = "kubedescheduler-runner"
 
 
 @kopf.on.startup()
 async def start_kube_descheduler_runner(memo: kopf.Memo, **_: Any) -> None:
     settings = run_settings()
-    runner = Runner(await kube(), settings)
-    loop = Periodic("kubedescheduler-runner", runner.step, TICK,
-                    f"cannot sync KubeDescheduler {settings.namespace}/{SINGLETON}")
-    loop.start()
-    stop_before_close(loop.stop)
-    memo[MEMO_KEY] = runner
+    start_watched(memo, RUNNER, Runner(await kube(), settings), TICK,
+                  f"cannot sync KubeDescheduler {settings.namespace}/{SINGLETON}")
 
 
 @kopf.on.event(GROUP, VERSION, PLURAL)
 async def kube_descheduler_event(type: str | None, body: kopf.Body, memo: kopf.Memo,
                                  **_: Any) -> None:
-    runner = memo.get(MEMO_KEY)
-    if isinstance(runner, Runner):
-        runner.seen(type, body)
+    deliver(memo, RUNNER, type, body)

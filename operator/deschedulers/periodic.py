@@ -6,7 +6,9 @@ operator, and a timer logs every tick): the Descheduler runs' reporter (handlers
 KubeDescheduler's runner (kubedescheduler.py). :class:`Periodic` is both: ``start`` creates the
 task, each tick awaits ``step`` and a KubeError is logged (the next tick tries again), and
 ``stop`` cancels the task and waits for it, registered to run before the operator's client
-closes.
+closes. Both loops also follow a kopf watch (a :class:`Watcher`): :func:`start_watched` starts
+the loop and keeps its watcher in kopf's memo, where the ``@kopf.on.event`` handler's
+:func:`deliver` finds it.
 """
 
 from __future__ import annotations
@@ -14,9 +16,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping, MutableMapping
+from typing import Any, Protocol
 
 from berthmaster.kube import KubeError
+from berthmaster.operator.client import stop_before_close
 
 log = logging.getLogger("berthmaster.operator.deschedulers")
 
@@ -46,3 +50,29 @@ class Periodic:
             self.task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self.task
+
+
+class Watcher(Protocol):
+    """A loop's step and what it learns from a kopf watch."""
+
+    def seen(self, event_type: str | None, body: Mapping[str, Any]) -> None: ...
+
+    async def step(self) -> None: ...
+
+
+def start_watched(memo: MutableMapping[str, Any], name: str, watcher: Watcher, interval: float,
+                  failure: str) -> None:
+    """Run ``watcher.step`` every ``interval`` seconds until the operator's client closes, and
+    keep ``watcher`` in kopf's memo under ``name`` for :func:`deliver`."""
+    loop = Periodic(name, watcher.step, interval, failure)
+    loop.start()
+    stop_before_close(loop.stop)
+    memo[name] = watcher
+
+
+def deliver(memo: Mapping[str, Any], name: str, event_type: str | None,
+            body: Mapping[str, Any]) -> None:
+    """Hand a watch event to the watcher :func:`start_watched` kept (none yet: dropped)."""
+    watcher = memo.get(name)
+    if watcher is not None:
+        watcher.seen(event_type, body)

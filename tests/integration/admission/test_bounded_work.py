@@ -15,6 +15,12 @@
   more request is answered 429 at once, and the API server applies the failurePolicy (Fail:
   the pod is refused naming the webhook) instead of waiting for its timeout; once the slots
   free, pods are admitted again. Before, requests queued without bound.
+- With 5 MiB of an 8 MiB budget of bodies held (``--max-in-flight-bytes 8Mi``, one review whose
+  body never finishes), a second large review is answered 429 at once, before its body is
+  read (by its Content-Length; a chunked one when its chunks pass the budget), and a pod as
+  large as the API server takes is refused under failurePolicy Fail naming the flag, while a
+  small pod is admitted; once the bytes free, the large pod is admitted. Before, 32 reviews of
+  7 MiB could be read at once, more than the chart's 256Mi memory limit.
 """
 
 from __future__ import annotations
@@ -42,7 +48,8 @@ from tests.integration.admission.conftest import (
 from tests.support.waiting import wait_for
 
 METRICS_PORT = free_port()
-ADMISSION_ARGS = ("--max-in-flight", "2", "--metrics-bind-address", f"127.0.0.1:{METRICS_PORT}")
+ADMISSION_ARGS = ("--max-in-flight", "2", "--max-in-flight-bytes", "8Mi",
+                  "--metrics-bind-address", f"127.0.0.1:{METRICS_PORT}")
 ANNOTATION = {"scheduler.alpha.kubernetes.io/node-selector": "env=test"}
 MiB = 1024 * 1024
 
@@ -274,6 +281,47 @@ async def test_requests_beyond_the_slots_are_answered_at_once(
     await wait_for(lambda: _equals(in_flight(), 0.0), timeout=30, what="the slots freed")
     pod = await create_pod(kube, namespace, pod_body("after"))
     assert pod["spec"]["nodeSelector"] == {"env": "test"}
+
+
+async def test_large_reviews_over_the_bytes_budget_are_answered_at_once(
+        admission: AdmissionProcess, kube: KubeClient, project: Any) -> None:
+    namespace = await project(ANNOTATION)
+    ca = await ca_of(kube, admission)
+    over_budget = b"(--max-in-flight-bytes; chart value admission.maxInFlightBytes)"
+    held = await Connection.open(admission.port, ca)
+    try:  # 5 MiB reserved by its Content-Length; the body never finishes
+        await held.send(post_head("/mutate", 5 * MiB) + REVIEW_START + b"x" * 64 * 1024)
+        await wait_for(lambda: _equals(in_flight(), 1.0), timeout=30, what="the review held")
+        large = await Connection.open(admission.port, ca)
+        try:
+            await large.send(post_head("/mutate", 5 * MiB) + REVIEW_START)
+            status, answer = await large.answer()
+        finally:
+            await large.close()
+        assert status == 429, answer
+        assert b"is holding 5242880 of its 8388608 bytes of reviews " + over_budget in answer
+
+        chunked = await Connection.open(admission.port, ca)
+        try:  # 4 MiB in chunks: the reading stops once they pass the 3 MiB left
+            await chunked.send(post_head("/mutate", None))
+            for chunk in [REVIEW_START] + [b"z" * MiB] * 4:
+                await chunked.send(f"{len(chunk):x}\r\n".encode() + chunk + b"\r\n")
+            status, answer = await chunked.answer()
+        finally:
+            await chunked.close()
+        assert status == 429 and over_budget in answer
+
+        small = await create_pod(kube, namespace, pod_body("small-in-budget"))
+        assert small["spec"]["nodeSelector"] == {"env": "test"}
+        with pytest.raises(KubeError) as caught:  # a create review of more than 3 MiB
+            await create_pod(kube, namespace, as_large_as(pod_body("large-over-budget")))
+        assert 'failed calling webhook "pod-placement.berthmaster.io"' in caught.value.message
+        assert "--max-in-flight-bytes" in caught.value.message
+    finally:
+        await held.close()
+    await wait_for(lambda: _equals(in_flight(), 0.0), timeout=30, what="the bytes freed")
+    admitted = await create_pod(kube, namespace, as_large_as(pod_body("large-in-budget")))
+    assert admitted["spec"]["nodeSelector"] == {"env": "test"}
 
 
 async def _equals(value: Any, expected: float) -> bool:

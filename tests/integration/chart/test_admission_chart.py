@@ -100,10 +100,12 @@ def test_its_own_deployment_two_replicas_spread_and_restricted() -> None:
 def test_limits_from_a_values_file_are_whole_numbers() -> None:
     """Numbers in a values file reach the templates as floats (3.145728e+06 printed)."""
     objects = render_values({"admission": {"enabled": True, "maxRequestBytes": 4194304,
-                                           "maxTolerations": 2000000, "maxInFlight": 64}})
+                                           "maxTolerations": 2000000, "maxInFlight": 64,
+                                           "maxInFlightBytes": 67108864}})
     args = admission_args(objects)
-    assert (args.max_request_bytes, args.max_tolerations, args.max_in_flight) == (
-        4194304, 2000000, 64)
+    assert (args.max_request_bytes, args.max_tolerations, args.max_in_flight,
+            args.max_in_flight_bytes) == (4194304, 2000000, 64, 67108864)
+    assert admission_args(render(ON)).max_in_flight_bytes == 16 * 1024 * 1024
 
 
 def test_a_budget_of_one_replica_down() -> None:
@@ -243,6 +245,7 @@ def test_client_certificates_required_with_their_ca() -> None:
     (["admission.failurePolicy=Sometimes"], "/admission/failurePolicy"),
     (["admission.maxRequestBytes=3MB"], "/admission/maxRequestBytes"),
     (["admission.maxInFlight=0"], "/admission/maxInFlight"),
+    (["admission.maxInFlightBytes=32MB"], "/admission/maxInFlightBytes"),
     (["admission.matchConditions[0].name=x"], "/admission/matchConditions/0"),
     (["admission.networkPolicy.open=true"], "/admission/networkPolicy"),
 ])

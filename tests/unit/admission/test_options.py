@@ -77,3 +77,11 @@ def test_short_lifetimes_for_tests(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("BERTHMASTER_ADMISSION_CA_SECONDS", "soon")
     with pytest.raises(ConfigurationError, match="BERTHMASTER_ADMISSION_CA_SECONDS"):
         settings()
+
+
+def test_the_in_flight_bytes_budget_takes_sizes_and_must_hold_the_largest_review() -> None:
+    assert settings("--max-in-flight-bytes", "64Mi").limits.max_in_flight_bytes == 64 * 1024 ** 2
+    assert settings().limits.max_in_flight_bytes == 16 * 1024 ** 2
+    with pytest.raises(ConfigurationError, match=r"--max-in-flight-bytes 1048576 is less than "
+                       r"--max-request-bytes 7340032.*admission\.maxInFlightBytes"):
+        settings("--max-in-flight-bytes", "1Mi")
