@@ -12,7 +12,16 @@ for each workload, each scheduler in turn as a separate process:
   default profile, as kube-scheduler runs), client QPS lifted;
 - ``kube-scheduler``: the binary the local control plane builds, profile schedulerName
   ``kube-scheduler-bench``, at its default client QPS (50/100);
-- ``kube-scheduler-lifted``: the same with QPS/burst lifted.
+- ``kube-scheduler-lifted``: the same with QPS/burst lifted;
+- ``berthmaster-plugin`` (with ``--plugin-overhead``, not by default): ``berthmaster`` with the
+  default profile plus one trivial out-of-tree Filter and Score, ``BenchTrivial``
+  (bench/trivial_plugin: a Filter that passes every node, never skipped at PreFilter, and a
+  Score that reads one node label), found through the ``berthmaster.plugins`` entry point group
+  as an installed plugin is: ``bench/trivial_plugin`` holds its ``*.dist-info`` and goes on the
+  scheduler's ``PYTHONPATH``, and ``--config`` enables it (docs/plugins.md). The report gives,
+  per workload, both runs' pods/s and the plugin API's cost per pod,
+  ``1/pods_s(plugin) - 1/pods_s(berthmaster)`` in ms. Not run on the gang workloads (their
+  configuration is Coscheduling's).
 
 Workloads (as kube-scheduler's scheduler_perf): ``basic`` (existing pods pre-bound, then the
 measured ones), ``affinity-taints`` (required node affinity to a tainted pool, tolerated),
@@ -34,6 +43,8 @@ laptop; ``--full`` is the issue's size (5,000 nodes, 1,000 existing + 10,000 mea
     .venv/bin/python bench/bench_scheduler.py                 # small, all schedulers/workloads
     .venv/bin/python bench/bench_scheduler.py --full          # the issue's size
     .venv/bin/python bench/bench_scheduler.py --workloads basic --rate 100
+    .venv/bin/python bench/bench_scheduler.py --workloads basic --plugin-overhead \
+        --schedulers stub,berthmaster,kube-scheduler
 
 Before the first measured run the stub places ``--warm-up`` pods (a fifth of ``--pods``, at
 most 2,000), unreported: a fresh API server is slower for its first minutes and would handicap
@@ -95,8 +106,13 @@ ROOT = Path(__file__).resolve().parents[1]
 PODGROUP_CRD = ROOT / "deploy/crds/scheduling.x-k8s.io_podgroups.yaml"
 GANG_EXAMPLE = ROOT / "examples/coscheduling/scheduler-config.yaml"
 SCHEDULERS = ("stub", "berthmaster", "kube-scheduler", "kube-scheduler-lifted")
+PLUGIN_RUN = "berthmaster-plugin"  # berthmaster plus BenchTrivial: --plugin-overhead
+KNOWN_SCHEDULERS = (*SCHEDULERS, PLUGIN_RUN)
+TRIVIAL_PLUGIN_PATH = ROOT / "bench/trivial_plugin"  # its *.dist-info: the entry point
+TRIVIAL_PLUGIN = "BenchTrivial"
 LIFTED_QPS, LIFTED_BURST = 5000, 10000
-SCHEDULER_NAMES = {"stub": "bench-stub", "berthmaster": "berthmaster-bench"}
+SCHEDULER_NAMES = {"stub": "bench-stub", "berthmaster": "berthmaster-bench",
+                   PLUGIN_RUN: "berthmaster-plugin-bench"}
 KUBE_SCHEDULER_NAME = "kube-scheduler-bench"  # both kube-scheduler runs
 
 
@@ -275,11 +291,34 @@ def gang_config(workdir: Path, name: str) -> Path:
     return path
 
 
+def plugin_config_text(name: str) -> str:
+    """berthmaster's configuration for the plugin run: the default profile plus the trivial
+    out-of-tree plugin at every point it implements (multiPoint), with schedulerName ``name``,
+    no leader election and the client QPS lifted as the flags lift it."""
+    return (f"apiVersion: kubescheduler.config.k8s.io/v1\n"
+            f"kind: KubeSchedulerConfiguration\n"
+            f"leaderElection: {{leaderElect: false}}\n"
+            f"clientConnection: {{qps: {LIFTED_QPS}, burst: {LIFTED_BURST}}}\n"
+            f"profiles:\n"
+            f"- schedulerName: {name}\n"
+            f"  plugins:\n"
+            f"    multiPoint:\n"
+            f"      enabled: [{{name: {TRIVIAL_PLUGIN}}}]\n")
+
+
+def plugin_environment(base: dict[str, str]) -> dict[str, str]:
+    """``base`` with the trivial plugin's directory first on PYTHONPATH, where
+    importlib.metadata finds its entry point as it finds an installed package's."""
+    paths = [str(TRIVIAL_PLUGIN_PATH), *filter(None, [base.get("PYTHONPATH", "")])]
+    return {**base, "PYTHONPATH": os.pathsep.join(paths)}
+
+
 def start_scheduler(kind: str, kubeconfig: str, workdir: Path, binary: Path,
                     extra: Sequence[str] = (), gang: bool = False) -> tuple[Proc, str]:
     log = workdir / f"{kind}.log"
     name = scheduler_name(kind)
-    if kind in ("stub", "berthmaster"):
+    env = None
+    if kind in ("stub", "berthmaster", PLUGIN_RUN):
         if kind == "stub":
             command = [sys.executable, __file__, "--run-stub", "--kubeconfig", kubeconfig,
                        "--stub-name", name, "--stub-concurrency",
@@ -292,8 +331,13 @@ def start_scheduler(kind: str, kubeconfig: str, workdir: Path, binary: Path,
                        "--kube-api-burst", str(LIFTED_BURST), *extra]
             if gang:
                 command += ["--config", str(gang_config(workdir, name))]
+            elif kind == PLUGIN_RUN:
+                config = workdir / "plugin.yaml"
+                config.write_text(plugin_config_text(name))
+                command += ["--config", str(config)]
+                env = plugin_environment(dict(os.environ))
         handle = log.open("wb")
-        popen = subprocess.Popen(command, stdout=handle, stderr=subprocess.STDOUT)
+        popen = subprocess.Popen(command, stdout=handle, stderr=subprocess.STDOUT, env=env)
         return Proc(popen, log), name
     lifted = kind.endswith("lifted")
     config = kube_scheduler_config(kubeconfig, name, qps=LIFTED_QPS if lifted else 50,
@@ -395,7 +439,8 @@ async def measure(kube: KubeClient, args: argparse.Namespace, kind: str, workloa
         return Result(kind, workload, count, len(bound_at), end - start,
                       percentile(latencies, 0.5), percentile(latencies, 0.99),
                       cpu * 1000 / max(1, len(bound_at)), proc.peak_rss_mib(),
-                      sync_seconds(proc.log) if kind == "berthmaster" else None, first_bind,
+                      sync_seconds(proc.log) if kind.startswith("berthmaster") else None,
+                      first_bind,
                       {"not_ready_after": lost, "created_s": created_s})
     finally:
         watcher.cancel()
@@ -636,6 +681,31 @@ def ceiling_verdicts(results: Sequence[Result]) -> list[str]:
     return lines
 
 
+def overhead_ms_per_pod(default_rate: float, plugin_rate: float) -> float | None:
+    """What the plugin adds to each pod, in ms: 1/plugin_rate - 1/default_rate (pods/s);
+    None when either run bound nothing."""
+    if default_rate <= 0 or plugin_rate <= 0:
+        return None
+    return (1 / plugin_rate - 1 / default_rate) * 1000
+
+
+def plugin_overhead_lines(results: Sequence[Result]) -> list[str]:
+    """Per workload with both a ``berthmaster`` and a ``berthmaster-plugin`` run: their pods/s
+    side by side and the plugin API's cost per pod."""
+    lines = []
+    for workload in dict.fromkeys(r.workload for r in results):
+        group = {r.scheduler: r for r in results if r.workload == workload}
+        default, plugin = group.get("berthmaster"), group.get(PLUGIN_RUN)
+        if default is None or plugin is None:
+            continue
+        overhead = overhead_ms_per_pod(default.rate, plugin.rate)
+        cost = "-" if overhead is None else f"{overhead:+.3f} ms/pod"
+        lines.append(f"{workload}: plugin API: berthmaster {default.rate:.1f} pods/s, with "
+                     f"{TRIVIAL_PLUGIN} {plugin.rate:.1f} pods/s: {cost} "
+                     f"(cpu {plugin.cpu_per_pod_ms - default.cpu_per_pod_ms:+.2f} ms/pod)")
+    return lines
+
+
 def report(results: list[Result]) -> str:
     lines = []
     header = (f"{'workload':<19}{'scheduler':<23}{'bound':>11}{'pods/s':>9}{'p50 ms':>9}"
@@ -687,6 +757,10 @@ async def bench(args: argparse.Namespace) -> list[Result]:
                         print(f"  {workload:<19} {kind:<22} skipped: kube-scheduler has no "
                               "gang plugin", flush=True)
                         continue
+                    if workload in GANG_SIZES and kind == PLUGIN_RUN:
+                        print(f"  {workload:<19} {kind:<22} skipped: the gang workloads run "
+                              "Coscheduling's configuration", flush=True)
+                        continue
                     result = await measure(kube, args, kind, workload, nodes, Path(tmp))
                     print(f"  {workload:<19} {kind:<22} {result.bound}/{result.pods} bound, "
                           f"{result.rate:.1f} pods/s, p99 {result.p99_ms:.0f} ms, "
@@ -700,6 +774,18 @@ async def bench(args: argparse.Namespace) -> list[Result]:
         await kube.close()
 
 
+def with_plugin_run(schedulers: list[str], plugin_overhead: bool) -> list[str]:
+    """The schedulers to run: with ``--plugin-overhead``, ``berthmaster`` and the plugin run
+    right after it (both added when missing), so the two compare on the same API server state."""
+    if not plugin_overhead:
+        return schedulers
+    ordered = [s for s in schedulers if s != PLUGIN_RUN]
+    if "berthmaster" not in ordered:
+        ordered.append("berthmaster")
+    at = ordered.index("berthmaster") + 1
+    return [*ordered[:at], PLUGIN_RUN, *ordered[at:]]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--kubeconfig", help="use this cluster (default: start a local one)")
@@ -709,7 +795,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--full", action="store_true",
                         help="the issue's size: 5,000 nodes, 1,000 existing + 10,000 pods")
     parser.add_argument("--workloads", default=",".join(WORKLOADS))
-    parser.add_argument("--schedulers", default=",".join(SCHEDULERS))
+    parser.add_argument("--schedulers", default=",".join(SCHEDULERS),
+                        help=f"from {', '.join(KNOWN_SCHEDULERS)}")
+    parser.add_argument("--plugin-overhead", action="store_true",
+                        help=f"also run berthmaster with the trivial out-of-tree plugin "
+                             f"({PLUGIN_RUN}, see above) and report what the plugin API costs "
+                             "per pod")
     parser.add_argument("--rate", type=float, default=0.0,
                         help="create pods at this many per second (0: as fast as possible)")
     parser.add_argument("--timeout", type=float, default=300.0,
@@ -744,12 +835,13 @@ def main(argv: list[str] | None = None) -> int:
     if args.warm_up < 0:
         args.warm_up = min(2000, args.pods // 5)
     args.workloads = [w for w in args.workloads.split(",") if w]
-    args.schedulers = [s for s in args.schedulers.split(",") if s]
+    args.schedulers = with_plugin_run([s for s in args.schedulers.split(",") if s],
+                                      args.plugin_overhead)
     unknown = sorted(set(args.workloads) - set(WORKLOADS)) + \
-        sorted(set(args.schedulers) - set(SCHEDULERS))
+        sorted(set(args.schedulers) - set(KNOWN_SCHEDULERS))
     if unknown:
         parser.error(f"unknown workload/scheduler {unknown}; choose from {WORKLOADS} and "
-                     f"{SCHEDULERS}")
+                     f"{KNOWN_SCHEDULERS}")
     from berthmaster.devcluster import build
     args.kube_scheduler_binary = args.kube_scheduler_binary or str(
         build.binary_path("kube-scheduler"))
@@ -775,7 +867,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"nodes={args.nodes} existing={args.existing} pods={args.pods} "
           f"rate={'max' if not args.rate else args.rate}")
     print(report(results))
-    for line in ceiling_verdicts(results):
+    for line in [*ceiling_verdicts(results), *plugin_overhead_lines(results)]:
         print(line)
     summary = {r.workload + "/" + r.scheduler: round(r.rate, 1) for r in results}
     print(json.dumps(summary))

@@ -79,3 +79,63 @@ def test_the_gang_workloads_label_whole_groups_and_enable_coscheduling(
     assert profile.scheduler_name == "bench-gang"
     assert any(e.name == "Coscheduling" and "permit" in e.points for e in profile.extensions)
     assert profile.watches[0].kind == "PodGroup"
+
+
+def test_the_plugin_overhead_is_the_difference_of_the_seconds_per_pod(
+        bench: ModuleType) -> None:
+    """1/pods_s(plugin) - 1/pods_s(default), in ms: 100 -> 80 pods/s costs 2.5 ms a pod."""
+    assert bench.overhead_ms_per_pod(100.0, 80.0) == pytest.approx(2.5)
+    assert bench.overhead_ms_per_pod(100.0, 125.0) == pytest.approx(-2.0)  # noise says so
+    assert bench.overhead_ms_per_pod(0.0, 80.0) is None
+    assert bench.overhead_ms_per_pod(100.0, 0.0) is None
+
+
+def test_the_plugin_overhead_line_compares_the_two_berthmaster_runs(bench: ModuleType) -> None:
+    runs = [result(bench, "berthmaster", "basic", 100.0),
+            result(bench, "berthmaster-plugin", "basic", 80.0),
+            result(bench, "kube-scheduler", "basic", 90.0),
+            result(bench, "berthmaster", "spread", 50.0)]  # no plugin run: no line
+    assert bench.plugin_overhead_lines(runs) == [
+        "basic: plugin API: berthmaster 100.0 pods/s, with BenchTrivial 80.0 pods/s: "
+        "+2.500 ms/pod (cpu +0.00 ms/pod)"]
+
+
+@pytest.mark.parametrize(("given", "want"), [
+    (["stub", "berthmaster", "kube-scheduler"],
+     ["stub", "berthmaster", "berthmaster-plugin", "kube-scheduler"]),
+    (["kube-scheduler"], ["kube-scheduler", "berthmaster", "berthmaster-plugin"]),
+    (["berthmaster-plugin", "berthmaster"], ["berthmaster", "berthmaster-plugin"]),
+])
+def test_plugin_overhead_runs_the_plugin_right_after_berthmaster(
+        bench: ModuleType, given: list[str], want: list[str]) -> None:
+    assert bench.with_plugin_run(given, True) == want
+    assert bench.with_plugin_run(given, False) == given
+
+
+def test_the_plugin_run_loads_the_trivial_plugin_through_its_entry_point(
+        bench: ModuleType, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The plugin run's configuration enables BenchTrivial, found as an installed package's
+    plugin is (scheduler/plugins/out_of_tree.py: the ``berthmaster.plugins`` entry point group)
+    once the scheduler's PYTHONPATH holds bench/trivial_plugin; it passes every node (no Skip)
+    and scores every node 0, so the placement stays the default profile's."""
+    from berthmaster.scheduler import framework
+    from berthmaster.scheduler.plugins import out_of_tree
+    from berthmaster.scheduler.testing import profile_from_yaml, run_pod, snapshot_from_yaml
+
+    env = bench.plugin_environment({"PYTHONPATH": "/elsewhere"})
+    assert env["PYTHONPATH"].split(":") == [str(bench.TRIVIAL_PLUGIN_PATH), "/elsewhere"]
+    assert bench.plugin_environment({})["PYTHONPATH"] == str(bench.TRIVIAL_PLUGIN_PATH)
+    monkeypatch.syspath_prepend(str(bench.TRIVIAL_PLUGIN_PATH))
+    assert isinstance(out_of_tree.find("BenchTrivial"), framework.PluginKind)
+    profile = profile_from_yaml(bench.plugin_config_text("bench-plugin"))
+    assert profile.scheduler_name == "bench-plugin"
+    nodes = "\n---\n".join(
+        f"kind: Node\nmetadata: {{name: n{i}}}\n"
+        f"status: {{allocatable: {{cpu: '4', memory: 8Gi, pods: '110'}}}}" for i in range(3))
+    pod = "kind: Pod\nmetadata: {name: p, namespace: default}\nspec: {containers: [{name: c}]}"
+    outcome = run_pod(pod, snapshot_from_yaml(nodes), profile)
+    assert outcome.node is not None
+    assert {n: f["BenchTrivial"] for n, f in outcome.filters.items()} == {
+        "n0": "", "n1": "", "n2": ""}
+    assert {n: s["BenchTrivial"] for n, s in outcome.scores.items()} == {
+        "n0": 0, "n1": 0, "n2": 0}
