@@ -798,9 +798,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--schedulers", default=",".join(SCHEDULERS),
                         help=f"from {', '.join(KNOWN_SCHEDULERS)}")
     parser.add_argument("--plugin-overhead", action="store_true",
-                        help=f"also run berthmaster with the trivial out-of-tree plugin "
-                             f"({PLUGIN_RUN}, see above) and report what the plugin API costs "
-                             "per pod")
+                        help=f"also run {PLUGIN_RUN}: berthmaster's default profile plus "
+                             f"{TRIVIAL_PLUGIN} (bench/trivial_plugin), loaded through its "
+                             "berthmaster.plugins entry point, and report what the plugin API "
+                             "costs per pod (docs/plugins.md)")
     parser.add_argument("--rate", type=float, default=0.0,
                         help="create pods at this many per second (0: as fast as possible)")
     parser.add_argument("--timeout", type=float, default=300.0,
