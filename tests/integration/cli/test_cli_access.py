@@ -123,5 +123,7 @@ def test_operator_with_no_crd_at_all(bare_cluster: RunningCluster) -> None:
                            "machines.machine.openshift.io/v1beta1 (machines), ")
     assert "deschedulers.berthmaster.io/v1alpha1 (deschedulers)" in line
     assert "clusterautoscalers.autoscaling.openshift.io/v1 (autoscaler)" in line
+    assert "podgroups.scheduling.x-k8s.io/v1alpha1 (podgroups)" in line
     assert line.endswith(CRD_FIX)
-    assert result.stderr.count("waits for its custom resources") == 4
+    # machines, machinehealthchecks, deschedulers, autoscaler, podgroups
+    assert result.stderr.count("waits for its custom resources") == 5
