@@ -15,6 +15,7 @@ import os
 import socket
 import subprocess
 import sys
+import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -108,9 +109,27 @@ def scheduler(cluster: Any, tmp_path_factory: pytest.TempPathFactory
 
 
 def apply(cluster: Any, obj: JSON) -> subprocess.CompletedProcess[str]:
+    if obj.get("kind") == "ClusterAutoscaler":
+        _wait_until_not_terminating(cluster, obj["metadata"]["name"])
     result: subprocess.CompletedProcess[str] = cluster.kubectl("apply", "-f", "-",
                                                                input=json.dumps(obj))
     return result
+
+
+def _wait_until_not_terminating(cluster: Any, name: str, timeout: float = 120) -> None:
+    """A previous test's ClusterAutoscaler may still be deleting: its timer's kopf finalizer
+    is removed only once the operator stops the timer. Applying over it would change an
+    object about to vanish, and the test would run with no ClusterAutoscaler at all."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = cluster.kubectl("get", "clusterautoscalers.autoscaling.openshift.io", name,
+                                "-o", "json", "--ignore-not-found")
+        text = found.stdout.strip()
+        if found.returncode == 0 and (
+                not text or not json.loads(text)["metadata"].get("deletionTimestamp")):
+            return
+        time.sleep(0.5)
+    raise AssertionError(f"ClusterAutoscaler {name} still terminating after {timeout:.0f}s")
 
 
 def cluster_autoscaler(spec: JSON, name: str = "default") -> JSON:
