@@ -83,7 +83,11 @@ async def test_an_aws_machineset_at_zero_scales_up_by_its_instance_types_capacit
         async def scaled() -> bool:
             return int((await kube.get(machine_set))["spec"].get("replicas") or 0) == 1
         await wait_for(scaled, timeout=60, what="the AWS MachineSet scaled from 0 to 1")
-        triggered = await events_for(kube, namespace, "fits", "TriggeredScaleUp")
-        assert triggered and pool in triggered[0]["message"]
+
+        # the event is posted after the resize: wait for it rather than read it once
+        async def triggered() -> list[JSON]:
+            return await events_for(kube, namespace, "fits", "TriggeredScaleUp")
+        found = await wait_for(triggered, timeout=30, what="TriggeredScaleUp for the pod")
+        assert pool in found[0]["message"]
     finally:
         await kube.delete(resource_path(AUTOSCALING, "clusterautoscalers", name="default"))
