@@ -69,6 +69,9 @@ class AWSProvider:
     def __init__(self, kube: KubeClient):
         self.kube = kube
         self._clients: dict[tuple[str, str, str], Any] = {}
+        # The instance ``instance_exists`` just described, by Machine uid: the reconcile's
+        # ``update_instance`` that follows reads it instead of describing it again.
+        self._described: dict[str, JSON] = {}
 
     @staticmethod
     def template_capacity(provider_spec: Mapping[str, Any]) -> dict[str, str] | None:
@@ -120,11 +123,18 @@ class AWSProvider:
 
     async def instance_exists(self, machine: JSON) -> Instance | None:
         found = instances.newest(await self._find(await self._ec2(machine), machine))
-        return None if found is None else instances.record(machine, found)
+        uid = str(machine["metadata"].get("uid") or "")
+        if found is None:
+            self._described.pop(uid, None)
+            return None
+        self._described[uid] = found
+        return instances.record(machine, found)
 
     async def update_instance(self, machine: JSON, instance: Instance) -> Instance:
         ec2 = await self._ec2(machine)
-        found = instances.newest(await self._find(ec2, machine))
+        found = self._described.pop(str(machine["metadata"].get("uid") or ""), None)
+        if found is None:
+            found = instances.newest(await self._find(ec2, machine))
         if found is None:
             return instance
         wanted = instances.tags(machine, cluster_id(machine))[-2:]  # cluster tag and Name
@@ -164,6 +174,7 @@ class AWSProvider:
         return instances.record(machine, answer["Instances"][0])
 
     async def delete_instance(self, machine: JSON) -> None:
+        self._described.pop(str(machine["metadata"].get("uid") or ""), None)
         ec2 = await self._ec2(machine)
         found = await self._find(ec2, machine)
         if found:
