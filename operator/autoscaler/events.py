@@ -13,16 +13,15 @@ by ``ScaleUpInfo.String``).
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import re
 from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-from berthmaster.kube import CORE, KubeClient, KubeError, resource_path
+from berthmaster.kube import KubeClient
+from berthmaster.operator import events as shared_events
 from berthmaster.scheduler.model import QuantityError, parse_quantity
-from berthmaster.times import format_rfc3339
 
 COMPONENT = "cluster-autoscaler"
 TRIGGERED_SCALE_UP = "TriggeredScaleUp"
@@ -41,32 +40,14 @@ def node_group_id(group_id: str) -> str:
 
 def build_event(involved: Mapping[str, Any], reason: str, message: str, now: datetime,
                 event_type: str = "Normal", component: str = COMPONENT) -> dict[str, Any]:
-    meta = involved.get("metadata") or {}
-    digest = hashlib.sha256(f"{meta.get('uid')}/{reason}/{message}".encode()).hexdigest()[:12]
-    stamp = format_rfc3339(now)
-    return {
-        "apiVersion": "v1", "kind": "Event",
-        "metadata": {"name": f"{meta.get('name')}.{digest}",
-                     "namespace": meta.get("namespace") or "default"},
-        "involvedObject": {"apiVersion": involved.get("apiVersion", "v1"),
-                           "kind": involved.get("kind", ""), "name": meta.get("name"),
-                           "namespace": meta.get("namespace"), "uid": meta.get("uid")},
-        "reason": reason, "message": message[:1024], "type": event_type, "count": 1,
-        "firstTimestamp": stamp, "lastTimestamp": stamp,
-        "source": {"component": component}, "reportingComponent": component,
-        "reportingInstance": component,
-    }
+    """:func:`berthmaster.operator.events.build_event` as cluster-autoscaler posts it."""
+    return shared_events.build_event(involved, reason, message, now, event_type, component)
 
 
 async def post(kube: KubeClient, involved: Mapping[str, Any], reason: str, message: str,
                now: datetime, event_type: str = "Normal", component: str = COMPONENT) -> None:
-    event = build_event(involved, reason, message, now, event_type, component)
-    try:
-        await kube.create(resource_path(CORE, "events", event["metadata"]["namespace"]), event)
-    except KubeError as error:
-        if not error.conflict:
-            log.warning("event %s on %s not posted: %s", reason,
-                        event["involvedObject"]["name"], error)
+    """:func:`berthmaster.operator.events.post` as cluster-autoscaler posts it."""
+    await shared_events.post(kube, involved, reason, message, now, event_type, component)
 
 
 # openshift/cluster-autoscaler-operator pkg/controller/machineautoscaler (machinetarget.go,

@@ -48,7 +48,7 @@ import kopf
 
 from berthmaster.errors import PolicyError
 from berthmaster.kube import CORE, KubeClient, KubeError, group_path, resource_path
-from berthmaster.operator.autoscaler import events
+from berthmaster.operator import events
 from berthmaster.operator.client import operator_client as kube
 from berthmaster.operator.deschedulers.build import (
     KUBE_DESCHEDULER_API_VERSION,
