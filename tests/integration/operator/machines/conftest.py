@@ -99,10 +99,13 @@ class OperatorProcess:
 
 
 def running_operator(machine_api: RunningCluster, tmp_path: Path, request: pytest.FixtureRequest,
-                     env: dict[str, str] | None = None) -> Iterator[OperatorProcess]:
+                     env: dict[str, str] | None = None,
+                     capabilities: tuple[str, ...] = ("machines",)
+                     ) -> Iterator[OperatorProcess]:
     """The operator process for one test (``yield from`` it in a fixture); its log is printed
     when the test fails."""
-    process = OperatorProcess(str(machine_api.kubeconfig), tmp_path / "operator.log", env=env)
+    process = OperatorProcess(str(machine_api.kubeconfig), tmp_path / "operator.log",
+                              capabilities, env=env)
     process.start()
     try:
         yield process

@@ -30,6 +30,7 @@ from tests.integration.operator.machines.conftest import (
     get_machine,
     kwok_machine,
     machine_events,
+    running_operator,
     set_hooks,
 )
 from tests.integration.operator.machines.test_machinesets import machines_of, settle
@@ -59,30 +60,18 @@ def health_check(name: str, machineset: str, *, timeout: str = "1s",
                      **spec}}
 
 
-def start(machine_api: RunningCluster, tmp_path: Path, request: pytest.FixtureRequest,
-          capabilities: tuple[str, ...]) -> Iterator[OperatorProcess]:
-    process = OperatorProcess(str(machine_api.kubeconfig), tmp_path / "operator.log",
-                              capabilities)
-    process.start()
-    try:
-        yield process
-    finally:
-        process.stop()
-        report = getattr(request.node, "rep_call", None)
-        if report is not None and report.failed:
-            print("---- operator log (tail) ----\n" + process.log()[-8000:])
-
-
 @pytest.fixture
 def health_operator(machine_api: RunningCluster, tmp_path: Path,
                     request: pytest.FixtureRequest) -> Iterator[OperatorProcess]:
-    yield from start(machine_api, tmp_path, request, ("machines", "machinehealthchecks"))
+    yield from running_operator(machine_api, tmp_path, request,
+                                capabilities=("machines", "machinehealthchecks"))
 
 
 @pytest.fixture
 def checks_only(machine_api: RunningCluster, tmp_path: Path,
                 request: pytest.FixtureRequest) -> Iterator[OperatorProcess]:
-    yield from start(machine_api, tmp_path, request, ("machinehealthchecks",))
+    yield from running_operator(machine_api, tmp_path, request,
+                                capabilities=("machinehealthchecks",))
 
 
 async def check_status(kube: KubeClient, namespace: str, name: str, **wanted: Any
