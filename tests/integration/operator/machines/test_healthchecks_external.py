@@ -27,11 +27,11 @@ from tests.integration.operator.machines.conftest import (
     condition,
     get_machine,
     machine_events,
+    running_operator,
 )
 from tests.integration.operator.machines.test_healthchecks import (
     health_check,
     node_of,
-    start,
     workers,
 )
 from tests.integration.operator.machines.test_machinesets import settle
@@ -71,7 +71,8 @@ def remediation_crds(machine_api: RunningCluster, tmp_path: Path) -> RunningClus
 @pytest.fixture
 def health_operator(machine_api: RunningCluster, tmp_path: Path,
                     request: pytest.FixtureRequest) -> Iterator[OperatorProcess]:
-    yield from start(machine_api, tmp_path, request, ("machines", "machinehealthchecks"))
+    yield from running_operator(machine_api, tmp_path, request,
+                                capabilities=("machines", "machinehealthchecks"))
 
 
 def template_ref(kind: str = "TestRemediationTemplate") -> dict[str, str]:
