@@ -32,7 +32,7 @@ setup(
     packages=packages(),
     package_dir=MAPPING,
     package_data={"berthmaster": ["py.typed", "data/*", "data/**/*"],
-                  "berthmaster.devcluster": ["data/*"],
+                  "berthmaster.tooling.devcluster": ["data/*"],
                   "berthmaster.scheduler": ["py.typed", "data/*"],
                   "berthmaster.operator": ["py.typed", "data/*"],
                   "berthmaster.operator.machines.providers.aws": ["*.csv"]},

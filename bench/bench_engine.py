@@ -33,10 +33,10 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from berthmaster.devcluster.nodes import fake_node
 from berthmaster.scheduler.config import default_profile
 from berthmaster.scheduler.engine import Engine
 from berthmaster.scheduler.snapshot import Snapshot
+from berthmaster.tooling.devcluster.nodes import fake_node
 
 ZONES = ("zone-a", "zone-b", "zone-c")
 APPS = 50

@@ -25,9 +25,9 @@ from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 
-from berthmaster.devcluster.nodes import fake_node
 from berthmaster.scheduler.daemon.trim import trim_node, trim_pod
 from berthmaster.scheduler.snapshot import Snapshot
+from berthmaster.tooling.devcluster.nodes import fake_node
 
 
 def bench_scheduler() -> ModuleType:

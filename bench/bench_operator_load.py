@@ -125,8 +125,8 @@ def run_probe(out: Path, argv: list[str]) -> int:
 
 # ---- the cluster -------------------------------------------------------------------------------
 async def populate(kubeconfig: str, nodes: int, pods: int) -> None:
-    from berthmaster.devcluster.nodes import fake_node
-    from berthmaster.kube import CORE, KubeClient, KubeError, resource_path
+    from berthmaster.foundation.kube import CORE, KubeClient, KubeError, resource_path
+    from berthmaster.tooling.devcluster.nodes import fake_node
 
     async with await KubeClient.from_kubeconfig(kubeconfig) as kube:
         slots = asyncio.Semaphore(48)
@@ -178,7 +178,7 @@ async def populate(kubeconfig: str, nodes: int, pods: int) -> None:
 
 
 def kubectl(kubeconfig: str, *args: str, input: str | None = None) -> str:
-    from berthmaster.devcluster import build
+    from berthmaster.tooling.devcluster import build
 
     result = subprocess.run([str(build.binary_path("kubectl")), "--kubeconfig", kubeconfig,
                              *args], input=input, capture_output=True, text=True, timeout=120)
@@ -323,7 +323,7 @@ def main(argv: list[str] | None = None) -> int:
     began = time.monotonic()
     plane = None
     if not args.kubeconfig:
-        from berthmaster.devcluster.cluster import ControlPlane
+        from berthmaster.tooling.devcluster.cluster import ControlPlane
 
         plane = ControlPlane(f"bench-operator-{os.getpid()}")
         args.kubeconfig = str(plane.up().kubeconfig)

@@ -86,15 +86,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from berthmaster.devcluster.nodes import fake_node
-from berthmaster.devcluster.schedulers import (
+from berthmaster.foundation.documents import safe_load
+from berthmaster.foundation.kube import CORE, KubeClient, KubeError, group_path, resource_path
+from berthmaster.scheduler.daemon.flags import add_arguments
+from berthmaster.tooling.devcluster.nodes import fake_node
+from berthmaster.tooling.devcluster.schedulers import (
     Proc,
     kube_scheduler_config,
     start_kube_scheduler,
 )
-from berthmaster.documents import safe_load
-from berthmaster.kube import CORE, KubeClient, KubeError, group_path, resource_path
-from berthmaster.scheduler.daemon.flags import add_arguments
 
 JSON = dict[str, Any]
 WORKLOADS = ("basic", "affinity-taints", "anti-affinity", "preferred-affinity", "spread",
@@ -843,7 +843,7 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         parser.error(f"unknown workload/scheduler {unknown}; choose from {WORKLOADS} and "
                      f"{KNOWN_SCHEDULERS}")
-    from berthmaster.devcluster import build
+    from berthmaster.tooling.devcluster import build
     args.kube_scheduler_binary = args.kube_scheduler_binary or str(
         build.binary_path("kube-scheduler"))
     # SIGTERM (timeout, pkill) unwinds like Ctrl-C, so the finally blocks stop the scheduler
@@ -851,7 +851,7 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     plane = None
     if not args.kubeconfig:
-        from berthmaster.devcluster.cluster import ControlPlane, Options
+        from berthmaster.tooling.devcluster.cluster import ControlPlane, Options
         plane = ControlPlane(f"bench-{os.getpid()}", options=Options(
             node_lease_seconds=args.node_lease_seconds or node_lease_seconds(args.nodes)))
         args.kubeconfig = str(plane.up().kubeconfig)

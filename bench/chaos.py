@@ -1,5 +1,5 @@
 """The fault campaign: every berthmaster component under churn and injected faults on one
-local control plane, with invariants checked throughout (berthmaster/chaos/).
+local control plane, with invariants checked throughout (berthmaster/tooling/chaos/).
 
     python bench/chaos.py --minutes 30 --seed 1     # the long run
     python bench/chaos.py --minutes 3 --seed 1      # the short run of tests/integration/chaos
@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from berthmaster.chaos.campaign import main
+from berthmaster.tooling.chaos.campaign import main
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])

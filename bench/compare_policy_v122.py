@@ -51,11 +51,11 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))  # the scenarios and harness live with the tests
 
-from berthmaster.devcluster import build  # noqa: E402
-from berthmaster.devcluster.schedulers import Proc  # noqa: E402
-from berthmaster.kube import KubeClient  # noqa: E402
+from berthmaster.foundation.kube import KubeClient  # noqa: E402
 from berthmaster.scheduler.engine import Engine  # noqa: E402
 from berthmaster.scheduler.policy import load_policy  # noqa: E402
+from berthmaster.tooling.devcluster import build  # noqa: E402
+from berthmaster.tooling.devcluster.schedulers import Proc  # noqa: E402
 from tests.support.differential import Harness, Outcome  # noqa: E402
 from tests.support.scenarios import copy_for, describe_pod, generate  # noqa: E402
 
@@ -180,7 +180,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     plane = None
     if not args.kubeconfig:
-        from berthmaster.devcluster.cluster import ControlPlane
+        from berthmaster.tooling.devcluster.cluster import ControlPlane
         plane = ControlPlane(f"v122-{os.getpid()}")
         args.kubeconfig = str(plane.up().kubeconfig)
     try:

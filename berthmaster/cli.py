@@ -14,7 +14,7 @@ unless asked.
 ``berthmaster completion bash|zsh`` (berthmaster.completion_command) is the one command that
 loads every subcommand's options, to describe the whole command line to the shell.
 
-A :class:`~berthmaster.errors.CommandError` raised by any command ends it with one line
+A :class:`~berthmaster.foundation.errors.CommandError` raised by any command ends it with one line
 (``berthmaster COMMAND: what is wrong; what to do``) and its exit status (2 configuration,
 3 connectivity); ``-v``/``--verbose`` adds the traceback.
 """
@@ -29,12 +29,14 @@ import traceback
 from collections.abc import Sequence
 from typing import Protocol, cast
 
-from berthmaster.errors import CommandError
+from berthmaster.foundation.errors import CommandError
 
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "version": ("berthmaster.version_command", "print berthmaster's version and the pinned tools"),
-    "dev": ("berthmaster.devcluster.command", "build, start and stop the local control plane"),
-    "demo": ("berthmaster.demo", "bring up the local control plane and show berthmaster at work"),
+    "dev": ("berthmaster.tooling.devcluster.command",
+            "build, start and stop the local control plane"),
+    "demo": ("berthmaster.tooling.demo",
+             "bring up the local control plane and show berthmaster at work"),
     "simulate": ("berthmaster.scheduler.simulate", "place pods offline on a cluster snapshot"),
     "explain": ("berthmaster.scheduler.explain",
                 "explain, per node, why a pod of the live cluster fits or not"),
@@ -59,8 +61,17 @@ class _Subcommand(Protocol):
 
 
 def _load(name: str) -> _Subcommand:
+    """The subcommand's module; a tooling subcommand in an installation that leaves
+    ``berthmaster.tooling`` out (the image: .dockerignore) is a :class:`CommandError`."""
     module_path, _ = SUBCOMMANDS[name]
-    return cast(_Subcommand, importlib.import_module(module_path))
+    try:
+        return cast(_Subcommand, importlib.import_module(module_path))
+    except ModuleNotFoundError as error:
+        if not (error.name or "").startswith("berthmaster.tooling"):
+            raise
+        raise CommandError(f"`{name}` is development tooling (berthmaster.tooling), which this "
+                           "installation leaves out (the image ships the components only); "
+                           "run it from a checkout of the repository: pip install -e .") from error
 
 
 def build_parser(selected: str | None, prog: str = "berthmaster",
@@ -80,7 +91,13 @@ def build_parser(selected: str | None, prog: str = "berthmaster",
     for name, (_, summary) in SUBCOMMANDS.items():
         child = sub.add_parser(name, help=summary, description=summary)
         if load_all or name == selected:
-            _load(name).add_arguments(child)
+            try:
+                module = _load(name)
+            except CommandError:
+                if load_all:
+                    continue  # completion in the image: the tooling subcommands have no options
+                raise
+            module.add_arguments(child)
             _add_logging_flags(child)
     return parser
 
@@ -88,8 +105,8 @@ def build_parser(selected: str | None, prog: str = "berthmaster",
 def _add_logging_flags(parser: argparse.ArgumentParser) -> None:
     """``--log-format`` and ``-v`` for a subcommand that does not declare them, absent from
     ``args`` unless given (argparse refuses an option string twice: that one declares it)."""
-    from berthmaster.logs import add_log_format
-    from berthmaster.verbosity import add_verbosity
+    from berthmaster.foundation.logs import add_log_format
+    from berthmaster.foundation.verbosity import add_verbosity
 
     for add in (add_log_format, add_verbosity):
         with contextlib.suppress(argparse.ArgumentError):
@@ -102,7 +119,7 @@ def _configure_logging(args: argparse.Namespace) -> None:
     fmt = getattr(args, "log_format", None)
     verbosity = int(getattr(args, "verbosity", 0) or 0)
     if fmt is not None or verbosity:
-        from berthmaster import logs
+        from berthmaster.foundation import logs
 
         logs.configure(args.command, fmt or "json", verbosity)
 
@@ -110,7 +127,11 @@ def _configure_logging(args: argparse.Namespace) -> None:
 def main(argv: Sequence[str] | None = None, prog: str = "berthmaster") -> int:
     arguments = list(sys.argv[1:] if argv is None else argv)
     selected = next((a for a in arguments if not a.startswith("-")), None)
-    parser = build_parser(selected if selected in SUBCOMMANDS else None, prog)
+    try:
+        parser = build_parser(selected if selected in SUBCOMMANDS else None, prog)
+    except CommandError as error:
+        print(f"berthmaster {selected}: {error}", file=sys.stderr)
+        return error.exit_code
     args = parser.parse_args(arguments)
     if args.command is None:
         parser.print_help()

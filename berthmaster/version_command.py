@@ -19,7 +19,7 @@ def short_version() -> str:
 
 def run(args: argparse.Namespace) -> int:
     del args
-    from berthmaster.devcluster.build import KUBE_VERSION
+    from berthmaster.tooling.devcluster.build import KUBE_VERSION
 
     print(short_version())
     print(f"local control plane: Kubernetes {KUBE_VERSION} (built from the Go module proxy)")

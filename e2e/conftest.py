@@ -58,7 +58,7 @@ def kubectl_binary() -> str:
     found = shutil.which("kubectl")
     if found:
         return found
-    from berthmaster.devcluster.build import binary_path
+    from berthmaster.tooling.devcluster.build import binary_path
 
     return str(binary_path("kubectl"))
 
@@ -67,7 +67,7 @@ def helm_binary() -> str:
     found = shutil.which("helm")
     if found:
         return found
-    from berthmaster.devcluster.build import binary_path
+    from berthmaster.tooling.devcluster.build import binary_path
 
     return str(binary_path("helm"))
 

@@ -11,12 +11,13 @@ on pods. This driver walks it on one of two clusters and says which:
   Docker can start a privileged container (kind's nodes are privileged).
 - **kubelet** (our build machines, where privileged containers cannot start): the local control
   plane with one real kubelet beside it (``berthmaster dev up --kubelets 1 --kwok cluster``,
-  berthmaster/devcluster/kubelet.py); the images are loaded into the node's containerd, and the
+  berthmaster/tooling/devcluster/kubelet.py); the images are loaded into the node's containerd, and
+  the
   worker nodes of deploy/kind-cluster.yaml become kwok nodes with the same labels and taints.
   berthmaster's own pods, kwok and the descheduler Jobs run on the real kubelet. The cluster
   comes with kind's default storage, which kind's nodes ship: StorageClass ``standard`` served
   by rancher's local-path-provisioner, built here and run on the real kubelet
-  (berthmaster/devcluster/local_path.py); on kind, kind's own is used.
+  (berthmaster/tooling/devcluster/local_path.py); on kind, kind's own is used.
 
 Either way kwok runs in the cluster from a locally built image, and the chart is installed with
 ``image.pullPolicy=Never``. Where neither cluster can be had, the suite still runs and skips with
@@ -41,15 +42,15 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from berthmaster.devcluster import build, images, kwok_incluster  # noqa: E402
-from berthmaster.devcluster.cluster import ClusterError, ControlPlane, Options  # noqa: E402
-from berthmaster.devcluster.kubelet import (  # noqa: E402
+from berthmaster.tooling.devcluster import build, images, kwok_incluster  # noqa: E402
+from berthmaster.tooling.devcluster.cluster import ClusterError, ControlPlane, Options  # noqa: E402
+from berthmaster.tooling.devcluster.kubelet import (  # noqa: E402
     NODE_LABEL,
     NODE_LABEL_VALUE,
     NodeError,
     preflight,
 )
-from berthmaster.devcluster.nodes import kind_workers  # noqa: E402
+from berthmaster.tooling.devcluster.nodes import kind_workers  # noqa: E402
 
 IMAGE, TAG = "berthmaster", "e2e"
 NAMESPACE = "berthmaster-system"

@@ -7,7 +7,8 @@ nodes where every claim is bound to a volume the node may use, can be matched to
 volume, or can be provisioned; Reserve/PreBind write a static volume's ``claimRef`` or, for a
 WaitForFirstConsumer claim, ``volume.kubernetes.io/selected-node``, then wait for the PV
 controller. On the real-kubelet cluster the class ``standard`` is rancher's
-local-path-provisioner as on kind (berthmaster/devcluster/local_path.py); its helper pods run
+local-path-provisioner as on kind (berthmaster/tooling/devcluster/local_path.py); its helper pods
+run
 on the claim's selected node, so the pods with such claims are kept on the real node(s) — a
 kwok node has no disk.
 """
@@ -22,13 +23,14 @@ from typing import Any
 import pytest
 import yaml
 
-from berthmaster.devcluster.kubelet import NODE_LABEL, NODE_LABEL_VALUE
+from berthmaster.tooling.devcluster.kubelet import NODE_LABEL, NODE_LABEL_VALUE
 from e2e.conftest import IMAGE, MODE, SCHEDULER, Kind, wait_for
 from e2e.test_scheduling import events
 
 SELECTED_NODE = "volume.kubernetes.io/selected-node"
 HOSTNAME = "kubernetes.io/hostname"
-# berthmaster's scheduler sends User-Agent berthmaster-scheduler/<version> (berthmaster/kube.py):
+# berthmaster's scheduler sends User-Agent berthmaster-scheduler/<version>
+# (berthmaster/foundation/kube.py):
 # the API server names the manager of the fields it writes after it.
 SCHEDULER_MANAGER = "berthmaster-scheduler"
 # The pods' program: write who wrote the volume first (the first pod's uid), then idle.

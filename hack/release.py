@@ -163,7 +163,7 @@ def helm_binary() -> str:
     if os.environ.get("HELM"):
         return os.environ["HELM"]
     sys.path.insert(0, str(ROOT))
-    from berthmaster.devcluster.build import binary_path
+    from berthmaster.tooling.devcluster.build import binary_path
 
     return str(binary_path("helm"))
 

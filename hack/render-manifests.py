@@ -72,7 +72,7 @@ def helm_binary() -> str:
         return os.environ["HELM"]
     try:
         sys.path.insert(0, str(ROOT))
-        from berthmaster.devcluster.build import binary_path
+        from berthmaster.tooling.devcluster.build import binary_path
 
         built = binary_path("helm")
         if built.is_file():

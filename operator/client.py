@@ -10,7 +10,7 @@ command's preflights run before kopf, in an event loop of their own: they only p
 server with a client they close at once.)
 
 Rate: the client is limited as a kube component's (``--kube-api-qps``, ``--kube-api-burst``;
-client-go's token bucket, :class:`~berthmaster.kube.TokenBucket`), by default as
+client-go's token bucket, :class:`~berthmaster.foundation.kube.TokenBucket`), by default as
 kube-controller-manager's clients (pkg/controller/apis/config/v1alpha1/defaults.go: QPS 20,
 burst 30): a MachineSet of a hundred thousand replicas creates its Machines at that pace, and the
 other capabilities' requests take their turn in the same bucket (:func:`configure`, before
@@ -31,7 +31,7 @@ from typing import Any
 
 import kopf
 
-from berthmaster.kube import (
+from berthmaster.foundation.kube import (
     CONTROLLER_MANAGER_BURST,
     CONTROLLER_MANAGER_QPS,
     KubeClient,

@@ -16,11 +16,11 @@ import logging
 import os
 from typing import Any
 
-from berthmaster import logs
-from berthmaster.kube import CONTROLLER_MANAGER_BURST as DEFAULT_BURST
-from berthmaster.kube import CONTROLLER_MANAGER_QPS as DEFAULT_QPS
-from berthmaster.serving_options import SecureServing, add_secure_serving_arguments
-from berthmaster.verbosity import add_verbosity
+from berthmaster.foundation import logs
+from berthmaster.foundation.kube import CONTROLLER_MANAGER_BURST as DEFAULT_BURST
+from berthmaster.foundation.kube import CONTROLLER_MANAGER_QPS as DEFAULT_QPS
+from berthmaster.foundation.serving_options import SecureServing, add_secure_serving_arguments
+from berthmaster.foundation.verbosity import add_verbosity
 
 CAPABILITIES: dict[str, tuple[str, ...]] = {
     "machines": ("berthmaster.operator.machines.handlers",),
@@ -86,9 +86,10 @@ async def preflight(kubeconfig: str | None, capabilities: list[str] | None = Non
     """Load the kubeconfig (or in-cluster config) and reach the API server once, as every
     command does, before kopf starts: kopf itself retries a missing or broken configuration
     forever; then check that the capabilities' custom resources are served and their verbs
-    allowed (operator/preflight.py). Raises :class:`~berthmaster.errors.CommandError` (one
+    allowed (operator/preflight.py). Raises :class:`~berthmaster.foundation.errors.CommandError`
+    (one
     line, exit 2 or 3)."""
-    from berthmaster.kube import KubeClient
+    from berthmaster.foundation.kube import KubeClient
     from berthmaster.operator.client import AGENT
     from berthmaster.operator.preflight import preflight_capabilities
 
@@ -102,7 +103,8 @@ async def preflight(kubeconfig: str | None, capabilities: list[str] | None = Non
 def run(args: argparse.Namespace) -> int:
     if args.kubeconfig:
         # Before kopf is imported: it reads $KUBECONFIG at import time. kubernetes_asyncio's
-        # loader, whose default kopf's login uses, read it when berthmaster.kube (imported above)
+        # loader, whose default kopf's login uses, read it when berthmaster.foundation.kube
+        # (imported above)
         # loaded it: point its default at the flag's file too.
         os.environ["KUBECONFIG"] = args.kubeconfig
         from kubernetes_asyncio.config import kube_config

@@ -15,8 +15,8 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-from berthmaster.kube import CORE, KubeClient, KubeError, resource_path
-from berthmaster.times import format_rfc3339
+from berthmaster.foundation.kube import CORE, KubeClient, KubeError, resource_path
+from berthmaster.foundation.times import format_rfc3339
 
 log = logging.getLogger("berthmaster.operator.events")
 

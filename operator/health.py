@@ -1,7 +1,8 @@
 """The operator's ``/metrics``, ``/healthz`` and ``/readyz`` (``--metrics-bind-address``, and
 ``--secure-port`` for HTTPS with delegated authentication and authorization).
 
-Design: the same server as the scheduler's (berthmaster.serving), started in kopf's event loop
+Design: the same server as the scheduler's (berthmaster.foundation.serving), started in kopf's
+event loop
 by a startup handler and stopped by a cleanup handler. ``/metrics`` exposes prometheus_client's
 default registry: the capabilities' collectors (``cluster_autoscaler_*``, ``mapi_*``,
 ``descheduler_*``) and the process and Python runtime collectors it carries by default.
@@ -31,14 +32,14 @@ from typing import Any
 
 from prometheus_client import REGISTRY, generate_latest
 
-from berthmaster.build_info import register_build_info
-from berthmaster.errors import CommandError
-from berthmaster.kube import KubeError
-from berthmaster.serving import Probe, SecureServing, Served, serve
+from berthmaster.foundation.build_info import register_build_info
+from berthmaster.foundation.errors import CommandError
+from berthmaster.foundation.kube import KubeError
+from berthmaster.foundation.serving import Probe, SecureServing, Served, serve
 
 log = logging.getLogger("berthmaster.operator.health")
 # The operator serves the default registry; berthmaster_build_info joins it as the scheduler's
-# (berthmaster.build_info).
+# (berthmaster.foundation.build_info).
 register_build_info(REGISTRY)
 
 CHECK_SECONDS = 10.0

@@ -4,7 +4,8 @@ Design: a table, :func:`capability_needs`, of the custom resources each capabili
 the verbs it cannot work without (a subset of the chart's ClusterRole, templates/
 operator-rbac.yaml: reading its resources, writing their status, and the one write that is its
 job — an eviction, a Job, a MachineSet's replicas), plus what kopf itself needs. The command
-hands the table to :func:`berthmaster.access.check`, which turns what is missing into one line
+hands the table to :func:`berthmaster.foundation.access.check`, which turns what is missing into
+one line
 and exit 2. Without ``--only`` (every capability), a capability whose custom resources are not
 installed is reported with a warning and left waiting for them (kopf starts watching a CRD when
 it appears), as before, unless no capability at all could run; asked for by ``--only``, it is
@@ -16,9 +17,9 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 
-from berthmaster.access import Access, Needs, Resource, check, crd_line, find_missing
-from berthmaster.errors import ConfigurationError
-from berthmaster.kube import KubeClient
+from berthmaster.foundation.access import Access, Needs, Resource, check, crd_line, find_missing
+from berthmaster.foundation.errors import ConfigurationError
+from berthmaster.foundation.kube import KubeClient
 from berthmaster.operator.deschedulers.runs import RunSettings
 
 log = logging.getLogger("berthmaster.operator")

@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 
 import kopf
 
-from berthmaster.kube import KubeError
+from berthmaster.foundation.kube import KubeError
 
 RETRY_SECONDS = 10.0
 

@@ -30,8 +30,8 @@ from typing import Any
 
 import yaml
 
-from berthmaster.documents import safe_load
-from berthmaster.errors import PolicyError
+from berthmaster.foundation.documents import safe_load
+from berthmaster.foundation.errors import PolicyError
 from berthmaster.scheduler.framework import ArgErrors, PluginKind
 from berthmaster.scheduler.model import NodeSelector, NodeSelectorTerm, node_selector_term
 from berthmaster.scheduler.plugins import (
@@ -252,7 +252,7 @@ def _bool(value: Any, path: str, problems: _Problems, default: bool) -> bool:
 
 
 def _duration(value: Any, path: str, problems: _Problems, default: float) -> float:
-    from berthmaster.durations import parse_go_duration
+    from berthmaster.foundation.durations import parse_go_duration
 
     if value is None:
         return default

@@ -27,8 +27,9 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any
 
-from berthmaster.errors import ConfigurationError
-from berthmaster.kube import CORE, KubeClient, KubeError, resource_path
+from berthmaster.foundation.errors import ConfigurationError
+from berthmaster.foundation.kube import CORE, KubeClient, KubeError, resource_path
+from berthmaster.foundation.verbosity import add_verbosity
 from berthmaster.scheduler import live
 from berthmaster.scheduler.engine import Engine
 from berthmaster.scheduler.live import ConfiguredPolicy
@@ -40,7 +41,6 @@ from berthmaster.scheduler.simulate import (
     write_result,
 )
 from berthmaster.scheduler.snapshot import pod_key
-from berthmaster.verbosity import add_verbosity
 
 JSON = dict[str, Any]
 POD_KINDS = ("pod", "pods", "po")

@@ -15,7 +15,8 @@ whose profile for the pod's schedulerName is used; labelled
 kube-scheduler's ``--policy-configmap`` convention (key ``policy.cfg``) when named. When none
 is found the default profile is used and :class:`ConfiguredPolicy` says so in ``note``.
 
-API problems end the command in one line (``berthmaster.errors``): a refused list is exit 2
+API problems end the command in one line (``berthmaster.foundation.errors``): a refused list is
+exit 2
 (RBAC is configuration), anything else the API server cannot answer is exit 3.
 """
 
@@ -29,9 +30,9 @@ from typing import Any
 
 import yaml
 
-from berthmaster.documents import read_text
-from berthmaster.errors import ConfigurationError, ConnectivityError
-from berthmaster.kube import CORE, KubeClient, KubeError, resource_path
+from berthmaster.foundation.documents import read_text
+from berthmaster.foundation.errors import ConfigurationError, ConnectivityError
+from berthmaster.foundation.kube import CORE, KubeClient, KubeError, resource_path
 from berthmaster.scheduler.config import default_profile, load_config, load_profile
 from berthmaster.scheduler.daemon.cache import RESOURCES, Resource
 from berthmaster.scheduler.policy import Policy, load_policy

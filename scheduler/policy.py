@@ -36,8 +36,8 @@ from typing import Any
 
 import yaml
 
-from berthmaster.documents import safe_load
-from berthmaster.errors import PolicyError
+from berthmaster.foundation.documents import safe_load
+from berthmaster.foundation.errors import PolicyError
 from berthmaster.scheduler.plugins.base import Predicate, Priority
 from berthmaster.scheduler.plugins.inter_pod_affinity import InterPodAffinityPriority
 from berthmaster.scheduler.plugins.registry import (

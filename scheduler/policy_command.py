@@ -16,8 +16,8 @@ import sys
 
 import yaml
 
-from berthmaster.documents import read_text
-from berthmaster.errors import PolicyError
+from berthmaster.foundation.documents import read_text
+from berthmaster.foundation.errors import PolicyError
 from berthmaster.scheduler.config import DEFAULT_SCHEDULER_NAME
 from berthmaster.scheduler.policy_convert import convert_policy_text
 

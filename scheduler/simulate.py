@@ -34,8 +34,8 @@ from typing import Any, TextIO
 
 import yaml
 
-from berthmaster.documents import load_documents, read_text
-from berthmaster.errors import PolicyError
+from berthmaster.foundation.documents import load_documents, read_text
+from berthmaster.foundation.errors import PolicyError
 from berthmaster.scheduler.config import default_profile
 from berthmaster.scheduler.config import load_profile as load_profile_text
 from berthmaster.scheduler.engine import Decision, Engine

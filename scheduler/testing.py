@@ -27,7 +27,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from berthmaster.documents import parse_documents, safe_load
+from berthmaster.foundation.documents import parse_documents, safe_load
 from berthmaster.scheduler.config import load_config
 from berthmaster.scheduler.engine import Engine
 from berthmaster.scheduler.policy import Policy

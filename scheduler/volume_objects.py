@@ -23,7 +23,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from berthmaster.kube import CORE, KubeClient, group_path, resource_path
+from berthmaster.foundation.kube import CORE, KubeClient, group_path, resource_path
 
 Obj = dict[str, Any]
 STORAGE_API = group_path("storage.k8s.io", "v1")

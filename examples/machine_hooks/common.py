@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from berthmaster.kube import KubeClient, KubeError
+from berthmaster.foundation.kube import KubeClient, KubeError
 from berthmaster.operator.machines import api
 
 Machine = dict[str, Any]

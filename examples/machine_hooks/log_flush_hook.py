@@ -21,7 +21,7 @@ from typing import Any
 
 from common import add_hook, has_hook, machines, remove_hook  # type: ignore[import-not-found]
 
-from berthmaster.kube import KubeClient
+from berthmaster.foundation.kube import KubeClient
 
 HOOK = "FlushLogs"
 OWNER = "example.berthmaster.io/log-flush-hook"

@@ -15,7 +15,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable
 
-from berthmaster.kube import KubeClient, group_path, resource_path
+from berthmaster.foundation.kube import KubeClient, group_path, resource_path
 from berthmaster.operator.admission.review import UserInfo
 
 AUTHORIZATION = group_path("authorization.k8s.io", "v1")

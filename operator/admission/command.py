@@ -2,7 +2,8 @@
 
 Design: one asyncio event loop holds the API client, the HTTPS webhook server
 (service.AdmissionService) and, with ``--metrics-bind-address`` or ``--secure-port``, the
-endpoint of /metrics, /healthz and /readyz (berthmaster.serving: plain HTTP, or HTTPS with
+endpoint of /metrics, /healthz and /readyz (berthmaster.foundation.serving: plain HTTP, or HTTPS
+with
 kube-scheduler's delegated authentication and authorization, the chart's default). Nothing
 here is shared with the operator: a pod flood on the webhook cannot delay a Machine reconcile,
 and an operator restart or upgrade leaves admission serving. The process is stateless (the
@@ -24,10 +25,10 @@ import asyncio
 import contextlib
 import signal
 
-from berthmaster import logs
+from berthmaster.foundation import logs
+from berthmaster.foundation.serving_options import SecureServing, add_secure_serving_arguments
+from berthmaster.foundation.verbosity import add_verbosity
 from berthmaster.operator.admission import options
-from berthmaster.serving_options import SecureServing, add_secure_serving_arguments
-from berthmaster.verbosity import add_verbosity
 
 AGENT_NAME = "berthmaster-admission"
 
@@ -51,10 +52,10 @@ def run(args: argparse.Namespace) -> int:
 
 async def main(settings: options.AdmissionSettings, kubeconfig: str | None,
                secure: SecureServing | None = None) -> int:
-    from berthmaster.kube import KubeClient, user_agent
+    from berthmaster.foundation.kube import KubeClient, user_agent
+    from berthmaster.foundation.serving import serve
     from berthmaster.operator.admission.metrics import AdmissionMetrics
     from berthmaster.operator.admission.service import AdmissionService, preflight
-    from berthmaster.serving import serve
 
     client = await KubeClient.connect(kubeconfig, agent=user_agent(AGENT_NAME))
     metrics = AdmissionMetrics()

@@ -27,7 +27,7 @@ from typing import Any
 
 import yaml
 
-from berthmaster.documents import safe_load
+from berthmaster.foundation.documents import safe_load
 from berthmaster.operator.admission import podnodeconstraints as pnc
 from berthmaster.operator.admission import podnodeselector as pns
 from berthmaster.operator.admission import podtolerationrestriction as ptr

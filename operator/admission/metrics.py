@@ -14,7 +14,7 @@ from __future__ import annotations
 from prometheus_client import CollectorRegistry, Counter, Gauge
 from prometheus_client.exposition import generate_latest
 
-from berthmaster.serving import register_runtime_collectors
+from berthmaster.foundation.serving import register_runtime_collectors
 
 OUTCOMES = ("allowed", "denied", "fail_open", "error", "too_large", "overloaded",
             "unauthenticated", "bad_request")

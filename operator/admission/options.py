@@ -21,7 +21,7 @@ import ipaddress
 import os
 from dataclasses import dataclass, field
 
-from berthmaster.errors import ConfigurationError
+from berthmaster.foundation.errors import ConfigurationError
 from berthmaster.operator.admission.certs import Lifetimes
 from berthmaster.operator.admission.schedulername import DEFAULT_SCHEDULER, LABEL
 from berthmaster.scheduler.label_string import label_value_problem

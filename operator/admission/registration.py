@@ -34,7 +34,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from berthmaster.kube import KubeClient, group_path, resource_path
+from berthmaster.foundation.kube import KubeClient, group_path, resource_path
 from berthmaster.operator.admission import schedulername
 from berthmaster.operator.admission.podnodeconstraints import POD_SPEC_PATHS
 

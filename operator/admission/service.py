@@ -30,9 +30,9 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from berthmaster.access import Access, Needs, check
-from berthmaster.errors import ConfigurationError
-from berthmaster.kube import CORE, KubeClient, KubeError, resource_path
+from berthmaster.foundation.access import Access, Needs, check
+from berthmaster.foundation.errors import ConfigurationError
+from berthmaster.foundation.kube import CORE, KubeClient, KubeError, resource_path
 from berthmaster.operator.admission import certs, registration
 from berthmaster.operator.admission.access import BindingAccess
 from berthmaster.operator.admission.config import (

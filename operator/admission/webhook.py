@@ -24,7 +24,7 @@ import asyncio
 import logging
 from typing import Any
 
-from berthmaster.kube import CORE, KubeClient, KubeError, resource_path
+from berthmaster.foundation.kube import CORE, KubeClient, KubeError, resource_path
 from berthmaster.operator.admission import decisions, review, schedulername
 from berthmaster.operator.admission.access import BindingAccess
 from berthmaster.operator.admission.config import AdmissionConfig

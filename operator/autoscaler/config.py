@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from berthmaster.durations import parse_go_duration
+from berthmaster.foundation.durations import parse_go_duration
 
 # The namespace the operator runs in, where the Priority expander's ConfigMap is read: upstream's
 # --namespace (the namespace cluster-autoscaler runs in; its deployment examples give it a Role

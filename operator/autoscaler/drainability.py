@@ -35,6 +35,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from berthmaster.foundation.times import parse_rfc3339
 from berthmaster.operator.autoscaler.config import AutoscalerConfig
 from berthmaster.scheduler.model import label_selector
 from berthmaster.scheduler.pods import (
@@ -44,7 +45,6 @@ from berthmaster.scheduler.pods import (
     is_mirror_pod,
     pod_ref,
 )
-from berthmaster.times import parse_rfc3339
 
 JSON = dict[str, Any]
 

@@ -38,7 +38,7 @@ from typing import Any
 
 import kopf
 
-from berthmaster.kube import KubeClient, KubeError, group_path, resource_path
+from berthmaster.foundation.kube import KubeClient, KubeError, group_path, resource_path
 from berthmaster.operator import health
 from berthmaster.operator.autoscaler import events, metrics
 from berthmaster.operator.autoscaler.config import (

@@ -51,7 +51,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from berthmaster.kube import CORE, KubeClient, KubeError, group_path, resource_path
+from berthmaster.foundation.kube import CORE, KubeClient, KubeError, group_path, resource_path
+from berthmaster.foundation.times import format_rfc3339
 from berthmaster.operator.autoscaler import events, metrics, taints
 from berthmaster.operator.autoscaler.actuation import (
     DELAY_DELETION_POLL,
@@ -112,7 +113,6 @@ from berthmaster.operator.autoscaler.simulation import Placement, Simulation
 from berthmaster.operator.autoscaler.taints import TO_BE_DELETED_TAINT
 from berthmaster.operator.machines import drain
 from berthmaster.scheduler.volume_objects import NO_VOLUMES, VolumeObjects, list_volume_objects
-from berthmaster.times import format_rfc3339
 
 JSON = dict[str, Any]
 MACHINE_API = group_path("machine.openshift.io", "v1beta1")

@@ -33,6 +33,7 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from berthmaster.foundation.times import parse_rfc3339
 from berthmaster.operator.autoscaler import nodegroupset
 from berthmaster.operator.autoscaler.config import AutoscalerConfig, parse_duration
 from berthmaster.operator.autoscaler.events import node_group_id
@@ -44,7 +45,6 @@ from berthmaster.operator.autoscaler.resources import CPU, MEMORY, node_allocata
 from berthmaster.operator.autoscaler.simulation import Simulation
 from berthmaster.operator.autoscaler.template import copy_of
 from berthmaster.scheduler.model import resolve_priority
-from berthmaster.times import parse_rfc3339
 
 JSON = dict[str, Any]
 

@@ -44,7 +44,7 @@ from typing import Any
 
 from prometheus_client import Counter
 
-from berthmaster.kube import CORE, KubeClient, KubeError, resource_path
+from berthmaster.foundation.kube import CORE, KubeClient, KubeError, resource_path
 from berthmaster.operator.autoscaler.config import DEFAULT_NAMESPACE, AutoscalerConfig
 from berthmaster.operator.autoscaler.drainability import CONTROLLER_KINDS, controllers_of
 from berthmaster.operator.autoscaler.expanders import PRIORITY_CONFIGMAP

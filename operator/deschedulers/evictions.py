@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from berthmaster.kube import CORE, KubeClient, KubeError, resource_path
+from berthmaster.foundation.kube import CORE, KubeClient, KubeError, resource_path
 from berthmaster.operator.deschedulers.status import run_outcome
 from berthmaster.scheduler.descheduler.metrics import add_reported, parse_termination_message
 

@@ -38,8 +38,8 @@ from typing import Any
 import kopf
 import yaml
 
-from berthmaster.errors import PolicyError
-from berthmaster.kube import CORE, KubeClient, KubeError, group_path, resource_path
+from berthmaster.foundation.errors import PolicyError
+from berthmaster.foundation.kube import CORE, KubeClient, KubeError, group_path, resource_path
 from berthmaster.operator.client import operator_client as kube
 from berthmaster.operator.deschedulers.build import (
     GROUP,

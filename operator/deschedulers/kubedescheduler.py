@@ -46,8 +46,9 @@ from typing import Any
 
 import kopf
 
-from berthmaster.errors import PolicyError
-from berthmaster.kube import CORE, KubeClient, KubeError, group_path, resource_path
+from berthmaster.foundation.errors import PolicyError
+from berthmaster.foundation.kube import CORE, KubeClient, KubeError, group_path, resource_path
+from berthmaster.foundation.times import parse_rfc3339
 from berthmaster.operator import events
 from berthmaster.operator.client import operator_client as kube
 from berthmaster.operator.deschedulers.build import (
@@ -78,7 +79,6 @@ from berthmaster.operator.deschedulers.status import (
 from berthmaster.operator.retrying import transient_only
 from berthmaster.scheduler.descheduler.metrics import SUCCESS
 from berthmaster.scheduler.descheduler.policy import parse_policy
-from berthmaster.times import parse_rfc3339
 
 log = logging.getLogger("berthmaster.operator.deschedulers")
 

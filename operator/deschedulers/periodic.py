@@ -19,7 +19,7 @@ import logging
 from collections.abc import Awaitable, Callable, Mapping, MutableMapping
 from typing import Any, Protocol
 
-from berthmaster.kube import KubeError
+from berthmaster.foundation.kube import KubeError
 from berthmaster.operator.client import stop_before_close
 
 log = logging.getLogger("berthmaster.operator.deschedulers")

@@ -26,7 +26,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from berthmaster.durations import parse_go_duration
+from berthmaster.foundation.durations import parse_go_duration
 
 Obj = dict[str, Any]
 

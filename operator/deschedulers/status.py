@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from berthmaster.times import format_rfc3339
+from berthmaster.foundation.times import format_rfc3339
 
 POLICY_VALID = "PolicyValid"
 # berthmaster's: the spec stays within what the cluster administrator allows (runs.py)

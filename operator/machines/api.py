@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from berthmaster.kube import CORE, group_path, resource_path
+from berthmaster.foundation.kube import CORE, group_path, resource_path
 
 GROUP = "machine.openshift.io"
 VERSION = "v1beta1"

@@ -12,8 +12,8 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
+from berthmaster.foundation.times import format_rfc3339
 from berthmaster.operator.machines.api import SEVERITY_WARNING
-from berthmaster.times import format_rfc3339
 
 Condition = dict[str, Any]
 

@@ -34,7 +34,8 @@ from collections.abc import Awaitable, Callable, Collection
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from berthmaster.kube import CORE, KubeClient, KubeError, resource_path
+from berthmaster.foundation.kube import CORE, KubeClient, KubeError, resource_path
+from berthmaster.foundation.times import format_rfc3339, parse_rfc3339
 from berthmaster.operator.machines import (
     api,
     authority,
@@ -65,7 +66,6 @@ from berthmaster.operator.machines.providers import (
     provider_spec_kind,
     unknown_instance_state,
 )
-from berthmaster.times import format_rfc3339, parse_rfc3339
 
 Key = tuple[str, str]
 JSON = dict[str, Any]

@@ -34,9 +34,9 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from berthmaster.durations import parse_go_duration
+from berthmaster.foundation.durations import parse_go_duration
+from berthmaster.foundation.times import parse_rfc3339
 from berthmaster.scheduler.pods import is_daemonset_pod, is_mirror_pod
-from berthmaster.times import parse_rfc3339
 
 Pod = dict[str, Any]
 

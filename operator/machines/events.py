@@ -16,8 +16,8 @@ import hashlib
 from datetime import datetime
 from typing import Any
 
+from berthmaster.foundation.times import format_rfc3339
 from berthmaster.operator.machines.api import API_VERSION
-from berthmaster.times import format_rfc3339
 
 COMPONENT = "machine-controller"
 DRAIN_COMPONENT = "machine-drain-controller"

@@ -34,7 +34,7 @@ from typing import Any
 
 import kopf
 
-from berthmaster.kube import KubeClient
+from berthmaster.foundation.kube import KubeClient
 from berthmaster.operator.client import operator_client, stop_before_close
 from berthmaster.operator.machines import api, machineset
 from berthmaster.operator.machines.controller import MachineController, MachineSetController

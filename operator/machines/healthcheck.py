@@ -51,7 +51,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from berthmaster.kube import group_path, resource_path
+from berthmaster.foundation.kube import group_path, resource_path
+from berthmaster.foundation.times import parse_rfc3339
 from berthmaster.operator.machines import api
 from berthmaster.operator.machines.conditions import (
     Condition,
@@ -61,7 +62,6 @@ from berthmaster.operator.machines.conditions import (
 from berthmaster.operator.machines.drain import format_duration, parse_duration
 from berthmaster.operator.machines.machineset import InvalidMachineSet, selector_matches
 from berthmaster.operator.machines.providers import owned
-from berthmaster.times import parse_rfc3339
 
 JSON = dict[str, Any]
 

@@ -28,7 +28,7 @@ from collections.abc import Callable, Collection
 from datetime import datetime
 from typing import Any
 
-from berthmaster.kube import KubeClient, KubeError, group_path, resource_path
+from berthmaster.foundation.kube import KubeClient, KubeError, group_path, resource_path
 from berthmaster.operator.machines import api, upstream_series
 from berthmaster.operator.machines import healthcheck as mhc_rules
 from berthmaster.operator.machines.conditions import (

@@ -31,11 +31,11 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+from berthmaster.foundation.times import parse_rfc3339
 from berthmaster.operator.machines import api
 from berthmaster.operator.machines.conditions import is_true
 from berthmaster.operator.machines.drain import format_duration, parse_duration
 from berthmaster.operator.machines.hooks import PRE_DRAIN, PRE_TERMINATE, hooks_of
-from berthmaster.times import parse_rfc3339
 
 Machine = dict[str, Any]
 

@@ -24,9 +24,9 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
+from berthmaster.foundation.times import parse_rfc3339
 from berthmaster.operator.machines import api
 from berthmaster.scheduler.model import SELECTOR_OPERATORS, LabelSelector, label_selector
-from berthmaster.times import parse_rfc3339
 
 Machine = dict[str, Any]
 

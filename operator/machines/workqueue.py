@@ -25,7 +25,7 @@ import logging
 from collections.abc import Awaitable, Callable, Hashable
 from typing import Generic, TypeVar
 
-from berthmaster.kube import KubeError
+from berthmaster.foundation.kube import KubeError
 
 K = TypeVar("K", bound=Hashable)
 Reconcile = Callable[[K], Awaitable[float | None]]

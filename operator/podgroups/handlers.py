@@ -17,7 +17,7 @@ from typing import Any
 
 import kopf
 
-from berthmaster.kube import CORE, KubeError, group_path, resource_path
+from berthmaster.foundation.kube import CORE, KubeError, group_path, resource_path
 from berthmaster.operator.client import operator_client as kube
 from berthmaster.operator.podgroups.status import settle
 from berthmaster.scheduler.plugins.coscheduling import POD_GROUP, POD_GROUP_LABEL

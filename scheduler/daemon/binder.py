@@ -18,7 +18,8 @@ Every failure posts kube-scheduler's ``FailedScheduling`` Event, ``running Bind 
 "DefaultBinder": <the API server's message>``.
 
 A binding is only sent while this replica leads: ``may_act`` is checked before taking a slot
-and is the POST's ``fence`` (:mod:`berthmaster.kube`), asked again after the client's rate
+and is the POST's ``fence`` (:mod:`berthmaster.foundation.kube`), asked again after the client's
+rate
 limiter wait, immediately before sending; a fenced binding is forgotten and requeued, with no
 Event and no status patch (the new leader decides).
 
@@ -42,8 +43,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from berthmaster.kube import CORE, KubeClient, KubeError, resource_path
-from berthmaster.logs import ObjectRef
+from berthmaster.foundation.kube import CORE, KubeClient, KubeError, resource_path
+from berthmaster.foundation.logs import ObjectRef
 from berthmaster.scheduler.daemon import events, hints
 from berthmaster.scheduler.daemon.events import EventRecorder
 from berthmaster.scheduler.daemon.extensions import Extensions, Rejection

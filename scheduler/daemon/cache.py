@@ -3,7 +3,7 @@
 Design: one :class:`Informer` per kind lists the collection once (paged, raw JSON), then
 watches from the list's resourceVersion, with bookmarks, for ever (each watch request times out
 after a random 5 to 10 minutes, and a stream silent past the bookmark interval is dropped:
-:mod:`berthmaster.kube`): a stream that ends is
+:mod:`berthmaster.foundation.kube`): a stream that ends is
 re-opened from the last version seen, a ``410 Gone`` relists (the difference between what was
 known and the new list becomes deletes and upserts, so nothing is missed or doubled), any other
 error retries with a capped backoff. An informer that fails in any other way (an exception
@@ -38,7 +38,7 @@ from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from typing import Any
 
-from berthmaster.kube import (
+from berthmaster.foundation.kube import (
     CORE,
     MIN_WATCH_TIMEOUT,
     KubeClient,

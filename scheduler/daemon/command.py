@@ -35,7 +35,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from berthmaster import logs
+    from berthmaster.foundation import logs
 
     logs.configure("scheduler", args.log_format, args.verbosity)
     try:
@@ -46,8 +46,8 @@ def run(args: argparse.Namespace) -> int:
 
 def load_configured_policy(path: str | None) -> Any:
     """The Policy file's profile (exit 2 when it is not valid); without a file, None."""
-    from berthmaster.documents import DocumentError, read_text
-    from berthmaster.errors import PolicyError
+    from berthmaster.foundation.documents import DocumentError, read_text
+    from berthmaster.foundation.errors import PolicyError
     from berthmaster.scheduler.policy import load_policy
 
     if not path:
@@ -69,8 +69,8 @@ def load_configuration(args: argparse.Namespace, argv: list[str]) -> Any:
     applied to ``args`` as kube-scheduler applies them), ``--policy``'s profile, or, with
     neither, kube-scheduler 1.35's default profile under ``--scheduler-name``. A bad file
     exits 2 naming every field that is wrong."""
-    from berthmaster.documents import DocumentError, read_text
-    from berthmaster.errors import PolicyError
+    from berthmaster.foundation.documents import DocumentError, read_text
+    from berthmaster.foundation.errors import PolicyError
     from berthmaster.scheduler.config import default_config, load_config
     from berthmaster.scheduler.daemon import flags
 
@@ -100,8 +100,8 @@ def load_configuration(args: argparse.Namespace, argv: list[str]) -> Any:
 
 
 async def main(args: argparse.Namespace) -> int:
+    from berthmaster.foundation.serving_options import SecureServing
     from berthmaster.scheduler.daemon.service import SchedulerService
-    from berthmaster.serving_options import SecureServing
 
     SecureServing.from_args(args)  # a bad secure-serving flag ends the command before it connects
     configuration = load_configuration(args, sys.argv[1:])

@@ -24,8 +24,8 @@ from collections.abc import Callable, Collection
 from datetime import UTC, datetime
 from typing import Any
 
-from berthmaster.kube import CORE, KubeClient, KubeError, resource_path
-from berthmaster.times import format_rfc3339
+from berthmaster.foundation.kube import CORE, KubeClient, KubeError, resource_path
+from berthmaster.foundation.times import format_rfc3339
 
 JSON = dict[str, Any]
 log = logging.getLogger("berthmaster.scheduler.events")

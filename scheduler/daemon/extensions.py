@@ -29,7 +29,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from berthmaster.logs import ObjectRef
+from berthmaster.foundation.logs import ObjectRef
 from berthmaster.scheduler.daemon.volumes import (
     NotLeader,
     PreBindError,

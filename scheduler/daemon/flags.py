@@ -6,7 +6,8 @@ for the table): ``-v N``/``--v=N`` levels, Go durations on the leader-election f
 numbers stay seconds, as the chart passes them), ``--leader-elect-resource-name``/``-namespace``
 /``-lock``, ``--kube-api-qps``/``--kube-api-burst``, and the secure-serving flags
 (``--secure-port``, ``--bind-address``, ``--tls-*``, ``--authentication-*``/``--authorization-*``;
-berthmaster.serving). Everything here is pure argument parsing; nothing is read or connected.
+berthmaster.foundation.serving). Everything here is pure argument parsing; nothing is read or
+connected.
 """
 
 from __future__ import annotations
@@ -15,10 +16,10 @@ import argparse
 from collections.abc import Sequence
 from typing import Any
 
-from berthmaster.durations import parse_go_duration
-from berthmaster.logs import add_log_format
-from berthmaster.serving_options import add_secure_serving_arguments
-from berthmaster.verbosity import add_verbosity
+from berthmaster.foundation.durations import parse_go_duration
+from berthmaster.foundation.logs import add_log_format
+from berthmaster.foundation.serving_options import add_secure_serving_arguments
+from berthmaster.foundation.verbosity import add_verbosity
 
 
 def seconds(text: str) -> float:

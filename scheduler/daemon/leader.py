@@ -21,7 +21,7 @@ write landed; so a slow reply (a rate limiter's wait, a stalled connection) shor
 validity instead of stretching it past what the other candidates allow. Every write that acts
 for the leader (binds, preemption's deletes and nominations, status patches) passes
 :meth:`LeaderElector.is_leader` as the request's ``fence``, asked after the client's rate
-limiter wait, immediately before sending (:mod:`berthmaster.kube`).
+limiter wait, immediately before sending (:mod:`berthmaster.foundation.kube`).
 
 On graceful shutdown the Lease is released (holder emptied, as client-go's
 ``ReleaseOnCancel``) so a standby takes over within one retry period instead of a whole lease
@@ -41,9 +41,9 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
-from berthmaster.kube import KubeClient, KubeError, group_path, resource_path
-from berthmaster.logs import ObjectRef
-from berthmaster.times import format_rfc3339_micro
+from berthmaster.foundation.kube import KubeClient, KubeError, group_path, resource_path
+from berthmaster.foundation.logs import ObjectRef
+from berthmaster.foundation.times import format_rfc3339_micro
 
 JSON = dict[str, Any]
 log = logging.getLogger("berthmaster.scheduler.leader")

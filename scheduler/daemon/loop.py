@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from berthmaster.logs import ObjectRef
+from berthmaster.foundation.logs import ObjectRef
 from berthmaster.scheduler.daemon import events
 from berthmaster.scheduler.daemon.binder import Binder
 from berthmaster.scheduler.daemon.events import EventRecorder

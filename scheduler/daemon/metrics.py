@@ -3,7 +3,8 @@
 Design: the metric names, label names and histogram buckets are kube-scheduler's (see
 ``pkg/scheduler/metrics``), so its dashboards and alerts work unchanged; ``profile`` is the
 scheduler name. Each :class:`SchedulerMetrics` owns a private registry, so two schedulers in one
-process (the integration tests) do not collide. The HTTP server (berthmaster.serving) serves
+process (the integration tests) do not collide. The HTTP server (berthmaster.foundation.serving)
+serves
 ``/metrics`` (the text exposition), ``/healthz`` (the process works; fails when this replica
 believes it leads but has not renewed its Lease within the renew deadline, as kube-scheduler's
 leader-election health check) and
@@ -31,7 +32,7 @@ from prometheus_client import (
     generate_latest,
 )
 
-from berthmaster.serving import register_runtime_collectors
+from berthmaster.foundation.serving import register_runtime_collectors
 
 
 def exponential_buckets(start: float, factor: float, count: int) -> list[float]:

@@ -15,7 +15,8 @@ The preemptor itself is parked like any unschedulable pod; the victims' deletion
 cluster events that wake it, and it then lands on the nominated node or wherever fits first.
 
 Like a binding, each write is sent only while this replica leads: ``may_act`` is the request's
-``fence`` (:mod:`berthmaster.kube`), asked after the client's rate limiter wait, immediately
+``fence`` (:mod:`berthmaster.foundation.kube`), asked after the client's rate limiter wait,
+immediately
 before each PATCH and DELETE, not once before a wait: a leader frozen past its Lease (SIGSTOP, a
 long pause, a long queue for a token) must not wake up and delete the victims of a decision the
 new leader never made. A fenced write ends the whole preemption: nothing after it is sent.
@@ -28,8 +29,8 @@ import logging
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from berthmaster.kube import CORE, KubeClient, KubeError, resource_path
-from berthmaster.logs import ObjectRef
+from berthmaster.foundation.kube import CORE, KubeClient, KubeError, resource_path
+from berthmaster.foundation.logs import ObjectRef
 from berthmaster.scheduler.daemon import events
 from berthmaster.scheduler.daemon.events import EventRecorder
 from berthmaster.scheduler.model import PodView

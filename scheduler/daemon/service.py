@@ -19,8 +19,9 @@ import logging
 from dataclasses import replace
 from typing import Any
 
-from berthmaster.access import Access, Needs, Resource, check
-from berthmaster.kube import KubeClient, user_agent
+from berthmaster.foundation.access import Access, Needs, Resource, check
+from berthmaster.foundation.kube import KubeClient, user_agent
+from berthmaster.foundation.serving import SecureServing, Served, serve
 from berthmaster.scheduler.config import SchedulerConfig
 from berthmaster.scheduler.daemon.binder import Binder
 from berthmaster.scheduler.daemon.cache import ClusterCache
@@ -35,7 +36,6 @@ from berthmaster.scheduler.daemon.waiting import WaitingPods
 from berthmaster.scheduler.engine import Engine
 from berthmaster.scheduler.plugins import out_of_tree
 from berthmaster.scheduler.snapshot import Snapshot
-from berthmaster.serving import SecureServing, Served, serve
 
 log = logging.getLogger("berthmaster.scheduler")
 

@@ -41,8 +41,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from berthmaster.kube import CORE, KubeClient, KubeError, resource_path
-from berthmaster.logs import ObjectRef
+from berthmaster.foundation.kube import CORE, KubeClient, KubeError, resource_path
+from berthmaster.foundation.logs import ObjectRef
 from berthmaster.scheduler.framework import CycleState, Lifecycle
 from berthmaster.scheduler.model import PodView
 from berthmaster.scheduler.plugins import volume_binding as vb

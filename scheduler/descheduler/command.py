@@ -12,10 +12,11 @@ import argparse
 import asyncio
 import sys
 
-from berthmaster import logs
-from berthmaster.documents import DocumentError
-from berthmaster.errors import PolicyError
-from berthmaster.kube import KubeClient, KubeError, user_agent
+from berthmaster.foundation import logs
+from berthmaster.foundation.documents import DocumentError
+from berthmaster.foundation.errors import PolicyError
+from berthmaster.foundation.kube import KubeClient, KubeError, user_agent
+from berthmaster.foundation.verbosity import add_verbosity
 from berthmaster.scheduler.descheduler import metrics
 from berthmaster.scheduler.descheduler.cycle import (
     list_cluster,
@@ -29,7 +30,6 @@ from berthmaster.scheduler.descheduler.summary import (
     exit_code,
     render,
 )
-from berthmaster.verbosity import add_verbosity
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from berthmaster.kube import CORE, KubeClient, group_path, resource_path
+from berthmaster.foundation.kube import CORE, KubeClient, group_path, resource_path
 from berthmaster.scheduler.descheduler.context import ClusterState, NodeFit, StrategyContext, Tally
 from berthmaster.scheduler.descheduler.evictor import (
     EvictionBook,

@@ -28,7 +28,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from berthmaster.kube import CORE, KubeClient, KubeError, group_path, resource_path
+from berthmaster.foundation.kube import CORE, KubeClient, KubeError, group_path, resource_path
+from berthmaster.foundation.times import format_rfc3339_micro
 from berthmaster.scheduler.descheduler import metrics
 from berthmaster.scheduler.descheduler.context import (
     Candidate,
@@ -36,7 +37,6 @@ from berthmaster.scheduler.descheduler.context import (
     StrategyContext,
     uid,
 )
-from berthmaster.times import format_rfc3339_micro
 
 ACTION = "Descheduled"
 FAILED_REASON = "EvictionFailed"

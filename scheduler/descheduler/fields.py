@@ -14,12 +14,12 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from berthmaster.errors import PolicyError
+from berthmaster.foundation.errors import PolicyError
 from berthmaster.scheduler.model import SELECTOR_OPERATORS
 
 
 def invalid_policy(source: str, problems: list[str]) -> PolicyError:
-    """The descheduler's :class:`~berthmaster.errors.PolicyError`."""
+    """The descheduler's :class:`~berthmaster.foundation.errors.PolicyError`."""
     return PolicyError(source, problems, document="descheduler policy")
 
 

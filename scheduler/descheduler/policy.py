@@ -22,8 +22,8 @@ from typing import Any
 
 import yaml
 
-from berthmaster.documents import read_text, safe_load
-from berthmaster.durations import parse_go_duration
+from berthmaster.foundation.documents import read_text, safe_load
+from berthmaster.foundation.durations import parse_go_duration
 from berthmaster.scheduler.descheduler.fields import (
     Problems,
     boolean,

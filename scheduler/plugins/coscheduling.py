@@ -39,6 +39,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from berthmaster.foundation.times import parse_rfc3339
 from berthmaster.scheduler.framework import (
     ArgErrors,
     CycleState,
@@ -50,7 +51,6 @@ from berthmaster.scheduler.framework import (
 from berthmaster.scheduler.model import PODS, PodView, quantity_value
 from berthmaster.scheduler.plugins.base import Predicate, PrefilterResult, Status, unresolvable
 from berthmaster.scheduler.snapshot import GROUP_LABEL, NodeInfo, Snapshot
-from berthmaster.times import parse_rfc3339
 
 JSON = dict[str, Any]
 Obj = Mapping[str, Any]

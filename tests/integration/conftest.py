@@ -17,9 +17,9 @@ from typing import Any
 
 import pytest
 
-from berthmaster.devcluster.cluster import ControlPlane, RunningCluster
-from berthmaster.devcluster.nodes import fake_node
-from berthmaster.kube import CORE, KubeClient, KubeError, resource_path
+from berthmaster.foundation.kube import CORE, KubeClient, KubeError, resource_path
+from berthmaster.tooling.devcluster.cluster import ControlPlane, RunningCluster
+from berthmaster.tooling.devcluster.nodes import fake_node
 from tests.support.namespaces import fresh_namespace
 from tests.support.volumes import PinnedVolumes
 from tests.support.waiting import wait_for

@@ -11,7 +11,7 @@ from typing import Any
 
 import yaml
 
-from berthmaster.kube import CORE, KubeClient, KubeError, group_path, resource_path
+from berthmaster.foundation.kube import CORE, KubeClient, KubeError, group_path, resource_path
 
 RBAC = group_path("rbac.authorization.k8s.io", "v1")
 

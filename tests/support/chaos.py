@@ -1,8 +1,8 @@
 """Make kwok's fake pods fail or restart and its fake nodes turn NotReady, for integration tests.
 
 The local control plane's kwok loads kwok's chaos Stages and berthmaster's restart Stage
-(``berthmaster/devcluster/build.py`` ``KWOK_STAGE_DIRS`` and
-``berthmaster/devcluster/data/kwok-stages.yaml``). Each acts only on an object carrying its
+(``berthmaster/tooling/devcluster/build.py`` ``KWOK_STAGE_DIRS`` and
+``berthmaster/tooling/devcluster/data/kwok-stages.yaml``). Each acts only on an object carrying its
 label, reading details from annotations; kwok then writes the status a kubelet would have
 written. These helpers set the labels and annotations on an existing pod or node and wait for
 kwok to have acted, so a test starts from the state it asked for.
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from berthmaster.kube import CORE, KubeClient, resource_path
+from berthmaster.foundation.kube import CORE, KubeClient, resource_path
 from tests.support.waiting import wait_for
 
 # kwok's sigs.k8s.io/kwok kustomize/stage/pod/chaos/pod-container-running-failed.yaml

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from berthmaster.kube import KubeClient
+from berthmaster.foundation.kube import KubeClient
 
 
 class Crash(Exception):

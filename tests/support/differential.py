@@ -58,10 +58,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from berthmaster.devcluster.nodes import fake_node
-from berthmaster.kube import CORE, KubeClient, KubeError, group_path, resource_path
+from berthmaster.foundation.kube import CORE, KubeClient, KubeError, group_path, resource_path
 from berthmaster.scheduler.engine import Decision, Engine
 from berthmaster.scheduler.snapshot import Snapshot
+from berthmaster.tooling.devcluster.nodes import fake_node
 from tests.support.differential_storage import PATHS as STORAGE_PATHS
 from tests.support.differential_storage import Storage
 from tests.support.kube_scheduler_log import Binding, ScoreCycle, ScoreLog

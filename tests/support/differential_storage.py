@@ -31,7 +31,7 @@ import time
 from collections import Counter
 from typing import Any
 
-from berthmaster.kube import CORE, KubeClient, KubeError, group_path, resource_path
+from berthmaster.foundation.kube import CORE, KubeClient, KubeError, group_path, resource_path
 from tests.support.volume_scenarios import (
     CSI_DRIVER,
     CSI_PLAIN,

@@ -42,7 +42,8 @@ Loading: providers are classes registered under the entry-point group
 ``berthmaster.machine_providers`` (:mod:`.registry`), named by the providerSpec ``kind`` they
 implement; the kwok provider is registered so by berthmaster's own pyproject.toml. A provider
 class has ``kind``, a short ``name`` for ``$BERTHMASTER_MACHINE_PROVIDERS``,
-``enabled_by_default``, a constructor taking the operator's :class:`~berthmaster.kube.KubeClient`,
+``enabled_by_default``, a constructor taking the operator's
+:class:`~berthmaster.foundation.kube.KubeClient`,
 and ``template_capacity(provider_spec)`` for the autoscaler's scale-from-zero. The
 providers are documented in docs/providers.md.
 

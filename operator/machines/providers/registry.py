@@ -22,7 +22,7 @@ from collections.abc import Iterable, Mapping
 from importlib.metadata import EntryPoint, entry_points
 from typing import Any, Protocol, cast
 
-from berthmaster.kube import KubeClient
+from berthmaster.foundation.kube import KubeClient
 from berthmaster.operator.machines.providers import Provider
 
 GROUP = "berthmaster.machine_providers"
@@ -48,17 +48,36 @@ def load(points: Iterable[EntryPoint] | None = None) -> dict[str, ProviderClass]
     for point in entry_points(group=GROUP) if points is None else points:
         try:
             cls = cast(ProviderClass, point.load())
+        except ModuleNotFoundError as error:
+            dist = point.dist.name if point.dist is not None else None
+            if not left_out_of_this_build(dist, point.module, error.name):
+                raise _broken(point, error) from error
+            continue
         except Exception as error:
-            dist = point.dist.name if point.dist is not None else "an installed package"
-            raise RuntimeError(f"machine provider {point.name} ({point.value}, registered by "
-                               f"{dist} in entry-point group {GROUP}) does not load: {error}; "
-                               "reinstall or uninstall that package") from error
+            raise _broken(point, error) from error
         if getattr(cls, "kind", None) != point.name:
             raise RuntimeError(f"machine provider {point.value} is registered as {point.name} "
                                f"in entry-point group {GROUP} but implements kind "
                                f"{getattr(cls, 'kind', None)!r}; register it by its kind")
         found[point.name] = cls
     return found
+
+
+def left_out_of_this_build(dist: str | None, module: str, missing: str | None) -> bool:
+    """Whether an entry point of distribution ``dist`` to ``module`` failed only because its
+    own module (``missing``, or a package above it) is left out of this build of berthmaster:
+    the image ships no ``berthmaster.tooling`` (.dockerignore), so the kubelet provider, which
+    runs kubelets on the local control plane's host, is not there to load."""
+    missing = missing or ""
+    return (dist == "berthmaster" and module.startswith("berthmaster.tooling.")
+            and (module == missing or module.startswith(f"{missing}.")))
+
+
+def _broken(point: EntryPoint, error: Exception) -> RuntimeError:
+    dist = point.dist.name if point.dist is not None else "an installed package"
+    return RuntimeError(f"machine provider {point.name} ({point.value}, registered by "
+                        f"{dist} in entry-point group {GROUP}) does not load: {error}; "
+                        "reinstall or uninstall that package")
 
 
 @functools.cache

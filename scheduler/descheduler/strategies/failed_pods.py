@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from berthmaster.foundation.times import parse_rfc3339
 from berthmaster.scheduler.descheduler.context import (
     Candidate,
     CandidateStream,
@@ -36,7 +37,6 @@ from berthmaster.scheduler.descheduler.strategies.common import (
     container_statuses,
     pod_filter,
 )
-from berthmaster.times import parse_rfc3339
 
 NAME = "RemoveFailedPods"
 EXTENSION_POINT = "deschedule"

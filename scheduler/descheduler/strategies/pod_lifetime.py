@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from berthmaster.foundation.times import parse_rfc3339
 from berthmaster.scheduler.descheduler.context import (
     Candidate,
     CandidateStream,
@@ -40,7 +41,6 @@ from berthmaster.scheduler.descheduler.fields import (
     strings,
 )
 from berthmaster.scheduler.descheduler.strategies.common import common_v1alpha1, pod_filter
-from berthmaster.times import parse_rfc3339
 
 NAME = "PodLifeTime"
 EXTENSION_POINT = "deschedule"

@@ -24,8 +24,8 @@ from typing import Any
 
 import pytest
 
-from berthmaster.devcluster.cluster import RunningCluster
-from berthmaster.kube import CORE, KubeClient, KubeError, group_path, resource_path
+from berthmaster.foundation.kube import CORE, KubeClient, KubeError, group_path, resource_path
+from berthmaster.tooling.devcluster.cluster import RunningCluster
 from tests.support.waiting import wait_for
 
 ROOT = Path(__file__).resolve().parents[3]

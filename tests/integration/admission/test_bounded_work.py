@@ -36,9 +36,9 @@ import orjson
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from berthmaster.chaos.bigpod import as_large_as, body_size
-from berthmaster.devcluster.cluster import APISERVER_MAX_REQUEST_BODY_BYTES
-from berthmaster.kube import CORE, KubeClient, KubeError, resource_path
+from berthmaster.foundation.kube import CORE, KubeClient, KubeError, resource_path
+from berthmaster.tooling.chaos.bigpod import as_large_as, body_size
+from berthmaster.tooling.devcluster.cluster import APISERVER_MAX_REQUEST_BODY_BYTES
 from tests.integration.admission.conftest import (
     AdmissionProcess,
     create_pod,
@@ -194,7 +194,7 @@ async def requests_total(outcome: str) -> float:
 async def test_a_pod_as_large_as_the_api_server_takes_is_admitted_and_updated(
         admission: AdmissionProcess, kube: KubeClient, project: Any) -> None:
     """A pod whose request body is exactly kube-apiserver's limit (MaxRequestBodyBytes, 3 MiB:
-    k8s.io/apiserver pkg/server/config.go; berthmaster/chaos/bigpod.py makes it storable) is
+    k8s.io/apiserver pkg/server/config.go; berthmaster/tooling/chaos/bigpod.py makes it storable) is
     created in a namespace the webhook covers with failurePolicy Fail, then updated. Its
     create review is the object again and the request's fields, more than 3 MiB; its update
     review carries the object and the old object, more than 6 MiB. Both are within the default

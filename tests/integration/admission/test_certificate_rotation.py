@@ -13,7 +13,7 @@ from __future__ import annotations
 import base64
 from typing import Any
 
-from berthmaster.kube import CORE, KubeClient, KubeError, resource_path
+from berthmaster.foundation.kube import CORE, KubeClient, KubeError, resource_path
 from tests.integration.admission.conftest import AdmissionProcess, create_pod, pod_body
 from tests.support.waiting import wait_for
 

@@ -25,8 +25,8 @@ import aiohttp
 import pytest
 import yaml
 
-from berthmaster.devcluster.cluster import RunningCluster
-from berthmaster.kube import CORE, KubeClient, resource_path
+from berthmaster.foundation.kube import CORE, KubeClient, resource_path
+from berthmaster.tooling.devcluster.cluster import RunningCluster
 from tests.integration.admission.conftest import REGISTRATION, free_port
 from tests.integration.chart.chartkit import CHART, helm, one, render
 from tests.integration.chart.test_components_under_chart_rbac import (

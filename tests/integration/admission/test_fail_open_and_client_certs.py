@@ -7,7 +7,7 @@
   refused with the reason. Before, both refused ("could not decide") whatever the policy.
 - client certificates (``--client-ca-file``): the local control plane's kube-apiserver is
   started with an AdmissionConfiguration whose webhook kubeConfigFile presents a client
-  certificate (berthmaster/devcluster/cluster.py ``webhook_client_config``), so pods are
+  certificate (berthmaster/tooling/devcluster/cluster.py ``webhook_client_config``), so pods are
   admitted through a webhook that requires one; a direct POST without one is answered 401, one
   with a certificate of another CA fails the handshake.
 """
@@ -28,10 +28,10 @@ import aiohttp
 import orjson
 import pytest
 
-from berthmaster.devcluster.certs import Pki
-from berthmaster.devcluster.cluster import WEBHOOK_CLIENT, RunningCluster
-from berthmaster.kube import CORE, KubeClient, KubeError, resource_path
+from berthmaster.foundation.kube import CORE, KubeClient, KubeError, resource_path
 from berthmaster.operator.admission import certs, registration
+from berthmaster.tooling.devcluster.certs import Pki
+from berthmaster.tooling.devcluster.cluster import WEBHOOK_CLIENT, RunningCluster
 from tests.integration.admission.conftest import (
     create_namespace,
     create_pod,

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from berthmaster.kube import CORE, KubeClient, KubeError, group_path, resource_path
+from berthmaster.foundation.kube import CORE, KubeClient, KubeError, group_path, resource_path
 from berthmaster.scheduler.engine import Engine
 from berthmaster.scheduler.simulate import Source, build_inputs, simulate
 from tests.integration.admission.conftest import (

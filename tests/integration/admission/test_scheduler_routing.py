@@ -26,9 +26,9 @@ from typing import Any
 import aiohttp
 import pytest
 
-from berthmaster.devcluster.cluster import RunningCluster
-from berthmaster.kube import CORE, KubeClient, resource_path
+from berthmaster.foundation.kube import CORE, KubeClient, resource_path
 from berthmaster.operator.admission.schedulername import LABEL
+from berthmaster.tooling.devcluster.cluster import RunningCluster
 from tests.integration.admission.conftest import AdmissionProcess, create_pod, free_port, pod_body
 from tests.integration.conftest import NodeFactory
 from tests.integration.scheduler.conftest import RunningScheduler, SchedulerRunner

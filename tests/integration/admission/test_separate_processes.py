@@ -19,8 +19,8 @@ from typing import Any
 
 import pytest
 
-from berthmaster.devcluster.cluster import RunningCluster
-from berthmaster.kube import KubeClient, KubeError, group_path, resource_path
+from berthmaster.foundation.kube import KubeClient, KubeError, group_path, resource_path
+from berthmaster.tooling.devcluster.cluster import RunningCluster
 from tests.integration.admission.conftest import (
     AdmissionProcess,
     create_pod,

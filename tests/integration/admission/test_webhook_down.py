@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from berthmaster.kube import CORE, KubeClient, KubeError, group_path, resource_path
+from berthmaster.foundation.kube import CORE, KubeClient, KubeError, group_path, resource_path
 from tests.integration.admission.conftest import (
     REGISTRATION,
     ROOT,

@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 
-from berthmaster.kube import CORE, KubeClient, KubeError, group_path, resource_path
+from berthmaster.foundation.kube import CORE, KubeClient, KubeError, group_path, resource_path
 from tests.support.waiting import wait_for
 
 ROOT = Path(__file__).resolve().parents[3]

@@ -12,7 +12,7 @@ import copy
 import time
 from typing import Any
 
-from berthmaster.kube import CORE, KubeClient, KubeError, group_path, resource_path
+from berthmaster.foundation.kube import CORE, KubeClient, KubeError, group_path, resource_path
 from berthmaster.operator.autoscaler.config import AutoscalerConfig
 from berthmaster.operator.autoscaler.loop import (
     MACHINE_API,

@@ -18,7 +18,7 @@ import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from berthmaster.kube import CORE, KubeClient, KubeError, group_path, resource_path
+from berthmaster.foundation.kube import CORE, KubeClient, KubeError, group_path, resource_path
 from berthmaster.operator.autoscaler.actuation import DELAY_DELETION_PREFIX
 from berthmaster.operator.autoscaler.loop import Actuator
 from tests.support.waiting import wait_for

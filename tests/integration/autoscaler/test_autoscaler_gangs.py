@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from berthmaster.kube import CORE, KubeClient, group_path, resource_path
+from berthmaster.foundation.kube import CORE, KubeClient, group_path, resource_path
 from tests.integration.autoscaler.test_autoscaler import (
     AUTOSCALING,
     JSON,

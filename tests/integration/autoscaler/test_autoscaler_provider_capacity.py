@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from berthmaster.kube import CORE, KubeClient, resource_path
+from berthmaster.foundation.kube import CORE, KubeClient, resource_path
 from tests.integration.autoscaler.test_autoscaler import (
     AUTOSCALING,
     MACHINES,

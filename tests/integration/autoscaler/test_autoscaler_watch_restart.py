@@ -1,5 +1,5 @@
 """The autoscaler's pod informer (operator/autoscaler/watches.py) on the real API server: a pod
-whose JSON is 3 MiB, the API server's request limit to the byte (berthmaster/chaos/bigpod.py
+whose JSON is 3 MiB, the API server's request limit to the byte (berthmaster/tooling/chaos/bigpod.py
 says what of it is stored and why), is read like any other, and an informer that fails in a
 way nothing expects is restarted (as client-go tools/cache/reflector.go keeps ListAndWatch
 running), counted in
@@ -15,14 +15,14 @@ from typing import Any
 import pytest
 from prometheus_client import REGISTRY
 
-from berthmaster.chaos.bigpod import as_large_as, body_size
-from berthmaster.devcluster.cluster import APISERVER_MAX_REQUEST_BODY_BYTES
-from berthmaster.kube import CORE, KubeClient, resource_path
+from berthmaster.foundation.kube import CORE, KubeClient, resource_path
 from berthmaster.operator import health
 from berthmaster.operator.autoscaler import handlers
 from berthmaster.operator.autoscaler.loop import ACTIVE_PODS
 from berthmaster.operator.autoscaler.watches import WatchedCluster
 from berthmaster.scheduler.daemon.cache import Resource
+from berthmaster.tooling.chaos.bigpod import as_large_as, body_size
+from berthmaster.tooling.devcluster.cluster import APISERVER_MAX_REQUEST_BODY_BYTES
 from tests.support.builders import for_create, make_pod
 from tests.support.waiting import wait_for
 

@@ -14,7 +14,7 @@ from typing import Any
 import kopf
 import pytest
 
-from berthmaster.kube import KubeClient, resource_path
+from berthmaster.foundation.kube import KubeClient, resource_path
 from berthmaster.operator.autoscaler import handlers
 from tests.integration.autoscaler.test_autoscaler import (
     AUTOSCALING_BETA,

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from berthmaster.chaos.campaign import FAULTS
+from berthmaster.tooling.chaos.campaign import FAULTS
 
 ROOT = Path(__file__).resolve().parents[3]
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import yaml
 
-from berthmaster.devcluster.build import KUBE_VERSION
+from berthmaster.tooling.devcluster.build import KUBE_VERSION
 
 ROOT = Path(__file__).resolve().parents[3]
 CHART = ROOT / "charts" / "berthmaster"
@@ -61,7 +61,7 @@ VALUE_SETS: dict[str, list[str]] = {
 
 
 def helm_binary() -> Path:
-    from berthmaster.devcluster.build import binary_path
+    from berthmaster.tooling.devcluster.build import binary_path
 
     return binary_path("helm")
 
@@ -69,7 +69,8 @@ def helm_binary() -> Path:
 def helm(*args: str, input: str | None = None) -> subprocess.CompletedProcess[str]:
     """Run helm. ``helm template`` renders for the local control plane's Kubernetes version
     unless the caller names one (helm's own default is the minor of the client-go it was built
-    with, stamped by berthmaster.devcluster.build; test_helm_build.py checks that default)."""
+    with, stamped by berthmaster.tooling.devcluster.build; test_helm_build.py checks that
+    default)."""
     if args and args[0] == "template" and "--kube-version" not in args:
         args = (*args, "--kube-version", KUBE_VERSION.removeprefix("v"))
     return subprocess.run([str(helm_binary()), *args], input=input, capture_output=True,

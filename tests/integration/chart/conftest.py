@@ -12,7 +12,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from berthmaster.devcluster.cluster import RunningCluster
+from berthmaster.tooling.devcluster.cluster import RunningCluster
 from tests.integration.chart.chartkit import CHART, helm
 
 INSTALLED_VALUES = ["scheduler.name=zonal"]

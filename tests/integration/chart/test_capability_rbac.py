@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from berthmaster.devcluster.cluster import RunningCluster
+from berthmaster.tooling.devcluster.cluster import RunningCluster
 from tests.integration.chart.chartkit import CRDS, helm, render, to_yaml
 from tests.integration.chart.test_adoption import umbrella
 from tests.integration.chart.test_on_the_api_server import can_i, kubectl_ok

@@ -26,8 +26,8 @@ from typing import Any
 import aiohttp
 import yaml
 
-from berthmaster.devcluster.cluster import RunningCluster
-from berthmaster.kube import CORE, KubeClient, KubeError, group_path, resource_path
+from berthmaster.foundation.kube import CORE, KubeClient, KubeError, group_path, resource_path
+from berthmaster.tooling.devcluster.cluster import RunningCluster
 from tests.integration.chart.chartkit import find, one, render
 from tests.integration.chart.conftest import INSTALLED_VALUES
 from tests.integration.conftest import NodeFactory

@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 import yaml
 
-from berthmaster.devcluster.cluster import RunningCluster
+from berthmaster.tooling.devcluster.cluster import RunningCluster
 from tests.integration.chart.chartkit import CRDS, SAMPLES, SEED_SAMPLES
 
 CRD_FILES = sorted(CRDS.glob("*.yaml"))

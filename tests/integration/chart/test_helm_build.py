@@ -3,7 +3,8 @@
 helm's Makefile (helm.sh/helm/v3@v3.22.0/Makefile, ``LDFLAGS``) stamps the version into
 ``internal/version`` and the Kubernetes version ``helm template`` assumes into
 ``pkg/chartutil`` and ``pkg/lint/rules`` (major and minor of the client-go module it is built
-with, v0.37 -> 1.37). berthmaster.devcluster.build sets the same flags; without them helm calls
+with, v0.37 -> 1.37). berthmaster.tooling.devcluster.build sets the same flags; without them helm
+calls
 itself "v3.22" and assumes Kubernetes v1.20.0, which the chart's kubeVersion (>=1.27.0-0)
 refuses. These run the binary directly, not chartkit.helm, which names a --kube-version.
 """
@@ -13,7 +14,7 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-from berthmaster.devcluster.build import HELM_CLIENT_GO_VERSION, HELM_VERSION
+from berthmaster.tooling.devcluster.build import HELM_CLIENT_GO_VERSION, HELM_VERSION
 from tests.integration.chart.chartkit import CHART, helm_binary
 
 

@@ -17,7 +17,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from berthmaster.devcluster.cluster import RunningCluster
+from berthmaster.tooling.devcluster.cluster import RunningCluster
 from tests.integration.chart.chartkit import CRDS, render, to_yaml
 from tests.integration.chart.test_on_the_api_server import can_i, kubectl_ok
 

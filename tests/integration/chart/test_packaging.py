@@ -183,7 +183,7 @@ def test_wheel_holds_the_mapped_packages_and_no_top_level_ones(wheel: Path) -> N
     for required in ("berthmaster/cli.py", "berthmaster/scheduler/__init__.py",
                      "berthmaster/scheduler/daemon/command.py",
                      "berthmaster/scheduler/data/default-policy.json",
-                     "berthmaster/devcluster/data/kwok-stages.yaml",
+                     "berthmaster/tooling/devcluster/data/kwok-stages.yaml",
                      "berthmaster/operator/__init__.py", "berthmaster/operator/command.py"):
         assert required in names, f"{required} missing from the wheel"
     assert not [n for n in names if n.startswith(("scheduler/", "operator/"))]

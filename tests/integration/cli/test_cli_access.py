@@ -23,8 +23,8 @@ from typing import Any
 
 import pytest
 
-from berthmaster.devcluster.cluster import ControlPlane, Options, RunningCluster
-from berthmaster.kube import KubeClient
+from berthmaster.foundation.kube import KubeClient
+from berthmaster.tooling.devcluster.cluster import ControlPlane, Options, RunningCluster
 from tests.integration.cli.test_cli_failures import CONNECTING, berthmaster, one_line
 from tests.support.accounts import account_kubeconfig, granted
 

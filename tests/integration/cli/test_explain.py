@@ -25,7 +25,7 @@ from typing import Any
 
 import pytest
 
-from berthmaster.kube import CORE, KubeClient, group_path, resource_path
+from berthmaster.foundation.kube import CORE, KubeClient, group_path, resource_path
 from berthmaster.scheduler.live import labelled_policy_configmaps
 from tests.integration.cli.test_cli_failures import closed_port, kubeconfig, one_line
 from tests.support.accounts import account_kubeconfig, granted

@@ -19,9 +19,9 @@ from pathlib import Path
 
 import pytest
 
-from berthmaster.devcluster import build
-from berthmaster.devcluster.cluster import RunningCluster
-from berthmaster.operator.machines.providers import kubelet
+from berthmaster.tooling import kubelet_provider as kubelet
+from berthmaster.tooling.devcluster import build
+from berthmaster.tooling.devcluster.cluster import RunningCluster
 
 
 @pytest.fixture

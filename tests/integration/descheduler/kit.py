@@ -17,7 +17,7 @@ from typing import Any
 
 import yaml
 
-from berthmaster.kube import CORE, KubeClient, KubeError, group_path, resource_path
+from berthmaster.foundation.kube import CORE, KubeClient, KubeError, group_path, resource_path
 from tests.support import builders
 from tests.support.builders import for_create
 from tests.support.waiting import wait_for

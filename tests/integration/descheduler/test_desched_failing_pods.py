@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from berthmaster.kube import CORE, KubeClient, group_path, resource_path
+from berthmaster.foundation.kube import CORE, KubeClient, group_path, resource_path
 from tests.integration.conftest import NodeFactory
 from tests.integration.descheduler.kit import (
     events_for,

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from berthmaster.kube import CORE, KubeClient, KubeError, group_path, resource_path
+from berthmaster.foundation.kube import CORE, KubeClient, KubeError, group_path, resource_path
 from tests.support.crds import install_crd
 from tests.support.operator_process import running_operator
 from tests.support.waiting import wait_for

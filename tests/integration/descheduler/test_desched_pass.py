@@ -7,9 +7,9 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from berthmaster.kube import CORE, KubeClient, group_path, resource_path
+from berthmaster.foundation.kube import CORE, KubeClient, group_path, resource_path
+from berthmaster.foundation.times import parse_rfc3339
 from berthmaster.scheduler.descheduler.metrics import parse_termination_message
-from berthmaster.times import parse_rfc3339
 from tests.integration.descheduler.kit import (
     events_for,
     make_owner,

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from berthmaster.kube import CORE, KubeClient, KubeError, group_path, resource_path
+from berthmaster.foundation.kube import CORE, KubeClient, KubeError, group_path, resource_path
 from tests.integration.chart.chartkit import render
 from tests.integration.descheduler.kit import (
     make_owner,

@@ -18,9 +18,9 @@ from typing import Any
 import pytest
 import yaml
 
-from berthmaster.kube import CORE, KubeClient, KubeError, group_path, resource_path
+from berthmaster.foundation.kube import CORE, KubeClient, KubeError, group_path, resource_path
+from berthmaster.foundation.times import parse_rfc3339
 from berthmaster.scheduler.descheduler.metrics import parse_termination_message
-from berthmaster.times import parse_rfc3339
 from tests.integration.descheduler.kit import (
     events_for,
     remaining,

@@ -33,9 +33,9 @@ from typing import Any
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from berthmaster.devcluster.cluster import RunningCluster
-from berthmaster.kube import KubeClient
-from berthmaster.logs import KEYS
+from berthmaster.foundation.kube import KubeClient
+from berthmaster.foundation.logs import KEYS
+from berthmaster.tooling.devcluster.cluster import RunningCluster
 from tests.integration.chart.chartkit import VALUE_SETS, find, one, render
 from tests.integration.cli.test_cli_failures import closed_port
 from tests.integration.conftest import NodeFactory

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from berthmaster.kube import CORE, KubeClient, KubeError, resource_path
+from berthmaster.foundation.kube import CORE, KubeClient, KubeError, resource_path
 from tests.support import builders
 from tests.support.builders import for_create
 

@@ -12,7 +12,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from berthmaster.kube import CORE, KubeClient, resource_path
+from berthmaster.foundation.kube import CORE, KubeClient, resource_path
 from berthmaster.scheduler.config import load_config
 from tests.integration.scheduler.schedkit import create_pod, make_pod, node_of
 from tests.support.waiting import wait_for

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from berthmaster.kube import KubeClient, KubeError, group_path, resource_path
+from berthmaster.foundation.kube import KubeClient, KubeError, group_path, resource_path
 from berthmaster.scheduler.config import load_config
 from tests.integration.scheduler.schedkit import create_pod, events_for, make_pod, node_of
 from tests.support.crds import install_crd

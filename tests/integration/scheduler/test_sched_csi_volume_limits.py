@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from berthmaster.kube import CORE, KubeClient, KubeError, group_path, resource_path
+from berthmaster.foundation.kube import CORE, KubeClient, KubeError, group_path, resource_path
 from berthmaster.scheduler.policy import load_policy
 from tests.integration.scheduler.schedkit import create_pod, events_for, make_pod, node_of
 from tests.support.waiting import wait_for

@@ -66,11 +66,15 @@ from typing import Any
 import pytest
 import yaml
 
-from berthmaster.devcluster import build
-from berthmaster.devcluster.schedulers import Proc, kube_scheduler_config, start_kube_scheduler
-from berthmaster.kube import KubeClient
+from berthmaster.foundation.kube import KubeClient
 from berthmaster.scheduler.config import load_config
 from berthmaster.scheduler.engine import Engine
+from berthmaster.tooling.devcluster import build
+from berthmaster.tooling.devcluster.schedulers import (
+    Proc,
+    kube_scheduler_config,
+    start_kube_scheduler,
+)
 from tests.support.differential import Disagreement, Harness
 from tests.support.scenarios import Scenario, generate
 from tests.support.scheduler_configs import random_config, renamed

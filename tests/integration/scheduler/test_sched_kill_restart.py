@@ -11,7 +11,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from berthmaster.kube import CORE, KubeClient, resource_path
+from berthmaster.foundation.kube import CORE, KubeClient, resource_path
 from tests.integration.scheduler.schedkit import create_pod, events_for, make_pod
 from tests.support.waiting import wait_for
 

@@ -6,7 +6,7 @@ reader stopped at 512 KiB). The API server takes request bodies of up to 3 MiB
 413, endpoints/handlers/rest.go ``limitedReadBody``), and stores what its etcd client may send
 (2 MiB, etcd client/v3 ``options.go`` ``defaultMaxCallSendMsgSize``) and the dev cluster's
 etcd takes (``--max-request-bytes``, raised from etcd's 1.5 MiB default). The pod here is a
-body of exactly 3 MiB that is stored (berthmaster/chaos/bigpod.py: 1.6 MB of it plain text,
+body of exactly 3 MiB that is stored (berthmaster/tooling/chaos/bigpod.py: 1.6 MB of it plain text,
 over etcd's default, the rest escaped characters); lines up to 16 MiB are the unit tests'
 (tests/unit/foundation). The scheduler must read it, bind that pod, and keep binding the pods
 after it. An informer that
@@ -23,10 +23,10 @@ import socket
 import time
 from typing import Any
 
-from berthmaster.chaos.bigpod import as_large_as, body_size
-from berthmaster.devcluster.cluster import APISERVER_MAX_REQUEST_BODY_BYTES
-from berthmaster.kube import KubeClient, KubeError
+from berthmaster.foundation.kube import KubeClient, KubeError
 from berthmaster.scheduler.daemon.trim import trim_pod
+from berthmaster.tooling.chaos.bigpod import as_large_as, body_size
+from berthmaster.tooling.devcluster.cluster import APISERVER_MAX_REQUEST_BODY_BYTES
 from tests.integration.scheduler.schedkit import create_pod, get_pod, make_pod, node_of
 from tests.support.waiting import http_get, wait_for
 

@@ -8,8 +8,8 @@ from collections import Counter
 from datetime import UTC, datetime
 from typing import Any
 
-from berthmaster.kube import KubeClient, group_path, resource_path
-from berthmaster.times import format_rfc3339_micro
+from berthmaster.foundation.kube import KubeClient, group_path, resource_path
+from berthmaster.foundation.times import format_rfc3339_micro
 from tests.integration.scheduler.schedkit import create_pod, events_for, make_pod, node_of
 from tests.support.waiting import wait_for
 

@@ -24,8 +24,8 @@ from typing import Any
 import aiohttp
 import pytest
 
-from berthmaster.kube import CORE, KubeClient, group_path, resource_path
-from berthmaster.serving import self_signed_certificate
+from berthmaster.foundation.kube import CORE, KubeClient, group_path, resource_path
+from berthmaster.foundation.serving import self_signed_certificate
 from tests.integration.conftest import unique
 from tests.integration.scheduler.conftest import SchedulerRunner
 from tests.support.accounts import account_kubeconfig, granted

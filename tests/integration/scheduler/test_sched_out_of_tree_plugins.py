@@ -24,7 +24,7 @@ from typing import Any
 
 import pytest
 
-from berthmaster.kube import KubeClient
+from berthmaster.foundation.kube import KubeClient
 from berthmaster.scheduler.config import load_config
 from tests.integration.scheduler.schedkit import (
     create_pod,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from berthmaster.kube import KubeClient
+from berthmaster.foundation.kube import KubeClient
 from berthmaster.scheduler.policy import load_policy
 from tests.integration.scheduler.schedkit import create_pod, events_for, get_pod, make_pod, node_of
 from tests.support.waiting import wait_for

@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from berthmaster.kube import CORE, KubeClient, resource_path
+from berthmaster.foundation.kube import CORE, KubeClient, resource_path
 from berthmaster.scheduler.daemon.events import EventRecorder
 from berthmaster.scheduler.daemon.preempt import Preemptor
 from tests.integration.scheduler.schedkit import create_pod, get_pod, make_pod
@@ -47,7 +47,8 @@ async def test_a_deposed_leader_neither_nominates_nor_deletes_victims(
 async def test_a_leader_deposed_while_waiting_for_a_token_writes_nothing(
         kube: KubeClient, cluster: Any, namespace: str, nodes: Any) -> None:
     """Leadership is asked again after the client's rate limiter wait, right before each write
-    (the request's ``fence``, berthmaster/kube.py), not once before the wait: a replica whose
+    (the request's ``fence``, berthmaster/foundation/kube.py), not once before the wait: a replica
+    whose
     Lease lapses while its preemption waits for a token neither nominates, nor marks, nor
     deletes. (client-go's token bucket, util/flowcontrol/throttle.go, makes such waits; the
     leader stops acting as soon as it loses the Lease, client-go

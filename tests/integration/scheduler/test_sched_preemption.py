@@ -7,7 +7,7 @@ import contextlib
 import uuid
 from typing import Any
 
-from berthmaster.kube import KubeClient, KubeError, group_path, resource_path
+from berthmaster.foundation.kube import KubeClient, KubeError, group_path, resource_path
 from tests.integration.scheduler.schedkit import (
     create_pod,
     events_for,

@@ -7,7 +7,7 @@ from typing import Any
 
 import aiohttp
 
-from berthmaster.kube import KubeClient
+from berthmaster.foundation.kube import KubeClient
 from tests.integration.scheduler.schedkit import (
     create_pod,
     events_for,

@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from berthmaster.kube import CORE, KubeClient, KubeError, group_path, resource_path
+from berthmaster.foundation.kube import CORE, KubeClient, KubeError, group_path, resource_path
 from berthmaster.scheduler.config import default_profile
 from berthmaster.scheduler.plugins.dynamic_resources import REFUSED
 from berthmaster.scheduler.plugins.volume_binding import (

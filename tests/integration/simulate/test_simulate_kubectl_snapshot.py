@@ -7,7 +7,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from berthmaster.kube import CORE, KubeClient, resource_path
+from berthmaster.foundation.kube import CORE, KubeClient, resource_path
 from berthmaster.scheduler import simulate
 from tests.support.waiting import wait_for
 

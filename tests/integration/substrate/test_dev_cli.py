@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from berthmaster.devcluster.cluster import RunningCluster
+from berthmaster.tooling.devcluster.cluster import RunningCluster
 
 
 def dev(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:

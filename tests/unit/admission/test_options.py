@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from berthmaster.cli import build_parser
-from berthmaster.devcluster.cluster import APISERVER_MAX_REQUEST_BODY_BYTES
-from berthmaster.errors import ConfigurationError
+from berthmaster.foundation.errors import ConfigurationError
 from berthmaster.operator.admission.options import AdmissionSettings, Limits, settings_from_args
+from berthmaster.tooling.devcluster.cluster import APISERVER_MAX_REQUEST_BODY_BYTES
 
 
 def settings(*flags: str) -> AdmissionSettings:

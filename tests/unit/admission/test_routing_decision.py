@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from berthmaster.cli import build_parser
-from berthmaster.errors import ConfigurationError
+from berthmaster.foundation.errors import ConfigurationError
 from berthmaster.operator.admission import decisions, registration, review, schedulername
 from berthmaster.operator.admission.options import settings_from_args
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from berthmaster.kube import KubeError
+from berthmaster.foundation.kube import KubeError
 from berthmaster.operator.autoscaler.actuation import (
     daemonset_pods_to_evict,
     has_delay_deletion,

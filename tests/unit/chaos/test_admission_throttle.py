@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import asyncio
 
-from berthmaster.chaos import admissionchaos, throttle
-from berthmaster.chaos.rrproxy import RoundRobinProxy, rotation
-from berthmaster.chaos.workload import WORK
-from berthmaster.kube import KubeError
+from berthmaster.foundation.kube import KubeError
+from berthmaster.tooling.chaos import admissionchaos, throttle
+from berthmaster.tooling.chaos.rrproxy import RoundRobinProxy, rotation
+from berthmaster.tooling.chaos.workload import WORK
 
 
 def test_rotation_starts_at_the_next_backend_in_turn_and_fails_over_to_the_others() -> None:

@@ -1,4 +1,4 @@
-"""Bind attribution from the API server's audit log (berthmaster/chaos/audit.py).
+"""Bind attribution from the API server's audit log (berthmaster/tooling/chaos/audit.py).
 
 Entries are shaped as kube-apiserver writes them with ``--audit-log-format=json``
 (staging/src/k8s.io/apiserver/pkg/apis/audit/v1/types.go: ``Event``, ``ObjectReference``).
@@ -15,10 +15,10 @@ from typing import Any, cast
 
 import pytest
 
-from berthmaster.chaos import invariants as rules
-from berthmaster.chaos.audit import SCHEDULERS, Act, AuditTail, act_of, stamp_seconds
-from berthmaster.chaos.checker import Checker
-from berthmaster.kube import KubeClient
+from berthmaster.foundation.kube import KubeClient
+from berthmaster.tooling.chaos import invariants as rules
+from berthmaster.tooling.chaos.audit import SCHEDULERS, Act, AuditTail, act_of, stamp_seconds
+from berthmaster.tooling.chaos.checker import Checker
 
 
 def entry(verb: str = "create", subresource: str | None = "binding", code: int = 201,

@@ -5,7 +5,7 @@ scheduler/descheduler/command.py)."""
 
 from __future__ import annotations
 
-from berthmaster.chaos.deschedruns import OUTAGE_GRACE, RUN_BOUND, judge
+from berthmaster.tooling.chaos.deschedruns import OUTAGE_GRACE, RUN_BOUND, judge
 
 
 def test_a_run_that_exits_0_completed() -> None:

@@ -12,9 +12,9 @@ from typing import Any, cast
 
 import pytest
 
-from berthmaster.chaos import bigpod, faults
-from berthmaster.chaos.faults import Outcome, fired, never_fired, not_fired, summary, tally
-from berthmaster.chaos.slowproxy import SlowProxy
+from berthmaster.tooling.chaos import bigpod, faults
+from berthmaster.tooling.chaos.faults import Outcome, fired, never_fired, not_fired, summary, tally
+from berthmaster.tooling.chaos.slowproxy import SlowProxy
 
 OUTCOMES = {
     "etcd-compaction": [fired("compacted at revision 10"), not_fired("revision 10 already "

@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from berthmaster.chaos import invariants as rules
 from berthmaster.scheduler.model import NodeView, PodView
+from berthmaster.tooling.chaos import invariants as rules
 from tests.support.builders import make_node, make_pod, pod_affinity_term, taint, toleration
 
 ZONE = "topology.kubernetes.io/zone"
@@ -313,7 +313,7 @@ def test_rss_summary_spans_restarts() -> None:
 def test_rss_growth_over_the_run_is_judged_across_lives() -> None:
     """Each life grows 40 MiB (under a 64 MiB bound per life), but each starts bigger: the
     component grew 120 MiB over the run."""
-    from berthmaster.chaos.campaign import Rss, rss_bound
+    from berthmaster.tooling.chaos.campaign import Rss, rss_bound
     mib = 1024
     rss = Rss(lives={("operator", p): [(100 + 40 * i) * mib, (140 + 40 * i) * mib]
                      for i, p in enumerate((1, 2, 3))})

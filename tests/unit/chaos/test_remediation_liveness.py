@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from berthmaster.chaos import invariants as rules
+from berthmaster.tooling.chaos import invariants as rules
 
 SET = "pool-mhc"
 

@@ -9,9 +9,9 @@ import time
 from collections.abc import AsyncIterator
 from typing import cast
 
-from berthmaster.chaos.checker import Checker, Mirror
-from berthmaster.chaos.watchdog import Watchdog, stale_problem, task_problem
-from berthmaster.kube import KubeClient
+from berthmaster.foundation.kube import KubeClient
+from berthmaster.tooling.chaos.checker import Checker, Mirror
+from berthmaster.tooling.chaos.watchdog import Watchdog, stale_problem, task_problem
 
 
 async def _raise() -> None:

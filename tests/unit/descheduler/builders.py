@@ -7,6 +7,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from berthmaster.foundation.times import format_rfc3339
 from berthmaster.scheduler.descheduler.context import ClusterState, StrategyContext, Tally
 from berthmaster.scheduler.descheduler.evictor import (
     EvictionBook,
@@ -14,7 +15,6 @@ from berthmaster.scheduler.descheduler.evictor import (
     planned_attempt,
 )
 from berthmaster.scheduler.descheduler.protection import EvictorSettings
-from berthmaster.times import format_rfc3339
 from tests.support import builders
 
 NOW = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)

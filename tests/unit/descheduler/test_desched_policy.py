@@ -7,7 +7,7 @@ import textwrap
 
 import pytest
 
-from berthmaster.errors import PolicyError
+from berthmaster.foundation.errors import PolicyError
 from berthmaster.scheduler.descheduler.policy import parse_policy, parse_policy_text
 from berthmaster.scheduler.policy import load_policy as load_scheduler_policy
 
@@ -205,7 +205,8 @@ def test_policy_error_message_lists_each_problem() -> None:
 
 
 def test_the_scheduler_and_descheduler_policies_raise_one_error_alike() -> None:
-    """One PolicyError (berthmaster/errors.py), source first, problems second, in both."""
+    """One PolicyError (berthmaster/foundation/errors.py), source first, problems second, in
+    both."""
     with pytest.raises(PolicyError) as scheduler:
         load_scheduler_policy("kind: Pod", "sched.yaml")
     with pytest.raises(PolicyError) as descheduler:

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from berthmaster.errors import PolicyError
+from berthmaster.foundation.errors import PolicyError
 from berthmaster.operator.deschedulers.handlers import check_policy
 from berthmaster.operator.deschedulers.runs import (
     DEFAULT_IMAGE,

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 import yaml
 
-from berthmaster.errors import PolicyError
+from berthmaster.foundation.errors import PolicyError
 from berthmaster.scheduler.descheduler.context import (
     Candidate,
     ClusterState,

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from berthmaster.devcluster import build
-from berthmaster.devcluster.nodes import fake_node
+from berthmaster.tooling.devcluster import build
+from berthmaster.tooling.devcluster.nodes import fake_node
 
 
 def test_missing_go_is_a_clear_error(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

@@ -15,7 +15,7 @@ import pytest
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
-from berthmaster.devcluster import images
+from berthmaster.tooling.devcluster import images
 
 ROOT = Path(__file__).resolve().parents[3]
 

@@ -1,4 +1,5 @@
-"""kind's default storage for the real-kubelet cluster (berthmaster.devcluster.local_path), as
+"""kind's default storage for the real-kubelet cluster (berthmaster.tooling.devcluster.local_path),
+as
 pure manifests: the shape of kind's (pkg/build/nodeimage/const_storage.go of sigs.k8s.io/kind
 v0.30.0) and rancher's (deploy/local-path-storage.yaml of local-path-provisioner v0.0.30), with
 local images and our folder. The provisioner itself runs in `make e2e` (e2e/test_storage.py)."""
@@ -12,7 +13,7 @@ from typing import Any
 import pytest
 import yaml
 
-from berthmaster.devcluster import build, images, local_path
+from berthmaster.tooling.devcluster import build, images, local_path
 
 FOLDER = Path("/state/e2e/node/local-path-provisioner")
 SELECTOR = {"berthmaster.io/node": "kubelet"}

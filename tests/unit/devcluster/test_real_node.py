@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from berthmaster.devcluster import kubelet, kwok_incluster
-from berthmaster.devcluster.cluster import ClusterError, Options
+from berthmaster.tooling.devcluster import kubelet, kwok_incluster
+from berthmaster.tooling.devcluster.cluster import ClusterError, Options
 
 LAYOUT = kubelet.NodeLayout("e2e-kubelet", Path("/state/e2e/node"))
 
@@ -108,7 +108,7 @@ def test_kwok_in_a_cluster_reads_the_stages_from_its_config_map() -> None:
 
 
 def test_the_kind_configs_workers_become_kwok_nodes_with_their_labels_and_taints() -> None:
-    from berthmaster.devcluster.nodes import kind_workers
+    from berthmaster.tooling.devcluster.nodes import kind_workers
 
     config = yaml.safe_load((Path(__file__).resolve().parents[3] / "deploy" /
                              "kind-cluster.yaml").read_text())

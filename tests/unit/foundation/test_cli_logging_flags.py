@@ -8,7 +8,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from berthmaster import cli, logs
+from berthmaster import cli
+from berthmaster.foundation import logs
 
 
 @pytest.fixture

@@ -80,3 +80,16 @@ def test_an_unknown_shell_is_refused_by_name(capsys: pytest.CaptureFixture[str])
         main(["completion", "fish"])
     assert exited.value.code == 2
     assert "invalid choice: 'fish' (choose from" in capsys.readouterr().err
+
+
+def test_a_tooling_subcommand_where_tooling_is_left_out_is_a_clear_error(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The image leaves ``berthmaster.tooling`` out (.dockerignore): ``berthmaster demo`` there
+    says what it is and where to run it (a None in sys.modules makes Python's import system
+    raise ModuleNotFoundError for that name, as a missing package does)."""
+    monkeypatch.setitem(sys.modules, "berthmaster.tooling.demo", None)
+    assert main(["demo"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("berthmaster demo: `demo` is development tooling (berthmaster.tooling)")
+    assert "pip install -e ." in err

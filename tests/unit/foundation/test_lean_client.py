@@ -37,7 +37,7 @@ def test_the_client_loads_a_kubeconfig_without_the_generated_modules(tmp_path: P
     config.write_text(json.dumps(KUBECONFIG))
     out = run(f"""
         import asyncio, json, sys
-        from berthmaster.kube import KubeClient
+        from berthmaster.foundation.kube import KubeClient
 
         async def main():
             kube = await KubeClient.from_kubeconfig({str(config)!r})
@@ -58,7 +58,7 @@ def test_the_client_loads_a_kubeconfig_without_the_generated_modules(tmp_path: P
 def test_any_other_name_loads_the_whole_package(tmp_path: Path) -> None:
     out = run("""
         import json
-        import berthmaster.kube
+        import berthmaster.foundation.kube
         import kubernetes_asyncio
         from kubernetes_asyncio.client import CoreV1Api, V1Pod
         from kubernetes_asyncio.client.models import V1Node

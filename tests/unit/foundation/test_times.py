@@ -1,4 +1,5 @@
-"""RFC 3339 stamps (berthmaster/times.py), read as apimachinery's metav1.Time.UnmarshalJSON
+"""RFC 3339 stamps (berthmaster/foundation/times.py), read as apimachinery's
+metav1.Time.UnmarshalJSON
 reads them (Go's time.Parse with time.RFC3339: fractional seconds of any length, any zone) and
 written as metav1.Time.MarshalJSON / metav1.MicroTime.MarshalJSON write them.
 
@@ -15,7 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from berthmaster.times import (
+from berthmaster.foundation.times import (
     _RFC3339,
     _from_groups,
     format_rfc3339,

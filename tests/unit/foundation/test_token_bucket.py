@@ -1,6 +1,6 @@
 """The client's rate limiter: client-go's token bucket (util/flowcontrol/throttle.go,
 ``NewTokenBucketRateLimiter`` over golang.org/x/time/rate): ``burst`` requests at once, then
-``qps`` a second; and the fence asked after its wait (berthmaster/kube.py)."""
+``qps`` a second; and the fence asked after its wait (berthmaster/foundation/kube.py)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import asyncio
 
 import pytest
 
-from berthmaster.kube import Fenced, TokenBucket, watch_timeout_seconds
+from berthmaster.foundation.kube import Fenced, TokenBucket, watch_timeout_seconds
 from tests.support.clock import FakeClock
 
 

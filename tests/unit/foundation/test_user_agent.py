@@ -8,7 +8,7 @@ import re
 import pytest
 
 from berthmaster import __version__
-from berthmaster.kube import user_agent
+from berthmaster.foundation.kube import user_agent
 
 
 def test_component_version_platform() -> None:

@@ -4,7 +4,8 @@ client-go notices a half-open connection through HTTP/2 health pings (apimachine
 pkg/util/net/http.go: a ping after 30 s without a frame, dropped 15 s later); berthmaster's
 HTTP/1.1 watches ask for bookmarks, which the API server's watch cache sends every watcher
 about every minute (apiserver pkg/storage/cacher/cacher.go, defaultBookmarkFrequency), so a
-stream silent past ``WATCH_IDLE_TIMEOUT`` is dead (berthmaster/kube.py). Here a local HTTP
+stream silent past ``WATCH_IDLE_TIMEOUT`` is dead (berthmaster/foundation/kube.py). Here a local
+HTTP
 server plays a watch that sends one bookmark and then nothing, as a peer gone without a FIN.
 """
 
@@ -17,7 +18,7 @@ import pytest
 from aiohttp import web
 from kubernetes_asyncio import client as k8s_client
 
-from berthmaster.kube import WATCH_IDLE_TIMEOUT, KubeClient, KubeError
+from berthmaster.foundation.kube import WATCH_IDLE_TIMEOUT, KubeClient, KubeError
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""How a watch stream is cut into lines (berthmaster.kube.LineSplitter, no API server).
+"""How a watch stream is cut into lines (berthmaster.foundation.kube.LineSplitter, no API server).
 
 A watch line is one whole object; the API server takes requests of up to 3 MiB, so lines of
 several MiB must pass however the stream is chunked, as kopf's ``_iter_lines`` lets them
@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import pytest
 
-from berthmaster.chaos.bigpod import ETCD_CLIENT_SEND_BYTES
-from berthmaster.kube import MAX_LINE_BYTES, LineSplitter, WatchLineTooLong, split_lines
+from berthmaster.foundation.kube import MAX_LINE_BYTES, LineSplitter, WatchLineTooLong, split_lines
+from berthmaster.tooling.chaos.bigpod import ETCD_CLIENT_SEND_BYTES
 
 MiB = 1024 * 1024
 BIG = b"x" * (5 * MiB)

@@ -1,4 +1,5 @@
-"""``berthmaster_build_info`` (berthmaster/build_info.py), Kubernetes' ``kubernetes_build_info``
+"""``berthmaster_build_info`` (berthmaster/foundation/build_info.py), Kubernetes'
+``kubernetes_build_info``
 for berthmaster: k8s.io/component-base metrics/prometheus/version/metrics.go (a gauge set to 1;
 labels ``major``, ``minor``, ``git_version``, ..., ``go_version``, ``compiler``, ``platform``,
 the latter GOOS/GOARCH as ``linux/amd64``).
@@ -11,8 +12,8 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.parser import text_string_to_metric_families
 
 from berthmaster import __version__
-from berthmaster.build_info import build_info_labels, register_build_info
-from berthmaster.serving import register_runtime_collectors
+from berthmaster.foundation.build_info import build_info_labels, register_build_info
+from berthmaster.foundation.serving import register_runtime_collectors
 
 
 @pytest.mark.parametrize(("version", "machine", "expected"), [

@@ -1,4 +1,5 @@
-"""The one log format of every component (berthmaster.logs): keys, object references, kopf's
+"""The one log format of every component (berthmaster.foundation.logs): keys, object references,
+kopf's
 records, levels.
 
 The keys are Kubernetes' JSON logging format (k8s.io/component-base/logs/json/json.go):
@@ -24,7 +25,7 @@ from typing import Any
 
 import pytest
 
-from berthmaster import logs
+from berthmaster.foundation import logs
 
 TIME = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$")
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any, cast
 
-from berthmaster.kube import KubeClient
+from berthmaster.foundation.kube import KubeClient
 from berthmaster.operator.client import SharedClient
 
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from berthmaster.errors import PolicyError
+from berthmaster.foundation.errors import PolicyError
 from berthmaster.scheduler.config import default_profile, load_config
 from berthmaster.scheduler.engine import Engine
 from berthmaster.scheduler.plugins import resource_allocation

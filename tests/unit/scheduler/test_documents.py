@@ -1,4 +1,5 @@
-"""Users' YAML and JSON files: one reader (berthmaster.documents) for simulate and the policies.
+"""Users' YAML and JSON files: one reader (berthmaster.foundation.documents) for simulate and the
+policies.
 
 libyaml's safe loader when PyYAML has it, JSON through the JSON decoder, ``yaml.safe_load``
 semantics only, and one line naming the file for what cannot be read.
@@ -14,9 +15,9 @@ from typing import Any
 import pytest
 import yaml
 
-from berthmaster import documents
 from berthmaster.cli import main
-from berthmaster.documents import DocumentError, load_documents, parse_documents
+from berthmaster.foundation import documents
+from berthmaster.foundation.documents import DocumentError, load_documents, parse_documents
 from tests.unit.scheduler.test_simulate import CLUSTER, PODS
 
 

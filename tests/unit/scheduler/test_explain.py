@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from berthmaster.cli import main
-from berthmaster.errors import ConfigurationError
+from berthmaster.foundation.errors import ConfigurationError
 from berthmaster.scheduler.daemon.cache import RESOURCES
 from berthmaster.scheduler.engine import Engine
 from berthmaster.scheduler.explain import as_pending, explain, pod_reference

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from berthmaster.errors import PolicyError
+from berthmaster.foundation.errors import PolicyError
 from berthmaster.scheduler import framework
 from berthmaster.scheduler.config import load_config
 from berthmaster.scheduler.engine import Engine

@@ -8,7 +8,6 @@ from typing import Any
 
 import pytest
 
-from berthmaster.devcluster.schedulers import comparison_policy
 from berthmaster.scheduler.engine import Engine
 from berthmaster.scheduler.model import PodView
 from berthmaster.scheduler.plugins.base import NarrowedCheck, narrowing
@@ -17,6 +16,7 @@ from berthmaster.scheduler.plugins.node_affinity import NodeAffinity
 from berthmaster.scheduler.plugins.pod_topology_spread import PodTopologySpread
 from berthmaster.scheduler.policy import load_policy
 from berthmaster.scheduler.snapshot import Snapshot
+from berthmaster.tooling.devcluster.schedulers import comparison_policy
 from tests.support.builders import make_node, make_pod
 
 NODES = [make_node("a", labels={"pool": "x", "zone": "z1"}),

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from berthmaster.errors import PolicyError
+from berthmaster.foundation.errors import PolicyError
 from berthmaster.scheduler.policy import default_policy, load_policy
 
 SEED_MODIFIED = """

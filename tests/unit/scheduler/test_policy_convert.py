@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from berthmaster.cli import main
-from berthmaster.errors import PolicyError
+from berthmaster.foundation.errors import PolicyError
 from berthmaster.scheduler.config import load_config
 from berthmaster.scheduler.policy import load_policy
 from berthmaster.scheduler.policy_convert import convert_policy_text

@@ -154,7 +154,7 @@ def test_initial_list_is_retried_not_fatal() -> None:
     (tools/cache/reflector.go, Run: wait.BackoffUntil)."""
     import asyncio
 
-    from berthmaster.kube import KubeError
+    from berthmaster.foundation.kube import KubeError
 
     class Flaky:
         calls = 0

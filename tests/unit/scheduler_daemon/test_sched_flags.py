@@ -13,8 +13,8 @@ import argparse
 import pytest
 
 from berthmaster.cli import build_parser
-from berthmaster.durations import parse_go_duration
-from berthmaster.verbosity import debug_logging
+from berthmaster.foundation.durations import parse_go_duration
+from berthmaster.foundation.verbosity import debug_logging
 
 
 def parse(*argv: str) -> argparse.Namespace:

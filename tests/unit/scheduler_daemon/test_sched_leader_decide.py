@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from berthmaster.kube import KubeError
+from berthmaster.foundation.kube import KubeError
 from berthmaster.scheduler.daemon.leader import (
     LeaderElector,
     LeaseRecord,

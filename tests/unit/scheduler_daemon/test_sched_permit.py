@@ -101,8 +101,8 @@ async def test_permit_rejection_wins_else_the_pod_waits() -> None:
 
 
 def test_a_profile_with_coscheduling_needs_the_podgroup_crd_and_its_verbs() -> None:
-    """Checked before the scheduler starts (berthmaster.access), as its own needs are."""
-    from berthmaster.access import Access, Resource
+    """Checked before the scheduler starts (berthmaster.foundation.access), as its own needs are."""
+    from berthmaster.foundation.access import Access, Resource
     from berthmaster.scheduler.config import default_config, load_config
     from berthmaster.scheduler.daemon.service import plugin_needs
 
@@ -120,7 +120,7 @@ def test_every_profile_names_the_same_queue_sort() -> None:
     """validation.go, validateCommonQueueSort."""
     import pytest
 
-    from berthmaster.errors import PolicyError
+    from berthmaster.foundation.errors import PolicyError
     from berthmaster.scheduler.config import load_config
 
     with pytest.raises(PolicyError) as error:

@@ -1,4 +1,5 @@
-"""The pure parts of delegated authentication and authorization (berthmaster.delegated_auth).
+"""The pure parts of delegated authentication and authorization
+(berthmaster.foundation.delegated_auth).
 
 Upstream: k8s.io/apiserver@v0.35.4 ``pkg/authentication/request/bearertoken/bearertoken.go``
 (header reading), ``pkg/authorization/path/path.go`` (always-allowed paths),
@@ -13,7 +14,7 @@ import json
 
 import pytest
 
-from berthmaster.delegated_auth import (
+from berthmaster.foundation.delegated_auth import (
     ANONYMOUS_USER,
     TTLCache,
     User,

@@ -1,5 +1,6 @@
-"""The secure endpoint's settings (berthmaster.serving_options) and self-signed certificate
-(berthmaster.serving).
+"""The secure endpoint's settings (berthmaster.foundation.serving_options) and self-signed
+certificate
+(berthmaster.foundation.serving).
 
 Upstream: k8s.io/apiserver@v0.35.4 ``pkg/server/options/serving.go`` (``--secure-port``,
 ``--bind-address``, ``--tls-cert-file``/``--tls-private-key-file``) and k8s.io/client-go
@@ -17,9 +18,9 @@ import ipaddress
 import pytest
 from cryptography import x509
 
-from berthmaster.errors import ConfigurationError
-from berthmaster.serving import self_signed_certificate
-from berthmaster.serving_options import SecureServing, add_secure_serving_arguments
+from berthmaster.foundation.errors import ConfigurationError
+from berthmaster.foundation.serving import self_signed_certificate
+from berthmaster.foundation.serving_options import SecureServing, add_secure_serving_arguments
 
 
 def parse(*argv: str) -> argparse.Namespace:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from berthmaster.errors import PolicyError
+from berthmaster.foundation.errors import PolicyError
 from berthmaster.scheduler.testing import profile_from_yaml, run_pod, snapshot_from_yaml
 
 CLUSTER = """

@@ -35,7 +35,7 @@ import functools
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
-from berthmaster.kube import CORE, KubeClient, resource_path
+from berthmaster.foundation.kube import CORE, KubeClient, resource_path
 from berthmaster.operator.machines.providers import Instance, InvalidProviderSpec
 from berthmaster.operator.machines.providers.aws import instance_types, instances
 from berthmaster.operator.machines.providers.aws.spec import (

@@ -20,9 +20,9 @@ from typing import Any
 
 import pytest
 
-from berthmaster.devcluster.cluster import RunningCluster
-from berthmaster.kube import CORE, KubeClient, KubeError, resource_path
+from berthmaster.foundation.kube import CORE, KubeClient, KubeError, resource_path
 from berthmaster.operator.machines import api
+from berthmaster.tooling.devcluster.cluster import RunningCluster
 from tests.support.waiting import wait_for
 
 ROOT = Path(__file__).resolve().parents[4]

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from berthmaster.kube import KubeClient, KubeError
+from berthmaster.foundation.kube import KubeClient, KubeError
 from berthmaster.operator.machines import api
 from tests.integration.operator.machines.conftest import (
     OperatorProcess,

@@ -29,9 +29,9 @@ import boto3
 import pytest
 import yaml
 
-from berthmaster.devcluster.cluster import RunningCluster
-from berthmaster.kube import CORE, KubeClient, resource_path
+from berthmaster.foundation.kube import CORE, KubeClient, resource_path
 from berthmaster.operator.machines import api
+from berthmaster.tooling.devcluster.cluster import RunningCluster
 from tests.integration.operator.machines.conftest import (
     OperatorProcess,
     condition,

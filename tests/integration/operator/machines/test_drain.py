@@ -8,7 +8,7 @@ import asyncio
 from datetime import datetime
 from typing import Any
 
-from berthmaster.kube import KubeClient, KubeError, resource_path
+from berthmaster.foundation.kube import KubeClient, KubeError, resource_path
 from berthmaster.operator.machines import api
 from tests.integration.operator.machines.conftest import (
     OperatorProcess,

@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from berthmaster.kube import KubeClient
+from berthmaster.foundation.kube import KubeClient
 from berthmaster.operator.machines import api
 from tests.integration.operator.machines.conftest import (
     OperatorProcess,

@@ -12,11 +12,11 @@ from typing import Any
 import pytest
 import yaml
 
-from berthmaster.devcluster.cluster import RunningCluster
-from berthmaster.kube import CORE, KubeClient, resource_path
+from berthmaster.foundation.kube import CORE, KubeClient, resource_path
 from berthmaster.operator.machines import api
 from berthmaster.operator.machines.controller import MachineController
 from berthmaster.operator.machines.providers.kwok import KIND, KwokProvider
+from berthmaster.tooling.devcluster.cluster import RunningCluster
 from tests.integration.operator.machines.conftest import (
     OperatorProcess,
     condition,

@@ -18,7 +18,7 @@ from __future__ import annotations
 import contextlib
 from typing import Any
 
-from berthmaster.kube import KubeClient, KubeError
+from berthmaster.foundation.kube import KubeClient, KubeError
 from berthmaster.operator.machines import api
 from berthmaster.operator.machines.providers import CONTROLLER_LABEL, CONTROLLER_NAME
 from tests.integration.operator.machines.conftest import (

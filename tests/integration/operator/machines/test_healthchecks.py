@@ -19,11 +19,11 @@ from typing import Any
 
 import pytest
 
-from berthmaster.devcluster.cluster import RunningCluster
-from berthmaster.kube import CORE, KubeClient, resource_path
+from berthmaster.foundation.kube import CORE, KubeClient, resource_path
+from berthmaster.foundation.times import format_rfc3339
 from berthmaster.operator.machines import api
 from berthmaster.operator.machines.healthcheck import mhc_path
-from berthmaster.times import format_rfc3339
+from berthmaster.tooling.devcluster.cluster import RunningCluster
 from tests.integration.operator.machines.conftest import (
     OperatorProcess,
     condition,
@@ -309,7 +309,7 @@ async def test_machine_without_a_node_is_remediated_after_node_startup_timeout(
 async def test_the_api_server_refuses_what_the_schema_can_check(
         kube: KubeClient, namespace: str, machine_api: RunningCluster, spec: dict[str, Any],
         words: str) -> None:
-    from berthmaster.kube import KubeError
+    from berthmaster.foundation.kube import KubeError
 
     with pytest.raises(KubeError) as refused:
         await kube.create(mhc_path(namespace), health_check("bad", "x", **spec))

@@ -18,10 +18,10 @@ from typing import Any
 import pytest
 import yaml
 
-from berthmaster.devcluster.cluster import RunningCluster
-from berthmaster.kube import CORE, KubeClient, group_path, resource_path
+from berthmaster.foundation.kube import CORE, KubeClient, group_path, resource_path
 from berthmaster.operator.machines import api
 from berthmaster.operator.machines.healthcheck import mhc_path
+from berthmaster.tooling.devcluster.cluster import RunningCluster
 from tests.integration.operator.machines.conftest import (
     OperatorProcess,
     condition,

@@ -31,15 +31,15 @@ from typing import Any
 import pytest
 import yaml
 
-from berthmaster.devcluster import build, host_nodes
-from berthmaster.devcluster import kubelet as node
-from berthmaster.devcluster.cluster import RunningCluster
-from berthmaster.devcluster.images import PAUSE_IMAGE
-from berthmaster.devcluster.ports import free_port
-from berthmaster.kube import CORE, KubeClient, group_path, resource_path
+from berthmaster.foundation.kube import CORE, KubeClient, group_path, resource_path
 from berthmaster.operator.machines import api
 from berthmaster.operator.machines.healthcheck import mhc_path
-from berthmaster.operator.machines.providers.kubelet import provider_id
+from berthmaster.tooling.devcluster import build, host_nodes
+from berthmaster.tooling.devcluster import kubelet as node
+from berthmaster.tooling.devcluster.cluster import RunningCluster
+from berthmaster.tooling.devcluster.images import PAUSE_IMAGE
+from berthmaster.tooling.devcluster.ports import free_port
+from berthmaster.tooling.kubelet_provider import provider_id
 from tests.integration.operator.machines.conftest import (
     OperatorProcess,
     condition,

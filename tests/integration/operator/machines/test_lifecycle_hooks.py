@@ -7,7 +7,7 @@ import asyncio
 
 import pytest
 
-from berthmaster.kube import CORE, KubeClient, KubeError, resource_path
+from berthmaster.foundation.kube import CORE, KubeClient, KubeError, resource_path
 from berthmaster.operator.machines import api
 from tests.integration.operator.machines.conftest import (
     OperatorProcess,

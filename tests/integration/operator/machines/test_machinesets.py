@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from berthmaster.devcluster.cluster import RunningCluster
-from berthmaster.kube import KubeClient, KubeError
+from berthmaster.foundation.kube import KubeClient, KubeError
 from berthmaster.operator.machines import api
+from berthmaster.tooling.devcluster.cluster import RunningCluster
 from tests.integration.operator.machines.conftest import OperatorProcess, kwok_machine
 from tests.support.waiting import wait_for
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from berthmaster.kube import CORE, KubeClient, resource_path
+from berthmaster.foundation.kube import CORE, KubeClient, resource_path
 from berthmaster.operator.machines import api
 from tests.integration.conftest import NodeFactory
 from tests.integration.operator.machines.conftest import (

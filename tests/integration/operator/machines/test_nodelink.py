@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from berthmaster.kube import KubeClient
+from berthmaster.foundation.kube import KubeClient
 from berthmaster.operator.machines import api
 from tests.integration.operator.machines.conftest import (
     OperatorProcess,

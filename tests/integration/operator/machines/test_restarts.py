@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from berthmaster.kube import KubeClient, KubeError, resource_path
+from berthmaster.foundation.kube import KubeClient, KubeError, resource_path
 from berthmaster.operator.machines import api
 from berthmaster.operator.machines.controller import MachineController
 from berthmaster.operator.machines.providers.kwok import KIND, KwokProvider

@@ -13,13 +13,13 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from berthmaster.kube import KubeClient
+from berthmaster.foundation.kube import KubeClient
+from berthmaster.foundation.times import format_rfc3339
 from berthmaster.operator.machines import api, upstream_series
 from berthmaster.operator.machines.controller import MachineController
 from berthmaster.operator.machines.healthcheck import mhc_path
 from berthmaster.operator.machines.healthcheck_controller import HealthCheckController
 from berthmaster.operator.machines.providers.kwok import KIND, KwokProvider
-from berthmaster.times import format_rfc3339
 from tests.integration.operator.machines.conftest import get_machine, kwok_machine
 from tests.integration.operator.machines.test_healthchecks import health_check, workers
 

@@ -71,7 +71,7 @@ async def test_queue_retries_only_transient_api_errors(caplog: Any) -> None:
     operator/retrying.py).
     client-go's ``IsRetryableError`` cases: k8s.io/apimachinery/pkg/util/net ``IsProbableEOF``,
     apierrors ``IsServerTimeout``/``IsTooManyRequests``/``IsConflict``."""
-    from berthmaster.kube import KubeError
+    from berthmaster.foundation.kube import KubeError
 
     calls: list[str] = []
     errors = {"unavailable": KubeError(503, "ServiceUnavailable", "etcd leader changed"),
@@ -103,7 +103,7 @@ async def test_queue_retries_only_transient_api_errors(caplog: Any) -> None:
 def test_kopf_handlers_retry_only_transient_errors(status: int, transient: bool) -> None:
     import kopf
 
-    from berthmaster.kube import KubeError
+    from berthmaster.foundation.kube import KubeError
     from berthmaster.operator.retrying import as_kopf_error
 
     error = as_kopf_error(KubeError(status, "Reason", "message"))

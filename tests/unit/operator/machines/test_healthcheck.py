@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from berthmaster.foundation.times import format_rfc3339
 from berthmaster.operator.machines import healthcheck as mhc
 from berthmaster.operator.machines.healthcheck import (
     Health,
@@ -25,7 +26,6 @@ from berthmaster.operator.machines.healthcheck import (
     decide_health_check,
     parse_spec,
 )
-from berthmaster.times import format_rfc3339
 from tests.support.builders import make_node
 from tests.unit.operator.machines.machine_builders import make_machine
 

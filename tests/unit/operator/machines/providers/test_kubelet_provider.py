@@ -18,9 +18,9 @@ from typing import Any
 
 import pytest
 
-from berthmaster.devcluster import host_nodes, oci
-from berthmaster.devcluster import kubelet as node
-from berthmaster.operator.machines.providers.kubelet import (
+from berthmaster.tooling.devcluster import host_nodes, oci
+from berthmaster.tooling.devcluster import kubelet as node
+from berthmaster.tooling.kubelet_provider import (
     PKI_VARIABLE,
     provider_id,
     settings_problems,

@@ -9,8 +9,8 @@ import pytest
 
 from berthmaster.operator.machines.providers import registry
 from berthmaster.operator.machines.providers.aws import AWSProvider
-from berthmaster.operator.machines.providers.kubelet import KubeletProvider
 from berthmaster.operator.machines.providers.kwok import KwokProvider
+from berthmaster.tooling.kubelet_provider import KubeletProvider
 
 
 def test_berthmaster_registers_kwok_aws_and_kubelet_by_their_kinds() -> None:
@@ -51,3 +51,20 @@ def test_the_health_checks_follow_the_same_setting() -> None:
     assert registry.enabled_kinds("kwok,aws") == {"KwokMachineProviderSpec",
                                                   "AWSMachineProviderConfig"}
     assert registry.enabled_kinds("") == frozenset()
+
+
+@pytest.mark.parametrize(("dist", "module", "missing", "skipped"), [
+    # the image leaves berthmaster.tooling out: its entry point is skipped, not an error
+    ("berthmaster", "berthmaster.tooling.kubelet_provider", "berthmaster.tooling", True),
+    ("berthmaster", "berthmaster.tooling.kubelet_provider",
+     "berthmaster.tooling.kubelet_provider", True),
+    # the module is there but one of its own imports is missing: a broken install
+    ("berthmaster", "berthmaster.tooling.kubelet_provider", "cryptography", False),
+    # a component's provider missing is never expected
+    ("berthmaster", "berthmaster.operator.machines.providers.aws", "berthmaster.operator", False),
+    # another distribution's provider missing is that package's broken install
+    ("acme-provider", "berthmaster.tooling.kubelet_provider", "berthmaster.tooling", False),
+])
+def test_only_the_tooling_the_image_leaves_out_is_skipped(dist: str, module: str, missing: str,
+                                                         skipped: bool) -> None:
+    assert registry.left_out_of_this_build(dist, module, missing) is skipped

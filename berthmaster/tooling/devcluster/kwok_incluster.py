@@ -1,0 +1,97 @@
+"""kwok inside a cluster, from a locally built image: the objects to apply.
+
+The e2e clusters (kind, or the local control plane with a real kubelet) run kwok as a pod, as
+kwok's own kustomize deployment does, so the Nodes of kwok-provider Machines come alive there
+exactly as on the local control plane. No download: the image is ``berthmaster.local/kwok:dev``
+(berthmaster.tooling.devcluster.images.kwok_image, the kwok binary the control plane builds) and the
+stages are the same files the host kwok reads, carried in a ConfigMap. kwok's Stage CRDs are
+not needed: stages given with ``--config`` take their place.
+
+The RBAC is what kwok touches: Nodes (read; status written), Pods (read, status written, deleted
+when their deletion finishes), Leases (node heartbeats) and Events.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+NAME = "kwok-controller"
+NAMESPACE = "kube-system"
+FAKE_NODE_SELECTOR = "kwok.x-k8s.io/node=fake"
+POD_CIDR = "10.244.0.0/16"
+
+_RULES: list[dict[str, Any]] = [
+    {"apiGroups": [""], "resources": ["events"],
+     "verbs": ["create", "delete", "get", "list", "patch", "update", "watch"]},
+    {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch"]},
+    {"apiGroups": [""], "resources": ["nodes/status", "pods/status"],
+     "verbs": ["patch", "update"]},
+    {"apiGroups": [""], "resources": ["pods"],
+     "verbs": ["delete", "get", "list", "patch", "update", "watch"]},
+    {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
+     "verbs": ["create", "get", "list", "patch", "update", "watch"]},
+]
+
+
+def kwok_configuration() -> str:
+    return "\n".join([
+        "apiVersion: config.kwok.x-k8s.io/v1alpha1",
+        "kind: KwokConfiguration",
+        "options:",
+        "  serverAddress: 0.0.0.0:10247",
+        "  nodeLeaseDurationSeconds: 40",
+        # A configuration file leaves unset parallelism at 0.
+        "  nodeLeaseParallelism: 16",
+        "  podPlayStageParallelism: 16",
+        "  nodePlayStageParallelism: 16",
+        "  podsOnNodeSyncParallelism: 16",
+    ])
+
+
+def kwok_manifests(image: str, stages: str, namespace: str = NAMESPACE) -> list[dict[str, Any]]:
+    """ServiceAccount, ClusterRole(Binding), ConfigMap and Deployment running kwok."""
+    labels = {"app.kubernetes.io/name": "kwok", "app.kubernetes.io/managed-by": "berthmaster"}
+    config = kwok_configuration() + "\n---\n" + stages.strip() + "\n"
+    container = {
+        "name": "kwok",
+        "image": image,
+        "imagePullPolicy": "IfNotPresent",
+        "args": ["--config=/etc/kwok/kwok.yaml", "--manage-all-nodes=false",
+                 f"--manage-nodes-with-annotation-selector={FAKE_NODE_SELECTOR}",
+                 f"--cidr={POD_CIDR}", "--node-ip=$(POD_IP)"],
+        "env": [{"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}],
+        "ports": [{"name": "http", "containerPort": 10247}],
+        "readinessProbe": {"httpGet": {"path": "/healthz", "port": "http"}, "periodSeconds": 5},
+        "livenessProbe": {"httpGet": {"path": "/healthz", "port": "http"},
+                          "initialDelaySeconds": 30, "periodSeconds": 30},
+        "securityContext": {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
+                            "runAsNonRoot": True, "runAsUser": 65532, "runAsGroup": 65532,
+                            "capabilities": {"drop": ["ALL"]},
+                            "seccompProfile": {"type": "RuntimeDefault"}},
+        "volumeMounts": [{"name": "config", "mountPath": "/etc/kwok", "readOnly": True}],
+    }
+    return [
+        {"apiVersion": "v1", "kind": "ServiceAccount",
+         "metadata": {"name": NAME, "namespace": namespace, "labels": labels}},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+         "metadata": {"name": NAME, "labels": labels}, "rules": _RULES},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+         "metadata": {"name": NAME, "labels": labels},
+         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                     "name": NAME},
+         "subjects": [{"kind": "ServiceAccount", "name": NAME, "namespace": namespace}]},
+        {"apiVersion": "v1", "kind": "ConfigMap",
+         "metadata": {"name": NAME, "namespace": namespace, "labels": labels},
+         "data": {"kwok.yaml": config}},
+        {"apiVersion": "apps/v1", "kind": "Deployment",
+         "metadata": {"name": NAME, "namespace": namespace, "labels": labels},
+         "spec": {
+             "replicas": 1,
+             "selector": {"matchLabels": {"app.kubernetes.io/name": "kwok"}},
+             "template": {
+                 "metadata": {"labels": labels},
+                 "spec": {"serviceAccountName": NAME, "containers": [container],
+                          "volumes": [{"name": "config", "configMap": {"name": NAME}}]},
+             },
+         }},
+    ]
