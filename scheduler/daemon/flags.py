@@ -98,6 +98,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--percentage-of-nodes-to-score", type=int, default=0,
                         help="stop filtering after this share of nodes fit (0: adaptive, as "
                              "upstream)")
+    parser.add_argument("--plugin-timeout", type=float, default=10.0, metavar="SECONDS",
+                        help="interrupt a call of an out-of-tree plugin in the scheduling "
+                             "cycle after this long: its pod fails with the plugin's error and "
+                             "is retried with backoff (0: never; docs/plugins.md)")
     add_log_format(parser)
     add_verbosity(parser)
     add_secure_serving_arguments(parser)

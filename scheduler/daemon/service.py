@@ -30,6 +30,7 @@ from berthmaster.scheduler.daemon.extensions import Extensions, SchedulerHandle
 from berthmaster.scheduler.daemon.leader import LeaderElector, default_identity
 from berthmaster.scheduler.daemon.loop import SchedulingLoop
 from berthmaster.scheduler.daemon.metrics import SchedulerMetrics
+from berthmaster.scheduler.daemon.plugin_deadline import PluginDeadline
 from berthmaster.scheduler.daemon.preempt import Preemptor
 from berthmaster.scheduler.daemon.queue import SchedulingQueue
 from berthmaster.scheduler.daemon.waiting import WaitingPods
@@ -150,8 +151,9 @@ class SchedulerService:
             profile.scheduler_name: Engine(
                 profile, percentage_of_nodes_to_score=self.config.percentage_of_nodes_to_score)
             for profile in self.config.profiles}
+        contained = 0
         for profile_name, engine in self.engines.items():
-            out_of_tree.observe(engine.policy.predicates, engine.policy.priorities,
+            contained += out_of_tree.observe(engine.policy.predicates, engine.policy.priorities,
                                 out_of_tree.Observers(self.metrics.plugin_execution,
                                                       functools.partial(
                                                           self.metrics.plugin_evaluated,
@@ -164,6 +166,12 @@ class SchedulerService:
             name: Extensions.build(engine.policy, self.handle, self.binder.volumes, self.may_act,
                                    self.metrics.permit_waited)
             for name, engine in self.engines.items()}
+        foreign = [plugin for ext in self.extensions.values()
+                   for point in ("reserve", "permit") for plugin in ext.plugins(point)
+                   if not type(plugin).__module__.startswith("berthmaster.")]
+        # out-of-tree plugins in the cycle: a call that hangs is interrupted (plugin_deadline)
+        self.deadline = (PluginDeadline(args.plugin_timeout) if contained or foreign
+                         else None)
         self.cache.on_pod_deleted = self.handle.reject_waiting_pod
         self.cache.pending_pod_events = any(ext.plugins("permit")
                                             for ext in self.extensions.values())
@@ -223,6 +231,8 @@ class SchedulerService:
                 self._http = await serve(self.metrics.exposition, self.args.metrics_bind_address,
                                          self.healthy, self.ready, secure, self.args.kubeconfig)
             self.recorder.start()
+            if self.deadline is not None:
+                self.deadline.start()
             await self.cache.start()
             return await self._lead_and_schedule(stop)
         finally:
@@ -285,6 +295,8 @@ class SchedulerService:
             await asyncio.sleep(every)
 
     async def _shutdown(self) -> None:
+        if self.deadline is not None:
+            self.deadline.stop()
         self.binder.cancel()
         self.preemptor.cancel()
         await self.recorder.stop(drain_seconds=2.0)

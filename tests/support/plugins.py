@@ -32,11 +32,14 @@ BROKEN_ENTRY_POINTS = {
     "RaisingHints": "tests.support.plugins:RAISING_HINTS",
     "HoldUntilReleased": "tests.support.plugins:HOLD_UNTIL_RELEASED",
     "RaisingReserve": "tests.support.plugins:RAISING_RESERVE",
+    "HangingFilter": "tests.support.plugins:HANGING_FILTER",
 }
 # HoldUntilReleased holds pods labelled HOLD at Permit until a pod labelled RELEASE gets there
 HOLD, RELEASE = "plugins.berthmaster.test/hold", "plugins.berthmaster.test/release"
 # the pods the raising plugins fail on carry this label; others pass untouched
 TRIGGER = "plugins.berthmaster.test/raise"
+# the pods HangingFilter never answers for (a loop that does not end)
+HANG_TRIGGER = "plugins.berthmaster.test/hang"
 # the pods RaisingHints rejects, and whose queueing hints it then fails to give
 HINTS_TRIGGER = "plugins.berthmaster.test/raise-hints"
 
@@ -93,6 +96,28 @@ class _RaisingFilter(framework.Predicate):
 
         def check(node: framework.NodeInfo) -> framework.Status | None:
             raise KeyError(f"no table for {node.name}")
+
+        return check
+
+
+@dataclass
+class _HangingFilter(framework.Predicate):
+    """Never returns from Filter for the pods labelled HANG_TRIGGER: a busy loop, which only
+    the interpreter's signal handling can interrupt."""
+
+    NAME: ClassVar[str] = "HangingFilter"
+    EVENTS: ClassVar[tuple[str, ...]] = ("Node/Add",)
+
+    def prefilter(self, pod: framework.PodView, snapshot: framework.Snapshot
+                  ) -> framework.PrefilterResult:
+        if not pod.labels.get(HANG_TRIGGER):
+            return None
+
+        def check(node: framework.NodeInfo) -> framework.Status | None:
+            spins = 0
+            while node.name:
+                spins += 1
+            return None
 
         return check
 
@@ -179,6 +204,7 @@ RAISING_RESERVE = framework.plugin(lifecycle=_RaisingReserve, lifecycle_points=(
 RAISING_INIT = framework.plugin(filter=_RaisingInit)
 RAISING_PREFILTER = framework.plugin(filter=_RaisingPreFilter)
 RAISING_FILTER = framework.plugin(filter=_RaisingFilter)
+HANGING_FILTER = framework.plugin(filter=_HangingFilter)
 RAISING_SCORE = framework.plugin(score=_RaisingScore)
 RAISING_HINTS = framework.plugin(filter=_RaisingHints)
 WILD_SCORE = framework.plugin(score=_WildScore)

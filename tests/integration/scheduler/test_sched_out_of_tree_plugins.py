@@ -195,6 +195,45 @@ profiles:
         "scheduler_permit_wait_duration_seconds_count", {"result": "Success"}) == 1.0
 
 
+async def test_a_plugin_that_hangs_fails_its_pod_and_the_scheduler_goes_on(
+        kube: KubeClient, namespace: str, nodes: Any, run_scheduler: Any, installed: Path
+) -> None:
+    """A Filter that never returns is interrupted after ``--plugin-timeout``
+    (scheduler/daemon/plugin_deadline.py; kube-scheduler has no such deadline, a Go plugin
+    that hangs hangs it): its pod fails as for a plugin that raises (``running "X" filter
+    plugin: <err>``, runtime/framework.go), is retried with backoff, and the other pods are
+    scheduled meanwhile."""
+    group = {"berthmaster.test/group": uuid.uuid4().hex[:8]}
+    await nodes.create(labels=group, capacity={"cpu": "4", "memory": "8Gi", "pods": "110"})
+    config = f"""
+apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+profiles:
+- schedulerName: {run_scheduler.name}
+  plugins:
+    multiPoint:
+      enabled: [{{name: HangingFilter}}]
+"""
+    sched = await run_scheduler.start(load_config(config, "hang"), plugin_timeout=1.0)
+    await create_pod(kube, namespace, make_pod("stuck", sched.name, nodeSelector=group,
+                                               labels={plugins.HANG_TRIGGER: "yes"}))
+
+    async def stuck_failed() -> list[dict[str, Any]]:
+        return [e for e in await events_for(kube, namespace, "FailedScheduling")
+                if e["involvedObject"]["name"] == "stuck"]
+
+    (event, *_) = await wait_for(stuck_failed, timeout=30, what="FailedScheduling for stuck")
+    assert event["message"] == ('running "HangingFilter" filter plugin: did not return within '
+                                "1s and was interrupted (the scheduler's --plugin-timeout)")
+    await create_pod(kube, namespace, make_pod("calm", sched.name, nodeSelector=group))
+    assert await wait_for(lambda: node_of(kube, namespace, "calm"), timeout=30,
+                          what="calm bound")
+    assert await node_of(kube, namespace, "stuck") is None
+    assert sched.service.metrics.registry.get_sample_value(
+        "scheduler_plugin_execution_duration_seconds_count",
+        {"plugin": "HangingFilter", "extension_point": "Filter", "status": "Error"})
+
+
 @pytest.mark.parametrize(("enabled", "plugin_config", "wanted"), [
     ("NoSuchPlugin", "",
      'profiles[0].plugins.multiPoint.enabled[0].name: Invalid value: "NoSuchPlugin": no such '
