@@ -47,9 +47,19 @@ RUN /opt/build/bin/pip wheel --no-deps --no-build-isolation --wheel-dir /wheels 
  && /opt/berthmaster/bin/berthmaster version
 
 FROM ${PYTHON_IMAGE}
+# The OCI annotations of the image spec (opencontainers/image-spec annotations.md); `make image`
+# and `make release` pass VERSION and REVISION (the commit).
+ARG VERSION=unknown
+ARG REVISION=unknown
 LABEL org.opencontainers.image.title="berthmaster" \
       org.opencontainers.image.description="OpenShift's scheduling and machine-lifecycle features for any Kubernetes cluster" \
-      org.opencontainers.image.licenses="Apache-2.0"
+      org.opencontainers.image.licenses="Apache-2.0" \
+      org.opencontainers.image.source="https://github.com/berthmaster/berthmaster" \
+      org.opencontainers.image.url="https://github.com/berthmaster/berthmaster" \
+      org.opencontainers.image.documentation="https://github.com/berthmaster/berthmaster/tree/main/docs" \
+      org.opencontainers.image.vendor="berthmaster" \
+      org.opencontainers.image.version="${VERSION}" \
+      org.opencontainers.image.revision="${REVISION}"
 # The base's own pip and the wheels ensurepip would install are build tools too: the final
 # image has none (official base: /usr/local; Debian base: /usr/lib, /usr/share/python-wheels).
 RUN rm -rf /usr/local/lib/python3.11/site-packages/pip \

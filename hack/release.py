@@ -18,6 +18,10 @@ Then, in ``dist/``:
   that Docker writes its own format (Docker before 25), rewritten as an OCI image layout
   (``oci-layout``, ``index.json``, ``blobs/sha256/``), which ``skopeo copy oci-archive:``,
   ``crane push`` or ``ctr import`` take as is;
+- ``berthmaster-<version>.cdx.json``: the image's software bill of materials in CycloneDX
+  JSON, made by cyclonedx-bom (``cyclonedx-py requirements``) from the hash-locked
+  requirements the image installs (hack/image/requirements.lock), with berthmaster itself
+  (pyproject.toml) as the root component;
 - ``RELEASE-NOTES.md``: the CHANGELOG section, the upgrade and uninstall order, and the
   artifacts' sha256 sums (also in ``SHA256SUMS``).
 """
@@ -175,6 +179,21 @@ def run(*command: str) -> str:
     return result.stdout
 
 
+LOCK = ROOT / "hack" / "image" / "requirements.lock"
+
+
+def sbom(target: Path) -> int:
+    """Write the image's CycloneDX SBOM from its lock (see the module docstring); returns the
+    number of components beside the root."""
+    run(sys.executable, "-m", "cyclonedx_py", "requirements", str(LOCK),
+        "--pyproject", str(ROOT / "pyproject.toml"), "--output-reproducible", "--of", "JSON",
+        "-o", str(target))
+    document = json.loads(target.read_text())
+    if document.get("bomFormat") != "CycloneDX" or not document.get("components"):
+        raise ReleaseError(f"{target.name} is not a CycloneDX document with components")
+    return len(document["components"])
+
+
 def release(dist: Path, with_image: bool) -> list[Path]:
     version = versions()
     notes = changelog_section(CHANGELOG.read_text(), version)
@@ -185,6 +204,11 @@ def release(dist: Path, with_image: bool) -> list[Path]:
     artifacts = []
     run(helm, "package", str(CHART), "--destination", str(dist))
     artifacts.append(dist / f"berthmaster-{version}.tgz")
+    bom = dist / f"berthmaster-{version}.cdx.json"
+    components = sbom(bom)
+    notes += (f"\n\nSoftware bill of materials: `{bom.name}` (CycloneDX), {components} "
+              "components locked in the image beside berthmaster itself.")
+    artifacts.append(bom)
     if with_image:
         tag = f"berthmaster:{version}"
         run(sys.executable, "-m", "berthmaster.cli", "dev", "image", "--tag", tag)

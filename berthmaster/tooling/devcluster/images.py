@@ -248,6 +248,17 @@ class ImageReport:
     build_seconds: float
 
 
+def version_build_args() -> list[str]:
+    """The Dockerfile's VERSION and REVISION arguments (its OCI labels): the package's version
+    and the checkout's commit, ``unknown`` outside a git checkout."""
+    from berthmaster import __version__
+
+    revision = subprocess.run(["git", "-C", str(source_root()), "rev-parse", "HEAD"],
+                              capture_output=True, text=True, check=False)
+    commit = revision.stdout.strip() if revision.returncode == 0 else ""
+    return [f"VERSION={__version__}", f"REVISION={commit or 'unknown'}"]
+
+
 def build_image(name: str, say: Say, base: str | None = None) -> ImageReport:
     """Build the repository's Dockerfile as ``name`` (legacy builder: it needs no frontend
     image from a registry), then check it as the chart runs it."""
@@ -257,8 +268,9 @@ def build_image(name: str, say: Say, base: str | None = None) -> ImageReport:
     started = time.monotonic()
     say(f"  image: docker build -t {name} (base {base}) ...")
     env = dict(os.environ, DOCKER_BUILDKIT="0")
-    result = docker("build", "--build-arg", f"PYTHON_IMAGE={base}", "-t", name, str(source_root()),
-                    env=env, timeout=1800)
+    result = docker("build", "--build-arg", f"PYTHON_IMAGE={base}",
+                    *(f"--build-arg={arg}" for arg in version_build_args()),
+                    "-t", name, str(source_root()), env=env, timeout=1800)
     if result.returncode != 0:
         tail = "\n".join(result.stdout.decode(errors="replace").strip().splitlines()[-25:]
                          + result.stderr.decode(errors="replace").strip().splitlines()[-10:])
@@ -308,6 +320,22 @@ def check_image(name: str) -> None:
     found = leftovers.stdout.decode().strip()
     if leftovers.returncode != 0 or found:
         raise ImageError(f"{name} still holds build tools ({found or leftovers.stderr.decode()})")
+    tooling = run_in_image(name, "-c", "import importlib.util; "
+                           "print(importlib.util.find_spec('berthmaster.tooling') is None)",
+                           entrypoint="python3")
+    if tooling.stdout.decode().strip() != "True":
+        raise ImageError(f"{name} ships berthmaster.tooling (the local control plane, the demo): "
+                         ".dockerignore must leave it out")
+    labels = docker("image", "inspect", "--format", "{{json .Config.Labels}}", name)
+    found_labels = json.loads(labels.stdout.decode() or "null") or {}
+    # the revision is "unknown" where the sources are not a git checkout
+    missing = [f"org.opencontainers.image.{key}" for key in ("version", "revision", "source")
+               if not found_labels.get(f"org.opencontainers.image.{key}")
+               or (key != "revision" and found_labels[f"org.opencontainers.image.{key}"]
+                   == "unknown")]
+    if missing:
+        raise ImageError(f"{name} lacks the OCI labels {', '.join(missing)}: build it with "
+                         "`make image` (which passes VERSION and REVISION)")
 
 
 # -- the node images -----------------------------------------------------------------------

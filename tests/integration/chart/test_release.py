@@ -25,6 +25,8 @@ import pytest
 
 from tests.integration.chart.chartkit import ROOT, helm_binary
 
+LOCK = ROOT / "hack" / "image" / "requirements.lock"
+
 
 def release_module() -> ModuleType:
     spec = importlib.util.spec_from_file_location("release", ROOT / "hack" / "release.py")
@@ -42,8 +44,19 @@ def test_release_writes_the_chart_the_notes_and_the_sums(tmp_path: Path) -> None
     assert result.returncode == 0, result.stdout + result.stderr
     chart = dist / "berthmaster-0.1.0.tgz"
     assert chart.is_file()
+    bom = dist / "berthmaster-0.1.0.cdx.json"
     sums = (dist / "SHA256SUMS").read_text()
-    assert sums == f"{hashlib.sha256(chart.read_bytes()).hexdigest()}  {chart.name}\n"
+    assert sums == "".join(f"{hashlib.sha256(path.read_bytes()).hexdigest()}  {path.name}\n"
+                           for path in (chart, bom))
+    # the SBOM (CycloneDX 1.6, cyclonedx-bom) lists every package the image's lock pins, at
+    # its pinned version, under berthmaster itself
+    document = json.loads(bom.read_text())
+    assert (document["bomFormat"], document["specVersion"]) == ("CycloneDX", "1.6")
+    assert document["metadata"]["component"]["name"] == "berthmaster"
+    locked = set(re.findall(r"^([A-Za-z0-9_.-]+)==(\S+)", LOCK.read_text(), re.M))
+    listed = {(c["name"], c["version"]) for c in document["components"]}
+    assert {(n.lower().replace("_", "-"), v) for n, v in locked} == {
+        (n.lower().replace("_", "-"), v) for n, v in listed}
     notes = (dist / "RELEASE-NOTES.md").read_text()
     assert notes.startswith("# berthmaster 0.1.0\n")
     assert "### Upgrade notes" in notes  # the CHANGELOG section
@@ -61,6 +74,7 @@ def test_release_writes_the_chart_the_notes_and_the_sums(tmp_path: Path) -> None
     (upgrade,) = [line for line in steps.splitlines() if "helm upgrade" in line]
     assert "-f values.yaml" in upgrade and "--reuse-values" not in upgrade
     assert sums in notes
+    assert f"{len(locked)} components locked in the image" in notes
 
 
 def test_a_version_without_a_changelog_section_is_refused() -> None:
