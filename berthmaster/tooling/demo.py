@@ -36,7 +36,7 @@ from berthmaster.tooling.devcluster.nodes import fake_node
 from berthmaster.tooling.devcluster.ports import free_port
 
 NAMESPACE = "berthmaster-demo"
-SAMPLES = Path(__file__).resolve().parents[1] / "deploy" / "samples" / "demo.yaml"
+SAMPLES = Path(__file__).resolve().parents[2] / "deploy" / "samples" / "demo.yaml"
 RULE = "berthmaster.io/demo-rule"
 PHASE = "berthmaster.io/demo-phase"
 

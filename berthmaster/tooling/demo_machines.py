@@ -21,7 +21,7 @@ from typing import Any
 from berthmaster.foundation.kube import CORE, KubeClient, KubeError, group_path, resource_path
 from berthmaster.tooling.devcluster.cluster import ClusterError, RunningCluster
 
-DEPLOY = Path(__file__).resolve().parents[1] / "deploy"
+DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 MACHINE_API = group_path("machine.openshift.io", "v1beta1")
 PROVIDER = {"apiVersion": "berthmaster.io/v1alpha1", "kind": "KwokMachineProviderSpec",
             "instanceType": "kwok.small", "capacity": {"cpu": "2", "memory": "8Gi"}}

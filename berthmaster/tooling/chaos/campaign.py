@@ -79,7 +79,7 @@ from berthmaster.tooling.chaos.slowproxy import SlowProxy
 from berthmaster.tooling.devcluster import certs
 from berthmaster.tooling.devcluster.cluster import ControlPlane, RunningCluster
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 HOOKS = ROOT / "examples" / "machine_hooks"
 SCHEDULER_NAME = "chaos"
 LEASE = (scene.SYSTEM, "chaos-scheduler")

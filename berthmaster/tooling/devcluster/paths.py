@@ -31,7 +31,7 @@ def state_root() -> Path:
 def hack_dir() -> Path:
     configured = os.environ.get("BERTHMASTER_HACK_DIR")
     candidates = [Path(configured)] if configured else []
-    candidates.append(Path(__file__).resolve().parents[2] / "hack")
+    candidates.append(Path(__file__).resolve().parents[3] / "hack")
     candidates.append(Path.cwd() / "hack")
     for candidate in candidates:
         if (candidate / "kubernetes" / "go.mod").is_file():
