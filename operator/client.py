@@ -29,6 +29,7 @@ import os
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import aiohttp
 import kopf
 
 from berthmaster.foundation.kube import (
@@ -39,7 +40,7 @@ from berthmaster.foundation.kube import (
 )
 
 Stop = Callable[[], Awaitable[None]]
-# The User-Agent of every request of the operator's own clients (kopf's client sends kopf's).
+# The User-Agent of every request of the operator, its own clients' and kopf's (:func:`login`).
 AGENT = user_agent("berthmaster-operator")
 DEFAULT_QPS = CONTROLLER_MANAGER_QPS
 DEFAULT_BURST = CONTROLLER_MANAGER_BURST
@@ -103,3 +104,24 @@ def stop_before_close(stop: Stop) -> None:
 @kopf.on.cleanup()
 async def close_operator_client(**_: Any) -> None:
     await SHARED.close()
+
+
+async def login(**kwargs: Any) -> kopf.AiohttpSession | None:
+    """kopf's own login, in a session that names berthmaster: kopf's default activity
+    (``login_via_async_client``: in-cluster, then the kubeconfig, through kubernetes_asyncio)
+    finds the credentials, and the session kopf then uses sends :data:`AGENT` as its
+    User-Agent, as every kube component names itself (client-go ``rest.DefaultKubernetesUserAgent``)
+    instead of kopf's ``kopf/<version>``. The API server also takes that name as the field
+    manager of kopf's writes (apiserver ``pkg/endpoints/handlers/rest.go``,
+    ``prefixFromUserAgent``). The session is made as kopf makes its own
+    (kopf ``_cogs/clients/auth.py``, ``APIContext``)."""
+    info = await kopf.login_via_async_client(**kwargs)
+    if info is None:
+        return None
+    session = aiohttp.ClientSession(
+        connector=aiohttp.TCPConnector(limit=0, ssl=info.as_ssl_context()),
+        headers={**info.as_http_headers(), "User-Agent": AGENT},
+        proxy=info.proxy_url, trust_env=info.trust_env)
+    return kopf.AiohttpSession(server=info.server, default_namespace=info.default_namespace,
+                               priority=info.priority, expiration=info.expiration,
+                               aiohttp_session=session)

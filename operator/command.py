@@ -139,6 +139,8 @@ def run(args: argparse.Namespace) -> int:
         autoscaler_handlers.configure(args.autoscaler_namespace)
     logging.getLogger("berthmaster.operator").info("capabilities: %s", ", ".join(loaded))
 
+    kopf.on.login()(shared_client.login)
+
     @kopf.on.startup()
     def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
         # Explicit watch timeouts: a silently stalled watch is the classic operator hang.

@@ -294,6 +294,14 @@ async def test_machineautoscaler_marks_its_target_and_cleans_up(
     await wait_for(finalizers, timeout=30, what="the MachineAutoscaler's finalizer")
     assert await finalizers() == [FINALIZER]
     assert (await machine_set_annotations(kube, namespace, "first"))[OWNER_KEY] == f"{namespace}/ma"
+    # kopf's own writes (this status and finalizer) name the operator: the API server takes the
+    # User-Agent's name as the field manager (apiserver pkg/endpoints/handlers/rest.go
+    # prefixFromUserAgent), and the operator's kopf session sends berthmaster-operator/<version>
+    # (operator/client.py ``login``), not kopf/<version>
+    fields = (await kube.get(ma_path))["metadata"]["managedFields"]
+    managers = {entry["manager"] for entry in fields}
+    assert "berthmaster-operator" in managers
+    assert not [m for m in managers if m.startswith("kopf")], managers
 
     # A second MachineAutoscaler of the same MachineSet is refused and the target left alone
     # (machinetarget.go SetOwner -> ErrTargetAlreadyOwned, event FailedSetOwner).
