@@ -1,4 +1,4 @@
-"""What an administrator adopting the chart needs (issue 19), proven by rendering with helm.
+"""What an administrator adopting the chart needs (docs/deployment.md), proven by rendering with helm.
 
 - As a dependency: Helm passes ``global:`` to every subchart, so the strict values schema must
   accept it (and stay strict everywhere else) — checked through a real umbrella chart.

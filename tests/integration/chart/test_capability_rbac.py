@@ -1,4 +1,4 @@
-"""The operator's RBAC follows its capabilities (issue 19), asked of the real API server.
+"""The operator's RBAC follows its capabilities (docs/security.md), asked of the real API server.
 
 For each capability alone (``operator.capabilities={<one>}``), the chart's operator
 ServiceAccount, ClusterRole and binding are applied to the local control plane and

@@ -452,7 +452,7 @@ def test_operator_serves_its_metrics_behind_a_service() -> None:
 @pytest.mark.parametrize("component", ["scheduler", "operator"])
 def test_service_monitor_only_when_asked(component: str) -> None:
     """One ServiceMonitor per component: the operator's cluster_autoscaler_* metrics are
-    scraped too (issue 19), not only the scheduler's."""
+    scraped too (docs/observability.md), not only the scheduler's."""
     assert find(render(), "ServiceMonitor") == []
     objects = render(VALUE_SETS["servicemonitor-on"])
     assert len(find(objects, "ServiceMonitor")) == 2
@@ -474,7 +474,7 @@ def test_service_monitor_only_when_asked(component: str) -> None:
 
 def test_dashboard_and_alerts_only_when_asked() -> None:
     """The Grafana dashboard ConfigMap (sidecar label, configurable) and the PrometheusRule are
-    off by default and rendered with both values on (issue 18, item 5)."""
+    off by default and rendered with both values on (docs/observability.md)."""
     import json
 
     defaults = render()
