@@ -1,4 +1,5 @@
-"""What an administrator adopting the chart needs (docs/deployment.md), proven by rendering with helm.
+"""What an administrator adopting the chart needs (docs/deployment.md), proven by rendering with
+helm.
 
 - As a dependency: Helm passes ``global:`` to every subchart, so the strict values schema must
   accept it (and stay strict everywhere else) — checked through a real umbrella chart.

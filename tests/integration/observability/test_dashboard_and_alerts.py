@@ -176,7 +176,8 @@ async def test_every_query_reads_exported_metrics(
     "python_gc_collections_total", "cluster_autoscaler_cluster_safe_to_autoscale",
     "mapi_machine_items", "mapi_machine_phase_transition_seconds_bucket",
     "descheduler_pods_evicted_total", "berthmaster_machine_drain_started_timestamp_seconds"])
-async def test_the_dashboards_families_are_exported(components: dict[str, Any], family: str) -> None:
+async def test_the_dashboards_families_are_exported(components: dict[str, Any],
+                                                    family: str) -> None:
     texts = [(await http_get(f"{base}/metrics"))[1] for base in components["bases"].values()]
     assert any(family in exported(text) for text in texts)
 
