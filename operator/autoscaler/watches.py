@@ -48,7 +48,7 @@ from berthmaster.foundation.kube import CORE, KubeClient, KubeError, resource_pa
 from berthmaster.operator.autoscaler.config import DEFAULT_NAMESPACE, AutoscalerConfig
 from berthmaster.operator.autoscaler.drainability import CONTROLLER_KINDS, controllers_of
 from berthmaster.operator.autoscaler.expanders import PRIORITY_CONFIGMAP
-from berthmaster.operator.autoscaler.loop import (
+from berthmaster.operator.autoscaler.observe import (
     ACTIVE_PODS,
     MACHINE_API,
     POD_GROUPS_API,
