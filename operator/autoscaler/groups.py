@@ -105,9 +105,10 @@ def _owner_machine_set(machine: Mapping[str, Any]) -> str | None:
 
 
 MachinesBySet = dict[tuple[str, str], list[Mapping[str, Any]]]
+NodesByName = Mapping[str, Mapping[str, Any]]
 
 
-def _index_machines(machines: Iterable[Mapping[str, Any]], nodes_by_name: Mapping[str, JSON]
+def _index_machines(machines: Iterable[Mapping[str, Any]], nodes_by_name: NodesByName
                     ) -> tuple[MachinesBySet, dict[str, tuple[str, str]]]:
     """The Machines of each MachineSet (namespace, name), and each node's Machine: its
     ``status.nodeRef``, else the node's ``machine.openshift.io/machine`` annotation."""
@@ -138,7 +139,7 @@ def _sizes(annotations: Mapping[str, str]) -> tuple[int, int]:
 
 
 def _node_group(machine_set: Mapping[str, Any], sizes: tuple[int, int],
-                members: Iterable[Mapping[str, Any]], nodes_by_name: Mapping[str, JSON],
+                members: Iterable[Mapping[str, Any]], nodes_by_name: NodesByName,
                 startup_taints: Collection[str]) -> NodeGroup:
     """One autoscaled MachineSet: its Machines, their registered (and starting) nodes, and the
     template node a new one would be (:mod:`.template`, sampled from a ready member)."""

@@ -54,9 +54,9 @@ from berthmaster.operator.autoscaler.observe import (
     POD_GROUPS_API,
     POLICY_API,
     SCHEDULING_API,
-    ClusterState,
     list_pod_groups,
 )
+from berthmaster.operator.autoscaler.state import ClusterState
 from berthmaster.operator.autoscaler.trim import trim_pod
 from berthmaster.scheduler.daemon.cache import Informer, Resource
 from berthmaster.scheduler.volume_objects import VOLUME_KINDS, VolumeObjects
