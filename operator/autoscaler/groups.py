@@ -104,13 +104,16 @@ def _owner_machine_set(machine: Mapping[str, Any]) -> str | None:
     return str(label) if label else None
 
 
-def build_cluster_view(machine_sets: Iterable[Mapping[str, Any]],
-                       machines: Iterable[Mapping[str, Any]],
-                       nodes: Iterable[Mapping[str, Any]],
-                       startup_taints: Collection[str] = ()) -> ClusterView:
-    nodes_by_name = {n["metadata"]["name"]: n for n in nodes}
+MachinesBySet = dict[tuple[str, str], list[Mapping[str, Any]]]
+NodesByName = Mapping[str, Mapping[str, Any]]
+
+
+def _index_machines(machines: Iterable[Mapping[str, Any]], nodes_by_name: NodesByName
+                    ) -> tuple[MachinesBySet, dict[str, tuple[str, str]]]:
+    """The Machines of each MachineSet (namespace, name), and each node's Machine: its
+    ``status.nodeRef``, else the node's ``machine.openshift.io/machine`` annotation."""
     node_machine: dict[str, tuple[str, str]] = {}
-    machines_of: dict[tuple[str, str], list[Mapping[str, Any]]] = {}
+    machines_of: MachinesBySet = {}
     for machine in machines:
         meta = machine.get("metadata") or {}
         namespace = str(meta.get("namespace", ""))
@@ -125,9 +128,65 @@ def build_cluster_view(machine_sets: Iterable[Mapping[str, Any]],
         if ref and node_name not in node_machine and "/" in ref:
             namespace, _, machine_name = ref.partition("/")
             node_machine[node_name] = (namespace, machine_name)
+    return machines_of, node_machine
 
+
+def _sizes(annotations: Mapping[str, str]) -> tuple[int, int]:
+    min_size, max_size = _size(annotations, MIN_SIZE_KEY), _size(annotations, MAX_SIZE_KEY)
+    if min_size > max_size:
+        raise ValueError(f"min size {min_size} is greater than max size {max_size}")
+    return min_size, max_size
+
+
+def _node_group(machine_set: Mapping[str, Any], sizes: tuple[int, int],
+                members: Iterable[Mapping[str, Any]], nodes_by_name: NodesByName,
+                startup_taints: Collection[str]) -> NodeGroup:
+    """One autoscaled MachineSet: its Machines, their registered (and starting) nodes, and the
+    template node a new one would be (:mod:`.template`, sampled from a ready member)."""
+    meta = machine_set.get("metadata") or {}
+    node_names, without_node, deleting, machine_names = [], [], [], []
+    for machine in members:
+        machine_meta = machine.get("metadata") or {}
+        machine_name = str(machine_meta.get("name"))
+        machine_names.append(machine_name)
+        if machine_meta.get("deletionTimestamp"):
+            deleting.append(machine_name)
+        node_ref = ((machine.get("status") or {}).get("nodeRef") or {}).get("name")
+        if node_ref and node_ref in nodes_by_name:
+            node_names.append(str(node_ref))
+        else:
+            without_node.append(machine_name)
+    starting = [n for n in node_names if has_startup_taint(nodes_by_name[n], startup_taints)]
+    sample = next((nodes_by_name[n] for n in node_names if n not in starting),
+                  next((nodes_by_name[n] for n in node_names), None))
+    template: JSON | None = None
+    template_error: str | None = None
+    try:
+        template = template_node(machine_set, sample, startup_taints=startup_taints)
+    except TemplateError as error:
+        template_error = str(error)
+    spec = machine_set.get("spec") or {}
+    return NodeGroup(
+        namespace=str(meta.get("namespace", "")), name=str(meta.get("name", "")),
+        min_size=sizes[0], max_size=sizes[1],
+        target_size=int(spec.get("replicas", 1) if spec.get("replicas") is not None else 1),
+        nodes=tuple(sorted(node_names)), machines=tuple(sorted(machine_names)),
+        machines_without_node=tuple(sorted(without_node)),
+        deleting_machines=tuple(sorted(deleting)), starting_nodes=tuple(sorted(starting)),
+        template=template,
+        template_error=template_error, labels=dict(meta.get("labels") or {}),
+    )
+
+
+def build_cluster_view(machine_sets: Iterable[Mapping[str, Any]],
+                       machines: Iterable[Mapping[str, Any]],
+                       nodes: Iterable[Mapping[str, Any]],
+                       startup_taints: Collection[str] = ()) -> ClusterView:
+    """The autoscaled MachineSets (those with both size annotations) as node groups, sorted by
+    id; a MachineSet with bad sizes is left out and named in ``problems``."""
+    nodes_by_name = {n["metadata"]["name"]: n for n in nodes}
+    machines_of, node_machine = _index_machines(machines, nodes_by_name)
     groups: list[NodeGroup] = []
-    node_group: dict[str, str] = {}
     problems: list[str] = []
     for machine_set in machine_sets:
         meta = machine_set.get("metadata") or {}
@@ -136,46 +195,13 @@ def build_cluster_view(machine_sets: Iterable[Mapping[str, Any]],
             continue
         namespace, name = str(meta.get("namespace", "")), str(meta.get("name", ""))
         try:
-            min_size, max_size = _size(annotations, MIN_SIZE_KEY), _size(annotations, MAX_SIZE_KEY)
-            if min_size > max_size:
-                raise ValueError(f"min size {min_size} is greater than max size {max_size}")
+            sizes = _sizes(annotations)
         except ValueError as error:
             problems.append(f"MachineSet {namespace}/{name}: {error}; fix its MachineAutoscaler")
             continue
-        members = machines_of.get((namespace, name), [])
-        node_names, without_node, deleting, machine_names = [], [], [], []
-        for machine in members:
-            machine_meta = machine.get("metadata") or {}
-            machine_name = str(machine_meta.get("name"))
-            machine_names.append(machine_name)
-            if machine_meta.get("deletionTimestamp"):
-                deleting.append(machine_name)
-            node_ref = ((machine.get("status") or {}).get("nodeRef") or {}).get("name")
-            if node_ref and node_ref in nodes_by_name:
-                node_names.append(str(node_ref))
-            else:
-                without_node.append(machine_name)
-        group_id = f"{namespace}/{name}"
-        for node_name in node_names:
-            node_group[node_name] = group_id
-        starting = [n for n in node_names if has_startup_taint(nodes_by_name[n], startup_taints)]
-        sample = next((nodes_by_name[n] for n in node_names if n not in starting),
-                      next((nodes_by_name[n] for n in node_names), None))
-        template: JSON | None = None
-        template_error: str | None = None
-        try:
-            template = template_node(machine_set, sample, startup_taints=startup_taints)
-        except TemplateError as error:
-            template_error = str(error)
-        spec = machine_set.get("spec") or {}
-        groups.append(NodeGroup(
-            namespace=namespace, name=name, min_size=min_size, max_size=max_size,
-            target_size=int(spec.get("replicas", 1) if spec.get("replicas") is not None else 1),
-            nodes=tuple(sorted(node_names)), machines=tuple(sorted(machine_names)),
-            machines_without_node=tuple(sorted(without_node)),
-            deleting_machines=tuple(sorted(deleting)), starting_nodes=tuple(sorted(starting)),
-            template=template,
-            template_error=template_error, labels=dict(meta.get("labels") or {}),
-        ))
+        groups.append(_node_group(machine_set, sizes, machines_of.get((namespace, name), []),
+                                  nodes_by_name, startup_taints))
+    # in the MachineSets' order: a node two Machines claim belongs to the last one's set
+    node_group = {node: g.id for g in groups for node in g.nodes}
     groups.sort(key=lambda g: g.id)
     return ClusterView(tuple(groups), node_group, node_machine, tuple(problems))

@@ -50,7 +50,7 @@ from berthmaster.operator.autoscaler.drainability import (
     classify,
 )
 from berthmaster.operator.autoscaler.gangs import POD_GROUP_MIN_MEMBER, Gang, GangBudget
-from berthmaster.operator.autoscaler.groups import ClusterView
+from berthmaster.operator.autoscaler.groups import ClusterView, NodeGroup
 from berthmaster.operator.autoscaler.limits import Totals, node_totals, removal_blocked_by
 from berthmaster.operator.autoscaler.resources import CPU, MEMORY, node_allocatable, pod_requests
 from berthmaster.operator.autoscaler.simulation import Simulation
@@ -137,6 +137,120 @@ def _usable_destination(node: Mapping[str, Any]) -> bool:
                for c in (node.get("status") or {}).get("conditions") or [])
 
 
+def _first_reason(node: Mapping[str, Any], used: float, group: NodeGroup | None,
+                  view: ClusterView, config: AutoscalerConfig, per_group_left: Mapping[str, int],
+                  remaining: Totals) -> tuple[str, str] | None:
+    """Why ``node`` stays before any pod is simulated (upstream's eligibility checks,
+    core/scaledown/eligibility/eligibility.go), in upstream's order; None: it may go."""
+    name = node["metadata"]["name"]
+    annotations = (node.get("metadata") or {}).get("annotations") or {}
+    if being_deleted(node) or (group is not None and view.node_machine.get(name, ("", ""))[1]
+                               in group.deleting_machines):
+        return CURRENTLY_BEING_DELETED, "node is being deleted"
+    if annotations.get(SCALE_DOWN_DISABLED_KEY) == "true":
+        return SCALE_DOWN_DISABLED, f"node is annotated {SCALE_DOWN_DISABLED_KEY}=true"
+    if group is None:
+        return NOT_AUTOSCALED, "node belongs to no autoscaled MachineSet"
+    if used >= config.scale_down.utilization_threshold:
+        return NOT_UNDERUTILIZED, (f"utilization {used:.2f} is not below "
+                                   f"{config.scale_down.utilization_threshold}")
+    if per_group_left.get(group.id, 0) <= 0:
+        return MIN_SIZE_REACHED, f"MachineSet {group.id} is at its min size {group.min_size}"
+    below = removal_blocked_by(remaining, node, config.limits)
+    if below:
+        return MIN_RESOURCE_LIMIT, (f"removing it would go below the cluster minimum of "
+                                    f"{', '.join(below)}")
+    return None
+
+
+def _relocate(sim: Simulation, to_move: Sequence[JSON], others: Sequence[str]) -> str | None:
+    """Place ``to_move`` on ``others`` in the simulation; on the first pod that fits nowhere,
+    roll the simulation back and say so (simulator/cluster.go findPlaceFor's error, and the pod
+    that found no node)."""
+    mark = sim.checkpoint()
+    for moved, pod in enumerate(to_move):
+        target = sim.find_node(pod, others)
+        if target is None:
+            sim.rollback(mark)
+            meta = pod.get("metadata") or {}
+            return (f"can reschedule only {moved} out of {len(to_move)} pods: no other node for "
+                    f"pod {meta.get('namespace')}/{meta.get('name')}")
+        sim.place(pod, target)
+    return None
+
+
+@dataclass
+class _Tally:
+    """What one :func:`find_unneeded` pass has found so far, and what the nodes found unneeded
+    have spent: their group's room above min size, the cluster's resources, the disruptions
+    PodDisruptionBudgets and gangs allow."""
+
+    per_group_left: dict[str, int]
+    remaining: Totals
+    budget: PdbBudget
+    gang_budget: GangBudget
+    unneeded: list[Unneeded] = field(default_factory=list)
+    unremovable: dict[str, str] = field(default_factory=dict)
+    messages: dict[str, str] = field(default_factory=dict)
+    removing: set[str] = field(default_factory=set)
+
+    def stays(self, node_name: str, reason: str, message: str) -> None:
+        self.unremovable[node_name] = reason
+        self.messages[node_name] = message
+
+    def goes(self, node: Mapping[str, Any], entry: Unneeded, gpu_types: Sequence[str]) -> None:
+        self.removing.add(entry.node)
+        self.per_group_left[entry.group_id] -= 1
+        self.remaining = self.remaining.minus(node_totals(node, gpu_types))
+        self.unneeded.append(entry)
+
+
+@dataclass(frozen=True)
+class _Context:
+    """The inputs every node of one :func:`find_unneeded` pass is judged with."""
+
+    view: ClusterView
+    sim: Simulation
+    config: AutoscalerConfig
+    destinations: Sequence[str]
+    priority: Any
+    now: float | None
+    controllers: Controllers | None
+
+
+def _judge(node: Mapping[str, Any], used: float, ctx: _Context, tally: _Tally) -> None:
+    """One node, in utilization order: it stays (with upstream's UnremovableReason) or goes,
+    its pods moved in the simulation to the nodes not already going."""
+    name = node["metadata"]["name"]
+    group_id = ctx.view.node_group.get(name)
+    group = ctx.view.group(group_id) if group_id else None
+    reason = _first_reason(node, used, group, ctx.view, ctx.config, tally.per_group_left,
+                           tally.remaining)
+    if reason is not None or group is None:
+        tally.stays(name, *(reason or (NOT_AUTOSCALED, "")))
+        return
+    spent, gangs_spent = tally.budget.save(), tally.gang_budget.save()
+    # The snapshot's pods: those moved here from nodes found unneeded earlier count too.
+    to_move, blocked = _pods_to_move([dict(v.raw) for v in ctx.sim.snapshot.pods_on(name)],
+                                     ctx.config, tally.budget, tally.gang_budget, ctx.priority,
+                                     ctx.now, ctx.controllers)
+    if blocked is not None:
+        reason = BLOCKED_BY_POD, f"{blocked.reason}: {blocked.message}"
+    else:
+        others = [d for d in ctx.destinations if d != name and d not in tally.removing]
+        stuck = _relocate(ctx.sim, to_move, others)
+        reason = (NO_PLACE_TO_MOVE_PODS, stuck) if stuck is not None else None
+    if reason is not None:
+        tally.budget.restore(spent)
+        tally.gang_budget.restore(gangs_spent)
+        tally.stays(name, *reason)
+        return
+    ready = node_ready(node) and not has_startup_taint(node, ctx.config.startup_taints)
+    tally.goes(node, Unneeded(name, group.id, used, tuple(
+        f"{(p.get('metadata') or {}).get('namespace')}/{(p.get('metadata') or {}).get('name')}"
+        for p in to_move), ready), [g.type for g in ctx.config.limits.gpus])
+
+
 def find_unneeded(
     nodes: Sequence[Mapping[str, Any]],
     pods_by_node: Mapping[str, Sequence[JSON]],
@@ -150,96 +264,24 @@ def find_unneeded(
     controllers: Controllers | None = None,
     gangs: Mapping[str, Gang] | None = None,
 ) -> ScaleDownPlan:
-    """Every node judged; the simulation keeps the moves of the unneeded ones (caller rolls
-    back when done)."""
+    """Every node judged (:func:`_judge`), least utilized first, as upstream's
+    core/scaledown/planner/planner.go ``UpdateClusterState``; the simulation keeps the moves of
+    the unneeded ones (caller rolls back when done). PodDisruptionBudgets' disruptions and the
+    members a gang may lose are spent across every node found unneeded."""
     priority = priority_of or (lambda pod: int((pod.get("spec") or {}).get("priority") or 0))
-    unneeded: list[Unneeded] = []
-    unremovable: dict[str, str] = {}
-    messages: dict[str, str] = {}
-    removing: set[str] = set()
-    per_group_left = {g.id: g.target_size - g.min_size for g in view.groups}
-    remaining = totals
+    tally = _Tally({g.id: g.target_size - g.min_size for g in view.groups}, totals,
+                   PdbBudget(pdbs), GangBudget(gangs or {}))
     by_name = {n["metadata"]["name"]: n for n in nodes}
-    budget = PdbBudget(pdbs)  # disruptions are spent across every node found unneeded
-    gang_budget = GangBudget(gangs or {})  # and so are the members a gang may lose
-
-    def stays(node_name: str, reason: str, message: str) -> None:
-        unremovable[node_name] = reason
-        messages[node_name] = message
-
-    destinations = [name for name, n in by_name.items() if _usable_destination(n)]
+    ctx = _Context(view, sim, config,
+                   [name for name, n in by_name.items() if _usable_destination(n)], priority,
+                   now, controllers)
     scored = sorted(
         ((utilization(n, pods_by_node.get(n["metadata"]["name"], ()),
                       config.ignore_daemonsets_utilization), n["metadata"]["name"]) for n in nodes),
     )
     for used, name in scored:
-        node = by_name[name]
-        annotations = (node.get("metadata") or {}).get("annotations") or {}
-        group_id = view.node_group.get(name)
-        group = view.group(group_id) if group_id else None
-
-        if being_deleted(node) or (group is not None and view.node_machine.get(name, ("", ""))[1]
-                                   in group.deleting_machines):
-            stays(name, CURRENTLY_BEING_DELETED, "node is being deleted")
-            continue
-        if annotations.get(SCALE_DOWN_DISABLED_KEY) == "true":
-            stays(name, SCALE_DOWN_DISABLED, f"node is annotated {SCALE_DOWN_DISABLED_KEY}=true")
-            continue
-        if group is None:
-            stays(name, NOT_AUTOSCALED, "node belongs to no autoscaled MachineSet")
-            continue
-        ready = node_ready(node) and not has_startup_taint(node, config.startup_taints)
-        if used >= config.scale_down.utilization_threshold:
-            stays(name, NOT_UNDERUTILIZED, f"utilization {used:.2f} is not below "
-                  f"{config.scale_down.utilization_threshold}")
-            continue
-        if per_group_left.get(group.id, 0) <= 0:
-            stays(name, MIN_SIZE_REACHED,
-                  f"MachineSet {group.id} is at its min size {group.min_size}")
-            continue
-        below = removal_blocked_by(remaining, node, config.limits)
-        if below:
-            stays(name, MIN_RESOURCE_LIMIT, f"removing it would go below the cluster minimum of "
-                  f"{', '.join(below)}")
-            continue
-        spent, gangs_spent = budget.save(), gang_budget.save()
-        # The snapshot's pods: those moved here from nodes found unneeded earlier count too.
-        to_move, blocked = _pods_to_move([dict(v.raw) for v in sim.snapshot.pods_on(name)],
-                                         config, budget, gang_budget, priority, now,
-                                         controllers)
-        if blocked is not None:
-            budget.restore(spent)
-            gang_budget.restore(gangs_spent)
-            stays(name, BLOCKED_BY_POD, f"{blocked.reason}: {blocked.message}")
-            continue
-        mark = sim.checkpoint()
-        others = [d for d in destinations if d != name and d not in removing]
-        stuck = None
-        moved = 0
-        for pod in to_move:
-            target = sim.find_node(pod, others)
-            if target is None:
-                stuck = pod
-                break
-            sim.place(pod, target)
-            moved += 1
-        if stuck is not None:
-            sim.rollback(mark)
-            budget.restore(spent)
-            gang_budget.restore(gangs_spent)
-            meta = stuck.get("metadata") or {}
-            # simulator/cluster.go findPlaceFor's error, and the pod that found no node
-            stays(name, NO_PLACE_TO_MOVE_PODS, f"can reschedule only {moved} out of "
-                  f"{len(to_move)} pods: no other node for pod {meta.get('namespace')}/"
-                  f"{meta.get('name')}")
-            continue
-        removing.add(name)
-        per_group_left[group.id] -= 1
-        remaining = remaining.minus(node_totals(node, [g.type for g in config.limits.gpus]))
-        unneeded.append(Unneeded(name, group.id, used, tuple(
-            f"{(p.get('metadata') or {}).get('namespace')}/{(p.get('metadata') or {}).get('name')}"
-            for p in to_move), ready))
-    return ScaleDownPlan(tuple(unneeded), unremovable, messages)
+        _judge(by_name[name], used, ctx, tally)
+    return ScaleDownPlan(tuple(tally.unneeded), tally.unremovable, tally.messages)
 
 
 def _pods_to_move(pods: Sequence[JSON], config: AutoscalerConfig, budget: PdbBudget,

@@ -40,7 +40,7 @@ from berthmaster.operator.autoscaler.events import node_group_id
 from berthmaster.operator.autoscaler.expanders import Option, Priorities, best_option
 from berthmaster.operator.autoscaler.gangs import ALL_OR_NOTHING_REASON, Gang, gang_of, short_gangs
 from berthmaster.operator.autoscaler.groups import ClusterView, NodeGroup
-from berthmaster.operator.autoscaler.limits import Totals, headroom, node_totals
+from berthmaster.operator.autoscaler.limits import Headroom, Totals, headroom, node_totals
 from berthmaster.operator.autoscaler.resources import CPU, MEMORY, node_allocatable, pod_requests
 from berthmaster.operator.autoscaler.simulation import Simulation
 from berthmaster.operator.autoscaler.template import copy_of
@@ -266,6 +266,115 @@ def _gang_messages(remaining: Sequence[JSON], pod_reasons: Mapping[str, Counter[
     return messages
 
 
+def _place_on_existing(sim: Simulation, pending: Sequence[JSON]
+                       ) -> tuple[list[JSON], list[JSON]]:
+    """The pods that fit no existing or upcoming node, and those placed (they wait for them),
+    upstream's core/podlistprocessor/filter_out_schedulable.go."""
+    remaining: list[JSON] = []
+    placed: list[JSON] = []
+    nodes = sim.node_names()
+    for pod in pending:
+        target = sim.find_node(pod, nodes)
+        if target is None:
+            remaining.append(pod)
+        else:
+            sim.place(pod, target)
+            placed.append(pod)
+    return remaining, placed
+
+
+def _skip_reason(group: NodeGroup, backoff: Collection[str], room: Headroom | None
+                 ) -> str | None:
+    """Why ``group`` is no option at all (upstream's orchestrator.go ``IsNodeGroupReadyToScaleUp``
+    and ``IsNodeGroupResourceExceeded``); ``room`` is None for a group without a template."""
+    if room is None:
+        return NO_TEMPLATE_REASON
+    if group.id in backoff:
+        return BACKOFF_REASON
+    if group.target_size >= group.max_size:
+        return MAX_SIZE_REASON
+    if room.nodes == 0:
+        return room.reason()
+    return None
+
+
+@dataclass
+class _Options:
+    """Every node group's scale-up option for the pods left, and why the others cannot help."""
+
+    pod_reasons: dict[str, Counter[str]]
+    options: list[Option] = field(default_factory=list)
+    cannot_host: dict[str, set[str]] = field(default_factory=dict)
+    group_reasons: dict[str, str] = field(default_factory=dict)
+
+    def skip(self, group: NodeGroup, reason: str) -> None:
+        self.group_reasons[group.id] = reason
+        for counter in self.pod_reasons.values():
+            counter[reason] += 1
+
+    def add(self, option: Option, left_out: Mapping[str, str], room: Headroom) -> None:
+        group = option.group
+        self.cannot_host[group.id] = {k for k, r in left_out.items() if r != MAX_SIZE_REASON}
+        for key, reason in left_out.items():
+            if reason == MAX_SIZE_REASON and room.nodes is not None \
+                    and room.nodes < group.max_size - group.target_size:
+                reason = room.reason()  # the cluster limits capped it, not the group max
+            self.pod_reasons[key][reason] += 1
+        if option.node_count > 0:
+            self.options.append(option)
+
+
+def _options(remaining: Sequence[JSON], placed: Sequence[JSON], view: ClusterView,
+             sim: Simulation, config: AutoscalerConfig, totals: Totals, backoff: Collection[str],
+             gangs: Mapping[str, Gang]) -> _Options:
+    """Upstream's core/scaleup/orchestrator/orchestrator.go ``computeExpansionOption`` for each
+    group: the nodes its template needs for the pods, capped by its max size and the cluster's
+    resource limits, gangs all-or-nothing."""
+    found = _Options({pod_id(p): Counter() for p in remaining})
+    for group in view.groups:
+        room = headroom(totals, group.template, config.limits) if group.template is not None \
+            else None
+        reason = _skip_reason(group, backoff, room)
+        if reason is not None or room is None:
+            found.skip(group, reason or NO_TEMPLATE_REASON)
+            continue
+        cap = group.max_size - group.target_size
+        if room.nodes is not None:
+            cap = min(cap, room.nodes)
+        option, left_out = estimate_whole_gangs(sim, group, remaining, cap, gangs, placed)
+        found.add(option, left_out, room)
+    return found
+
+
+def _chosen_decision(chosen: Option, found: _Options, remaining: Sequence[JSON],
+                     waiting: tuple[str, ...], config: AutoscalerConfig) -> ScaleUpDecision:
+    """The increases for the chosen option (balanced over similar groups when asked: upstream's
+    ``BalanceScaleUpBetweenGroups``) and the events of the pods it helps and of those nothing
+    can help."""
+    if config.balance_similar_node_groups:
+        increases = balance(chosen, found.options, config.balancing_ignored_labels,
+                            found.cannot_host)
+    else:
+        g = chosen.group
+        increases = [GroupIncrease(g.id, g.target_size, g.target_size + chosen.node_count,
+                                   g.max_size)]
+    helped = {pod_id(p) for p in chosen.pods}
+    helped_anywhere = {pod_id(p) for o in found.options for p in o.pods}
+    summary = "[" + " ".join(str(i) for i in increases) + "]"
+    # Pods another option could help wait for the next loop (upstream: "awaiting
+    # evaluation"); only pods nothing can help hear why.
+    not_triggered = {k: _not_triggered_message(c) for k, c in found.pod_reasons.items()
+                     if k not in helped_anywhere}
+    return ScaleUpDecision(
+        increases=tuple(increases),
+        triggered={k: f"pod triggered scale-up: {summary}" for k in sorted(helped)},
+        not_triggered=not_triggered,
+        waiting=waiting,
+        group_reasons=found.group_reasons,
+        not_triggered_gangs=_gang_messages(remaining, found.pod_reasons, not_triggered),
+    )
+
+
 def decide_scale_up(
     pending: Sequence[JSON],
     view: ClusterView,
@@ -278,100 +387,33 @@ def decide_scale_up(
     gangs: Mapping[str, Gang] | None = None,
 ) -> ScaleUpDecision:
     """One scale-up decision for ``pending`` (already filtered by :func:`pods_to_help`, with
-    every pending member of the gangs it holds: :func:`.gangs.with_pending_members`).
+    every pending member of the gangs it holds: :func:`.gangs.with_pending_members`), as
+    upstream's core/scaleup/orchestrator/orchestrator.go ``ScaleUp``: the pods that fit existing
+    or upcoming nodes wait, each group's option is estimated, the expanders choose one.
 
     ``totals`` counts every node plus the upcoming ones; ``sim`` holds the registered nodes and
     their pods and is left as it was found.
     """
     if not pending:
         return ScaleUpDecision()
-    rng = rng or random.Random()
-    gangs = gangs or {}
-    backoff = set(in_backoff)
     mark = sim.checkpoint()
     try:
         _add_upcoming(sim, view)
-        remaining: list[JSON] = []
-        placed: list[JSON] = []
-        nodes = sim.node_names()
-        for pod in pending:
-            target = sim.find_node(pod, nodes)
-            if target is None:
-                remaining.append(pod)
-            else:
-                sim.place(pod, target)
-                placed.append(pod)
-        waiting = [pod_id(p) for p in placed]
+        remaining, placed = _place_on_existing(sim, pending)
+        waiting = tuple(pod_id(p) for p in placed)
         if not remaining:
-            return ScaleUpDecision(waiting=tuple(waiting))
-
-        options: list[Option] = []
-        cannot_host: dict[str, set[str]] = {}
-        group_reasons: dict[str, str] = {}
-        pod_reasons: dict[str, Counter[str]] = {pod_id(p): Counter() for p in remaining}
-
-        def skip(group: NodeGroup, reason: str) -> None:
-            group_reasons[group.id] = reason
-            for counter in pod_reasons.values():
-                counter[reason] += 1
-
-        for group in view.groups:
-            if group.template is None:
-                skip(group, NO_TEMPLATE_REASON)
-                continue
-            if group.id in backoff:
-                skip(group, BACKOFF_REASON)
-                continue
-            if group.target_size >= group.max_size:
-                skip(group, MAX_SIZE_REASON)
-                continue
-            room = headroom(totals, group.template, config.limits)
-            if room.nodes == 0:
-                skip(group, room.reason())
-                continue
-            cap = group.max_size - group.target_size
-            if room.nodes is not None:
-                cap = min(cap, room.nodes)
-            option, left_out = estimate_whole_gangs(sim, group, remaining, cap, gangs, placed)
-            cannot_host[group.id] = {k for k, r in left_out.items() if r != MAX_SIZE_REASON}
-            for key, reason in left_out.items():
-                if reason == MAX_SIZE_REASON and room.nodes is not None \
-                        and room.nodes < group.max_size - group.target_size:
-                    reason = room.reason()  # the cluster limits capped it, not the group max
-                pod_reasons[key][reason] += 1
-            if option.node_count > 0:
-                options.append(option)
-
-        chosen = best_option(options, config.expanders, rng, priorities)
-        if chosen is None:
-            not_triggered = {k: _not_triggered_message(c) for k, c in pod_reasons.items()}
-            return ScaleUpDecision(
-                not_triggered=not_triggered, waiting=tuple(waiting), group_reasons=group_reasons,
-                not_triggered_gangs=_gang_messages(remaining, pod_reasons, not_triggered))
-        if config.balance_similar_node_groups:
-            increases = balance(chosen, options, config.balancing_ignored_labels, cannot_host)
-        else:
-            g = chosen.group
-            increases = [GroupIncrease(g.id, g.target_size, g.target_size + chosen.node_count,
-                                       g.max_size)]
-        helped = {pod_id(p) for p in chosen.pods}
-        helped_anywhere = {pod_id(p) for o in options for p in o.pods}
-        summary = "[" + " ".join(str(i) for i in increases) + "]"
-        # Pods another option could help wait for the next loop (upstream: "awaiting
-        # evaluation"); only pods nothing can help hear why.
-        not_triggered = {k: _not_triggered_message(c) for k, c in pod_reasons.items()
-                         if k not in helped_anywhere}
+            return ScaleUpDecision(waiting=waiting)
+        found = _options(remaining, placed, view, sim, config, totals, set(in_backoff),
+                         gangs or {})
+        chosen = best_option(found.options, config.expanders, rng or random.Random(), priorities)
+        if chosen is not None:
+            return _chosen_decision(chosen, found, remaining, waiting, config)
+        not_triggered = {k: _not_triggered_message(c) for k, c in found.pod_reasons.items()}
         return ScaleUpDecision(
-            increases=tuple(increases),
-            triggered={k: f"pod triggered scale-up: {summary}" for k in sorted(helped)},
-            not_triggered=not_triggered,
-            waiting=tuple(waiting),
-            group_reasons=group_reasons,
-            not_triggered_gangs=_gang_messages(remaining, pod_reasons, not_triggered),
-        )
+            not_triggered=not_triggered, waiting=waiting, group_reasons=found.group_reasons,
+            not_triggered_gangs=_gang_messages(remaining, found.pod_reasons, not_triggered))
     finally:
         sim.rollback(mark)
-
 
 
 def decide_min_size_scale_up(view: ClusterView, config: AutoscalerConfig, totals: Totals,

@@ -25,7 +25,8 @@ capacity cannot be known raises :class:`TemplateError` naming the annotations to
 from __future__ import annotations
 
 import copy
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from berthmaster.operator.machines.machineset import build_machine
@@ -106,45 +107,54 @@ def machine_set_name(machine_set: Mapping[str, Any]) -> str:
     return f"{meta.get('namespace', '')}/{meta.get('name', '')}"
 
 
-def template_node(machine_set: Mapping[str, Any], sample_node: Mapping[str, Any] | None = None,
-                  index: int = 0, startup_taints: Collection[str] = ()) -> JSON:
-    """The Node a new replica of ``machine_set`` would register as (``index`` names the copy)."""
-    meta = machine_set.get("metadata") or {}
-    annotations: Mapping[str, str] = meta.get("annotations") or {}
-    where = f"MachineSet {machine_set_name(machine_set)}"
-    machine_spec = ((machine_set.get("spec") or {}).get("template") or {}).get("spec") or {}
-    provider = ((machine_spec.get("providerSpec") or {}).get("value")) or {}
+@dataclass
+class _Shape:
+    """What a template node is made of, filled source by source, later sources winning."""
 
-    capacity: dict[str, Any] = {}
-    labels: dict[str, str] = {}
-    taints: list[JSON] = []
-    if sample_node is not None:
-        status = sample_node.get("status") or {}
-        capacity.update(status.get("allocatable") or status.get("capacity") or {})
-        labels.update((sample_node.get("metadata") or {}).get("labels") or {})
-        taints = [t for t in (sample_node.get("spec") or {}).get("taints") or []
-                  if not str(t.get("key", "")).startswith("node.kubernetes.io/")
-                  and t.get("key") not in ("ToBeDeletedByClusterAutoscaler",
-                                           "DeletionCandidateOfClusterAutoscaler")]
-    labels.update(((machine_spec.get("metadata") or {}).get("labels")) or {})
-    taints = _merge_taints(taints, list(machine_spec.get("taints") or []))
+    capacity: dict[str, Any] = field(default_factory=dict)
+    labels: dict[str, str] = field(default_factory=dict)
+    taints: list[JSON] = field(default_factory=list)
+
+    def add_taints(self, taints: Sequence[JSON]) -> None:
+        self.taints = _merge_taints(self.taints, list(taints))
+
+
+def _from_sample(shape: _Shape, sample_node: Mapping[str, Any]) -> None:
+    """A registered node of the set: its allocatable, labels and lasting taints."""
+    status = sample_node.get("status") or {}
+    shape.capacity.update(status.get("allocatable") or status.get("capacity") or {})
+    shape.labels.update((sample_node.get("metadata") or {}).get("labels") or {})
+    shape.taints = [t for t in (sample_node.get("spec") or {}).get("taints") or []
+                    if not str(t.get("key", "")).startswith("node.kubernetes.io/")
+                    and t.get("key") not in ("ToBeDeletedByClusterAutoscaler",
+                                             "DeletionCandidateOfClusterAutoscaler")]
+
+
+def _from_provider(shape: _Shape, machine_set: Mapping[str, Any], provider: Any) -> None:
     if isinstance(provider, Mapping) and provider.get("kind") == kwok.KIND:
         # The very Node the kwok provider would register for a new Machine of this set.
         machine = build_machine(dict(machine_set))
-        machine["metadata"]["name"] = f"{meta.get('name', '')}-template"
+        machine["metadata"]["name"] = f"{(machine_set.get('metadata') or {}).get('name', '')}" \
+            "-template"
         node = kwok.build_node(machine)
-        capacity.update(node["status"]["capacity"])
-        labels.update({k: v for k, v in node["metadata"]["labels"].items()
-                       if k != "machine.openshift.io/machine"})  # per-machine identity
-        taints = _merge_taints(taints, list(node["spec"].get("taints") or []))
+        shape.capacity.update(node["status"]["capacity"])
+        shape.labels.update({k: v for k, v in node["metadata"]["labels"].items()
+                             if k != "machine.openshift.io/machine"})  # per-machine identity
+        shape.add_taints(node["spec"].get("taints") or [])
     elif isinstance(provider, Mapping):
         # What the provider knows of the instance type (AWS: cluster-autoscaler's instance
         # table); the annotations below still win, as upstream's InstanceCapacity lets them.
-        capacity.update(registry.template_capacity(provider) or {})
-        capacity.update(provider.get("capacity") or {})
-        labels.update(provider.get("labels") or {})
-        taints = _merge_taints(taints, list(provider.get("taints") or []))
+        shape.capacity.update(registry.template_capacity(provider) or {})
+        shape.capacity.update(provider.get("capacity") or {})
+        shape.labels.update(provider.get("labels") or {})
+        shape.add_taints(provider.get("taints") or [])
 
+
+def _from_annotations(shape: _Shape, annotations: Mapping[str, str], where: str) -> None:
+    """The MachineSet's scale-from-zero annotations, OpenShift's and upstream's
+    (cloudprovider/clusterapi/clusterapi_unstructured.go ``InstanceCapacity``, ``Labels``,
+    ``Taints``); they win over every other source."""
+    capacity = shape.capacity
     if OPENSHIFT_CPU_KEY in annotations:
         capacity["cpu"] = annotations[OPENSHIFT_CPU_KEY]
     if OPENSHIFT_MEMORY_MB_KEY in annotations:
@@ -160,35 +170,59 @@ def template_node(machine_set: Mapping[str, Any], sample_node: Mapping[str, Any]
     if GPU_COUNT_KEY in annotations:
         capacity[annotations.get(GPU_TYPE_KEY) or DEFAULT_GPU_TYPE] = annotations[GPU_COUNT_KEY]
     if LABELS_KEY in annotations:
-        labels.update(_parse_pairs(annotations[LABELS_KEY], f"{where} annotation {LABELS_KEY}"))
+        shape.labels.update(_parse_pairs(annotations[LABELS_KEY],
+                                         f"{where} annotation {LABELS_KEY}"))
     if TAINTS_KEY in annotations:
-        taints = _merge_taints(taints, _parse_taints(annotations[TAINTS_KEY],
-                                                     f"{where} annotation {TAINTS_KEY}"))
+        shape.add_taints(_parse_taints(annotations[TAINTS_KEY],
+                                       f"{where} annotation {TAINTS_KEY}"))
 
-    taints = [t for t in taints if not is_startup_taint(str(t.get("key", "")), startup_taints)]
-    missing = [name for name in ("cpu", "memory") if name not in capacity]
-    if missing:
-        raise TemplateError(
-            f"{where} has no {' or '.join(missing)} capacity and no registered node to copy; "
-            f"annotate it with {CPU_KEY} and {MEMORY_KEY} (or give providerSpec.value.capacity)")
-    capacity.setdefault("pods", DEFAULT_MAX_PODS)
 
-    name = f"template-node-for-{meta.get('name', '')}-{index}"
-    labels = {**labels, HOSTNAME_LABEL: name}
+def _node_of(shape: _Shape, machine_set: Mapping[str, Any], index: int) -> JSON:
+    name = f"template-node-for-{(machine_set.get('metadata') or {}).get('name', '')}-{index}"
+    labels = {**shape.labels, HOSTNAME_LABEL: name}
     labels.setdefault("kubernetes.io/os", "linux")
     labels.setdefault("kubernetes.io/arch", "amd64")
+    capacity = {k: str(v) for k, v in shape.capacity.items()}
     return {
         "apiVersion": "v1",
         "kind": "Node",
         "metadata": {"name": name, "labels": labels,
                      "annotations": {"berthmaster.io/template-of": machine_set_name(machine_set)}},
-        "spec": {"taints": copy.deepcopy(taints)} if taints else {},
+        "spec": {"taints": copy.deepcopy(shape.taints)} if shape.taints else {},
         "status": {
-            "capacity": {k: str(v) for k, v in capacity.items()},
-            "allocatable": {k: str(v) for k, v in capacity.items()},
+            "capacity": capacity,
+            "allocatable": dict(capacity),
             "conditions": [{"type": "Ready", "status": "True"}],
         },
     }
+
+
+def template_node(machine_set: Mapping[str, Any], sample_node: Mapping[str, Any] | None = None,
+                  index: int = 0, startup_taints: Collection[str] = ()) -> JSON:
+    """The Node a new replica of ``machine_set`` would register as (``index`` names the copy):
+    a registered node of the set, then the Machine template's labels and taints, then the
+    provider, then the annotations (:func:`_from_annotations`), each winning over the one
+    before; startup taints dropped."""
+    meta = machine_set.get("metadata") or {}
+    where = f"MachineSet {machine_set_name(machine_set)}"
+    machine_spec = ((machine_set.get("spec") or {}).get("template") or {}).get("spec") or {}
+    shape = _Shape()
+    if sample_node is not None:
+        _from_sample(shape, sample_node)
+    shape.labels.update(((machine_spec.get("metadata") or {}).get("labels")) or {})
+    shape.add_taints(machine_spec.get("taints") or [])
+    provider = ((machine_spec.get("providerSpec") or {}).get("value")) or {}
+    _from_provider(shape, machine_set, provider)
+    _from_annotations(shape, meta.get("annotations") or {}, where)
+    shape.taints = [t for t in shape.taints
+                    if not is_startup_taint(str(t.get("key", "")), startup_taints)]
+    missing = [name for name in ("cpu", "memory") if name not in shape.capacity]
+    if missing:
+        raise TemplateError(
+            f"{where} has no {' or '.join(missing)} capacity and no registered node to copy; "
+            f"annotate it with {CPU_KEY} and {MEMORY_KEY} (or give providerSpec.value.capacity)")
+    shape.capacity.setdefault("pods", DEFAULT_MAX_PODS)
+    return _node_of(shape, machine_set, index)
 
 
 def copy_of(template: Mapping[str, Any], index: int) -> JSON:

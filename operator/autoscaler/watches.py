@@ -48,15 +48,15 @@ from berthmaster.foundation.kube import CORE, KubeClient, KubeError, resource_pa
 from berthmaster.operator.autoscaler.config import DEFAULT_NAMESPACE, AutoscalerConfig
 from berthmaster.operator.autoscaler.drainability import CONTROLLER_KINDS, controllers_of
 from berthmaster.operator.autoscaler.expanders import PRIORITY_CONFIGMAP
-from berthmaster.operator.autoscaler.loop import (
+from berthmaster.operator.autoscaler.observe import (
     ACTIVE_PODS,
     MACHINE_API,
     POD_GROUPS_API,
     POLICY_API,
     SCHEDULING_API,
-    ClusterState,
     list_pod_groups,
 )
+from berthmaster.operator.autoscaler.state import ClusterState
 from berthmaster.operator.autoscaler.trim import trim_pod
 from berthmaster.scheduler.daemon.cache import Informer, Resource
 from berthmaster.scheduler.volume_objects import VOLUME_KINDS, VolumeObjects
