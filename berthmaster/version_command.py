@@ -19,8 +19,10 @@ def short_version() -> str:
 
 def run(args: argparse.Namespace) -> int:
     del args
-    from berthmaster.tooling.devcluster.build import KUBE_VERSION
-
     print(short_version())
+    try:
+        from berthmaster.tooling.devcluster.build import KUBE_VERSION
+    except ModuleNotFoundError:  # the image leaves the tooling out (.dockerignore)
+        return 0
     print(f"local control plane: Kubernetes {KUBE_VERSION} (built from the Go module proxy)")
     return 0

@@ -93,3 +93,12 @@ def test_a_tooling_subcommand_where_tooling_is_left_out_is_a_clear_error(
     err = capsys.readouterr().err
     assert err.startswith("berthmaster demo: `demo` is development tooling (berthmaster.tooling)")
     assert "pip install -e ." in err
+
+
+def test_version_where_tooling_is_left_out_prints_the_package_version_only(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The image has no berthmaster.tooling, so no local control plane to report."""
+    monkeypatch.setitem(sys.modules, "berthmaster.tooling.devcluster.build", None)
+    assert main(["version"]) == 0
+    assert capsys.readouterr().out == f"berthmaster {__version__}\n"
