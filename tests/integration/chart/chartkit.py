@@ -60,6 +60,13 @@ VALUE_SETS: dict[str, list[str]] = {
 }
 
 
+# `helm install` on the test session's one control plane: the CRDs are cluster-scoped and shared
+# by every release and test of the session, so a release takes them over from whoever applied
+# them before (kept by helm.sh/resource-policy: keep when an earlier release was uninstalled),
+# as the one upgrade from a chart that installed them from crds/ does (docs/deployment.md).
+SHARED_CRDS = ("--take-ownership",)
+
+
 def helm_binary() -> Path:
     from berthmaster.tooling.devcluster.build import binary_path
 

@@ -205,7 +205,7 @@ def test_the_coscheduling_values_turn_gangs_on_in_the_charts_scheduler() -> None
     assert any("scheduling.x-k8s.io" in rule.get("apiGroups", ()) and "podgroups" in
                rule.get("resources", ()) and "watch" in rule.get("verbs", ())
                for rule in role["rules"])
-    assert (CHART / "crds" / "scheduling.x-k8s.io_podgroups.yaml").is_file()
+    assert (CHART / "files" / "crds" / "scheduling.x-k8s.io_podgroups.yaml").is_file()
 
 
 def test_a_config_without_profiles_gets_one_under_the_scheduler_name() -> None:
