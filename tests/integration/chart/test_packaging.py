@@ -37,11 +37,11 @@ def test_chart_crds_are_byte_identical_copies_of_deploy_crds() -> None:
     copies = {path.name: path.read_bytes() for path in chart_crds.iterdir()}
     sources = {path.name: path.read_bytes() for path in CRDS.glob("*.yaml")}
     assert sorted(copies) == sorted(sources), (
-        "charts/berthmaster/crds and deploy/crds hold different files: run "
+        "charts/berthmaster/files/crds and deploy/crds hold different files: run "
         "`python hack/render-manifests.py`")
     for name, data in sources.items():
         assert copies[name] == data, (
-            f"charts/berthmaster/crds/{name} differs from deploy/crds/{name}: run "
+            f"charts/berthmaster/files/crds/{name} differs from deploy/crds/{name}: run "
             "`python hack/render-manifests.py`")
 
 
