@@ -8,7 +8,8 @@
 Checks first, writes nothing if one fails: Chart.yaml's version and appVersion and
 pyproject.toml's version agree; CHANGELOG.md has a ``## <version>`` section (its text is the
 release notes); deploy/manifests/ and the chart's files/crds/ are current
-(``hack/render-manifests.py --check``); ``helm lint --strict`` is clean.
+(``hack/render-manifests.py --check``), and so is the chart README's values table
+(``hack/chart_readme.py --check``); ``helm lint --strict`` is clean.
 
 Then, in ``dist/``:
 
@@ -200,6 +201,7 @@ def release(dist: Path, with_image: bool) -> list[Path]:
     version = versions()
     notes = changelog_section(CHANGELOG.read_text(), version)
     run(sys.executable, str(ROOT / "hack" / "render-manifests.py"), "--check")
+    run(sys.executable, str(ROOT / "hack" / "chart_readme.py"), "--check")
     helm = helm_binary()
     run(helm, "lint", "--strict", str(CHART))
     dist.mkdir(parents=True, exist_ok=True)
