@@ -2,8 +2,8 @@
 
     python e2e/run.py [--mode auto|kind|kubelet] [--keep] [-- PYTEST ARGS]
 
-The user's path is: build the image, create a cluster, load the image, apply the CRDs with
-``kubectl apply --server-side``, ``helm install`` the chart, set ``schedulerName: berthmaster``
+The user's path is: build the image, create a cluster, load the image, ``helm install`` the
+chart (with its CRDs, ``crds.install``), set ``schedulerName: berthmaster``
 on pods. This driver walks it on one of two clusters and says which:
 
 - **kind** (users with Docker and registry access): ``kind create cluster --config
@@ -138,11 +138,10 @@ def kubectl(kubeconfig: Path, context: list[str]) -> Callable[..., str]:
 
 def install(kubeconfig: Path, context: list[str], admission_on: Sequence[str] = ()) -> None:
     k = kubectl(kubeconfig, context)
-    with step("CRDs (kubectl apply --server-side)"):
-        k("apply", "--server-side", "-f", str(CRDS))
-        k("wait", "--for=condition=Established", "--timeout=60s", "-f", str(CRDS))
-    with step("helm install berthmaster"):
+    with step("helm install berthmaster (with its CRDs)"):
         helm_install(str(build.binary_path("helm")), kubeconfig, context, admission_on)
+    with step("CRDs Established"):
+        k("wait", "--for=condition=Established", "--timeout=60s", "-f", str(CRDS))
 
 
 def up_kind(work: Path) -> Path:

@@ -1,7 +1,11 @@
-"""The chart's lifecycle, last (conftest orders it so): `helm upgrade` rolls the release and it
-keeps scheduling; `helm uninstall` leaves none of the release's objects behind."""
+"""The chart's lifecycle, last (conftest orders it so): `helm upgrade` with the user's values file
+(what `helm get values` prints, never `--reuse-values`: docs/deployment.md) rolls the release
+and it keeps scheduling; `helm uninstall` leaves none of the release's objects behind but the
+CRDs (`crds.keep`)."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import yaml
 
@@ -17,9 +21,13 @@ CLUSTER_WIDE = ",".join(["clusterroles", "clusterrolebindings", "validatingadmis
                          "validatingadmissionpolicybindings"])
 
 
-def test_upgrade_then_uninstall_leaves_nothing_behind(kind: Kind, namespace: str) -> None:
+def test_upgrade_then_uninstall_leaves_nothing_behind(kind: Kind, namespace: str,
+                                                     tmp_path: Path) -> None:
     repository, tag = IMAGE.rsplit(":", 1)
-    kind.helm("upgrade", RELEASE, str(CHART), "--namespace", NAMESPACE, "--reuse-values",
+    values = tmp_path / "values.yaml"
+    values.write_text(kind.helm("get", "values", RELEASE, "--namespace", NAMESPACE,
+                                "-o", "yaml").stdout)
+    kind.helm("upgrade", RELEASE, str(CHART), "--namespace", NAMESPACE, "-f", str(values),
               "--set", "scheduler.replicas=1", "--set", "scheduler.extraArgs={--log-format=text}",
               "--set", f"image.repository={repository}", "--set", f"image.tag={tag}",
               "--wait", "--timeout", "5m")

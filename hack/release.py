@@ -7,8 +7,9 @@
 
 Checks first, writes nothing if one fails: Chart.yaml's version and appVersion and
 pyproject.toml's version agree; CHANGELOG.md has a ``## <version>`` section (its text is the
-release notes); deploy/manifests/ and the chart's crds/ are current
-(``hack/render-manifests.py --check``); ``helm lint --strict`` is clean.
+release notes); deploy/manifests/ and the chart's files/crds/ are current
+(``hack/render-manifests.py --check``), and so is the chart README's values table
+(``hack/chart_readme.py --check``); ``helm lint --strict`` is clean.
 
 Then, in ``dist/``:
 
@@ -53,12 +54,14 @@ OCI_LAYER = "application/vnd.oci.image.layer.v1.tar"
 UPGRADE_AND_UNINSTALL = """\
 ## Upgrade
 
-1. Apply the new chart's CRDs first (Helm never upgrades them):
-   `helm show crds berthmaster-{version}.tgz | kubectl apply --server-side --force-conflicts -f -`.
-2. `helm upgrade berthmaster berthmaster-{version}.tgz -n berthmaster -f values.yaml` with
+1. `helm upgrade berthmaster berthmaster-{version}.tgz -n berthmaster -f values.yaml` with
    your own values file, after reading the upgrade notes above (not `--reuse-values`, which
    keeps the installed version's defaults; `helm get values berthmaster -n berthmaster` prints
-   what you set).
+   what you set). The CRDs are part of the release (`crds.install`) and upgraded with it; with
+   `crds.install=false`, apply them first:
+   `helm template berthmaster berthmaster-{version}.tgz --show-only templates/crds.yaml | kubectl apply --server-side --force-conflicts -f -`.
+2. From chart 0.1.0 (CRDs installed from `crds/`), add `--take-ownership` (Helm 3.17+) once:
+   docs/deployment.md, "Upgrading from chart 0.1.0".
 
 ## Uninstall, in this order
 
@@ -69,8 +72,8 @@ UPGRADE_AND_UNINSTALL = """\
 2. Delete the Descheduler, ClusterAutoscaler and MachineAutoscaler resources (their Jobs,
    CronJobs, roles and annotations go with them).
 3. `helm uninstall berthmaster -n berthmaster`.
-4. Last, and only when no other controller uses them:
-   `helm show crds berthmaster-{version}.tgz | kubectl delete -f -`.
+4. Last, and only when no other controller uses them (the chart keeps them, `crds.keep`):
+   `helm template berthmaster berthmaster-{version}.tgz --show-only templates/crds.yaml | kubectl delete -f -`.
 """
 
 
@@ -198,6 +201,7 @@ def release(dist: Path, with_image: bool) -> list[Path]:
     version = versions()
     notes = changelog_section(CHANGELOG.read_text(), version)
     run(sys.executable, str(ROOT / "hack" / "render-manifests.py"), "--check")
+    run(sys.executable, str(ROOT / "hack" / "chart_readme.py"), "--check")
     helm = helm_binary()
     run(helm, "lint", "--strict", str(CHART))
     dist.mkdir(parents=True, exist_ok=True)

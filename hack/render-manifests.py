@@ -8,10 +8,11 @@ The chart (charts/berthmaster) is the source; deploy/manifests/ is its rendering
 default values, release ``berthmaster`` in namespace ``berthmaster``:
 
 - ``00-namespace.yaml``: the namespace, labelled for the restricted Pod Security Standard;
-- ``berthmaster.yaml``: every object of the chart's templates (the CRDs are not copied: they
-  live in deploy/crds/).
+- ``berthmaster.yaml``: every object of the chart's templates but the CRDs (rendered with
+  ``crds.install=false``: they live in deploy/crds/).
 
-It also copies deploy/crds/*.yaml into charts/berthmaster/crds/ and
+It also copies deploy/crds/*.yaml into charts/berthmaster/files/crds/ (templates/crds.yaml
+renders them, so ``helm upgrade`` updates them; docs/deployment.md, "CRDs") and
 deploy/machine-lifecycle-hooks-policy.yaml into charts/berthmaster/files/ (real files, not
 symlinks: Helm warns about symlinks on every command and packaging tools mishandle them), so the
 chart carries the same bytes; ``--check`` reports a copy that differs, is missing or is left over.
@@ -35,7 +36,7 @@ ROOT = Path(__file__).resolve().parent.parent
 CHART = ROOT / "charts" / "berthmaster"
 OUT = ROOT / "deploy" / "manifests"
 CRDS = ROOT / "deploy" / "crds"
-CHART_CRDS = CHART / "crds"
+CHART_CRDS = CHART / "files" / "crds"
 # Single files the chart's templates read with .Files.Get: chart copy -> source.
 CHART_FILES = {
     CHART / "files" / "machine-lifecycle-hooks-policy.yaml":
@@ -89,7 +90,7 @@ def render() -> dict[str, str]:
     """The file name -> text of every manifest, as the chart renders them now."""
     result = subprocess.run(
         [helm_binary(), "template", RELEASE, str(CHART), "--namespace", NAMESPACE,
-         "--kube-version", KUBE_VERSION],
+         "--kube-version", KUBE_VERSION, "--set", "crds.install=false"],
         capture_output=True, text=True, check=False,
     )
     if result.returncode != 0:
@@ -148,10 +149,10 @@ def main() -> int:
             print(f"deploy/manifests/{name} is not rendered from the chart: remove it")
         crds_stale, crds_extra = crd_drift()
         for name in crds_stale:
-            print(f"charts/berthmaster/crds/{name} differs from deploy/crds/{name}: "
+            print(f"charts/berthmaster/files/crds/{name} differs from deploy/crds/{name}: "
                   "run `python hack/render-manifests.py`")
         for name in crds_extra:
-            print(f"charts/berthmaster/crds/{name} is not in deploy/crds/: "
+            print(f"charts/berthmaster/files/crds/{name} is not in deploy/crds/: "
                   "run `python hack/render-manifests.py`")
         files_stale = file_drift()
         for copy in files_stale:

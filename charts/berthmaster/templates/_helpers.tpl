@@ -119,6 +119,23 @@ admissionregistration.k8s.io/v1beta1
 {{- end -}}
 {{- end -}}
 
+{{/*
+A probe: the chart's (a dict) with the component's override (livenessProbe/readinessProbe
+values) merged over it. Call with (list $default $override).
+*/}}
+{{- define "berthmaster.probe" -}}
+{{- toYaml (mergeOverwrite (deepCopy (index . 0)) (deepCopy (default dict (index . 1)))) }}
+{{- end -}}
+
+{{/* An httpGet probe action on the metrics port's scheme. Call with (list $ path port). */}}
+{{- define "berthmaster.probeGet" -}}
+{{- $get := dict "path" (index . 1) "port" (index . 2) }}
+{{- if include "berthmaster.metrics.authenticated" (index . 0) }}
+{{- $_ := set $get "scheme" "HTTPS" }}
+{{- end }}
+{{- toYaml $get }}
+{{- end -}}
+
 {{/* The restricted-profile container fragment shared by every container. */}}
 {{- define "berthmaster.containerSecurity" -}}
 securityContext:
@@ -133,7 +150,7 @@ securityContext:
 imagePullSecrets:
   {{- toYaml . | nindent 2 }}
 {{- end }}
-{{- with $root.Values.priorityClassName }}
+{{- with $component.priorityClassName | default $root.Values.priorityClassName }}
 priorityClassName: {{ . }}
 {{- end }}
 securityContext:

@@ -28,7 +28,7 @@ import yaml
 from berthmaster.foundation.kube import CORE, KubeClient, resource_path
 from berthmaster.tooling.devcluster.cluster import RunningCluster
 from tests.integration.admission.conftest import REGISTRATION, free_port
-from tests.integration.chart.chartkit import CHART, helm, one, render
+from tests.integration.chart.chartkit import CHART, SHARED_CRDS, helm, one, render
 from tests.integration.chart.test_components_under_chart_rbac import (
     refusals,
     running,
@@ -45,7 +45,7 @@ async def release(cluster: RunningCluster) -> AsyncIterator[dict[str, str]]:
     name = f"adm{uuid.uuid4().hex[:5]}"
     namespace = f"{name}-system"
     args = ["install", name, str(CHART), "--namespace", namespace, "--create-namespace",
-            "--kubeconfig", str(cluster.kubeconfig)]
+            "--kubeconfig", str(cluster.kubeconfig), *SHARED_CRDS]
     for value in VALUES:
         args += ["--set", value]
     result = await asyncio.to_thread(helm, *args)
@@ -131,7 +131,7 @@ async def test_the_webhook_serves_the_charts_certificate_with_the_charts_rbac(
     assert refusals(log) == [], "\n".join(refusals(log))
 
     upgrade = ["upgrade", release["release"], str(CHART), "--namespace", release["namespace"],
-               "--kubeconfig", str(cluster.kubeconfig)]
+               "--kubeconfig", str(cluster.kubeconfig), *SHARED_CRDS]
     for value in VALUES:
         upgrade += ["--set", value]
     result = await asyncio.to_thread(helm, *upgrade)

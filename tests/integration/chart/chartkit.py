@@ -53,11 +53,33 @@ VALUE_SETS: dict[str, list[str]] = {
                     "metrics.readers[0].kind=ServiceAccount",
                     "metrics.readers[0].name=prometheus-k8s",
                     "metrics.readers[0].namespace=monitoring"],
+    # what platform teams set: per-component priority classes, probes, strategies, SELinux and
+    # AppArmor within the restricted profile, the scheduler's FlowSchema, objects of their own
+    "platform-knobs": ["scheduler.priorityClassName=system-node-critical",
+                       "scheduler.livenessProbe.periodSeconds=30",
+                       "admission.enabled=true", "admission.readinessProbe.failureThreshold=6",
+                       "scheduler.updateStrategy.type=RollingUpdate",
+                       "scheduler.updateStrategy.rollingUpdate.maxUnavailable=1",
+                       "revisionHistoryLimit=2", "scheduler.flowSchema.enabled=true",
+                       "podSecurityContext.seLinuxOptions.type=container_t",
+                       "podSecurityContext.seLinuxOptions.level=s0:c1\\,c2",
+                       "podSecurityContext.appArmorProfile.type=RuntimeDefault",
+                       "podSecurityContext.supplementalGroups={1000}",
+                       "containerSecurityContext.appArmorProfile.type=RuntimeDefault",
+                       "extraObjects[0].apiVersion=v1", "extraObjects[0].kind=ConfigMap",
+                       "extraObjects[0].metadata.name=site-settings"],
     # extraArgs copied from a kube-scheduler Deployment (its flag spellings)
     "kube-scheduler-flags": ["scheduler.leaderElection.leaseDurationSeconds=30",
                              "scheduler.extraArgs={--v=4,--kube-api-qps=100,"
                              "--authentication-kubeconfig=/etc/kubernetes/scheduler.conf}"],
 }
+
+
+# `helm install` on the test session's one control plane: the CRDs are cluster-scoped and shared
+# by every release and test of the session, so a release takes them over from whoever applied
+# them before (kept by helm.sh/resource-policy: keep when an earlier release was uninstalled),
+# as the one upgrade from a chart that installed them from crds/ does (docs/deployment.md).
+SHARED_CRDS = ("--take-ownership",)
 
 
 def helm_binary() -> Path:

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 import pytest
 
 from berthmaster.tooling.devcluster.cluster import RunningCluster
-from tests.integration.chart.chartkit import CHART, helm
+from tests.integration.chart.chartkit import CHART, SHARED_CRDS, helm
 
 INSTALLED_VALUES = ["scheduler.name=zonal"]
 
@@ -25,7 +25,7 @@ def installed(cluster: RunningCluster) -> Iterator[dict[str, str]]:
     release = f"bm{uuid.uuid4().hex[:5]}"
     namespace = f"{release}-system"
     args = ["install", release, str(CHART), "--namespace", namespace, "--create-namespace",
-            "--kubeconfig", str(cluster.kubeconfig)]
+            "--kubeconfig", str(cluster.kubeconfig), *SHARED_CRDS]
     for value in INSTALLED_VALUES:
         args += ["--set", value]
     result = helm(*args)

@@ -19,7 +19,7 @@ import pytest
 import yaml
 
 from berthmaster.tooling.devcluster.cluster import RunningCluster
-from tests.integration.chart.chartkit import CRDS, helm, render, to_yaml
+from tests.integration.chart.chartkit import CRDS, SHARED_CRDS, helm, render, to_yaml
 from tests.integration.chart.test_adoption import umbrella
 from tests.integration.chart.test_on_the_api_server import can_i, kubectl_ok
 
@@ -149,7 +149,7 @@ def test_installs_as_a_subchart_of_an_umbrella_chart(cluster: RunningCluster,
                                 "berthmaster": {"scheduler": {"name": f"{release}-sched"}}})
     kubeconfig = str(cluster.kubeconfig)
     result = helm("install", release, str(chart), "--namespace", namespace,
-                  "--create-namespace", "--kubeconfig", kubeconfig)
+                  "--create-namespace", "--kubeconfig", kubeconfig, *SHARED_CRDS)
     try:
         assert result.returncode == 0, result.stderr
         status = yaml.safe_load(helm("status", release, "--namespace", namespace,

@@ -1,6 +1,6 @@
 """The CRDs install for real, and the documentation's YAML is accepted or refused as it should be.
 
-- Each CRD file in deploy/crds/ (copied into the chart's crds/) is applied server-side on its
+- Each CRD file in deploy/crds/ (copied into the chart's files/crds/) is applied server-side on its
   own, so a broken one is named by file and does not hide the others; then each must become
   Established.
 - tests/integration/chart/seed_samples/ holds YAML copied from OpenShift's documentation (its

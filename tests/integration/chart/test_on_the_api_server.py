@@ -156,29 +156,47 @@ def test_helm_install_creates_the_objects_and_the_crds(
     assert f"Lease {namespace}/zonal" in notes
     # NOTES work from a packaged chart: no deploy/ path, no --reuse-values.
     assert "deploy/crds" not in notes
-    assert "helm show crds CHART | kubectl apply --server-side --force-conflicts -f -" in notes
+    assert "`helm upgrade` updates them with the chart" in notes
     assert f"helm upgrade {installed['release']} CHART -n {namespace} -f values.yaml" in notes
     # `port-forward ... && curl` never reaches curl: port-forward runs until interrupted.
     assert "&&" not in notes
     assert f"port-forward svc/{prefix}-scheduler-metrics 10260 &\n" in notes
 
 
-def test_notes_crd_upgrade_command_applies_from_a_packaged_chart(
-    cluster: RunningCluster, installed: dict[str, str], tmp_path: Path
+def test_helm_install_owns_and_keeps_the_crds(
+    cluster: RunningCluster, installed: dict[str, str]
 ) -> None:
-    """After ``helm install`` (Helm's field manager owns the CRDs it created), the NOTES'
-    ``helm show crds CHART | kubectl apply --server-side --force-conflicts -f -`` run on the
-    packaged chart applies every CRD."""
+    """crds.install and crds.keep (the defaults): the CRDs are the release's, so `helm upgrade`
+    updates them (test_upgrade.py), and annotated helm.sh/resource-policy: keep."""
+    for path in CRDS.glob("*.yaml"):
+        name = yaml.safe_load(path.read_text())["metadata"]["name"]
+        crd = json.loads(kubectl_ok(cluster, "get", "crd", name, "-o", "json"))
+        annotations = crd["metadata"]["annotations"]
+        assert annotations["meta.helm.sh/release-name"] == installed["release"]
+        assert annotations["helm.sh/resource-policy"] == "keep"
+
+
+def test_notes_crd_command_applies_from_a_packaged_chart(
+    cluster: RunningCluster, tmp_path: Path
+) -> None:
+    """With crds.install=false the NOTES' ``helm template RELEASE CHART --show-only
+    templates/crds.yaml | kubectl apply --server-side --force-conflicts -f -``, run on the
+    packaged chart, applies every CRD (over the field managers of an earlier install)."""
     packaged = helm("package", str(CHART), "--destination", str(tmp_path))
     assert packaged.returncode == 0, packaged.stderr
     (archive,) = tmp_path.glob("berthmaster-*.tgz")
-    shown = helm("show", "crds", str(archive))
+    notes = helm("install", "bmnotes", str(archive), "--dry-run=server", "--set",
+                 "crds.install=false", "--namespace", "default",
+                 "--kubeconfig", str(cluster.kubeconfig))
+    assert notes.returncode == 0, notes.stderr
+    (line,) = [line.strip() for line in notes.stdout.splitlines()
+               if line.strip().startswith("helm template bmnotes CHART")]
+    assert "deploy/crds" not in notes.stdout
+    render_args, apply_args = (part.split() for part in line.split("|", 1))
+    shown = helm(*[str(archive) if arg == "CHART" else arg for arg in render_args[1:]])
     assert shown.returncode == 0, shown.stderr
-    (line,) = [line.strip() for line in installed["notes"].splitlines()
-               if line.strip().startswith("helm show crds CHART |")]
-    apply = line.split("|", 1)[1].split()
-    assert apply[0] == "kubectl"
-    result = cluster.kubectl(*apply[1:], input=shown.stdout)
+    assert apply_args[0] == "kubectl"
+    result = cluster.kubectl(*apply_args[1:], input=shown.stdout)
     assert result.returncode == 0, result.stderr
     applied = sorted(line.split()[0] for line in result.stdout.splitlines())
     expected = sorted(f"customresourcedefinition.apiextensions.k8s.io/"

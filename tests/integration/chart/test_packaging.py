@@ -1,6 +1,6 @@
 """One source of truth, and an image consistent with the package, checked without Docker.
 
-- charts/berthmaster/crds holds real copies of deploy/crds, and files/ a real copy of
+- charts/berthmaster/files/crds holds real copies of deploy/crds, and files/ a real copy of
   deploy/machine-lifecycle-hooks-policy.yaml (``hack/render-manifests.py`` writes them;
   ``--check`` fails on drift), byte-identical, and so does the packaged chart. The chart holds
   no symlink, so helm prints no "found symbolic link" note on every command.
@@ -27,18 +27,21 @@ from tests.integration.chart.chartkit import CHART, CRDS, ROOT, helm, helm_binar
 
 
 def test_chart_crds_are_byte_identical_copies_of_deploy_crds() -> None:
-    """Real files (Helm warns about a symlinked crds/, packaging tools mishandle it), kept equal
-    to deploy/crds/ by hack/render-manifests.py: same names, same bytes."""
-    chart_crds = CHART / "crds"
-    assert not chart_crds.is_symlink(), "charts/berthmaster/crds must hold real files"
+    """Real files (Helm warns about symlinks, packaging tools mishandle them), kept equal to
+    deploy/crds/ by hack/render-manifests.py: same names, same bytes."""
+    chart_crds = CHART / "files" / "crds"
+    assert not chart_crds.is_symlink(), "charts/berthmaster/files/crds must hold real files"
+    assert not (CHART / "crds").exists(), (
+        "charts/berthmaster/crds: Helm installs that folder once and never upgrades it; the "
+        "CRDs are templates (templates/crds.yaml) rendered from files/crds")
     copies = {path.name: path.read_bytes() for path in chart_crds.iterdir()}
     sources = {path.name: path.read_bytes() for path in CRDS.glob("*.yaml")}
     assert sorted(copies) == sorted(sources), (
-        "charts/berthmaster/crds and deploy/crds hold different files: run "
+        "charts/berthmaster/files/crds and deploy/crds hold different files: run "
         "`python hack/render-manifests.py`")
     for name, data in sources.items():
         assert copies[name] == data, (
-            f"charts/berthmaster/crds/{name} differs from deploy/crds/{name}: run "
+            f"charts/berthmaster/files/crds/{name} differs from deploy/crds/{name}: run "
             "`python hack/render-manifests.py`")
 
 
@@ -91,7 +94,7 @@ def test_render_manifests_check_reports_crd_drift(tmp_path: Path) -> None:
                              "--check"], capture_output=True, text=True, check=False,
                             env={**os.environ, "HELM": str(helm_binary())})
     assert result.returncode == 1
-    assert f"charts/berthmaster/crds/{first.name} differs from deploy/crds/{first.name}" in (
+    assert f"charts/berthmaster/files/crds/{first.name} differs from deploy/crds/{first.name}" in (
         result.stdout)
 
 
@@ -102,7 +105,7 @@ def test_packaged_chart_carries_every_crd_byte_for_byte(tmp_path: Path) -> None:
     with tarfile.open(archive) as tar:
         packaged = {Path(member.name).name: tar.extractfile(member).read()  # type: ignore[union-attr]
                     for member in tar.getmembers()
-                    if member.name.startswith("berthmaster/crds/") and member.isfile()}
+                    if member.name.startswith("berthmaster/files/crds/") and member.isfile()}
     expected = {path.name: path.read_bytes() for path in CRDS.glob("*.yaml")}
     assert expected, "deploy/crds/ is empty"
     assert packaged == expected
@@ -119,31 +122,51 @@ def test_packaged_chart_carries_the_hooks_policy_byte_for_byte(tmp_path: Path) -
         assert member.read() == (ROOT / "deploy" / HOOKS_POLICY).read_bytes()
 
 
-def test_helm_show_crds_of_the_packaged_chart_yields_every_crd(tmp_path: Path) -> None:
-    """``helm show crds CHART | kubectl apply -f -`` (NOTES.txt, docs/deployment.md) works from
-    a packaged chart: helm prints the crds/ files one after another with no separator of its
-    own (helm.sh/helm/v3 pkg/action/show.go), so each file starts its document with ``---``."""
-    for path in CRDS.glob("*.yaml"):
-        assert path.read_text().startswith("---\n"), f"deploy/crds/{path.name}: start with ---"
+def crd_names() -> list[str]:
+    return sorted(yaml.safe_load(path.read_text())["metadata"]["name"]
+                  for path in CRDS.glob("*.yaml"))
+
+
+def test_the_packaged_chart_renders_every_crd_as_deploy_crds_has_it(tmp_path: Path) -> None:
+    """What `helm template ... --show-only templates/crds.yaml` prints from a packaged chart
+    (NOTES.txt and docs/deployment.md, for crds.install=false) is each CRD of deploy/crds with
+    its own labels and annotations kept, the release's labels added and, with crds.keep (the
+    default), helm.sh/resource-policy: keep (helm.sh/helm/v3 pkg/kube/resource_policy.go)."""
     result = helm("package", str(CHART), "--destination", str(tmp_path))
     assert result.returncode == 0, result.stderr
     (archive,) = tmp_path.glob("berthmaster-*.tgz")
-    shown = helm("show", "crds", str(archive))
+    shown = helm("template", "bm", str(archive), "--show-only", "templates/crds.yaml")
     assert shown.returncode == 0, shown.stderr
-    names = [doc["metadata"]["name"] for doc in yaml.safe_load_all(shown.stdout) if doc]
-    expected = [yaml.safe_load(path.read_text())["metadata"]["name"]
-                for path in CRDS.glob("*.yaml")]
-    assert sorted(names) == sorted(expected)
+    rendered = {doc["metadata"]["name"]: doc for doc in yaml.safe_load_all(shown.stdout) if doc}
+    assert sorted(rendered) == crd_names()
+    for path in CRDS.glob("*.yaml"):
+        source = yaml.safe_load(path.read_text())
+        crd = rendered[source["metadata"]["name"]]
+        labels = crd["metadata"].pop("labels")
+        annotations = crd["metadata"].pop("annotations")
+        assert labels["app.kubernetes.io/instance"] == "bm"
+        assert labels["app.kubernetes.io/managed-by"] == "Helm"
+        assert annotations["helm.sh/resource-policy"] == "keep"
+        assert source["metadata"].pop("labels", {}).items() <= labels.items()
+        assert source["metadata"].pop("annotations", {}).items() <= annotations.items()
+        assert crd == source, f"templates/crds.yaml renders {path.name} differently"
 
 
-def test_template_with_crds_includes_each_crd_once() -> None:
-    result = helm("template", "berthmaster", str(CHART), "--include-crds")
+def test_crds_keep_false_and_install_false() -> None:
+    kept = [doc for doc in render(["crds.keep=false"]) if doc["kind"] == "CustomResourceDefinition"]
+    assert sorted(doc["metadata"]["name"] for doc in kept) == crd_names()
+    assert not [doc for doc in kept if "helm.sh/resource-policy" in
+                doc["metadata"].get("annotations", {})]
+    assert not [doc for doc in render(["crds.install=false"])
+                if doc["kind"] == "CustomResourceDefinition"]
+
+
+def test_template_prints_no_warning() -> None:
+    """`helm template` of the chart says nothing on stderr: no "found symbolic link" note
+    (helm.sh/helm/v3 pkg/chart/loader/directory.go), no deprecation, no lint remark."""
+    result = helm("template", "x", str(CHART))
     assert result.returncode == 0, result.stderr
-    names = [doc["metadata"]["name"] for doc in yaml.safe_load_all(result.stdout)
-             if doc and doc["kind"] == "CustomResourceDefinition"]
-    expected = [yaml.safe_load(path.read_text())["metadata"]["name"]
-                for path in sorted(CRDS.glob("*.yaml"))]
-    assert sorted(names) == sorted(expected)
+    assert result.stderr == ""
 
 
 def test_plain_manifests_are_the_chart_rendering() -> None:
@@ -155,7 +178,7 @@ def test_plain_manifests_are_the_chart_rendering() -> None:
 def test_plain_manifests_hold_the_default_rendering() -> None:
     manifests = [doc for doc in yaml.safe_load_all(
         (ROOT / "deploy" / "manifests" / "berthmaster.yaml").read_text()) if doc]
-    rendered = render()
+    rendered = render(["crds.install=false"])
     assert [(o["kind"], o["metadata"]["name"]) for o in manifests] == [
         (o["kind"], o["metadata"]["name"]) for o in rendered]
     for obj in manifests:

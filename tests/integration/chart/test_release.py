@@ -62,15 +62,15 @@ def test_release_writes_the_chart_the_notes_and_the_sums(tmp_path: Path) -> None
     assert "### Upgrade notes" in notes  # the CHANGELOG section
     order = [notes.index(step) for step in (
         "delete berthmaster's MachineSets", "Delete the Descheduler", "helm uninstall",
-        "helm show crds berthmaster-0.1.0.tgz | kubectl delete -f -")]
+        "--show-only templates/crds.yaml | kubectl delete -f -")]
     assert order == sorted(order), "uninstall steps out of order"
     # A release is used without a checkout: its upgrade and uninstall steps name no deploy/
     # path, and upgrade with the user's values, not --reuse-values (it would keep the
     # installed version's defaults).
     steps = notes[notes.index("\n## Upgrade\n"):notes.index(sums)]
     assert "deploy/" not in steps
-    assert ("helm show crds berthmaster-0.1.0.tgz | kubectl apply --server-side "
-            "--force-conflicts -f -") in steps
+    assert ("helm template berthmaster berthmaster-0.1.0.tgz --show-only templates/crds.yaml"
+            " | kubectl apply --server-side --force-conflicts -f -") in steps
     (upgrade,) = [line for line in steps.splitlines() if "helm upgrade" in line]
     assert "-f values.yaml" in upgrade and "--reuse-values" not in upgrade
     assert sums in notes
