@@ -134,13 +134,27 @@ class OperatorPool:
         self.current, self.key = None, None
 
 
+_POOLS: dict[str, OperatorPool] = {}  # by test module
+
+
 @pytest.fixture(scope="module")
-def operator_pool(machine_api: RunningCluster,
-                  tmp_path_factory: pytest.TempPathFactory) -> Iterator[OperatorPool]:
+def operator_pool(machine_api: RunningCluster, tmp_path_factory: pytest.TempPathFactory,
+                  request: pytest.FixtureRequest) -> Iterator[OperatorPool]:
     pool = OperatorPool(str(machine_api.kubeconfig), tmp_path_factory.mktemp("operators"))
+    _POOLS[request.module.__name__] = pool
     try:
         yield pool
     finally:
+        del _POOLS[request.module.__name__]
+        pool.exclusive()
+
+
+@pytest.fixture(autouse=True)
+def _no_shared_operator_unless_asked(request: pytest.FixtureRequest) -> None:
+    """A test that asks for no operator from the pool runs with none: it may run its own
+    process or a controller in-process, and two controllers must never reconcile one Machine."""
+    pool = _POOLS.get(request.module.__name__)
+    if pool is not None and "operator_pool" not in request.fixturenames:
         pool.exclusive()
 
 

@@ -24,7 +24,6 @@ from berthmaster.foundation.kube import KubeClient, KubeError
 from berthmaster.operator.machines import api
 from berthmaster.tooling.devcluster.cluster import RunningCluster
 from tests.integration.operator.machines.conftest import (
-    OperatorPool,
     OperatorProcess,
     condition,
     get_machine,
@@ -38,9 +37,7 @@ QPS, BURST = 10, 10
 
 
 async def test_a_large_machineset_fills_at_the_client_rate_while_another_reconciles(
-        kube: KubeClient, namespace: str, machine_api: RunningCluster, tmp_path: Path,
-        operator_pool: OperatorPool) -> None:
-    operator_pool.exclusive()  # this operator runs with its own client rate, alone
+        kube: KubeClient, namespace: str, machine_api: RunningCluster, tmp_path: Path) -> None:
     operator = OperatorProcess(str(machine_api.kubeconfig), tmp_path / "operator.log",
                                args=("--kube-api-qps", str(QPS), "--kube-api-burst", str(BURST)))
     operator.start()
