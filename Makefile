@@ -11,7 +11,7 @@ test-long:      ## the soak runs make test leaves out (tests marked long; CI run
 	BERTHMASTER_TEST_WORKERS=1 bash hack/test.sh --long -m long
 
 unit:           ## unit tests only (no cluster)
-	bash hack/test.sh tests/unit
+	BERTHMASTER_TEST_WORKERS=1 bash hack/test.sh tests/unit
 
 build:          ## build the local control plane binaries (cached)
 	.venv/bin/berthmaster dev build
