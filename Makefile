@@ -8,10 +8,10 @@ test:           ## the test suite (what CI runs first; the soak runs are left to
 	bash hack/test.sh
 
 test-long:      ## the soak runs make test leaves out (tests marked long; CI runs them after it)
-	bash hack/test.sh --long -m long
+	BERTHMASTER_TEST_WORKERS=1 bash hack/test.sh --long -m long
 
 unit:           ## unit tests only (no cluster)
-	bash hack/test.sh tests/unit
+	BERTHMASTER_TEST_WORKERS=1 bash hack/test.sh tests/unit
 
 build:          ## build the local control plane binaries (cached)
 	.venv/bin/berthmaster dev build

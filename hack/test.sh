@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The test suite, exactly as CI runs it: environment, Go builds, lint, types, tests.
 # Usage: hack/test.sh [pytest arguments]   (the README's `make test` runs it without arguments;
-# `make test-long` with `--long -m long`: only the soak runs make test leaves out)
+# `make test-long` with `--long -m long`: only the soak runs make test leaves out, in one process)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source hack/venv.sh
@@ -17,11 +17,11 @@ echo "==> mypy --strict"
 echo "==> import layers (import-linter)"
 .venv/bin/python hack/lint_imports.py
 
-# BERTHMASTER_TEST_WORKERS=N (N > 1) runs pytest in N pytest-xdist workers, each with its own
-# control plane, temp dirs and free ports, a test file to a worker so that module fixtures
-# start once (docs/testing.md). Opt-in: under a loaded machine some integration tests still
-# time out in parallel, so the default is one process.
-workers=${BERTHMASTER_TEST_WORKERS:-1}
+# pytest runs in BERTHMASTER_TEST_WORKERS pytest-xdist workers (default 3; 1: one process),
+# each with its own control plane, temp dirs and free ports, a test file to a worker so that
+# module fixtures start once (docs/testing.md). Most integration tests wait on the cluster
+# rather than compute, so three workers fit on two cores: measured in docs/testing.md.
+workers=${BERTHMASTER_TEST_WORKERS:-3}
 parallel=()
 if [ "$workers" -gt 1 ]; then
   parallel=(-n "$workers" --dist loadfile)

@@ -1,9 +1,13 @@
 """Fixtures for the machines integration tests: CRDs + admission policy, the operator process.
 
 ``machine_api`` applies the Machine/MachineSet/MachineHealthCheck CRDs and the lifecycle-hook
-admission policy from ``deploy/`` once per session (what a user applies). ``operator`` runs
-``berthmaster operator --only machines --standalone`` as a real subprocess for one test and can
-kill (SIGKILL) and restart it; its log is printed when a test fails.
+admission policy from ``deploy/`` once per session (what a user applies). ``operator`` is
+``berthmaster operator --only machines --standalone`` as a real subprocess, shared by the tests
+of a module (``OperatorPool``): starting one costs a second or two of CPU, and every test works
+in a namespace of its own, so a test needs no operator of its own unless it kills the process
+(``own_operator``) or runs it with other capabilities, flags or environment (the pool then
+stops the shared one first: never two operators at once). A failing test prints the part of
+the operator's log written while it ran.
 """
 
 from __future__ import annotations
@@ -98,28 +102,108 @@ class OperatorProcess:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
 
 
-def running_operator(machine_api: RunningCluster, tmp_path: Path, request: pytest.FixtureRequest,
+class OperatorPool:
+    """The operator processes of one test module, one at a time: ``shared`` hands out the
+    running process when it was started with the same capabilities and environment (and is
+    alive), else stops it and starts that one; ``exclusive`` stops it for a test that runs an
+    operator of its own."""
+
+    def __init__(self, kubeconfig: str, directory: Path):
+        self.kubeconfig = kubeconfig
+        self.directory = directory
+        self.current: OperatorProcess | None = None
+        self.key: tuple[tuple[str, ...], tuple[tuple[str, str], ...]] | None = None
+
+    def shared(self, capabilities: tuple[str, ...], env: dict[str, str]) -> OperatorProcess:
+        key = (capabilities, tuple(sorted(env.items())))
+        current = self.current
+        alive = current is not None and current.process is not None \
+            and current.process.poll() is None
+        if current is not None and (key != self.key or not alive):
+            self.exclusive()
+        if self.current is None:
+            log = self.directory / f"operator-{len(list(self.directory.iterdir()))}.log"
+            self.current = OperatorProcess(self.kubeconfig, log, capabilities, env=env)
+            self.current.start()
+            self.key = key
+        return self.current
+
+    def exclusive(self) -> None:
+        if self.current is not None:
+            self.current.stop()
+        self.current, self.key = None, None
+
+
+_POOLS: dict[str, OperatorPool] = {}  # by test module
+
+
+@pytest.fixture(scope="module")
+def operator_pool(machine_api: RunningCluster, tmp_path_factory: pytest.TempPathFactory,
+                  request: pytest.FixtureRequest) -> Iterator[OperatorPool]:
+    pool = OperatorPool(str(machine_api.kubeconfig), tmp_path_factory.mktemp("operators"))
+    _POOLS[request.module.__name__] = pool
+    try:
+        yield pool
+    finally:
+        del _POOLS[request.module.__name__]
+        pool.exclusive()
+
+
+@pytest.fixture(autouse=True)
+def _no_shared_operator_unless_asked(request: pytest.FixtureRequest) -> None:
+    """A test that asks for no operator from the pool runs with none: it may run its own
+    process or a controller in-process, and two controllers must never reconcile one Machine."""
+    pool = _POOLS.get(request.module.__name__)
+    if pool is not None and "operator_pool" not in request.fixturenames:
+        pool.exclusive()
+
+
+def _print_log_on_failure(request: pytest.FixtureRequest, process: OperatorProcess,
+                          since: int) -> None:
+    report = getattr(request.node, "rep_call", None)
+    if report is not None and report.failed:
+        print("---- operator log (tail) ----\n" + process.log()[since:][-8000:])
+
+
+def running_operator(pool: OperatorPool, request: pytest.FixtureRequest,
                      env: dict[str, str] | None = None,
-                     capabilities: tuple[str, ...] = ("machines",)
-                     ) -> Iterator[OperatorProcess]:
-    """The operator process for one test (``yield from`` it in a fixture); its log is printed
-    when the test fails."""
-    process = OperatorProcess(str(machine_api.kubeconfig), tmp_path / "operator.log",
-                              capabilities, env=env)
+                     capabilities: tuple[str, ...] = ("machines",)) -> Iterator[OperatorProcess]:
+    """The module's shared operator with these capabilities and environment, for one test
+    (``yield from`` it in a fixture); the log it wrote during the test is printed when the test
+    fails."""
+    process = pool.shared(capabilities, dict(env or {}))
+    since = len(process.log())
+    try:
+        yield process
+    finally:
+        _print_log_on_failure(request, process, since)
+
+
+def own_running_operator(pool: OperatorPool, tmp_path: Path, request: pytest.FixtureRequest,
+                         capabilities: tuple[str, ...] = ("machines",)
+                         ) -> Iterator[OperatorProcess]:
+    """An operator process for one test alone, which it may kill and restart (``yield from`` it
+    in a fixture); the module's shared one is stopped first."""
+    pool.exclusive()
+    process = OperatorProcess(pool.kubeconfig, tmp_path / "operator.log", capabilities)
     process.start()
     try:
         yield process
     finally:
         process.stop()
-        report = getattr(request.node, "rep_call", None)
-        if report is not None and report.failed:
-            print("---- operator log (tail) ----\n" + process.log()[-8000:])
+        _print_log_on_failure(request, process, 0)
 
 
 @pytest.fixture
-def operator(machine_api: RunningCluster, tmp_path: Path,
+def operator(operator_pool: OperatorPool,
              request: pytest.FixtureRequest) -> Iterator[OperatorProcess]:
-    yield from running_operator(machine_api, tmp_path, request)
+    yield from running_operator(operator_pool, request)
+
+
+@pytest.fixture
+def own_operator(operator_pool: OperatorPool, tmp_path: Path,
+                 request: pytest.FixtureRequest) -> Iterator[OperatorProcess]:
+    yield from own_running_operator(operator_pool, tmp_path, request)
 
 
 @pytest.hookimpl(wrapper=True, tryfirst=True)

@@ -31,8 +31,8 @@ import yaml
 
 from berthmaster.foundation.kube import CORE, KubeClient, resource_path
 from berthmaster.operator.machines import api
-from berthmaster.tooling.devcluster.cluster import RunningCluster
 from tests.integration.operator.machines.conftest import (
+    OperatorPool,
     OperatorProcess,
     condition,
     get_machine,
@@ -136,15 +136,16 @@ def world(ec2_endpoint: str | None, namespace: str) -> Iterator[EC2World]:
 
 
 @pytest.fixture
-def aws_operator(machine_api: RunningCluster, ec2_endpoint: str | None, tmp_path: Path,
+def aws_operator(operator_pool: OperatorPool, ec2_endpoint: str | None,
                  request: pytest.FixtureRequest) -> Iterator[OperatorProcess]:
+    absent = str(operator_pool.directory / "none")
     env = {"BERTHMASTER_MACHINE_PROVIDERS": "kwok,aws",
            # the pod's own identity chain must not find credentials on this host
-           "AWS_SHARED_CREDENTIALS_FILE": str(tmp_path / "none"),
-           "AWS_CONFIG_FILE": str(tmp_path / "none"), "AWS_EC2_METADATA_DISABLED": "true"}
+           "AWS_SHARED_CREDENTIALS_FILE": absent,
+           "AWS_CONFIG_FILE": absent, "AWS_EC2_METADATA_DISABLED": "true"}
     if ec2_endpoint is not None:
         env["AWS_ENDPOINT_URL_EC2"] = ec2_endpoint
-    yield from running_operator(machine_api, tmp_path, request, env)
+    yield from running_operator(operator_pool, request, env)
 
 
 def documented_machineset(namespace: str, world: EC2World) -> dict[str, Any]:

@@ -25,11 +25,13 @@ from berthmaster.operator.machines import api
 from berthmaster.operator.machines.healthcheck import mhc_path
 from berthmaster.tooling.devcluster.cluster import RunningCluster
 from tests.integration.operator.machines.conftest import (
+    OperatorPool,
     OperatorProcess,
     condition,
     get_machine,
     kwok_machine,
     machine_events,
+    own_running_operator,
     running_operator,
     set_hooks,
 )
@@ -61,16 +63,23 @@ def health_check(name: str, machineset: str, *, timeout: str = "1s",
 
 
 @pytest.fixture
-def health_operator(machine_api: RunningCluster, tmp_path: Path,
+def health_operator(operator_pool: OperatorPool,
                     request: pytest.FixtureRequest) -> Iterator[OperatorProcess]:
-    yield from running_operator(machine_api, tmp_path, request,
+    yield from running_operator(operator_pool, request,
                                 capabilities=("machines", "machinehealthchecks"))
 
 
 @pytest.fixture
-def checks_only(machine_api: RunningCluster, tmp_path: Path,
+def own_health_operator(operator_pool: OperatorPool, tmp_path: Path,
+                        request: pytest.FixtureRequest) -> Iterator[OperatorProcess]:
+    yield from own_running_operator(operator_pool, tmp_path, request,
+                                    capabilities=("machines", "machinehealthchecks"))
+
+
+@pytest.fixture
+def checks_only(operator_pool: OperatorPool,
                 request: pytest.FixtureRequest) -> Iterator[OperatorProcess]:
-    yield from running_operator(machine_api, tmp_path, request,
+    yield from running_operator(operator_pool, request,
                                 capabilities=("machinehealthchecks",))
 
 
@@ -203,7 +212,7 @@ async def test_max_unhealthy_stops_a_mass_remediation(
 
 
 async def test_hooked_machine_waits_for_its_hooks_and_a_restart_resumes(
-        kube: KubeClient, namespace: str, health_operator: OperatorProcess) -> None:
+        kube: KubeClient, namespace: str, own_health_operator: OperatorProcess) -> None:
     """Remediation is a deletion: the preDrain hook holds it; the operator is SIGKILLed while
     it is held and the hook removed while it is down; the restarted operator finishes the
     deletion without a second MachineDeleted, and the MachineSet replaces the Machine."""
@@ -228,9 +237,9 @@ async def test_hooked_machine_waits_for_its_hooks_and_a_restart_resumes(
     machine = await wait_for(held, timeout=60, what=f"machine {machine_name} held by its hook")
     assert api.deleting(machine)
 
-    health_operator.kill()
+    own_health_operator.kill()
     await set_hooks(kube, namespace, machine_name, "preDrain", [])
-    health_operator.start()
+    own_health_operator.start()
 
     await gone(kube, namespace, machine_name)
     await settle(kube, namespace, name, 2)

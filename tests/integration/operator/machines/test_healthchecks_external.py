@@ -23,6 +23,7 @@ from berthmaster.operator.machines import api
 from berthmaster.operator.machines.healthcheck import mhc_path
 from berthmaster.tooling.devcluster.cluster import RunningCluster
 from tests.integration.operator.machines.conftest import (
+    OperatorPool,
     OperatorProcess,
     condition,
     get_machine,
@@ -69,9 +70,9 @@ def remediation_crds(machine_api: RunningCluster, tmp_path: Path) -> RunningClus
 
 
 @pytest.fixture
-def health_operator(machine_api: RunningCluster, tmp_path: Path,
+def health_operator(operator_pool: OperatorPool,
                     request: pytest.FixtureRequest) -> Iterator[OperatorProcess]:
-    yield from running_operator(machine_api, tmp_path, request,
+    yield from running_operator(operator_pool, request,
                                 capabilities=("machines", "machinehealthchecks"))
 
 

@@ -94,7 +94,7 @@ async def test_operator_dies_after_every_write(kube: KubeClient, namespace: str,
 
 
 async def test_sigkill_at_each_hook_stage(kube: KubeClient, namespace: str,
-                                          operator: OperatorProcess,
+                                          own_operator: OperatorProcess,
                                           cleanup_nodes: list[str]) -> None:
     name = f"{namespace}-killed"
     cleanup_nodes.append(name)
@@ -102,8 +102,8 @@ async def test_sigkill_at_each_hook_stage(kube: KubeClient, namespace: str,
         name, pre_drain=[("Migrate", "migration-controller")],
         pre_terminate=[("Backup", "backup-controller")]))
     await running_machine(kube, namespace, name)
-    operator.kill()
-    operator.start()
+    own_operator.kill()
+    own_operator.start()
     for index in range(2):
         await kube.create(resource_path("/api/v1", "pods", namespace), {
             "apiVersion": "v1", "kind": "Pod",
@@ -118,18 +118,18 @@ async def test_sigkill_at_each_hook_stage(kube: KubeClient, namespace: str,
         return reason in await machine_events(kube, namespace, name)
 
     await wait_for(lambda: has_event("DrainBlocked"), timeout=30, what="DrainBlocked")
-    operator.kill()  # held at preDrain
+    own_operator.kill()  # held at preDrain
     await set_hooks(kube, namespace, name, "preDrain", [])  # the owner finishes while we are down
-    operator.start()
+    own_operator.start()
 
     async def requeued() -> bool:
         events = await machine_events(kube, namespace, name)
         return events.get("DrainRequeued", {}).get("count", 0) >= 1
     # an attempt retries the refused evictions for 20 s before it is requeued
     await wait_for(requeued, timeout=60, what="drain blocked by the PDB")
-    operator.kill()  # in the middle of a PDB-blocked drain
+    own_operator.kill()  # in the middle of a PDB-blocked drain
     before = (await get_machine(kube, namespace, name) or {})["status"]["deletionProgress"]
-    operator.start()
+    own_operator.start()
 
     async def retried_after_restart() -> bool:
         machine = await get_machine(kube, namespace, name)
@@ -144,15 +144,15 @@ async def test_sigkill_at_each_hook_stage(kube: KubeClient, namespace: str,
         machine = await get_machine(kube, namespace, name)
         return condition(machine, "Drained").get("status") == "True"
     await wait_for(drained, timeout=60, what="Drained True")
-    operator.kill()  # held at preTerminate
-    operator.start()
+    own_operator.kill()  # held at preTerminate
+    own_operator.start()
     await asyncio.sleep(3)
     machine = await get_machine(kube, namespace, name)
     assert machine is not None and condition(machine, "Terminable")["status"] == "False"
     assert await node_or_none(kube, name) is not None
-    operator.kill()
+    own_operator.kill()
     await set_hooks(kube, namespace, name, "preTerminate", [])
-    operator.start()
+    own_operator.start()
 
     async def gone() -> bool:
         return await get_machine(kube, namespace, name) is None
@@ -163,7 +163,7 @@ async def test_sigkill_at_each_hook_stage(kube: KubeClient, namespace: str,
     assert counts["Created"] == 1 and counts["DrainBlocked"] == 1
     assert counts["DrainSucceeded"] == 1
     assert counts["DrainProceeds"] == counts["DrainRequeued"] + 1
-    assert operator.starts == 6
+    assert own_operator.starts == 6
     try:
         await kube.get(resource_path("/api/v1", "pods", namespace, "web-0"))
         raise AssertionError("web-0 was not evicted")
