@@ -16,6 +16,7 @@ from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from berthmaster.foundation.keys import object_key
 from berthmaster.operator.autoscaler.template import (
     TemplateError,
     has_startup_taint,
@@ -51,7 +52,7 @@ class NodeGroup:
 
     @property
     def id(self) -> str:
-        return f"{self.namespace}/{self.name}"
+        return object_key(self.namespace, self.name)
 
     @property
     def upstream_id(self) -> str:
@@ -155,7 +156,7 @@ def build_cluster_view(machine_sets: Iterable[Mapping[str, Any]],
                 node_names.append(str(node_ref))
             else:
                 without_node.append(machine_name)
-        group_id = f"{namespace}/{name}"
+        group_id = object_key(namespace, name)
         for node_name in node_names:
             node_group[node_name] = group_id
         starting = [n for n in node_names if has_startup_taint(nodes_by_name[n], startup_taints)]

@@ -34,6 +34,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from berthmaster.foundation.keys import object_key
 from berthmaster.scheduler.model import PodView
 from berthmaster.scheduler.plugins.base import Predicate, PrefilterResult, Status, unschedulable
 from berthmaster.scheduler.plugins.volume_limits import REASON
@@ -84,7 +85,7 @@ def csi_volumes(pod: PodView, snapshot: Snapshot) -> dict[VolumeKey, str]:
         if v.kind not in ("pvc", "ephemeral"):
             continue
         name = _claim_name(pod, v.kind, v.ident, v.name)
-        claim = snapshot.persistent_volume_claims.get(f"{pod.namespace}/{name}")
+        claim = snapshot.persistent_volume_claims.get(object_key(pod.namespace, name))
         if claim is None or (v.kind == "ephemeral" and not _controlled_by(claim, pod)):
             continue
         key = claim_volume(claim, snapshot)
