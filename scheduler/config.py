@@ -31,6 +31,7 @@ from typing import Any
 import yaml
 
 from berthmaster.foundation.documents import safe_load
+from berthmaster.foundation.durations import parse_go_duration
 from berthmaster.foundation.errors import PolicyError
 from berthmaster.scheduler.framework import ArgErrors, PluginKind
 from berthmaster.scheduler.model import NodeSelector, NodeSelectorTerm, node_selector_term
@@ -252,8 +253,6 @@ def _bool(value: Any, path: str, problems: _Problems, default: bool) -> bool:
 
 
 def _duration(value: Any, path: str, problems: _Problems, default: float) -> float:
-    from berthmaster.foundation.durations import parse_go_duration
-
     if value is None:
         return default
     if not isinstance(value, str):

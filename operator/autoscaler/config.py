@@ -58,9 +58,6 @@ DEFAULT_EXPANDERS = ("LeastWaste",)
 MODES = {"Enabled": True, "Disabled": False}
 ONLY_NAME = "default"
 
-# The one Go-duration parser, re-exported here for the autoscaler's callers.
-parse_duration = parse_go_duration
-
 
 class ConfigError(ValueError):
     """Every problem found in one ClusterAutoscaler, one per line."""
@@ -166,7 +163,7 @@ def _duration(spec: Mapping[str, Any], key: str, path: str, problems: _Problems,
     if value is None:
         return default
     try:
-        seconds = parse_duration(str(value))
+        seconds = parse_go_duration(str(value))
     except ValueError as error:
         problems.add(f"{path}.{key}: {error}")
         return default

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from berthmaster.foundation.durations import parse_go_duration
+from berthmaster.foundation.durations import format_go_duration
 from berthmaster.foundation.times import parse_rfc3339
 from berthmaster.scheduler.pods import is_daemonset_pod, is_mirror_pod
 
@@ -112,7 +112,8 @@ def eviction_error(pod: Pod, message: str) -> str:
 
 def global_timeout_error(pod: Pod, timeout: timedelta) -> str:
     """kubectl drain's evictPods once its context is done while a pod is still refused."""
-    return eviction_error(pod, f"global timeout reached: {format_duration(timeout)}")
+    reached = format_go_duration(timeout.total_seconds())
+    return eviction_error(pod, f"global timeout reached: {reached}")
 
 
 def wait_error(pod: Pod, message: str) -> str:
@@ -137,7 +138,7 @@ def aggregate(errors: list[str]) -> str:
 
 def requeue_message(delay: timedelta) -> str:
     """upstream's ``RequeueAfterError.Error()``."""
-    return f"requeue in: {format_duration(delay)}"
+    return f"requeue in: {format_go_duration(delay.total_seconds())}"
 
 
 def namespace_terminating(status_body: dict[str, Any]) -> bool:
@@ -179,29 +180,6 @@ def cordon_failed() -> DrainFailure:
 def node_drained_message(node_name: str) -> str:
     """The ``Deleted`` event upstream's drainNode posts once a drain has finished."""
     return f'Node "{node_name}" drained'
-
-
-def parse_duration(text: str) -> timedelta:
-    """``"90s"``, ``"5m"``, ``"1h30m"`` -> timedelta (the drain-timeout annotation, berthmaster
-    beyond upstream, and the MachineHealthCheck's timeouts): Go's syntax through the project's
-    one parser, refusing negative durations; ValueError says what is accepted."""
-    seconds = parse_go_duration(text)
-    if seconds < 0 or text.strip() == "0":
-        raise ValueError(f"{text!r} is not a duration; use a number with a unit, "
-                         "such as 90s, 5m or 1h30m")
-    return timedelta(seconds=seconds)
-
-
-def format_duration(delta: timedelta) -> str:
-    """Go's ``time.Duration.String()`` for whole seconds: ``5m0s``, ``1h30m0s``, ``45s``."""
-    seconds = int(delta.total_seconds())
-    hours, rest = divmod(seconds, 3600)
-    minutes, secs = divmod(rest, 60)
-    if hours:
-        return f"{hours}h{minutes}m{secs}s"
-    if minutes:
-        return f"{minutes}m{secs}s"
-    return f"{secs}s"
 
 
 def backoff_delay(failures: int, base: float = BACKOFF_BASE_SECONDS,

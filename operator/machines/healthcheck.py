@@ -51,6 +51,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
+from berthmaster.foundation.durations import format_go_duration, parse_go_timedelta
 from berthmaster.foundation.kube import group_path, resource_path
 from berthmaster.foundation.times import parse_rfc3339
 from berthmaster.operator.machines import api
@@ -59,7 +60,6 @@ from berthmaster.operator.machines.conditions import (
     false_condition,
     true_condition,
 )
-from berthmaster.operator.machines.drain import format_duration, parse_duration
 from berthmaster.operator.machines.machineset import InvalidMachineSet, selector_matches
 from berthmaster.operator.machines.providers import owned
 
@@ -161,11 +161,8 @@ class RefusedSpec(Exception):
 
 
 def _duration(value: Any, where: str, name: str, problems: list[str]) -> timedelta | None:
-    text = str(value).strip()
-    if text == "0":
-        return timedelta(0)
     try:
-        return parse_duration(text)
+        return parse_go_timedelta(str(value), allow_zero=True)
     except ValueError:
         problems.append(f"MachineHealthCheck {name}: {where}: {value!r} is not a duration; use "
                         "a number with a unit (ns, us, ms, s, m, h), such as 300s or 10m")
@@ -303,7 +300,7 @@ def check_target(target: Target, spec: HealthCheckSpec, now: datetime) -> Health
             return Health(False, spec.node_startup_timeout)
         if updated + spec.node_startup_timeout < now:
             return Health(True, why="machine has no node after "
-                          f"{format_duration(spec.node_startup_timeout)}")
+                          f"{format_go_duration(spec.node_startup_timeout.total_seconds())}")
         return Health(False, spec.node_startup_timeout - (now - updated) + timedelta(seconds=1))
     if target.node is None:
         return Health(True, why=f"node {target.node_name} not found")
@@ -315,7 +312,7 @@ def check_target(target: Target, spec: HealthCheckSpec, now: datetime) -> Health
         since = parse_rfc3339(found.get("lastTransitionTime")) or now
         if since + wanted.timeout < now:
             return Health(True, why=f"condition {wanted.type} in state {wanted.status} longer "
-                                    f"than {format_duration(wanted.timeout)}")
+                                    f"than {format_go_duration(wanted.timeout.total_seconds())}")
         wait = wanted.timeout - (now - since) + timedelta(seconds=1)
         if wait > timedelta(0) and (soonest is None or wait < soonest):
             soonest = wait
