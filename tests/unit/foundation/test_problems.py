@@ -12,9 +12,9 @@ def test_problems_keep_their_order_and_render_path_then_message() -> None:
     assert not problems
     problems.add("spec.maxUnhealthy", "'x' is neither an integer nor a percentage")
     problems.add("", "the document must be a map")
-    assert len(problems) == 2 and list(problems)[0] == Problem("spec.maxUnhealthy",
-                                                               "'x' is neither an integer "
-                                                               "nor a percentage")
+    assert len(problems) == 2
+    assert next(iter(problems)) == Problem("spec.maxUnhealthy",
+                                           "'x' is neither an integer nor a percentage")
     assert problems.lines() == ["spec.maxUnhealthy: 'x' is neither an integer nor a percentage",
                                 "the document must be a map"]
     assert problems.joined() == ("spec.maxUnhealthy: 'x' is neither an integer nor a percentage"
