@@ -6,9 +6,9 @@ the object's status with a resourceVersion precondition, and asks to run again (
 until there is nothing left to do or something to wait for. Waiting on a hook owner needs no
 polling: removing a hook is an update, and the watch brings the Machine back.
 
-A drain attempt is kubectl's: every pod is evicted concurrently, a PodDisruptionBudget's 429 is
-retried every ``evict_retry_delay`` (kubectl drain's 5 s) until the attempt's ``drain_wait``
-(upstream's 20 s) runs out, then evicted pods are awaited until the same deadline. Attempts are
+A drain attempt is kubectl's, run by :mod:`.node_drain` (cordon, evictions through the Eviction
+API, PodDisruptionBudget 429s retried every ``evict_retry_delay``, kubectl drain's 5 s, until the
+attempt's ``drain_wait``, upstream's 20 s, runs out; then the waits). Attempts are
 paced from the Machine's own status (``deletionProgress.drainAttempts``, ``lastDrainAttemptAt``
 and ``nextDrainAttemptAt``: backoff, or upstream's fixed 20 s requeue when a control-plane drain
 is not permitted yet), not from memory, so a restart neither retries early nor forgets the
@@ -28,7 +28,6 @@ Machines' Nodes with one LIST of the linked Nodes when it has many, not one GET 
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Collection
 from datetime import UTC, datetime, timedelta
@@ -56,6 +55,7 @@ from berthmaster.operator.machines.conditions import (
 )
 from berthmaster.operator.machines.hooks import with_hook_conditions
 from berthmaster.operator.machines.lifecycle import Step
+from berthmaster.operator.machines.node_drain import NodeDrainer
 from berthmaster.operator.machines.providers import (
     Instance,
     InvalidProviderSpec,
@@ -136,11 +136,10 @@ class MachineController:
         self.providers = providers
         self.clock = clock
         self.events = EventRecorder(kube, clock)
-        self.drain_wait = drain_wait
         self.drain_backoff = drain_backoff
         self.drain_backoff_cap = drain_backoff_cap
-        self.evict_retry_delay = evict_retry_delay
-        self.pod_poll = pod_poll
+        self.drainer = NodeDrainer(kube, clock, drain_wait=drain_wait,
+                                   evict_retry_delay=evict_retry_delay, pod_poll=pod_poll)
         self.instance_poll = instance_poll
         self.provision_poll = provision_poll
 
@@ -587,106 +586,15 @@ class MachineController:
         return delay
 
     async def drain_node(self, machine: JSON) -> drain.DrainFailure | None:
-        """Cordon and drain the Machine's Node (upstream's drainNode); None when drained."""
+        """One drain attempt of the Machine's Node (:mod:`.node_drain`); None when drained,
+        after upstream's ``Deleted`` event (none when the Node was already gone)."""
         name = str(lifecycle.node_name(machine))
-        try:
-            node = await self.get_node(name)
-        except KubeError as error:
-            return drain.DrainFailure(f'unable to get node "{name}": {error.message}')
-        if node is None:
-            log.info("could not find node from noderef, it may have already been deleted: %s",
-                     name)
-            return None
-        if drain.must_check_control_plane_peers(node):
-            try:
-                nodes, _ = await self.kube.list_all(api.node_path())
-            except KubeError as error:
-                return drain.DrainFailure("drain not permitted: could not list control plane "
-                                          f"nodes: {error.message}")
-            other = drain.cordoned_control_plane_node(nodes)
-            if other is not None:
-                log.warning("drain not permitted for node %r: found other control plane node "
-                            "(%s) already cordoned: other node may be being drained, do not "
-                            "continue until the other node is removed", name, other)
-                return drain.drain_not_permitted()
-        if not drain.is_cordoned(node):
-            try:
-                await self.kube.patch(api.node_path(name), {"spec": {"unschedulable": True}})
-            except KubeError as error:
-                log.warning("cordon failed for node %r: %s", name, error.message)
-                return drain.cordon_failed()
-        unreachable = drain.node_is_unreachable(node)
-        if unreachable:
-            log.info("%s: node %r is unreachable, draining will ignore gracePeriod. PDBs are "
-                     "still honored.", machine["metadata"]["name"], name)
-        plan = drain.plan_drain(await self.pods_on(name), unreachable=unreachable,
-                                now=self.clock())
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + self.drain_wait
-        results = await asyncio.gather(
-            *(self.evict_and_wait(pod, unreachable, deadline) for pod in plan.evict),
-            return_exceptions=True)
-        for result in results:
-            if isinstance(result, BaseException):
-                raise result
-        errors = [result for result in results if isinstance(result, str)]
-        if errors:
-            return drain.DrainFailure(drain.aggregate(errors))
-        log.info("drain successful for machine %r", machine["metadata"]["name"])
-        await self.events.post(machine, events.NODE_DRAINED, drain.node_drained_message(name),
-                               component=events.DRAIN_COMPONENT)
-        return None
-
-    async def evict_and_wait(self, pod: JSON, unreachable: bool, deadline: float) -> str | None:
-        """kubectl drain's per-pod loop: evict (429s retried until the deadline), then wait for
-        the pod to go; None when gone, else the error for this pod."""
-        loop = asyncio.get_running_loop()
-        meta = pod["metadata"]
-        path = resource_path(CORE, "pods", meta["namespace"], meta["name"])
-        while not meta.get("deletionTimestamp"):  # a pod already going is only waited for
-            if loop.time() >= deadline:
-                return drain.global_timeout_error(pod, timedelta(seconds=self.drain_wait))
-            try:
-                await self.kube.create(f"{path}/eviction",
-                                       drain.eviction_body(pod, unreachable=unreachable))
-                break
-            except KubeError as error:
-                if error.not_found:
-                    return None
-                if not (error.too_many_requests
-                        or (error.status == 403 and drain.namespace_terminating(error.body))):
-                    return drain.eviction_error(pod, error.message)
-                log.info("error when evicting pods/%r -n %r (will retry after %ss): %s",
-                         meta["name"], meta["namespace"], self.evict_retry_delay, error.message)
-                await asyncio.sleep(max(0.0, min(self.evict_retry_delay,
-                                                 deadline - loop.time())))
-        return await self.wait_for_pod_gone(pod, unreachable, deadline)
-
-    async def wait_for_pod_gone(self, pod: JSON, unreachable: bool, deadline: float
-                                ) -> str | None:
-        loop = asyncio.get_running_loop()
-        meta = pod["metadata"]
-        path = resource_path(CORE, "pods", meta["namespace"], meta["name"])
-        while True:
-            try:
-                current = await self.kube.get(path)
-            except KubeError as error:
-                if error.not_found:
-                    return None
-                return drain.wait_error(pod, error.message)
-            if (current.get("metadata") or {}).get("uid") != meta.get("uid"):
-                return None  # a new pod of the same name: ours is gone
-            if unreachable and drain.terminating_long_enough(
-                    current, self.clock(), drain.SKIP_WAIT_FOR_DELETE_SECONDS):
-                return None
-            if loop.time() >= deadline:
-                return drain.wait_timeout_error(pod)
-            await asyncio.sleep(max(0.0, min(self.pod_poll, deadline - loop.time())))
-
-    async def pods_on(self, node_name: str) -> list[JSON]:
-        items, _ = await self.kube.list_all(resource_path(CORE, "pods"),
-                                            fieldSelector=f"spec.nodeName={node_name}")
-        return items
+        outcome = await self.drainer.drain(machine["metadata"]["name"], name)
+        if outcome.failure is None and outcome.node_found:
+            await self.events.post(machine, events.NODE_DRAINED,
+                                   drain.node_drained_message(name),
+                                   component=events.DRAIN_COMPONENT)
+        return outcome.failure
 
 
 BURST_REPLICAS = 500  # Machines created per MachineSet reconcile (see the module docstring)

@@ -195,3 +195,39 @@ def after_failure(failure: DrainFailure, failures: int, base: float = BACKOFF_BA
     if failure.requeue_after is not None:
         return failure.requeue_after.total_seconds(), 0
     return backoff_delay(failures + 1, base, cap), failures + 1
+
+
+# -- the per-pod loop's decisions (kubectl drain's evictPods and waitForDelete, k8s.io/kubectl
+#    pkg/drain/drain.go); node_drain.NodeDrainer does the requests and the waiting
+
+GONE = "gone"  # the pod is not there any more: nothing to wait for
+RETRY = "retry"  # refused for now (a PDB's 429, a terminating namespace's 403): try again
+REFUSED = "refused"  # any other answer: this pod's error for the attempt
+
+
+def eviction_answer(status: int, body: dict[str, Any]) -> str:
+    """What an error answer to an eviction means: 404 :data:`GONE`; 429 (a
+    PodDisruptionBudget) or a 403 for a terminating namespace :data:`RETRY`; else
+    :data:`REFUSED`."""
+    if status == 404:
+        return GONE
+    if status == 429 or (status == 403 and namespace_terminating(body)):
+        return RETRY
+    return REFUSED
+
+
+def evicted_pod_gone(evicted: Pod, current: Pod | None, *, unreachable: bool,
+                     now: datetime) -> bool:
+    """Whether the pod an eviction was made for is gone: not found, replaced by a new pod of
+    the same name (another uid), or — on an unreachable node — terminating for longer than
+    :data:`SKIP_WAIT_FOR_DELETE_SECONDS` (kubectl's ``SkipWaitForDeleteTimeoutSeconds``)."""
+    if current is None:
+        return True
+    if (current.get("metadata") or {}).get("uid") != (evicted.get("metadata") or {}).get("uid"):
+        return True
+    return unreachable and terminating_long_enough(current, now, SKIP_WAIT_FOR_DELETE_SECONDS)
+
+
+def pause(interval: float, deadline: float, now: float) -> float:
+    """How long to wait before the next try: ``interval``, cut short at the deadline."""
+    return max(0.0, min(interval, deadline - now))
