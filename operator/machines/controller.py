@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable, Collection
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -72,6 +73,13 @@ JSON = dict[str, Any]
 log = logging.getLogger("berthmaster.operator.machines")
 
 AGAIN = 0.0  # run the next step now
+
+
+@dataclass(frozen=True)
+class Done:
+    """What a reconcile returns, decided by a helper before the reconcile's end."""
+
+    result: float | None
 
 
 def never_provisioned(machine: JSON, error: InvalidProviderSpec) -> bool:
@@ -195,13 +203,12 @@ class MachineController:
             self.clock())
 
     async def reconcile_live(self, machine: JSON) -> float | None:
-        meta = machine["metadata"]
-        finalizers = list(meta.get("finalizers") or [])
+        """A Machine not being deleted: finalizer, valid providerSpec, then its instance."""
+        finalizers = list(machine["metadata"].get("finalizers") or [])
         if api.FINALIZER not in finalizers:
             await self.set_finalizers(machine, [*finalizers, api.FINALIZER])
             return AGAIN
-        status = machine.get("status") or {}
-        if status.get("phase") == api.FAILED:
+        if (machine.get("status") or {}).get("phase") == api.FAILED:
             await self.write_status(machine, {})
             return None
         try:
@@ -212,6 +219,16 @@ class MachineController:
         except InvalidProviderSpec as error:
             await self.fail_invalid(machine, str(error))
             return None
+        found = await self.look_up_instance(machine, provider)
+        if isinstance(found, Done):
+            return found.result
+        if found is not None:
+            return await self.reconcile_instance(machine, found)
+        return await self.reconcile_without_instance(machine, provider)
+
+    async def look_up_instance(self, machine: JSON, provider: Provider) -> Instance | Done | None:
+        """The Machine's instance brought up to date, None when there is none, or what the
+        reconcile returns when the provider cannot say."""
         try:
             instance = await provider.instance_exists(machine)
             if instance is not None:
@@ -219,7 +236,7 @@ class MachineController:
         except RequeueAfter as later:
             log.info("machine %s/%s: provider asks to look again in %ss: %s",
                      *api.key_of(machine), later.delay, later)
-            return later.delay
+            return Done(later.delay)
         except InvalidProviderSpec as error:
             if (machine.get("spec") or {}).get("providerID"):
                 # A Machine whose instance was made: never failed over its configuration
@@ -227,12 +244,16 @@ class MachineController:
                 await self.provider_check_failed(machine, error)
                 raise
             await self.fail_invalid(machine, str(error))  # upstream's Create would fail it
-            return None
+            return Done(None)
         except Exception as error:
             await self.provider_check_failed(machine, error)
             raise  # the queue retries with backoff, as upstream returns the error
-        if instance is not None:
-            return await self.reconcile_instance(machine, instance)
+        return instance
+
+    async def reconcile_without_instance(self, machine: JSON, provider: Provider
+                                         ) -> float | None:
+        """No instance: a lost one fails the Machine; else Provisioning, then create it."""
+        status = machine.get("status") or {}
         if (machine.get("spec") or {}).get("providerID"):
             condition = false_condition(api.INSTANCE_EXISTS, api.INSTANCE_MISSING,
                                         "Instance not found on provider")
@@ -244,11 +265,13 @@ class MachineController:
         if not status.get("phase"):
             condition = false_condition(api.INSTANCE_EXISTS, api.INSTANCE_NOT_CREATED,
                                         "Instance has not been created")
-            now = self.clock()
             await self.write_status(machine, {
                 "phase": api.PROVISIONING,
-                "conditions": set_condition(status.get("conditions"), condition, now)})
+                "conditions": set_condition(status.get("conditions"), condition, self.clock())})
             return AGAIN
+        return await self.create_instance(machine, provider)
+
+    async def create_instance(self, machine: JSON, provider: Provider) -> float | None:
         try:
             instance = await provider.create_instance(machine)
         except RequeueAfter as later:
@@ -390,69 +413,88 @@ class MachineController:
     # -- deletion --------------------------------------------------------------------------------
 
     async def reconcile_deletion(self, machine: JSON) -> float | None:
+        """One step of the deletion, chosen by the pure step table
+        (:func:`.lifecycle.decide_deletion_step`) and taken by its handler here."""
         step = lifecycle.decide_deletion_step(machine)
         log.info("machine %s/%s: deletion step %s", *api.key_of(machine), step.value)
-        now = format_rfc3339(self.clock())
         if step is Step.NOTHING:
             return None
-        if step is Step.MARK_DELETING:
-            started = lifecycle.progress(machine).get("startedAt") or now
-            await self.write_status(machine, {"phase": api.DELETING}, {"startedAt": started})
-            return AGAIN
-        if step is Step.WAIT_PRE_DRAIN:
-            await self.events.post(machine, *events.DRAIN_BLOCKED,
-                                   component=events.DRAIN_COMPONENT)
-            await self.write_status(machine, {})
-            return None
-        if step is Step.SKIP_DRAIN:
-            await self.events.post(machine, *events.DRAIN_SKIPPED,
-                                   component=events.DRAIN_COMPONENT)
-            await self.mark_drained(machine, true_condition(api.DRAINED, "Node drain skipped"))
-            return AGAIN
-        if step is Step.DRAIN:
-            refused = await self.node_not_owned(machine)
-            if refused is not None:
-                await self.events.post(machine, api.NODE_NOT_OWNED, refused, event_type="Warning",
-                                       component=events.DRAIN_COMPONENT)
-                await self.mark_drained(machine, true_condition(
-                    api.DRAINED, reason=api.NODE_NOT_OWNED,
-                    message=f"Node drain skipped: {refused}"))
-                return AGAIN
+        handlers: dict[Step, Callable[[JSON, str], Awaitable[float | None]]] = {
+            Step.MARK_DELETING: self.mark_deleting,
+            Step.WAIT_PRE_DRAIN: self.wait_pre_drain,
+            Step.SKIP_DRAIN: self.skip_drain,
+            Step.DRAIN: self.drain_owned_node,
+            Step.WAIT_PRE_TERMINATE: self.wait_pre_terminate,
+            Step.DELETE_INSTANCE: self.delete_instance_step,
+            Step.WAIT_INSTANCE_GONE: self.wait_instance_gone,
+            Step.DELETE_NODE: self.delete_node,
+            Step.REMOVE_FINALIZER: self.remove_finalizer,
+        }
+        return await handlers[step](machine, format_rfc3339(self.clock()))
+
+    async def mark_deleting(self, machine: JSON, now: str) -> float | None:
+        started = lifecycle.progress(machine).get("startedAt") or now
+        await self.write_status(machine, {"phase": api.DELETING}, {"startedAt": started})
+        return AGAIN
+
+    async def wait_pre_drain(self, machine: JSON, now: str) -> float | None:
+        await self.events.post(machine, *events.DRAIN_BLOCKED, component=events.DRAIN_COMPONENT)
+        await self.write_status(machine, {})
+        return None
+
+    async def skip_drain(self, machine: JSON, now: str) -> float | None:
+        await self.events.post(machine, *events.DRAIN_SKIPPED, component=events.DRAIN_COMPONENT)
+        await self.mark_drained(machine, true_condition(api.DRAINED, "Node drain skipped"))
+        return AGAIN
+
+    async def drain_owned_node(self, machine: JSON, now: str) -> float | None:
+        refused = await self.node_not_owned(machine)
+        if refused is None:
             return await self.drain_step(machine)
-        if step is Step.WAIT_PRE_TERMINATE:
-            await self.write_status(machine, {})
-            return None
-        if step is Step.DELETE_INSTANCE:
-            await self.delete_instance(machine)
-            await self.write_status(machine, {}, {"terminableAt": now, "instanceDeletedAt": now})
+        await self.events.post(machine, api.NODE_NOT_OWNED, refused, event_type="Warning",
+                               component=events.DRAIN_COMPONENT)
+        await self.mark_drained(machine, true_condition(
+            api.DRAINED, reason=api.NODE_NOT_OWNED, message=f"Node drain skipped: {refused}"))
+        return AGAIN
+
+    async def wait_pre_terminate(self, machine: JSON, now: str) -> float | None:
+        await self.write_status(machine, {})
+        return None
+
+    async def delete_instance_step(self, machine: JSON, now: str) -> float | None:
+        await self.delete_instance(machine)
+        await self.write_status(machine, {}, {"terminableAt": now, "instanceDeletedAt": now})
+        return AGAIN
+
+    async def wait_instance_gone(self, machine: JSON, now: str) -> float | None:
+        if await self.instance_exists(machine):
+            return self.instance_poll
+        await self.write_status(machine, {}, {"instanceGoneAt": now})
+        return AGAIN
+
+    async def delete_node(self, machine: JSON, now: str) -> float | None:
+        node = await self.get_node(lifecycle.node_name(machine))
+        refused = None if node is None else nodes.not_owned(node, machine)
+        if refused is not None:
+            await self.events.post(machine, api.NODE_NOT_OWNED, refused, event_type="Warning")
+            await self.write_status(machine, {}, {"nodeNotOwnedAt": now})
             return AGAIN
-        if step is Step.WAIT_INSTANCE_GONE:
-            if await self.instance_exists(machine):
-                return self.instance_poll
-            await self.write_status(machine, {}, {"instanceGoneAt": now})
-            return AGAIN
-        if step is Step.DELETE_NODE:
-            node = await self.get_node(lifecycle.node_name(machine))
-            refused = None if node is None else nodes.not_owned(node, machine)
-            if refused is not None:
-                await self.events.post(machine, api.NODE_NOT_OWNED, refused, event_type="Warning")
-                await self.write_status(machine, {}, {"nodeNotOwnedAt": now})
-                return AGAIN
-            if node is not None:
-                # The uid precondition: a Node recreated under that name since the check above
-                # is not the one checked (409), and the next pass checks it again.
-                try:
-                    await self.kube.delete(api.node_path(node["metadata"]["name"]), {
-                        "apiVersion": "v1", "kind": "DeleteOptions",
-                        "preconditions": {"uid": node["metadata"]["uid"]}})
-                except KubeError as error:
-                    if error.conflict:
-                        return AGAIN
-                    if not error.not_found:
-                        raise
-            await self.write_status(machine, {}, {"nodeDeletedAt": now})
-            return AGAIN
-        # Step.REMOVE_FINALIZER
+        if node is not None:
+            # The uid precondition: a Node recreated under that name since the check above
+            # is not the one checked (409), and the next pass checks it again.
+            try:
+                await self.kube.delete(api.node_path(node["metadata"]["name"]), {
+                    "apiVersion": "v1", "kind": "DeleteOptions",
+                    "preconditions": {"uid": node["metadata"]["uid"]}})
+            except KubeError as error:
+                if error.conflict:
+                    return AGAIN
+                if not error.not_found:
+                    raise
+        await self.write_status(machine, {}, {"nodeDeletedAt": now})
+        return AGAIN
+
+    async def remove_finalizer(self, machine: JSON, now: str) -> float | None:
         finalizers = [f for f in machine["metadata"].get("finalizers") or []
                       if f != api.FINALIZER]
         await self.set_finalizers(machine, finalizers)
