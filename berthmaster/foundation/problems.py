@@ -47,9 +47,11 @@ class Problems:
     def __iter__(self) -> Iterator[Problem]:
         return iter(self.found)
 
-    def lines(self) -> list[str]:
-        """``path: message``, one a problem."""
-        return [str(problem) for problem in self.found]
+    def lines(self, subject: str = "") -> list[str]:
+        """``path: message``, one a problem; each after ``subject: `` when one is given (the
+        object the problems are about, such as ``Machine worker-1``)."""
+        lead = f"{subject}: " if subject else ""
+        return [f"{lead}{problem}" for problem in self.found]
 
     def render(self, heading: str) -> str:
         """``heading`` then ``  - path: message`` lines: the text of a multi-problem error."""

@@ -156,7 +156,7 @@ class RefusedSpec(Exception):
     """The spec cannot be acted on; ``reason`` is the RemediationAllowed condition's."""
 
     def __init__(self, reason: str, name: str, problems: Problems):
-        self.problems = [f"MachineHealthCheck {name}: {line}" for line in problems.lines()]
+        self.problems = problems.lines(f"MachineHealthCheck {name}")
         super().__init__("; ".join(self.problems))
         self.reason = reason
 

@@ -17,6 +17,7 @@ def test_problems_keep_their_order_and_render_path_then_message() -> None:
                                            "'x' is neither an integer nor a percentage")
     assert problems.lines() == ["spec.maxUnhealthy: 'x' is neither an integer nor a percentage",
                                 "the document must be a map"]
+    assert problems.lines("Machine m")[1] == "Machine m: the document must be a map"
     assert problems.joined() == ("spec.maxUnhealthy: 'x' is neither an integer nor a percentage"
                                  "; the document must be a map")
     assert problems.render("ClusterAutoscaler 'default' is invalid") == (

@@ -81,7 +81,7 @@ def validate(machine: JSON) -> list[str]:
     _instance(problems, VALUE, value)
     _references(problems, VALUE, value)
     _options(problems, VALUE, value)
-    return [f"Machine {name}: {line}" for line in problems.lines()]
+    return problems.lines(f"Machine {name}")
 
 
 VALUE = "spec.providerSpec.value"
