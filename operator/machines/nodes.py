@@ -33,6 +33,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from berthmaster.foundation.keys import key_of
 from berthmaster.foundation.problems import Problems
 from berthmaster.operator.machines.api import NODE_MACHINE
 from berthmaster.scheduler.label_string import label_key_problem, label_value_problem
@@ -85,8 +86,7 @@ def wanted_annotations(machine: dict[str, Any], link: str) -> dict[str, str]:
 
 
 def node_patch(node: dict[str, Any], machine: dict[str, Any]) -> dict[str, Any] | None:
-    meta = machine.get("metadata") or {}
-    link = f"{meta.get('namespace')}/{meta.get('name')}"
+    link = key_of(machine)
     node_meta = node.get("metadata") or {}
     patch: dict[str, Any] = {}
     have_annotations = node_meta.get("annotations") or {}

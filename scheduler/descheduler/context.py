@@ -77,8 +77,7 @@ class Tally:
 
 
 def uid(pod: Mapping[str, Any]) -> str:
-    meta = pod.get("metadata") or {}
-    return str(meta.get("uid") or f"{meta.get('namespace')}/{meta.get('name')}")
+    return str((pod.get("metadata") or {}).get("uid") or key_of(pod))
 
 
 def _controller_uid(pod: Mapping[str, Any]) -> str:

@@ -34,7 +34,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from berthmaster.foundation.keys import object_key
+from berthmaster.foundation.keys import key_of, object_key
 from berthmaster.scheduler.model import PodView
 from berthmaster.scheduler.plugins.base import Predicate, PrefilterResult, Status, unschedulable
 from berthmaster.scheduler.plugins.volume_limits import REASON
@@ -74,8 +74,7 @@ def claim_volume(claim: Mapping[str, Any], snapshot: Snapshot) -> VolumeKey | No
     provisioner = (storage_class or {}).get("provisioner")
     if not provisioner:
         return None
-    meta = claim.get("metadata") or {}
-    return (str(provisioner), "claim", f"{meta.get('namespace')}/{meta.get('name')}")
+    return (str(provisioner), "claim", key_of(claim))
 
 
 def csi_volumes(pod: PodView, snapshot: Snapshot) -> dict[VolumeKey, str]:

@@ -25,6 +25,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from berthmaster.foundation.keys import key_of
 from berthmaster.foundation.kube import KubeClient, KubeError
 from berthmaster.foundation.problems import Problems
 from berthmaster.operator.machines.api import (
@@ -150,7 +151,7 @@ def build_node(machine: dict[str, Any]) -> dict[str, Any]:
         "metadata": {
             "name": name, "labels": labels,
             "annotations": {FAKE_NODE_ANNOTATION: FAKE_NODE_VALUE,
-                            NODE_MACHINE: f"{meta.get('namespace')}/{name}",
+                            NODE_MACHINE: key_of(machine),
                             "node.alpha.kubernetes.io/ttl": "0"},
         },
         "spec": spec,
