@@ -9,35 +9,23 @@ raised: an event is a report, not a step of the work.
 
 from __future__ import annotations
 
-import hashlib
 import logging
 from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
+from berthmaster.foundation.events import core_event, object_reference, stable_name
 from berthmaster.foundation.kube import CORE, KubeClient, KubeError, resource_path
-from berthmaster.foundation.times import format_rfc3339
 
 log = logging.getLogger("berthmaster.operator.events")
 
 
 def build_event(involved: Mapping[str, Any], reason: str, message: str, now: datetime,
                 event_type: str, component: str) -> dict[str, Any]:
-    meta = involved.get("metadata") or {}
-    digest = hashlib.sha256(f"{meta.get('uid')}/{reason}/{message}".encode()).hexdigest()[:12]
-    stamp = format_rfc3339(now)
-    return {
-        "apiVersion": "v1", "kind": "Event",
-        "metadata": {"name": f"{meta.get('name')}.{digest}",
-                     "namespace": meta.get("namespace") or "default"},
-        "involvedObject": {"apiVersion": involved.get("apiVersion", "v1"),
-                           "kind": involved.get("kind", ""), "name": meta.get("name"),
-                           "namespace": meta.get("namespace"), "uid": meta.get("uid")},
-        "reason": reason, "message": message[:1024], "type": event_type, "count": 1,
-        "firstTimestamp": stamp, "lastTimestamp": stamp,
-        "source": {"component": component}, "reportingComponent": component,
-        "reportingInstance": component,
-    }
+    namespace = (involved.get("metadata") or {}).get("namespace") or "default"
+    return core_event(object_reference(involved), name=stable_name(involved, reason, message),
+                      namespace=namespace, reason=reason, message=message[:1024],
+                      event_type=event_type, component=component, instance=component, now=now)
 
 
 async def post(kube: KubeClient, involved: Mapping[str, Any], reason: str, message: str,

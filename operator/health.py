@@ -45,11 +45,18 @@ register_build_info(REGISTRY)
 CHECK_SECONDS = 10.0
 
 _checks: list[Probe] = []
+_named: dict[str, Probe] = {}
 
 
 def add_check(probe: Probe) -> None:
     """Have ``/readyz`` also ask ``probe`` (``(ok, reason)``), after the conditions above."""
     _checks.append(probe)
+
+
+def set_check(name: str, probe: Probe) -> None:
+    """Have ``/readyz`` ask ``probe`` as the condition ``name`` (a capability's runtime,
+    operator/capability.py); a second call for ``name`` replaces the first."""
+    _named[name] = probe
 
 
 class Readiness:
@@ -64,7 +71,7 @@ class Readiness:
             return False, "kopf's startup handlers have not finished"
         if self.api_problem is not None:
             return False, self.api_problem
-        for probe in _checks:
+        for probe in [*_checks, *_named.values()]:
             ok, detail = probe()
             if not ok:
                 return False, detail

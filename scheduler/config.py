@@ -31,7 +31,9 @@ from typing import Any
 import yaml
 
 from berthmaster.foundation.documents import safe_load
+from berthmaster.foundation.durations import parse_go_duration
 from berthmaster.foundation.errors import PolicyError
+from berthmaster.foundation.problems import Problems
 from berthmaster.scheduler.framework import ArgErrors, PluginKind
 from berthmaster.scheduler.model import NodeSelector, NodeSelectorTerm, node_selector_term
 from berthmaster.scheduler.plugins import (
@@ -155,35 +157,32 @@ class SchedulerConfig:
         return tuple(p.scheduler_name for p in self.profiles)
 
 
-class _Problems:
-    """Collects ``path: message`` problems in upstream's field-error words."""
-
-    def __init__(self) -> None:
-        self.items: list[str] = []
+class _Problems(Problems):
+    """Problems in upstream's field-error words (apimachinery pkg/util/validation/field
+    errors.go ``ErrorType.String``, and the strict decoder's ``unknown field``)."""
 
     def invalid(self, path: str, value: Any, detail: str) -> None:
-        self.items.append(f"{path}: Invalid value: {_go_value(value)}: {detail}")
+        self.add(path, f"Invalid value: {_go_value(value)}: {detail}")
 
     def required(self, path: str, detail: str = "") -> None:
-        self.items.append(f"{path}: Required value" + (f": {detail}" if detail else ""))
+        self.add(path, "Required value" + (f": {detail}" if detail else ""))
 
     def duplicate(self, path: str, value: Any) -> None:
-        self.items.append(f"{path}: Duplicate value: {_go_value(value)}")
+        self.add(path, f"Duplicate value: {_go_value(value)}")
 
     def unsupported(self, path: str, value: Any, supported: Sequence[str]) -> None:
         allowed = ", ".join(f'"{s}"' for s in supported)
-        self.items.append(f"{path}: Unsupported value: {_go_value(value)}: supported values: "
-                          f"{allowed}")
+        self.add(path, f"Unsupported value: {_go_value(value)}: supported values: {allowed}")
 
     def forbidden(self, path: str, detail: str) -> None:
-        self.items.append(f"{path}: Forbidden: {detail}")
+        self.add(path, f"Forbidden: {detail}")
 
     def unknown(self, path: str, name: str, known: Sequence[str]) -> None:
-        self.items.append(f'{path}: strict decoding error: unknown field "{name}"; known '
-                          f"fields: {', '.join(known)}")
+        self.add(path, f'strict decoding error: unknown field "{name}"; known fields: '
+                       f"{', '.join(known)}")
 
     def type_error(self, path: str, value: Any, wanted: str) -> None:
-        self.items.append(f"{path}: Invalid value: {_go_value(value)}: must be {wanted}")
+        self.add(path, f"Invalid value: {_go_value(value)}: must be {wanted}")
 
 
 def _go_value(value: Any) -> str:
@@ -252,8 +251,6 @@ def _bool(value: Any, path: str, problems: _Problems, default: bool) -> bool:
 
 
 def _duration(value: Any, path: str, problems: _Problems, default: float) -> float:
-    from berthmaster.foundation.durations import parse_go_duration
-
     if value is None:
         return default
     if not isinstance(value, str):
@@ -950,8 +947,8 @@ def load_config(text: str, source: str = "<config>",
             # validation.go, validateCommonQueueSort: one queue serves every profile
             problems.invalid(f"profiles[{i}].plugins.queueSort", sort,
                              "must be the same for all profiles")
-    if problems.items:
-        raise PolicyError(source, problems.items, document="scheduler configuration")
+    if problems:
+        raise PolicyError(source, problems.lines(), document="scheduler configuration")
     return SchedulerConfig(tuple(profiles), percentage, initial, maximum, election, qps, burst,
                            source)
 

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from itertools import chain
 from typing import Any
 
+from berthmaster.foundation.keys import object_key
 from berthmaster.scheduler.pod_resources import pod_requests
 
 # quantities are re-exported: the model's users have always read them from here
@@ -469,7 +470,7 @@ class PodView:
         v.raw = pod
         v.namespace = str(meta.get("namespace") or "default")
         v.name = str(meta.get("name") or meta.get("generateName") or "")
-        v.key = f"{v.namespace}/{v.name}"
+        v.key = object_key(v.namespace, v.name)
         v.uid = str(meta.get("uid") or v.key)
         v.labels = _labels(meta)
         v.node_name = str(spec.get("nodeName") or "")

@@ -2,8 +2,9 @@
 
 Pure, over pods as the API serves them. One definition of each fact:
 
-- :func:`pod_ref` is a pod's ``namespace/name``, the form kubectl and upstream's logs print (the
-  snapshot's :func:`berthmaster.scheduler.snapshot.pod_key` is a different thing: the uid);
+- a pod's ``namespace/name`` (the form kubectl and upstream's logs print) is
+  :func:`berthmaster.foundation.keys.key_of`, as for every object (the snapshot's
+  :func:`berthmaster.scheduler.snapshot.pod_key` is a different thing: the uid);
 - :func:`is_mirror_pod` is the kubelet's ``kubernetes.io/config.mirror`` annotation
   (k8s.io/kubernetes pkg/kubelet/types ``ConfigMirrorAnnotationKey``);
 - a DaemonSet pod has two upstream definitions, and each caller keeps its upstream's:
@@ -20,12 +21,6 @@ from typing import Any
 
 MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
 DAEMONSET = "DaemonSet"
-
-
-def pod_ref(pod: Mapping[str, Any]) -> str:
-    """``namespace/name``."""
-    meta = pod.get("metadata") or {}
-    return f"{meta.get('namespace', '')}/{meta.get('name', '')}"
 
 
 def annotations_of(pod: Mapping[str, Any]) -> Mapping[str, str]:

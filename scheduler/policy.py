@@ -38,6 +38,7 @@ import yaml
 
 from berthmaster.foundation.documents import safe_load
 from berthmaster.foundation.errors import PolicyError
+from berthmaster.foundation.problems import Problems
 from berthmaster.scheduler.plugins.base import Predicate, Priority
 from berthmaster.scheduler.plugins.inter_pod_affinity import InterPodAffinityPriority
 from berthmaster.scheduler.plugins.registry import (
@@ -122,10 +123,10 @@ def _known(names: Mapping[str, Any], configurable: Mapping[str, Any]) -> str:
 
 
 def _argument(kind: str, where: str, arg: Any, allowed: Mapping[str, Any],
-              problems: list[str]) -> tuple[str, dict[str, Any]] | None:
+              problems: Problems) -> tuple[str, dict[str, Any]] | None:
     if not isinstance(arg, Mapping):
-        problems.append(f"{where}.argument: must be an object with one of "
-                        f"{', '.join(sorted(allowed))}")
+        problems.add(f"{where}.argument", "must be an object with one of "
+                     f"{', '.join(sorted(allowed))}")
         return None
     keys = [k for k in arg if arg[k] is not None]
     known = [k for k in keys if k in allowed]
@@ -133,32 +134,32 @@ def _argument(kind: str, where: str, arg: Any, allowed: Mapping[str, Any],
         if k not in allowed:
             other = "priority" if kind == "predicate" else "predicate"
             hint = f" ({k} is a {other} argument)" if k in _ARG_FIELDS else ""
-            problems.append(f"{where}.argument.{k}: unknown {kind} argument{hint}; use one of "
-                            f"{', '.join(sorted(allowed))}")
+            problems.add(f"{where}.argument.{k}", f"unknown {kind} argument{hint}; use one of "
+                         f"{', '.join(sorted(allowed))}")
     if len(known) > 1:
-        problems.append(f"{where}.argument: conflicting arguments {', '.join(known)}; "
-                        "give exactly one per entry")
+        problems.add(f"{where}.argument", f"conflicting arguments {', '.join(known)}; "
+                     "give exactly one per entry")
         return None
     if not known:
         if not keys:
-            problems.append(f"{where}.argument: empty; give one of {', '.join(sorted(allowed))}")
+            problems.add(f"{where}.argument", f"empty; give one of {', '.join(sorted(allowed))}")
         return None
     key = known[0]
     body = arg[key]
     if not isinstance(body, Mapping):
-        problems.append(f"{where}.argument.{key}: must be an object")
+        problems.add(f"{where}.argument.{key}", "must be an object")
         return None
     for field in body:
         if field not in _ARG_FIELDS[key]:
-            problems.append(f"{where}.argument.{key}.{field}: unknown field; expected "
-                            f"{', '.join(sorted(_ARG_FIELDS[key]))}")
+            problems.add(f"{where}.argument.{key}.{field}", "unknown field; expected "
+                         f"{', '.join(sorted(_ARG_FIELDS[key]))}")
     here = f"{where}.argument.{key}"
     out: dict[str, Any] = {}
     if key in ("serviceAffinity", "labelsPresence"):
         labels = body.get("labels")
         if not isinstance(labels, list) or not labels or \
                 not all(isinstance(x, str) and x for x in labels):
-            problems.append(f"{here}.labels: required, a non-empty list of label keys")
+            problems.add(f"{here}.labels", "required, a non-empty list of label keys")
         else:
             out["labels"] = list(labels)
     if key in ("serviceAntiAffinity", "labelPreference"):
@@ -166,22 +167,22 @@ def _argument(kind: str, where: str, arg: Any, allowed: Mapping[str, Any],
         if isinstance(label, list) and len(label) == 1:
             label = label[0]  # the documented template writes label: ["<label>"]
         if not isinstance(label, str) or not label:
-            problems.append(f"{here}.label: required, one label key")
+            problems.add(f"{here}.label", "required, one label key")
         else:
             out["label"] = label
     if key in ("labelsPresence", "labelPreference"):
         presence = body.get("presence", False)
         if not isinstance(presence, bool):
-            problems.append(f"{here}.presence: must be true or false")
+            problems.add(f"{here}.presence", "must be true or false")
         else:
             out["presence"] = presence
     return key, out
 
 
-def _entries(kind: str, raw: Any, problems: list[str]) -> list[Any]:
+def _entries(kind: str, raw: Any, problems: Problems) -> list[Any]:
     field = f"{kind}s" if kind == "predicate" else "priorities"
     if not isinstance(raw, list):
-        problems.append(f"{field}: must be a list of entries")
+        problems.add(field, "must be a list of entries")
         return []
     static: Mapping[str, Any] = PREDICATES if kind == "predicate" else PRIORITIES
     configurable: Mapping[str, Any] = CONFIGURABLE_PREDICATES if kind == "predicate" \
@@ -191,29 +192,29 @@ def _entries(kind: str, raw: Any, problems: list[str]) -> list[Any]:
     for i, entry in enumerate(raw):
         where = f"{field}[{i}]"
         if not isinstance(entry, Mapping):
-            problems.append(f"{where}: must be an object with a name")
+            problems.add(where, "must be an object with a name")
             continue
         allowed_fields = {"name", "argument"} | ({"weight"} if kind == "priority" else set())
         for f in entry:
             if f not in allowed_fields:
-                problems.append(f"{where}.{f}: unknown field; expected "
-                                f"{', '.join(sorted(allowed_fields))}")
+                problems.add(f"{where}.{f}", "unknown field; expected "
+                             f"{', '.join(sorted(allowed_fields))}")
         name = entry.get("name")
         if not isinstance(name, str) or not name:
-            problems.append(f"{where}.name: required")
+            problems.add(f"{where}.name", "required")
             continue
         if name in seen:
-            problems.append(f"{where}.name: duplicate name {name!r} (also {seen[name]}); "
-                            "give each entry its own name")
+            problems.add(f"{where}.name", f"duplicate name {name!r} (also {seen[name]}); "
+                         "give each entry its own name")
         seen[name] = where
         weight = 1
         if kind == "priority":
             w = entry.get("weight")
             if w is None:
-                problems.append(f"{where}.weight: required, a positive integer")
+                problems.add(f"{where}.weight", "required, a positive integer")
             elif isinstance(w, bool) or not isinstance(w, int) or w <= 0:
-                problems.append(f"{where}.weight: {w!r} must be a positive integer "
-                                "(0 and negative weights are not allowed)")
+                problems.add(f"{where}.weight", f"{w!r} must be a positive integer "
+                             "(0 and negative weights are not allowed)")
             else:
                 weight = w
         arg = entry.get("argument")
@@ -227,17 +228,17 @@ def _entries(kind: str, raw: Any, problems: list[str]) -> list[Any]:
             cls = configurable[key]
             wanted = CONFIGURABLE_BY_NAME.get(name)
             if wanted is not None and wanted != key:
-                problems.append(f"{where}: {name} takes the {wanted} argument, not {key}")
+                problems.add(where, f"{name} takes the {wanted} argument, not {key}")
                 continue
         elif name in CONFIGURABLE_BY_NAME:
-            problems.append(f"{where}.argument: {name} needs its {CONFIGURABLE_BY_NAME[name]} "
-                            "argument")
+            problems.add(f"{where}.argument", f"{name} needs its {CONFIGURABLE_BY_NAME[name]} "
+                         "argument")
             continue
         elif name in static:
             cls = static[name]
         else:
-            problems.append(f"{where}.name: unknown {kind} {name!r}; known: "
-                            f"{_known(static, configurable)}")
+            problems.add(f"{where}.name", f"unknown {kind} {name!r}; known: "
+                         f"{_known(static, configurable)}")
             continue
         if kind == "priority":
             kwargs["weight"] = weight
@@ -270,25 +271,25 @@ def load_policy(text: str, source: str = "<policy>") -> Policy:
 def policy_from_document(doc: Mapping[str, Any], source: str = "<policy>") -> Policy:
     """Validate a decoded Policy document (:func:`decode_policy`); raise PolicyError listing
     every problem."""
-    problems: list[str] = []
+    problems = Problems()
     if doc.get("kind") != "Policy":
-        problems.append(f"kind: must be 'Policy' (got {doc.get('kind')!r})")
+        problems.add("kind", f"must be 'Policy' (got {doc.get('kind')!r})")
     version = doc.get("apiVersion", doc.get("version"))
     if version is not None and version != "v1":
-        problems.append(f"apiVersion: must be 'v1' (got {version!r})")
+        problems.add("apiVersion", f"must be 'v1' (got {version!r})")
     for f in doc:
         if f not in _TOP_FIELDS:
-            problems.append(f"{f}: unknown field; a Policy has {', '.join(sorted(_TOP_FIELDS))}")
+            problems.add(f, f"unknown field; a Policy has {', '.join(sorted(_TOP_FIELDS))}")
     if doc.get("extenders"):
-        problems.append("extenders: scheduler extenders are not supported by berthmaster; "
-                        "remove the field")
+        problems.add("extenders", "scheduler extenders are not supported by berthmaster; "
+                     "remove the field")
     weight = doc.get("hardPodAffinitySymmetricWeight", 1)
     if isinstance(weight, bool) or not isinstance(weight, int) or not 0 <= weight <= 100:
-        problems.append("hardPodAffinitySymmetricWeight: must be an integer from 0 to 100")
+        problems.add("hardPodAffinitySymmetricWeight", "must be an integer from 0 to 100")
         weight = 1
     check_all = doc.get("alwaysCheckAllPredicates", False)
     if not isinstance(check_all, bool):
-        problems.append("alwaysCheckAllPredicates: must be true or false")
+        problems.add("alwaysCheckAllPredicates", "must be true or false")
         check_all = False
     default = _default_document()
     raw_predicates = doc["predicates"] if "predicates" in doc else default["predicates"]
@@ -298,7 +299,7 @@ def policy_from_document(doc: Mapping[str, Any], source: str = "<policy>") -> Po
     priorities = _entries("priority", [] if raw_priorities is None else raw_priorities,
                           problems)
     if problems:
-        raise _invalid(source, problems)
+        raise _invalid(source, problems.lines())
     built_predicates: list[Predicate] = [cls(name=name, **kw) for _, cls, name, kw in predicates]
     for mandatory in MANDATORY_PREDICATES:
         if not any(type(p) is mandatory for p in built_predicates):

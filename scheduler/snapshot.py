@@ -32,6 +32,7 @@ from contextlib import contextmanager
 from itertools import zip_longest
 from typing import Any
 
+from berthmaster.foundation.keys import key_of, object_key
 from berthmaster.scheduler.domains import WATCHES, Domains
 from berthmaster.scheduler.model import (
     CPU,
@@ -81,7 +82,8 @@ def pod_key(pod: Obj) -> str:
     uid = meta.get("uid")
     if uid:
         return str(uid)
-    return f"{meta.get('namespace') or 'default'}/{meta.get('name') or meta.get('generateName')}"
+    return object_key(meta.get("namespace") or "default",
+                      meta.get("name") or meta.get("generateName"))
 
 
 def placement_view(pod: Obj) -> tuple[Any, ...]:
@@ -106,11 +108,9 @@ def _version(obj: Obj) -> int:
 
 
 def _object_key(kind: str, obj: Obj) -> str:
-    meta = obj.get("metadata") or {}
-    name = str(meta.get("name") or "")
     if kind in NAMESPACED_KINDS:
-        return f"{meta.get('namespace') or 'default'}/{name}"
-    return name
+        return key_of(obj, default_namespace="default")
+    return str((obj.get("metadata") or {}).get("name") or "")
 
 
 class NodeInfo:
@@ -231,12 +231,6 @@ class WhatIf:
 # scheduler-plugins' PodGroup label: the snapshot indexes pods by it (Coscheduling counts a
 # group's members every cycle)
 GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
-
-
-def _plugin_object_key(obj: Obj) -> str:
-    meta = obj.get("metadata") or {}
-    namespace = meta.get("namespace")
-    return f"{namespace}/{meta.get('name', '')}" if namespace else str(meta.get("name", ""))
 
 
 def _counts_on_node(pod: PodView) -> bool:
@@ -704,7 +698,7 @@ class Snapshot:
             self._selectors.pop((kind, key), None)
             self.generation += 1
         elif kind in self.plugin_objects:
-            self.plugin_objects[kind][_plugin_object_key(obj)] = obj
+            self.plugin_objects[kind][key_of(obj)] = obj
         else:
             raise ValueError(f"unsupported kind {kind!r}; the snapshot holds {sorted(KINDS)}")
 
@@ -721,7 +715,7 @@ class Snapshot:
             self._selectors.pop((kind, key), None)
             self.generation += 1
         elif kind in self.plugin_objects:
-            self.plugin_objects[kind].pop(_plugin_object_key(obj), None)
+            self.plugin_objects[kind].pop(key_of(obj), None)
         else:
             raise ValueError(f"unsupported kind {kind!r}; the snapshot holds {sorted(KINDS)}")
 
@@ -737,8 +731,7 @@ class Snapshot:
 
     def object(self, kind: str, namespace: str, name: str) -> Obj | None:
         """A watched plugin object (``namespace`` "" for a cluster-scoped kind)."""
-        return self.plugin_objects.get(kind, {}).get(f"{namespace}/{name}" if namespace
-                                                     else name)
+        return self.plugin_objects.get(kind, {}).get(object_key(namespace, name))
 
     def objects_of(self, kind: str) -> Mapping[str, Obj]:
         return self.plugin_objects.get(kind, {})

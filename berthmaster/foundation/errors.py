@@ -19,6 +19,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from berthmaster.foundation.problems import bulleted
+
 EXIT_CONFIGURATION = 2
 EXIT_CONNECTIVITY = 3
 
@@ -43,6 +45,5 @@ class PolicyError(ValueError):
     def __init__(self, source: str, problems: Iterable[str], *, document: str = "policy"):
         self.source = source
         self.problems = list(problems)
-        lines = "\n".join(f"  - {p}" for p in self.problems)
-        super().__init__(
-            f"invalid {document} {source}: {len(self.problems)} problem(s):\n{lines}")
+        super().__init__(bulleted(f"invalid {document} {source}: {len(self.problems)} problem(s)",
+                                  self.problems))

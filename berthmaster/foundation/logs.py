@@ -44,6 +44,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, TextIO
 
+from berthmaster.foundation.keys import object_key
+
 FORMATS = ("json", "text")
 # The keys every JSON line starts with, in this order (``v`` follows on info lines).
 KEYS = ("ts", "logger", "caller", "msg")
@@ -75,7 +77,7 @@ class ObjectRef:
     @classmethod
     def from_key(cls, key: str) -> ObjectRef:
         """``namespace/name`` (or a bare ``name`` for cluster-scoped objects)."""
-        namespace, _, name = key.rpartition("/")
+        namespace, _, name = key.rpartition("/")  # never raises: a log line must not fail
         return cls(name, namespace)
 
     def as_json(self) -> dict[str, str]:
@@ -83,7 +85,7 @@ class ObjectRef:
             "name": self.name}
 
     def __str__(self) -> str:
-        return f"{self.namespace}/{self.name}" if self.namespace else self.name
+        return object_key(self.namespace, self.name)
 
 
 def timestamp(created: float) -> str:

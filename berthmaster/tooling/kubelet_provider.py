@@ -67,14 +67,13 @@ def provider_id(machine: dict[str, Any]) -> str:
 def validate(machine: dict[str, Any]) -> list[str]:
     """Every problem with the Machine's providerSpec, name and labels (not the host's)."""
     name = (machine.get("metadata") or {}).get("name")
-    where = f"Machine {name}: spec.providerSpec.value"
     value = provider_spec(machine)
     problems = node_machine_problems(machine, KIND, FIELDS)
     max_pods = value.get("maxPods", DEFAULT_MAX_PODS)
     if isinstance(max_pods, bool) or not isinstance(max_pods, int) or max_pods < 1:
-        problems.append(f"{where}.maxPods: {max_pods!r} is not a positive whole number; "
-                        f"write it like {DEFAULT_MAX_PODS}")
-    return problems
+        problems.add("spec.providerSpec.value.maxPods", f"{max_pods!r} is not a positive whole "
+                     f"number; write it like {DEFAULT_MAX_PODS}")
+    return problems.lines(f"Machine {name}")
 
 
 def settings_problems(environ: Mapping[str, str]) -> list[str]:

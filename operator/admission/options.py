@@ -128,7 +128,26 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "the Secret (<name>-tls) unless given below")
     parser.add_argument("--config-map", default="",
                         help="ConfigMap with the plugins' configuration in key config.yaml")
-    group = parser.add_argument_group("certificates")
+    _add_certificates(parser.add_argument_group("certificates"))
+    _add_configuration_policy(parser.add_argument_group("policy of the configurations"))
+    parser.add_argument_group("scheduler routing").add_argument(
+        "--scheduler-name", default="", metavar="NAME",
+        help=f"set spec.schedulerName to NAME on new pods of namespaces labelled {LABEL}=NAME "
+             f"whose schedulerName is empty or {DEFAULT_SCHEDULER} (a pod labelled "
+             f"{LABEL}={DEFAULT_SCHEDULER} keeps it); self-managed, also registers that webhook "
+             "(default: route nothing)")
+    _add_bounded_work(parser.add_argument_group("bounded work"))
+    parser.add_argument("--metrics-bind-address", default="", metavar="HOST:PORT",
+                        help="serve /metrics, /healthz and /readyz over plain HTTP here "
+                             "(default off; --secure-port serves them over HTTPS with delegated "
+                             "authentication)")
+    parser.add_argument("--shutdown-delay-seconds", type=float, default=0.0, metavar="SECONDS",
+                        help="on SIGTERM, report not ready and keep serving this long before "
+                             "stopping, while the Service stops sending to this replica "
+                             "(default 0; the chart sets 5)")
+
+
+def _add_certificates(group: argparse._ArgumentGroup) -> None:
     group.add_argument("--webhook-cert-file", default="",
                        help="serving certificate (PEM), re-read when it changes; with it the "
                             "process registers nothing (the chart owns the configurations)")
@@ -140,21 +159,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                        help="require callers of /mutate and /validate to present a client "
                             "certificate signed by this CA (the API server's "
                             "AdmissionConfiguration kubeConfigFile; docs/admission.md)")
-    group = parser.add_argument_group("policy of the configurations")
+
+
+def _add_configuration_policy(group: argparse._ArgumentGroup) -> None:
+    """The webhook configurations' failurePolicy and timeout."""
     group.add_argument("--failure-policy", choices=FAILURE_POLICIES, default="Fail",
                        help="the configurations' failurePolicy (default Fail); with Ignore, "
                             "a request this webhook cannot decide (its own API reads fail) is "
                             "admitted with a warning, as the API server admits one it cannot send")
     group.add_argument("--timeout-seconds", type=int, default=5,
                        help="the configurations' timeoutSeconds (1-30, default 5)")
-    group = parser.add_argument_group("scheduler routing")
-    group.add_argument("--scheduler-name", default="", metavar="NAME",
-                       help="set spec.schedulerName to NAME on new pods of namespaces labelled "
-                            f"{LABEL}=NAME whose schedulerName is empty or "
-                            f"{DEFAULT_SCHEDULER} (a pod labelled {LABEL}={DEFAULT_SCHEDULER} "
-                            "keeps it); self-managed, also registers that webhook "
-                            "(default: route nothing)")
-    group = parser.add_argument_group("bounded work")
+
+
+def _add_bounded_work(group: argparse._ArgumentGroup) -> None:
     group.add_argument("--max-request-bytes", type=byte_size, default=DEFAULT_MAX_REQUEST_BYTES,
                        metavar="SIZE",
                        help="refuse a request body larger than this without reading it "
@@ -173,14 +190,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                             "reading; a review that does not fit is answered 429 at once "
                             "(default 16Mi: three to ten times that once parsed, within the "
                             "chart's 256Mi memory limit; at least --max-request-bytes)")
-    parser.add_argument("--metrics-bind-address", default="", metavar="HOST:PORT",
-                        help="serve /metrics, /healthz and /readyz over plain HTTP here "
-                             "(default off; --secure-port serves them over HTTPS with delegated "
-                             "authentication)")
-    parser.add_argument("--shutdown-delay-seconds", type=float, default=0.0, metavar="SECONDS",
-                        help="on SIGTERM, report not ready and keep serving this long before "
-                             "stopping, while the Service stops sending to this replica "
-                             "(default 0; the chart sets 5)")
 
 
 def _seconds(name: str, default: float) -> float:

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from berthmaster.foundation.durations import parse_go_duration
+from berthmaster.foundation.problems import Problems
 
 # The namespace the operator runs in, where the Priority expander's ConfigMap is read: upstream's
 # --namespace (the namespace cluster-autoscaler runs in; its deployment examples give it a Role
@@ -58,16 +59,13 @@ DEFAULT_EXPANDERS = ("LeastWaste",)
 MODES = {"Enabled": True, "Disabled": False}
 ONLY_NAME = "default"
 
-# The one Go-duration parser, re-exported here for the autoscaler's callers.
-parse_duration = parse_go_duration
-
 
 class ConfigError(ValueError):
     """Every problem found in one ClusterAutoscaler, one per line."""
 
-    def __init__(self, name: str, problems: list[str]):
-        self.problems = problems
-        super().__init__(f"ClusterAutoscaler {name!r} is invalid:\n  - " + "\n  - ".join(problems))
+    def __init__(self, name: str, problems: Problems):
+        self.problems = problems.lines()
+        super().__init__(problems.render(f"ClusterAutoscaler {name!r} is invalid"))
 
 
 @dataclass(frozen=True)
@@ -128,114 +126,106 @@ class AutoscalerConfig:
     log_verbosity: int = DEFAULT_LOG_VERBOSITY
 
 
-class _Problems:
-    def __init__(self) -> None:
-        self.items: list[str] = []
-
-    def add(self, message: str) -> None:
-        self.items.append(message)
-
-
-def _int(spec: Mapping[str, Any], key: str, path: str, problems: _Problems,
+def _int(spec: Mapping[str, Any], key: str, path: str, problems: Problems,
          default: int | None, minimum: int | None = None) -> int | None:
     value = spec.get(key)
     if value is None:
         return default
     if isinstance(value, bool) or not isinstance(value, int):
-        problems.add(f"{path}.{key}: {value!r} is not an integer; write a whole number")
+        problems.add(f"{path}.{key}", f"{value!r} is not an integer; write a whole number")
         return default
     if minimum is not None and value < minimum:
-        problems.add(f"{path}.{key}: {value} is below {minimum}; use a value >= {minimum}")
+        problems.add(f"{path}.{key}", f"{value} is below {minimum}; use a value >= {minimum}")
         return default
     return value
 
 
-def _bool(spec: Mapping[str, Any], key: str, path: str, problems: _Problems, default: bool) -> bool:
+def _bool(spec: Mapping[str, Any], key: str, path: str, problems: Problems, default: bool) -> bool:
     value = spec.get(key)
     if value is None:
         return default
     if not isinstance(value, bool):
-        problems.add(f"{path}.{key}: {value!r} is not a boolean; write true or false")
+        problems.add(f"{path}.{key}", f"{value!r} is not a boolean; write true or false")
         return default
     return value
 
 
-def _duration(spec: Mapping[str, Any], key: str, path: str, problems: _Problems,
+def _duration(spec: Mapping[str, Any], key: str, path: str, problems: Problems,
               default: float) -> float:
     value = spec.get(key)
     if value is None:
         return default
     try:
-        seconds = parse_duration(str(value))
+        seconds = parse_go_duration(str(value))
     except ValueError as error:
-        problems.add(f"{path}.{key}: {error}")
+        problems.add(f"{path}.{key}", str(error))
         return default
     if seconds < 0:
-        problems.add(f"{path}.{key}: {value!r} is negative; use a duration >= 0")
+        problems.add(f"{path}.{key}", f"{value!r} is negative; use a duration >= 0")
         return default
     return seconds
 
 
-def _mode(spec: Mapping[str, Any], key: str, path: str, problems: _Problems, default: bool) -> bool:
+def _mode(spec: Mapping[str, Any], key: str, path: str, problems: Problems, default: bool) -> bool:
     value = spec.get(key)
     if value is None:
         return default
     if value not in MODES:
-        problems.add(f"{path}.{key}: {value!r} is not a mode; write Enabled or Disabled")
+        problems.add(f"{path}.{key}", f"{value!r} is not a mode; write Enabled or Disabled")
         return default
     return MODES[value]
 
 
-def _strings(spec: Mapping[str, Any], key: str, path: str, problems: _Problems) -> tuple[str, ...]:
+def _strings(spec: Mapping[str, Any], key: str, path: str, problems: Problems) -> tuple[str, ...]:
     value = spec.get(key)
     if value is None:
         return ()
     if not isinstance(value, list) or not all(isinstance(item, str) and item for item in value):
-        problems.add(f"{path}.{key}: expected a list of non-empty strings")
+        problems.add(f"{path}.{key}", "expected a list of non-empty strings")
         return ()
     if len(set(value)) != len(value):
-        problems.add(f"{path}.{key}: an item is listed twice; list each once")
+        problems.add(f"{path}.{key}", "an item is listed twice; list each once")
     return tuple(dict.fromkeys(value))
 
 
 def _range(spec: Mapping[str, Any], key: str, path: str,
-           problems: _Problems) -> ResourceRange | None:
+           problems: Problems) -> ResourceRange | None:
     raw = spec.get(key)
     if raw is None:
         return None
     if not isinstance(raw, Mapping):
-        problems.add(f"{path}.{key}: expected an object with min and max")
+        problems.add(f"{path}.{key}", "expected an object with min and max")
         return None
     low = _int(raw, "min", f"{path}.{key}", problems, 0, minimum=0)
     high = _int(raw, "max", f"{path}.{key}", problems, None, minimum=0)
     if high is None:
         if "max" not in raw:
-            problems.add(f"{path}.{key}.max is required")
+            problems.add(f"{path}.{key}.max", "required; set the maximum")
         return None
     low = low or 0
     if low > high:
-        problems.add(f"{path}.{key}: min {low} is greater than max {high}; make min <= max")
+        problems.add(f"{path}.{key}", f"min {low} is greater than max {high}; make min <= max")
         return None
     return ResourceRange(low, high)
 
 
-def _limits(spec: Mapping[str, Any], problems: _Problems) -> ResourceLimits:
+def _limits(spec: Mapping[str, Any], problems: Problems) -> ResourceLimits:
     raw = spec.get("resourceLimits") or {}
     path = "spec.resourceLimits"
     if not isinstance(raw, Mapping):
-        problems.add(f"{path}: expected an object")
+        problems.add(path, "expected an object")
         return ResourceLimits()
     gpus: list[GpuLimit] = []
     for index, item in enumerate(raw.get("gpus") or []):
         where = f"{path}.gpus[{index}]"
         if not isinstance(item, Mapping) or not item.get("type"):
-            problems.add(f"{where}.type is required (for example nvidia.com/gpu)")
+            problems.add(f"{where}.type", "required; name the GPU type (such as nvidia.com/gpu)")
             continue
         bounds = _range({"g": item}, "g", where, problems)
         if bounds is not None:
             gpus.append(GpuLimit(str(item["type"]), bounds.min, bounds.max))
     if len({gpu.type for gpu in gpus}) != len(gpus):
-        problems.add(f"{path}.gpus: a GPU type is listed twice; list each type once")
+        problems.add(f"{path}.gpus", "a GPU type is listed twice; list each type once")
     return ResourceLimits(
         max_nodes_total=_int(raw, "maxNodesTotal", path, problems, None, minimum=0),
         cores=_range(raw, "cores", path, problems),
@@ -244,13 +234,13 @@ def _limits(spec: Mapping[str, Any], problems: _Problems) -> ResourceLimits:
     )
 
 
-def _scale_down(spec: Mapping[str, Any], problems: _Problems) -> ScaleDownConfig:
+def _scale_down(spec: Mapping[str, Any], problems: Problems) -> ScaleDownConfig:
     raw = spec.get("scaleDown")
     path = "spec.scaleDown"
     if raw is None:
         return ScaleDownConfig()
     if not isinstance(raw, Mapping):
-        problems.add(f"{path}: expected an object")
+        problems.add(path, "expected an object")
         return ScaleDownConfig()
     threshold = DEFAULT_UTILIZATION_THRESHOLD
     if raw.get("utilizationThreshold") is not None:
@@ -260,8 +250,9 @@ def _scale_down(spec: Mapping[str, Any], problems: _Problems) -> ScaleDownConfig
                 raise ValueError
         except ValueError:
             # openshift/cluster-autoscaler-operator's validateScaleDownConfig: strictly between.
-            problems.add(f"{path}.utilizationThreshold: {raw['utilizationThreshold']!r} must be a "
-                         "quoted number above 0 and below 1, such as \"0.5\"")
+            problems.add(f"{path}.utilizationThreshold",
+                         f"{raw['utilizationThreshold']!r} must be a quoted number above 0 and "
+                         "below 1, such as \"0.5\"")
             threshold = DEFAULT_UTILIZATION_THRESHOLD
     return ScaleDownConfig(
         enabled=_bool(raw, "enabled", path, problems, True),
@@ -277,29 +268,29 @@ def _scale_down(spec: Mapping[str, Any], problems: _Problems) -> ScaleDownConfig
     )
 
 
-def _scale_up(spec: Mapping[str, Any], problems: _Problems) -> ScaleUpConfig:
+def _scale_up(spec: Mapping[str, Any], problems: Problems) -> ScaleUpConfig:
     raw = spec.get("scaleUp")
     path = "spec.scaleUp"
     if raw is None:
         return ScaleUpConfig()
     if not isinstance(raw, Mapping):
-        problems.add(f"{path}: expected an object")
+        problems.add(path, "expected an object")
         return ScaleUpConfig()
     return ScaleUpConfig(new_pod_scale_up_delay=_duration(
         raw, "newPodScaleUpDelay", path, problems, DEFAULT_NEW_POD_SCALE_UP_DELAY))
 
 
-def _expanders(spec: Mapping[str, Any], problems: _Problems) -> tuple[str, ...]:
+def _expanders(spec: Mapping[str, Any], problems: Problems) -> tuple[str, ...]:
     raw = spec.get("expanders")
     if not raw:
         return DEFAULT_EXPANDERS
     names: list[str] = []
     for name in raw:
         if name not in EXPANDERS:
-            problems.add(f"spec.expanders: unknown expander {name!r}; "
+            problems.add("spec.expanders", f"unknown expander {name!r}; "
                          f"use one of {', '.join(EXPANDERS)}")
         elif name in names:
-            problems.add(f"spec.expanders: {name} is listed twice; list each expander once")
+            problems.add("spec.expanders", f"{name} is listed twice; list each expander once")
         else:
             names.append(name)
     return tuple(names) or DEFAULT_EXPANDERS
@@ -309,9 +300,9 @@ def parse_cluster_autoscaler(obj: Mapping[str, Any]) -> AutoscalerConfig:
     """A ClusterAutoscaler object (dict) -> its config; raises ConfigError listing every problem."""
     name = str((obj.get("metadata") or {}).get("name") or "")
     spec = obj.get("spec") or {}
-    problems = _Problems()
+    problems = Problems()
     if name != ONLY_NAME:
-        problems.add(f"metadata.name: only a ClusterAutoscaler named {ONLY_NAME!r} is used; "
+        problems.add("metadata.name", f"only a ClusterAutoscaler named {ONLY_NAME!r} is used; "
                      f"rename {name!r} to {ONLY_NAME!r}")
     provision = spec.get("maxNodeProvisionTime")
     config = AutoscalerConfig(
@@ -339,7 +330,7 @@ def parse_cluster_autoscaler(obj: Mapping[str, Any]) -> AutoscalerConfig:
         log_verbosity=_int(spec, "logVerbosity", "spec", problems, DEFAULT_LOG_VERBOSITY,
                            minimum=0) or 0,
     )
-    if problems.items:
-        raise ConfigError(name, problems.items)
+    if problems:
+        raise ConfigError(name, problems)
     return config
 

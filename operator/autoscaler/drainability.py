@@ -35,6 +35,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from berthmaster.foundation.keys import key_of
 from berthmaster.foundation.times import parse_rfc3339
 from berthmaster.operator.autoscaler.config import AutoscalerConfig
 from berthmaster.scheduler.model import label_selector
@@ -43,7 +44,6 @@ from berthmaster.scheduler.pods import (
     controller_of,
     is_daemonset_pod,
     is_mirror_pod,
-    pod_ref,
 )
 
 JSON = dict[str, Any]
@@ -114,7 +114,7 @@ class PdbBudget:
 
     @staticmethod
     def _key(pdb: Mapping[str, Any]) -> str:
-        return pod_ref(pdb)
+        return key_of(pdb)
 
     def matching(self, pod: Mapping[str, Any]) -> list[Mapping[str, Any]]:
         namespace = _meta(pod).get("namespace")
@@ -169,7 +169,7 @@ def controller_not_found(pod: Mapping[str, Any], controllers: Controllers | None
     if (kind, str(_meta(pod).get("namespace")), str(ref.get("name"))) in controllers:
         return None
     err = f'{resource} "{ref.get("name")}" not found'
-    return Verdict("block", CONTROLLER_NOT_FOUND, message.format(pod=pod_ref(pod), err=err))
+    return Verdict("block", CONTROLLER_NOT_FOUND, message.format(pod=key_of(pod), err=err))
 
 
 def classify(pod: Mapping[str, Any], config: AutoscalerConfig, budget: PdbBudget,
@@ -179,7 +179,7 @@ def classify(pod: Mapping[str, Any], config: AutoscalerConfig, budget: PdbBudget
     ``controllers``: what exists, for ControllerNotFound (None: not checked)."""
     meta = _meta(pod)
     annotations = meta.get("annotations") or {}
-    name = pod_ref(pod)
+    name = key_of(pod)
     if is_mirror_pod(pod):
         return IGNORE
     if meta.get("deletionTimestamp"):
@@ -216,7 +216,7 @@ def _blocking_rule(pod: Mapping[str, Any], config: AutoscalerConfig,
     meta = _meta(pod)
     short = str(meta.get("name"))  # upstream's system, notsafetoevict, localstorage messages
     if controller_kind(pod) not in REPLICATED_KINDS:
-        return Verdict("block", NOT_REPLICATED, f"{pod_ref(pod)} is not replicated")
+        return Verdict("block", NOT_REPLICATED, f"{key_of(pod)} is not replicated")
     if meta.get("namespace") == "kube-system" and not budget.matching(pod) and _young(pod, now):
         return Verdict("block", UNMOVABLE_KUBE_SYSTEM,
                        f"non-daemonset, non-mirrored, non-pdb-assigned kube-system pod "

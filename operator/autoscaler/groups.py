@@ -16,6 +16,7 @@ from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from berthmaster.foundation.keys import object_key
 from berthmaster.operator.autoscaler.template import (
     TemplateError,
     has_startup_taint,
@@ -51,7 +52,7 @@ class NodeGroup:
 
     @property
     def id(self) -> str:
-        return f"{self.namespace}/{self.name}"
+        return object_key(self.namespace, self.name)
 
     @property
     def upstream_id(self) -> str:

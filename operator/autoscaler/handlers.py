@@ -38,6 +38,7 @@ from typing import Any
 
 import kopf
 
+from berthmaster.foundation.keys import object_key
 from berthmaster.foundation.kube import KubeClient, KubeError, group_path, resource_path
 from berthmaster.operator import health
 from berthmaster.operator.autoscaler import events, metrics
@@ -230,7 +231,7 @@ def machineautoscaler_targets(spec: kopf.Spec, name: str, namespace: str | None,
     if target is None:
         return {}  # replaces (so removes) what an earlier version indexed
     namespace = namespace or "default"
-    return {(namespace, target[1]): wanted_annotations(spec, f"{namespace}/{name}")}
+    return {(namespace, target[1]): wanted_annotations(spec, object_key(namespace, name))}
 
 
 @kopf.on.event(MACHINE_API_GROUP, "v1beta1", "machinesets")
@@ -263,7 +264,7 @@ async def machineautoscaler_reconcile(body: kopf.Body, spec: kopf.Spec, status: 
                                       **_: Any) -> None:
     client = await kube()
     namespace = namespace or "default"
-    owner = f"{namespace}/{name}"
+    owner = object_key(namespace, name)
     target = _target(spec.get("scaleTargetRef"))
     if target is None:
         raise kopf.PermanentError("spec.scaleTargetRef.name is required; name a MachineSet")
@@ -326,7 +327,7 @@ async def machineautoscaler_delete(type: str, body: kopf.Body, name: str, namesp
         return
     client = await kube()
     namespace = namespace or "default"
-    owner = f"{namespace}/{name}"
+    owner = object_key(namespace, name)
     spec, status = body.get("spec") or {}, body.get("status") or {}
     try:
         for ref in (spec.get("scaleTargetRef"), status.get("lastTargetRef")):

@@ -33,9 +33,10 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from berthmaster.foundation.durations import parse_go_duration
 from berthmaster.foundation.times import parse_rfc3339
 from berthmaster.operator.autoscaler import nodegroupset
-from berthmaster.operator.autoscaler.config import AutoscalerConfig, parse_duration
+from berthmaster.operator.autoscaler.config import AutoscalerConfig
 from berthmaster.operator.autoscaler.events import node_group_id
 from berthmaster.operator.autoscaler.expanders import Option, Priorities, best_option
 from berthmaster.operator.autoscaler.gangs import ALL_OR_NOTHING_REASON, Gang, gang_of, short_gangs
@@ -101,7 +102,7 @@ def scale_up_delay(pod: Mapping[str, Any], delay: float) -> float:
     if text is None:
         return delay
     try:
-        own = parse_duration(str(text))
+        own = parse_go_duration(str(text))
     except ValueError:
         return delay
     return max(own, delay)

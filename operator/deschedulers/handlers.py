@@ -214,17 +214,34 @@ async def descheduler_reconcile(body: kopf.Body, status: kopf.Status, patch: kop
         kopf.warn(body, reason="PolicyNotFound", message=str(missing))
         raise kopf.TemporaryError(str(missing), delay=30) from missing
     except PolicyError as invalid:
-        message = "; ".join(invalid.problems)
-        if source != "spec.policy":
-            message = f"{source}: {message}"
-        patch.status["conditions"] = merge_conditions(
-            conditions, allowed,
-            condition(conditions, POLICY_VALID, False, "InvalidPolicy", message, generation),
-            condition(conditions, READY, False, "InvalidPolicy",
-                      "the policy is invalid; no Job was created", generation))
-        patch.status["message"] = f"invalid policy: {message}"
-        kopf.warn(body, reason="InvalidPolicy", message=message)
+        report_invalid_policy(body, patch, conditions, allowed, invalid, source)
         return
+    await run_policy(client, body, status, patch, conditions, allowed, text)
+
+
+def report_invalid_policy(body: kopf.Body, patch: kopf.Patch, conditions: list[Any],
+                          allowed: dict[str, Any], invalid: PolicyError, source: str) -> None:
+    """PolicyValid and Ready False with every problem, and an InvalidPolicy event."""
+    generation = body["metadata"].get("generation")
+    message = "; ".join(invalid.problems)
+    if source != "spec.policy":
+        message = f"{source}: {message}"
+    patch.status["conditions"] = merge_conditions(
+        conditions, allowed,
+        condition(conditions, POLICY_VALID, False, "InvalidPolicy", message, generation),
+        condition(conditions, READY, False, "InvalidPolicy",
+                  "the policy is invalid; no Job was created", generation))
+    patch.status["message"] = f"invalid policy: {message}"
+    kopf.warn(body, reason="InvalidPolicy", message=message)
+
+
+async def run_policy(client: KubeClient, body: kopf.Body, status: kopf.Status,
+                     patch: kopf.Patch, conditions: list[Any], allowed: dict[str, Any],
+                     text: str) -> None:
+    """Apply the Job or CronJob that runs the valid policy ``text``, and report it Ready."""
+    settings = run_settings()
+    namespace = settings.namespace
+    generation = body["metadata"].get("generation")
     children = build_children(body, text, settings)
     for child in children:
         await apply(client, child)

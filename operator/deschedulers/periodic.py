@@ -6,9 +6,9 @@ operator, and a timer logs every tick): the Descheduler runs' reporter (handlers
 KubeDescheduler's runner (kubedescheduler.py). :class:`Periodic` is both: ``start`` creates the
 task, each tick awaits ``step`` and a KubeError is logged (the next tick tries again), and
 ``stop`` cancels the task and waits for it, registered to run before the operator's client
-closes. Both loops also follow a kopf watch (a :class:`Watcher`): :func:`start_watched` starts
-the loop and keeps its watcher in kopf's memo, where the ``@kopf.on.event`` handler's
-:func:`deliver` finds it.
+closes. Both loops also follow a kopf watch (a :class:`Watcher`): :func:`start_watched` installs
+the loop as the capability's runtime (operator/capability.py), kept in kopf's memo, where the
+``@kopf.on.event`` handler's :func:`deliver` finds its watcher.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from collections.abc import Awaitable, Callable, Mapping, MutableMapping
 from typing import Any, Protocol
 
 from berthmaster.foundation.kube import KubeError
-from berthmaster.operator.client import stop_before_close
+from berthmaster.operator.capability import install
 
 log = logging.getLogger("berthmaster.operator.deschedulers")
 
@@ -51,6 +51,11 @@ class Periodic:
             with contextlib.suppress(asyncio.CancelledError):
                 await self.task
 
+    def ready(self) -> tuple[bool, str]:
+        if self.task is None or self.task.done():
+            return False, f"the {self.name} loop is not running"
+        return True, "ok"
+
 
 class Watcher(Protocol):
     """A loop's step and what it learns from a kopf watch."""
@@ -60,19 +65,25 @@ class Watcher(Protocol):
     async def step(self) -> None: ...
 
 
+class WatchedLoop(Periodic):
+    """A :class:`Periodic` over a watcher's step, keeping the watcher for :func:`deliver`: the
+    capability's runtime (operator/capability.py)."""
+
+    def __init__(self, name: str, watcher: Watcher, interval: float, failure: str):
+        super().__init__(name, watcher.step, interval, failure)
+        self.watcher = watcher
+
+
 def start_watched(memo: MutableMapping[str, Any], name: str, watcher: Watcher, interval: float,
                   failure: str) -> None:
-    """Run ``watcher.step`` every ``interval`` seconds until the operator's client closes, and
-    keep ``watcher`` in kopf's memo under ``name`` for :func:`deliver`."""
-    loop = Periodic(name, watcher.step, interval, failure)
-    loop.start()
-    stop_before_close(loop.stop)
-    memo[name] = watcher
+    """Run ``watcher.step`` every ``interval`` seconds until the operator's client closes,
+    installed as the runtime ``name`` (kept in kopf's memo for :func:`deliver`)."""
+    install(memo, name, WatchedLoop(name, watcher, interval, failure))
 
 
 def deliver(memo: Mapping[str, Any], name: str, event_type: str | None,
             body: Mapping[str, Any]) -> None:
     """Hand a watch event to the watcher :func:`start_watched` kept (none yet: dropped)."""
-    watcher = memo.get(name)
-    if watcher is not None:
-        watcher.seen(event_type, body)
+    runtime = memo.get(name)
+    if isinstance(runtime, WatchedLoop):
+        runtime.watcher.seen(event_type, body)

@@ -6,9 +6,9 @@ the object's status with a resourceVersion precondition, and asks to run again (
 until there is nothing left to do or something to wait for. Waiting on a hook owner needs no
 polling: removing a hook is an update, and the watch brings the Machine back.
 
-A drain attempt is kubectl's: every pod is evicted concurrently, a PodDisruptionBudget's 429 is
-retried every ``evict_retry_delay`` (kubectl drain's 5 s) until the attempt's ``drain_wait``
-(upstream's 20 s) runs out, then evicted pods are awaited until the same deadline. Attempts are
+A drain attempt is kubectl's, run by :mod:`.node_drain` (cordon, evictions through the Eviction
+API, PodDisruptionBudget 429s retried every ``evict_retry_delay``, kubectl drain's 5 s, until the
+attempt's ``drain_wait``, upstream's 20 s, runs out; then the waits). Attempts are
 paced from the Machine's own status (``deletionProgress.drainAttempts``, ``lastDrainAttemptAt``
 and ``nextDrainAttemptAt``: backoff, or upstream's fixed 20 s requeue when a control-plane drain
 is not permitted yet), not from memory, so a restart neither retries early nor forgets the
@@ -28,9 +28,9 @@ Machines' Nodes with one LIST of the linked Nodes when it has many, not one GET 
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Collection
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -56,6 +56,7 @@ from berthmaster.operator.machines.conditions import (
 )
 from berthmaster.operator.machines.hooks import with_hook_conditions
 from berthmaster.operator.machines.lifecycle import Step
+from berthmaster.operator.machines.node_drain import NodeDrainer
 from berthmaster.operator.machines.providers import (
     Instance,
     InvalidProviderSpec,
@@ -72,6 +73,13 @@ JSON = dict[str, Any]
 log = logging.getLogger("berthmaster.operator.machines")
 
 AGAIN = 0.0  # run the next step now
+
+
+@dataclass(frozen=True)
+class Done:
+    """What a reconcile returns, decided by a helper before the reconcile's end."""
+
+    result: float | None
 
 
 def never_provisioned(machine: JSON, error: InvalidProviderSpec) -> bool:
@@ -136,11 +144,10 @@ class MachineController:
         self.providers = providers
         self.clock = clock
         self.events = EventRecorder(kube, clock)
-        self.drain_wait = drain_wait
         self.drain_backoff = drain_backoff
         self.drain_backoff_cap = drain_backoff_cap
-        self.evict_retry_delay = evict_retry_delay
-        self.pod_poll = pod_poll
+        self.drainer = NodeDrainer(kube, clock, drain_wait=drain_wait,
+                                   evict_retry_delay=evict_retry_delay, pod_poll=pod_poll)
         self.instance_poll = instance_poll
         self.provision_poll = provision_poll
 
@@ -196,13 +203,12 @@ class MachineController:
             self.clock())
 
     async def reconcile_live(self, machine: JSON) -> float | None:
-        meta = machine["metadata"]
-        finalizers = list(meta.get("finalizers") or [])
+        """A Machine not being deleted: finalizer, valid providerSpec, then its instance."""
+        finalizers = list(machine["metadata"].get("finalizers") or [])
         if api.FINALIZER not in finalizers:
             await self.set_finalizers(machine, [*finalizers, api.FINALIZER])
             return AGAIN
-        status = machine.get("status") or {}
-        if status.get("phase") == api.FAILED:
+        if (machine.get("status") or {}).get("phase") == api.FAILED:
             await self.write_status(machine, {})
             return None
         try:
@@ -213,6 +219,16 @@ class MachineController:
         except InvalidProviderSpec as error:
             await self.fail_invalid(machine, str(error))
             return None
+        found = await self.look_up_instance(machine, provider)
+        if isinstance(found, Done):
+            return found.result
+        if found is not None:
+            return await self.reconcile_instance(machine, found)
+        return await self.reconcile_without_instance(machine, provider)
+
+    async def look_up_instance(self, machine: JSON, provider: Provider) -> Instance | Done | None:
+        """The Machine's instance brought up to date, None when there is none, or what the
+        reconcile returns when the provider cannot say."""
         try:
             instance = await provider.instance_exists(machine)
             if instance is not None:
@@ -220,7 +236,7 @@ class MachineController:
         except RequeueAfter as later:
             log.info("machine %s/%s: provider asks to look again in %ss: %s",
                      *api.key_of(machine), later.delay, later)
-            return later.delay
+            return Done(later.delay)
         except InvalidProviderSpec as error:
             if (machine.get("spec") or {}).get("providerID"):
                 # A Machine whose instance was made: never failed over its configuration
@@ -228,12 +244,16 @@ class MachineController:
                 await self.provider_check_failed(machine, error)
                 raise
             await self.fail_invalid(machine, str(error))  # upstream's Create would fail it
-            return None
+            return Done(None)
         except Exception as error:
             await self.provider_check_failed(machine, error)
             raise  # the queue retries with backoff, as upstream returns the error
-        if instance is not None:
-            return await self.reconcile_instance(machine, instance)
+        return instance
+
+    async def reconcile_without_instance(self, machine: JSON, provider: Provider
+                                         ) -> float | None:
+        """No instance: a lost one fails the Machine; else Provisioning, then create it."""
+        status = machine.get("status") or {}
         if (machine.get("spec") or {}).get("providerID"):
             condition = false_condition(api.INSTANCE_EXISTS, api.INSTANCE_MISSING,
                                         "Instance not found on provider")
@@ -245,11 +265,13 @@ class MachineController:
         if not status.get("phase"):
             condition = false_condition(api.INSTANCE_EXISTS, api.INSTANCE_NOT_CREATED,
                                         "Instance has not been created")
-            now = self.clock()
             await self.write_status(machine, {
                 "phase": api.PROVISIONING,
-                "conditions": set_condition(status.get("conditions"), condition, now)})
+                "conditions": set_condition(status.get("conditions"), condition, self.clock())})
             return AGAIN
+        return await self.create_instance(machine, provider)
+
+    async def create_instance(self, machine: JSON, provider: Provider) -> float | None:
         try:
             instance = await provider.create_instance(machine)
         except RequeueAfter as later:
@@ -391,69 +413,88 @@ class MachineController:
     # -- deletion --------------------------------------------------------------------------------
 
     async def reconcile_deletion(self, machine: JSON) -> float | None:
+        """One step of the deletion, chosen by the pure step table
+        (:func:`.lifecycle.decide_deletion_step`) and taken by its handler here."""
         step = lifecycle.decide_deletion_step(machine)
         log.info("machine %s/%s: deletion step %s", *api.key_of(machine), step.value)
-        now = format_rfc3339(self.clock())
         if step is Step.NOTHING:
             return None
-        if step is Step.MARK_DELETING:
-            started = lifecycle.progress(machine).get("startedAt") or now
-            await self.write_status(machine, {"phase": api.DELETING}, {"startedAt": started})
-            return AGAIN
-        if step is Step.WAIT_PRE_DRAIN:
-            await self.events.post(machine, *events.DRAIN_BLOCKED,
-                                   component=events.DRAIN_COMPONENT)
-            await self.write_status(machine, {})
-            return None
-        if step is Step.SKIP_DRAIN:
-            await self.events.post(machine, *events.DRAIN_SKIPPED,
-                                   component=events.DRAIN_COMPONENT)
-            await self.mark_drained(machine, true_condition(api.DRAINED, "Node drain skipped"))
-            return AGAIN
-        if step is Step.DRAIN:
-            refused = await self.node_not_owned(machine)
-            if refused is not None:
-                await self.events.post(machine, api.NODE_NOT_OWNED, refused, event_type="Warning",
-                                       component=events.DRAIN_COMPONENT)
-                await self.mark_drained(machine, true_condition(
-                    api.DRAINED, reason=api.NODE_NOT_OWNED,
-                    message=f"Node drain skipped: {refused}"))
-                return AGAIN
+        handlers: dict[Step, Callable[[JSON, str], Awaitable[float | None]]] = {
+            Step.MARK_DELETING: self.mark_deleting,
+            Step.WAIT_PRE_DRAIN: self.wait_pre_drain,
+            Step.SKIP_DRAIN: self.skip_drain,
+            Step.DRAIN: self.drain_owned_node,
+            Step.WAIT_PRE_TERMINATE: self.wait_pre_terminate,
+            Step.DELETE_INSTANCE: self.delete_instance_step,
+            Step.WAIT_INSTANCE_GONE: self.wait_instance_gone,
+            Step.DELETE_NODE: self.delete_node,
+            Step.REMOVE_FINALIZER: self.remove_finalizer,
+        }
+        return await handlers[step](machine, format_rfc3339(self.clock()))
+
+    async def mark_deleting(self, machine: JSON, now: str) -> float | None:
+        started = lifecycle.progress(machine).get("startedAt") or now
+        await self.write_status(machine, {"phase": api.DELETING}, {"startedAt": started})
+        return AGAIN
+
+    async def wait_pre_drain(self, machine: JSON, now: str) -> float | None:
+        await self.events.post(machine, *events.DRAIN_BLOCKED, component=events.DRAIN_COMPONENT)
+        await self.write_status(machine, {})
+        return None
+
+    async def skip_drain(self, machine: JSON, now: str) -> float | None:
+        await self.events.post(machine, *events.DRAIN_SKIPPED, component=events.DRAIN_COMPONENT)
+        await self.mark_drained(machine, true_condition(api.DRAINED, "Node drain skipped"))
+        return AGAIN
+
+    async def drain_owned_node(self, machine: JSON, now: str) -> float | None:
+        refused = await self.node_not_owned(machine)
+        if refused is None:
             return await self.drain_step(machine)
-        if step is Step.WAIT_PRE_TERMINATE:
-            await self.write_status(machine, {})
-            return None
-        if step is Step.DELETE_INSTANCE:
-            await self.delete_instance(machine)
-            await self.write_status(machine, {}, {"terminableAt": now, "instanceDeletedAt": now})
+        await self.events.post(machine, api.NODE_NOT_OWNED, refused, event_type="Warning",
+                               component=events.DRAIN_COMPONENT)
+        await self.mark_drained(machine, true_condition(
+            api.DRAINED, reason=api.NODE_NOT_OWNED, message=f"Node drain skipped: {refused}"))
+        return AGAIN
+
+    async def wait_pre_terminate(self, machine: JSON, now: str) -> float | None:
+        await self.write_status(machine, {})
+        return None
+
+    async def delete_instance_step(self, machine: JSON, now: str) -> float | None:
+        await self.delete_instance(machine)
+        await self.write_status(machine, {}, {"terminableAt": now, "instanceDeletedAt": now})
+        return AGAIN
+
+    async def wait_instance_gone(self, machine: JSON, now: str) -> float | None:
+        if await self.instance_exists(machine):
+            return self.instance_poll
+        await self.write_status(machine, {}, {"instanceGoneAt": now})
+        return AGAIN
+
+    async def delete_node(self, machine: JSON, now: str) -> float | None:
+        node = await self.get_node(lifecycle.node_name(machine))
+        refused = None if node is None else nodes.not_owned(node, machine)
+        if refused is not None:
+            await self.events.post(machine, api.NODE_NOT_OWNED, refused, event_type="Warning")
+            await self.write_status(machine, {}, {"nodeNotOwnedAt": now})
             return AGAIN
-        if step is Step.WAIT_INSTANCE_GONE:
-            if await self.instance_exists(machine):
-                return self.instance_poll
-            await self.write_status(machine, {}, {"instanceGoneAt": now})
-            return AGAIN
-        if step is Step.DELETE_NODE:
-            node = await self.get_node(lifecycle.node_name(machine))
-            refused = None if node is None else nodes.not_owned(node, machine)
-            if refused is not None:
-                await self.events.post(machine, api.NODE_NOT_OWNED, refused, event_type="Warning")
-                await self.write_status(machine, {}, {"nodeNotOwnedAt": now})
-                return AGAIN
-            if node is not None:
-                # The uid precondition: a Node recreated under that name since the check above
-                # is not the one checked (409), and the next pass checks it again.
-                try:
-                    await self.kube.delete(api.node_path(node["metadata"]["name"]), {
-                        "apiVersion": "v1", "kind": "DeleteOptions",
-                        "preconditions": {"uid": node["metadata"]["uid"]}})
-                except KubeError as error:
-                    if error.conflict:
-                        return AGAIN
-                    if not error.not_found:
-                        raise
-            await self.write_status(machine, {}, {"nodeDeletedAt": now})
-            return AGAIN
-        # Step.REMOVE_FINALIZER
+        if node is not None:
+            # The uid precondition: a Node recreated under that name since the check above
+            # is not the one checked (409), and the next pass checks it again.
+            try:
+                await self.kube.delete(api.node_path(node["metadata"]["name"]), {
+                    "apiVersion": "v1", "kind": "DeleteOptions",
+                    "preconditions": {"uid": node["metadata"]["uid"]}})
+            except KubeError as error:
+                if error.conflict:
+                    return AGAIN
+                if not error.not_found:
+                    raise
+        await self.write_status(machine, {}, {"nodeDeletedAt": now})
+        return AGAIN
+
+    async def remove_finalizer(self, machine: JSON, now: str) -> float | None:
         finalizers = [f for f in machine["metadata"].get("finalizers") or []
                       if f != api.FINALIZER]
         await self.set_finalizers(machine, finalizers)
@@ -587,106 +628,15 @@ class MachineController:
         return delay
 
     async def drain_node(self, machine: JSON) -> drain.DrainFailure | None:
-        """Cordon and drain the Machine's Node (upstream's drainNode); None when drained."""
+        """One drain attempt of the Machine's Node (:mod:`.node_drain`); None when drained,
+        after upstream's ``Deleted`` event (none when the Node was already gone)."""
         name = str(lifecycle.node_name(machine))
-        try:
-            node = await self.get_node(name)
-        except KubeError as error:
-            return drain.DrainFailure(f'unable to get node "{name}": {error.message}')
-        if node is None:
-            log.info("could not find node from noderef, it may have already been deleted: %s",
-                     name)
-            return None
-        if drain.must_check_control_plane_peers(node):
-            try:
-                nodes, _ = await self.kube.list_all(api.node_path())
-            except KubeError as error:
-                return drain.DrainFailure("drain not permitted: could not list control plane "
-                                          f"nodes: {error.message}")
-            other = drain.cordoned_control_plane_node(nodes)
-            if other is not None:
-                log.warning("drain not permitted for node %r: found other control plane node "
-                            "(%s) already cordoned: other node may be being drained, do not "
-                            "continue until the other node is removed", name, other)
-                return drain.drain_not_permitted()
-        if not drain.is_cordoned(node):
-            try:
-                await self.kube.patch(api.node_path(name), {"spec": {"unschedulable": True}})
-            except KubeError as error:
-                log.warning("cordon failed for node %r: %s", name, error.message)
-                return drain.cordon_failed()
-        unreachable = drain.node_is_unreachable(node)
-        if unreachable:
-            log.info("%s: node %r is unreachable, draining will ignore gracePeriod. PDBs are "
-                     "still honored.", machine["metadata"]["name"], name)
-        plan = drain.plan_drain(await self.pods_on(name), unreachable=unreachable,
-                                now=self.clock())
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + self.drain_wait
-        results = await asyncio.gather(
-            *(self.evict_and_wait(pod, unreachable, deadline) for pod in plan.evict),
-            return_exceptions=True)
-        for result in results:
-            if isinstance(result, BaseException):
-                raise result
-        errors = [result for result in results if isinstance(result, str)]
-        if errors:
-            return drain.DrainFailure(drain.aggregate(errors))
-        log.info("drain successful for machine %r", machine["metadata"]["name"])
-        await self.events.post(machine, events.NODE_DRAINED, drain.node_drained_message(name),
-                               component=events.DRAIN_COMPONENT)
-        return None
-
-    async def evict_and_wait(self, pod: JSON, unreachable: bool, deadline: float) -> str | None:
-        """kubectl drain's per-pod loop: evict (429s retried until the deadline), then wait for
-        the pod to go; None when gone, else the error for this pod."""
-        loop = asyncio.get_running_loop()
-        meta = pod["metadata"]
-        path = resource_path(CORE, "pods", meta["namespace"], meta["name"])
-        while not meta.get("deletionTimestamp"):  # a pod already going is only waited for
-            if loop.time() >= deadline:
-                return drain.global_timeout_error(pod, timedelta(seconds=self.drain_wait))
-            try:
-                await self.kube.create(f"{path}/eviction",
-                                       drain.eviction_body(pod, unreachable=unreachable))
-                break
-            except KubeError as error:
-                if error.not_found:
-                    return None
-                if not (error.too_many_requests
-                        or (error.status == 403 and drain.namespace_terminating(error.body))):
-                    return drain.eviction_error(pod, error.message)
-                log.info("error when evicting pods/%r -n %r (will retry after %ss): %s",
-                         meta["name"], meta["namespace"], self.evict_retry_delay, error.message)
-                await asyncio.sleep(max(0.0, min(self.evict_retry_delay,
-                                                 deadline - loop.time())))
-        return await self.wait_for_pod_gone(pod, unreachable, deadline)
-
-    async def wait_for_pod_gone(self, pod: JSON, unreachable: bool, deadline: float
-                                ) -> str | None:
-        loop = asyncio.get_running_loop()
-        meta = pod["metadata"]
-        path = resource_path(CORE, "pods", meta["namespace"], meta["name"])
-        while True:
-            try:
-                current = await self.kube.get(path)
-            except KubeError as error:
-                if error.not_found:
-                    return None
-                return drain.wait_error(pod, error.message)
-            if (current.get("metadata") or {}).get("uid") != meta.get("uid"):
-                return None  # a new pod of the same name: ours is gone
-            if unreachable and drain.terminating_long_enough(
-                    current, self.clock(), drain.SKIP_WAIT_FOR_DELETE_SECONDS):
-                return None
-            if loop.time() >= deadline:
-                return drain.wait_timeout_error(pod)
-            await asyncio.sleep(max(0.0, min(self.pod_poll, deadline - loop.time())))
-
-    async def pods_on(self, node_name: str) -> list[JSON]:
-        items, _ = await self.kube.list_all(resource_path(CORE, "pods"),
-                                            fieldSelector=f"spec.nodeName={node_name}")
-        return items
+        outcome = await self.drainer.drain(machine["metadata"]["name"], name)
+        if outcome.failure is None and outcome.node_found:
+            await self.events.post(machine, events.NODE_DRAINED,
+                                   drain.node_drained_message(name),
+                                   component=events.DRAIN_COMPONENT)
+        return outcome.failure
 
 
 BURST_REPLICAS = 500  # Machines created per MachineSet reconcile (see the module docstring)

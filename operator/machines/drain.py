@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from berthmaster.foundation.durations import parse_go_duration
+from berthmaster.foundation.durations import format_go_duration
 from berthmaster.foundation.times import parse_rfc3339
 from berthmaster.scheduler.pods import is_daemonset_pod, is_mirror_pod
 
@@ -112,7 +112,8 @@ def eviction_error(pod: Pod, message: str) -> str:
 
 def global_timeout_error(pod: Pod, timeout: timedelta) -> str:
     """kubectl drain's evictPods once its context is done while a pod is still refused."""
-    return eviction_error(pod, f"global timeout reached: {format_duration(timeout)}")
+    reached = format_go_duration(timeout.total_seconds())
+    return eviction_error(pod, f"global timeout reached: {reached}")
 
 
 def wait_error(pod: Pod, message: str) -> str:
@@ -137,7 +138,7 @@ def aggregate(errors: list[str]) -> str:
 
 def requeue_message(delay: timedelta) -> str:
     """upstream's ``RequeueAfterError.Error()``."""
-    return f"requeue in: {format_duration(delay)}"
+    return f"requeue in: {format_go_duration(delay.total_seconds())}"
 
 
 def namespace_terminating(status_body: dict[str, Any]) -> bool:
@@ -181,29 +182,6 @@ def node_drained_message(node_name: str) -> str:
     return f'Node "{node_name}" drained'
 
 
-def parse_duration(text: str) -> timedelta:
-    """``"90s"``, ``"5m"``, ``"1h30m"`` -> timedelta (the drain-timeout annotation, berthmaster
-    beyond upstream, and the MachineHealthCheck's timeouts): Go's syntax through the project's
-    one parser, refusing negative durations; ValueError says what is accepted."""
-    seconds = parse_go_duration(text)
-    if seconds < 0 or text.strip() == "0":
-        raise ValueError(f"{text!r} is not a duration; use a number with a unit, "
-                         "such as 90s, 5m or 1h30m")
-    return timedelta(seconds=seconds)
-
-
-def format_duration(delta: timedelta) -> str:
-    """Go's ``time.Duration.String()`` for whole seconds: ``5m0s``, ``1h30m0s``, ``45s``."""
-    seconds = int(delta.total_seconds())
-    hours, rest = divmod(seconds, 3600)
-    minutes, secs = divmod(rest, 60)
-    if hours:
-        return f"{hours}h{minutes}m{secs}s"
-    if minutes:
-        return f"{minutes}m{secs}s"
-    return f"{secs}s"
-
-
 def backoff_delay(failures: int, base: float = BACKOFF_BASE_SECONDS,
                   cap: float = BACKOFF_CAP_SECONDS) -> float:
     """client-go's ItemExponentialFailureRateLimiter: ``base * 2**(failures - 1)``, capped."""
@@ -217,3 +195,39 @@ def after_failure(failure: DrainFailure, failures: int, base: float = BACKOFF_BA
     if failure.requeue_after is not None:
         return failure.requeue_after.total_seconds(), 0
     return backoff_delay(failures + 1, base, cap), failures + 1
+
+
+# -- the per-pod loop's decisions (kubectl drain's evictPods and waitForDelete, k8s.io/kubectl
+#    pkg/drain/drain.go); node_drain.NodeDrainer does the requests and the waiting
+
+GONE = "gone"  # the pod is not there any more: nothing to wait for
+RETRY = "retry"  # refused for now (a PDB's 429, a terminating namespace's 403): try again
+REFUSED = "refused"  # any other answer: this pod's error for the attempt
+
+
+def eviction_answer(status: int, body: dict[str, Any]) -> str:
+    """What an error answer to an eviction means: 404 :data:`GONE`; 429 (a
+    PodDisruptionBudget) or a 403 for a terminating namespace :data:`RETRY`; else
+    :data:`REFUSED`."""
+    if status == 404:
+        return GONE
+    if status == 429 or (status == 403 and namespace_terminating(body)):
+        return RETRY
+    return REFUSED
+
+
+def evicted_pod_gone(evicted: Pod, current: Pod | None, *, unreachable: bool,
+                     now: datetime) -> bool:
+    """Whether the pod an eviction was made for is gone: not found, replaced by a new pod of
+    the same name (another uid), or — on an unreachable node — terminating for longer than
+    :data:`SKIP_WAIT_FOR_DELETE_SECONDS` (kubectl's ``SkipWaitForDeleteTimeoutSeconds``)."""
+    if current is None:
+        return True
+    if (current.get("metadata") or {}).get("uid") != (evicted.get("metadata") or {}).get("uid"):
+        return True
+    return unreachable and terminating_long_enough(current, now, SKIP_WAIT_FOR_DELETE_SECONDS)
+
+
+def pause(interval: float, deadline: float, now: float) -> float:
+    """How long to wait before the next try: ``interval``, cut short at the deadline."""
+    return max(0.0, min(interval, deadline - now))

@@ -12,11 +12,10 @@ event aggregation shows them in ``kubectl describe``.
 
 from __future__ import annotations
 
-import hashlib
 from datetime import datetime
 from typing import Any
 
-from berthmaster.foundation.times import format_rfc3339
+from berthmaster.foundation.events import core_event, object_reference, stable_name
 from berthmaster.operator.machines.api import API_VERSION
 
 COMPONENT = "machine-controller"
@@ -32,33 +31,16 @@ DRAIN_TIMED_OUT = "DrainTimedOut"  # berthmaster
 
 
 def event_name(involved: dict[str, Any], reason: str, series: str = "") -> str:
-    meta = involved.get("metadata") or {}
-    digest = hashlib.sha256(f"{meta.get('uid')}/{reason}/{series}".encode()).hexdigest()[:12]
-    return f"{meta.get('name')}.{digest}"
+    return stable_name(involved, reason, series)
 
 
 def build_event(involved: dict[str, Any], reason: str, message: str, *, now: datetime,
                 event_type: str = "Normal", count: int = 1, component: str = COMPONENT,
                 series: str = "") -> dict[str, Any]:
     meta = involved.get("metadata") or {}
-    stamp = format_rfc3339(now)
-    return {
-        "apiVersion": "v1",
-        "kind": "Event",
-        "metadata": {"name": event_name(involved, reason, series),
-                     "namespace": meta.get("namespace") or "default"},
-        "involvedObject": {"apiVersion": involved.get("apiVersion", API_VERSION),
-                           "kind": involved.get("kind", "Machine"),
-                           "name": meta.get("name"), "namespace": meta.get("namespace"),
-                           "uid": meta.get("uid"),
-                           "resourceVersion": meta.get("resourceVersion")},
-        "reason": reason,
-        "message": message,
-        "type": event_type,
-        "count": count,
-        "firstTimestamp": stamp,
-        "lastTimestamp": stamp,
-        "source": {"component": component},
-        "reportingComponent": component,
-        "reportingInstance": component,
-    }
+    regarding = object_reference(involved, api_version=API_VERSION, kind="Machine") | {
+        "resourceVersion": meta.get("resourceVersion")}
+    return core_event(regarding, name=event_name(involved, reason, series),
+                      namespace=meta.get("namespace") or "default", reason=reason,
+                      message=message, event_type=event_type, component=component,
+                      instance=component, now=now, count=count)

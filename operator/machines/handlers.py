@@ -35,7 +35,8 @@ from typing import Any
 import kopf
 
 from berthmaster.foundation.kube import KubeClient
-from berthmaster.operator.client import operator_client, stop_before_close
+from berthmaster.operator.capability import install, running
+from berthmaster.operator.client import operator_client
 from berthmaster.operator.machines import api, machineset
 from berthmaster.operator.machines.controller import MachineController, MachineSetController
 from berthmaster.operator.machines.metrics import machine_metrics
@@ -44,6 +45,7 @@ from berthmaster.operator.machines.providers.registry import PROVIDERS_VARIABLE,
 from berthmaster.operator.machines.workqueue import WorkQueue
 
 Key = tuple[str, str]
+CAPABILITY = "machines"
 
 
 class MachinesRuntime:
@@ -72,6 +74,12 @@ class MachinesRuntime:
     async def stop(self) -> None:
         await self.machine_queue.stop()
         await self.machineset_queue.stop()
+
+    def ready(self) -> tuple[bool, str]:
+        for queue in (self.machine_queue, self.machineset_queue):
+            if not queue.running:
+                return False, f"the {queue.name} work queue's workers are not running"
+        return True, "ok"
 
     def machine_changed(self, machine: dict[str, Any], *, deleted: bool = False) -> None:
         namespace, name = api.key_of(machine)
@@ -120,17 +128,11 @@ class MachinesRuntime:
 async def start_machines(memo: kopf.Memo, settings: kopf.OperatorSettings, **_: Any) -> None:
     settings.watching.label_selectors[api.NODES_WATCH] = api.NODES_WATCH_SELECTOR
     backoff = float(os.environ.get("BERTHMASTER_DRAIN_BACKOFF_SECONDS", "5"))
-    runtime = MachinesRuntime(await operator_client(), drain_backoff=backoff)
-    runtime.start()
-    stop_before_close(runtime.stop)
-    memo["machines_runtime"] = runtime
+    install(memo, CAPABILITY, MachinesRuntime(await operator_client(), drain_backoff=backoff))
 
 
 def _runtime(memo: kopf.Memo) -> MachinesRuntime:
-    runtime = memo.get("machines_runtime")
-    if not isinstance(runtime, MachinesRuntime):
-        raise kopf.TemporaryError("the machines capability is still starting", delay=1)
-    return runtime
+    return running(memo, CAPABILITY, MachinesRuntime)
 
 
 @kopf.on.event(api.GROUP, api.VERSION, api.MACHINES)

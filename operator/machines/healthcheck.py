@@ -51,7 +51,9 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
+from berthmaster.foundation.durations import format_go_duration, parse_go_timedelta
 from berthmaster.foundation.kube import group_path, resource_path
+from berthmaster.foundation.problems import Problems
 from berthmaster.foundation.times import parse_rfc3339
 from berthmaster.operator.machines import api
 from berthmaster.operator.machines.conditions import (
@@ -59,7 +61,6 @@ from berthmaster.operator.machines.conditions import (
     false_condition,
     true_condition,
 )
-from berthmaster.operator.machines.drain import format_duration, parse_duration
 from berthmaster.operator.machines.machineset import InvalidMachineSet, selector_matches
 from berthmaster.operator.machines.providers import owned
 
@@ -154,21 +155,18 @@ class HealthCheckSpec:
 class RefusedSpec(Exception):
     """The spec cannot be acted on; ``reason`` is the RemediationAllowed condition's."""
 
-    def __init__(self, reason: str, problems: list[str]):
-        super().__init__("; ".join(problems))
+    def __init__(self, reason: str, name: str, problems: Problems):
+        self.problems = problems.lines(f"MachineHealthCheck {name}")
+        super().__init__("; ".join(self.problems))
         self.reason = reason
-        self.problems = problems
 
 
-def _duration(value: Any, where: str, name: str, problems: list[str]) -> timedelta | None:
-    text = str(value).strip()
-    if text == "0":
-        return timedelta(0)
+def _duration(value: Any, where: str, problems: Problems) -> timedelta | None:
     try:
-        return parse_duration(text)
+        return parse_go_timedelta(str(value), allow_zero=True)
     except ValueError:
-        problems.append(f"MachineHealthCheck {name}: {where}: {value!r} is not a duration; use "
-                        "a number with a unit (ns, us, ms, s, m, h), such as 300s or 10m")
+        problems.add(where, f"{value!r} is not a duration; use a number with a unit "
+                            "(ns, us, ms, s, m, h), such as 300s or 10m")
         return None
 
 
@@ -191,56 +189,55 @@ def parse_spec(mhc: JSON) -> HealthCheckSpec:
     """The spec with upstream's defaults; :class:`RefusedSpec` names every field to fix."""
     name = (mhc.get("metadata") or {}).get("name")
     spec = mhc.get("spec") or {}
-    problems: list[str] = []
-    template = template_ref(spec.get("remediationTemplate"), str(name), problems)
+    problems = Problems()
+    template = template_ref(spec.get("remediationTemplate"), problems)
     conditions = []
     for index, raw in enumerate(spec.get("unhealthyConditions") or []):
         where = f"spec.unhealthyConditions[{index}].timeout"
-        timeout = _duration(raw.get("timeout", ""), where, str(name), problems)
+        timeout = _duration(raw.get("timeout", ""), where, problems)
         if timeout is not None and timeout < MIN_CONDITION_TIMEOUT:
-            problems.append(f"MachineHealthCheck {name}: {where}: {raw.get('timeout')!r} is "
-                            "below the minimum of 1s; a shorter timeout remediates a Node at "
-                            "the first report of the condition (OpenShift's examples use 300s)")
+            problems.add(where, f"{raw.get('timeout')!r} is below the minimum of 1s; a shorter "
+                                "timeout remediates a Node at the first report of the condition "
+                                "(OpenShift's examples use 300s)")
         conditions.append(UnhealthyCondition(str(raw.get("type")), str(raw.get("status")),
                                              timeout or timedelta(0)))
     if not conditions:
-        problems.append(f"MachineHealthCheck {name}: spec.unhealthyConditions: at least one "
-                        "condition is required, such as {type: Ready, status: 'False', "
-                        "timeout: 300s}")
+        problems.add("spec.unhealthyConditions", "at least one condition is required, such as "
+                     "{type: Ready, status: 'False', timeout: 300s}")
     raw_max = spec.get("maxUnhealthy", DEFAULT_MAX_UNHEALTHY)
     try:
         max_unhealthy = parse_max_unhealthy(raw_max)
     except ValueError:
-        problems.append(f"MachineHealthCheck {name}: spec.maxUnhealthy: {raw_max!r} is neither "
-                        "a non-negative integer nor a percentage up to 100%, such as 2 or 40%")
+        problems.add("spec.maxUnhealthy", f"{raw_max!r} is neither a non-negative integer nor a "
+                     "percentage up to 100%, such as 2 or 40%")
         max_unhealthy = 0
     raw_startup = spec.get("nodeStartupTimeout", DEFAULT_NODE_STARTUP_TIMEOUT)
-    startup = _duration(raw_startup, "spec.nodeStartupTimeout", str(name), problems)
+    startup = _duration(raw_startup, "spec.nodeStartupTimeout", problems)
     if startup is not None and timedelta(0) < startup < MIN_NODE_STARTUP_TIMEOUT:
-        problems.append(f"MachineHealthCheck {name}: spec.nodeStartupTimeout: {raw_startup!r} "
-                        "must be \"0\" (no startup check) or at least 30s, as Cluster API's "
-                        "MachineHealthCheck webhook requires")
+        problems.add("spec.nodeStartupTimeout", f"{raw_startup!r} must be \"0\" (no startup "
+                     "check) or at least 30s, as Cluster API's MachineHealthCheck webhook "
+                     "requires")
     selector = dict(spec.get("selector") or {})
     try:
         selector_matches(selector, {})
     except InvalidMachineSet as error:
-        problems.append(f"MachineHealthCheck {name}: {error}")
+        problems.add("", str(error))  # the error names its field
     if problems:
-        raise RefusedSpec(INVALID_CONFIGURATION, problems)
+        raise RefusedSpec(INVALID_CONFIGURATION, str(name), problems)
     strategy = ((mhc.get("metadata") or {}).get("annotations") or {}).get(REMEDIATION_STRATEGY)
     return HealthCheckSpec(selector, tuple(conditions), max_unhealthy, startup or timedelta(0),
                            template, strategy == REMEDIATION_STRATEGY_EXTERNAL)
 
 
-def template_ref(raw: Any, name: str, problems: list[str]) -> TemplateRef | None:
+def template_ref(raw: Any, problems: Problems) -> TemplateRef | None:
     if not raw:
         return None
     missing = [f for f in ("apiVersion", "kind", "name") if not raw.get(f)]
     if missing:
-        problems.append(f"MachineHealthCheck {name}: spec.remediationTemplate: "
-                        f"{', '.join(missing)} missing; name the template object, such as "
-                        "{apiVersion: infrastructure.cluster.x-k8s.io/v1beta1, kind: "
-                        "Metal3RemediationTemplate, name: metal3-remediation-template}")
+        problems.add("spec.remediationTemplate", f"{', '.join(missing)} missing; name the "
+                     "template object, such as {apiVersion: "
+                     "infrastructure.cluster.x-k8s.io/v1beta1, kind: "
+                     "Metal3RemediationTemplate, name: metal3-remediation-template}")
         return None
     return TemplateRef(str(raw["apiVersion"]), str(raw["kind"]), str(raw["name"]))
 
@@ -303,7 +300,7 @@ def check_target(target: Target, spec: HealthCheckSpec, now: datetime) -> Health
             return Health(False, spec.node_startup_timeout)
         if updated + spec.node_startup_timeout < now:
             return Health(True, why="machine has no node after "
-                          f"{format_duration(spec.node_startup_timeout)}")
+                          f"{format_go_duration(spec.node_startup_timeout.total_seconds())}")
         return Health(False, spec.node_startup_timeout - (now - updated) + timedelta(seconds=1))
     if target.node is None:
         return Health(True, why=f"node {target.node_name} not found")
@@ -315,7 +312,7 @@ def check_target(target: Target, spec: HealthCheckSpec, now: datetime) -> Health
         since = parse_rfc3339(found.get("lastTransitionTime")) or now
         if since + wanted.timeout < now:
             return Health(True, why=f"condition {wanted.type} in state {wanted.status} longer "
-                                    f"than {format_duration(wanted.timeout)}")
+                                    f"than {format_go_duration(wanted.timeout.total_seconds())}")
         wait = wanted.timeout - (now - since) + timedelta(seconds=1)
         if wait > timedelta(0) and (soonest is None or wait < soonest):
             soonest = wait

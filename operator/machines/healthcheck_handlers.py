@@ -26,14 +26,15 @@ from typing import Any
 
 import kopf
 
-from berthmaster.operator.client import operator_client, stop_before_close
+from berthmaster.operator.capability import install, running
+from berthmaster.operator.client import operator_client
 from berthmaster.operator.machines import api
 from berthmaster.operator.machines.healthcheck import MACHINEHEALTHCHECKS
 from berthmaster.operator.machines.healthcheck_controller import HealthCheckController
 from berthmaster.operator.machines.workqueue import Reconcile, WorkQueue
 
 Key = tuple[str, str]
-MEMO_KEY = "machinehealthchecks_runtime"
+CAPABILITY = "machinehealthchecks"
 
 
 class HealthCheckRuntime:
@@ -43,8 +44,16 @@ class HealthCheckRuntime:
         self.queue: WorkQueue[Key] = WorkQueue(MACHINEHEALTHCHECKS, reconcile, workers=2)
         self.checks: dict[str, set[str]] = defaultdict(set)
 
+    def start(self) -> None:
+        self.queue.start()
+
     async def stop(self) -> None:
         await self.queue.stop()
+
+    def ready(self) -> tuple[bool, str]:
+        if not self.queue.running:
+            return False, f"the {self.queue.name} work queue's workers are not running"
+        return True, "ok"
 
     def check_changed(self, event_type: str, check: dict[str, Any]) -> None:
         namespace, name = api.key_of(check)
@@ -69,18 +78,12 @@ class HealthCheckRuntime:
 async def start_machinehealthchecks(memo: kopf.Memo, settings: kopf.OperatorSettings,
                                     **_: Any) -> None:
     settings.watching.label_selectors[api.NODES_WATCH] = api.NODES_WATCH_SELECTOR
-    runtime = HealthCheckRuntime(HealthCheckController(await operator_client()).reconcile)
-    runtime.queue.start()
-    stop_before_close(runtime.stop)
-    memo[MEMO_KEY] = runtime
+    install(memo, CAPABILITY,
+            HealthCheckRuntime(HealthCheckController(await operator_client()).reconcile))
 
 
 def _runtime(memo: kopf.Memo) -> HealthCheckRuntime:
-    runtime = memo.get(MEMO_KEY)
-    if not isinstance(runtime, HealthCheckRuntime):
-        raise kopf.TemporaryError("the machinehealthchecks capability is still starting",
-                                  delay=1)
-    return runtime
+    return running(memo, CAPABILITY, HealthCheckRuntime)
 
 
 @kopf.on.event(api.GROUP, api.VERSION, MACHINEHEALTHCHECKS)

@@ -31,10 +31,10 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+from berthmaster.foundation.durations import format_go_duration, parse_go_timedelta
 from berthmaster.foundation.times import parse_rfc3339
 from berthmaster.operator.machines import api
 from berthmaster.operator.machines.conditions import is_true
-from berthmaster.operator.machines.drain import format_duration, parse_duration
 from berthmaster.operator.machines.hooks import PRE_DRAIN, PRE_TERMINATE, hooks_of
 
 Machine = dict[str, Any]
@@ -105,7 +105,7 @@ class DrainTimeout:
 
     @property
     def text(self) -> str:
-        return format_duration(self.limit)
+        return format_go_duration(self.limit.total_seconds())
 
 
 def drain_timeout(machine: Machine) -> DrainTimeout | None:
@@ -115,7 +115,7 @@ def drain_timeout(machine: Machine) -> DrainTimeout | None:
     if raw is None:
         return None
     try:
-        limit = parse_duration(str(raw))
+        limit = parse_go_timedelta(str(raw))
     except ValueError as error:
         name = (machine.get("metadata") or {}).get("name")
         raise ValueError(f"Machine {name}: annotation {api.DRAIN_TIMEOUT}: {error}") from None

@@ -33,6 +33,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from berthmaster.foundation.keys import key_of
+from berthmaster.foundation.problems import Problems
 from berthmaster.operator.machines.api import NODE_MACHINE
 from berthmaster.scheduler.label_string import label_key_problem, label_value_problem
 
@@ -62,21 +64,18 @@ def wanted_labels(machine: dict[str, Any]) -> dict[str, str]:
     return labels
 
 
-def label_problems(machine: dict[str, Any]) -> list[str]:
+def label_problems(machine: dict[str, Any], problems: Problems) -> None:
     """Every label of ``spec.metadata.labels`` no Node may carry, naming the field and why."""
-    name = (machine.get("metadata") or {}).get("name")
     labels = ((machine.get("spec") or {}).get("metadata") or {}).get("labels") or {}
-    problems = []
     for key, value in labels.items():
-        where = f"Machine {name}: spec.metadata.labels[{key!r}]"
+        where = f"spec.metadata.labels[{key!r}]"
         key_problem = label_key_problem(str(key))
         if key_problem is not None:
-            problems.append(f"{where}: invalid label key: {key_problem}")
+            problems.add(where, f"invalid label key: {key_problem}")
         value_problem = label_value_problem(str(value)) if isinstance(value, str) else \
             "must be a string"
         if value_problem is not None:
-            problems.append(f"{where}: invalid label value {value!r}: {value_problem}")
-    return problems
+            problems.add(where, f"invalid label value {value!r}: {value_problem}")
 
 
 def wanted_annotations(machine: dict[str, Any], link: str) -> dict[str, str]:
@@ -87,8 +86,7 @@ def wanted_annotations(machine: dict[str, Any], link: str) -> dict[str, str]:
 
 
 def node_patch(node: dict[str, Any], machine: dict[str, Any]) -> dict[str, Any] | None:
-    meta = machine.get("metadata") or {}
-    link = f"{meta.get('namespace')}/{meta.get('name')}"
+    link = key_of(machine)
     node_meta = node.get("metadata") or {}
     patch: dict[str, Any] = {}
     have_annotations = node_meta.get("annotations") or {}

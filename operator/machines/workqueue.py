@@ -78,6 +78,11 @@ class WorkQueue(Generic[K]):
         self._due.pop(key, None)
         self.add(key)
 
+    @property
+    def running(self) -> bool:
+        """Started, not stopped, and no worker ended (a worker only ends by a bug)."""
+        return bool(self._tasks) and not any(task.done() for task in self._tasks)
+
     def start(self) -> None:
         for index in range(self.workers):
             self._tasks.append(asyncio.create_task(self._work(), name=f"{self.name}-{index}"))

@@ -17,6 +17,7 @@ from typing import Any
 
 import kopf
 
+from berthmaster.foundation.keys import object_key
 from berthmaster.foundation.kube import CORE, KubeError, group_path, resource_path
 from berthmaster.operator.client import operator_client as kube
 from berthmaster.operator.podgroups.status import settle
@@ -41,7 +42,7 @@ async def reconcile(namespace: str, name: str) -> None:
     status = settle(group, pods)
     if status != (group.get("status") or {}):
         await client.patch(f"{path}/status", {"status": status})
-        log.info("podgroup status", extra={"podgroup": f"{namespace}/{name}",
+        log.info("podgroup status", extra={"podgroup": object_key(namespace, name),
                                            "phase": status.get("phase")})
 
 

@@ -38,6 +38,7 @@ from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from typing import Any
 
+from berthmaster.foundation.keys import key_of
 from berthmaster.foundation.kube import (
     CORE,
     MIN_WATCH_TIMEOUT,
@@ -54,7 +55,6 @@ from berthmaster.scheduler.daemon.trim import trim_node, trim_pod
 from berthmaster.scheduler.framework import Watched
 from berthmaster.scheduler.model import resolve_priority
 from berthmaster.scheduler.pod_resources import scaled_down
-from berthmaster.scheduler.pods import pod_ref
 from berthmaster.scheduler.snapshot import Snapshot, placement_view, pod_key
 
 JSON = dict[str, Any]
@@ -125,8 +125,7 @@ def plugin_resource(watched: Watched) -> Resource:
 
 
 def object_key(obj: JSON) -> str:
-    meta = obj.get("metadata") or {}
-    return str(meta.get("uid") or f"{meta.get('namespace', '')}/{meta.get('name', '')}")
+    return str((obj.get("metadata") or {}).get("uid") or key_of(obj))
 
 
 def resource_version(obj: JSON) -> str:
@@ -390,7 +389,7 @@ class ClusterCache:
     def _apply_pod(self, event: str, pod: JSON, old: JSON | None, initial: bool) -> None:
         uid = pod_key(pod)
         spec = pod.get("spec") or {}
-        key = pod_ref(pod)
+        key = key_of(pod)
         if event == DELETED:
             was_assigned = bool(((old or pod).get("spec") or {}).get("nodeName")) or \
                 self.snapshot.is_assumed(uid)

@@ -24,6 +24,7 @@ from collections.abc import Callable, Collection
 from datetime import UTC, datetime
 from typing import Any
 
+from berthmaster.foundation.events import core_event, object_reference
 from berthmaster.foundation.kube import CORE, KubeClient, KubeError, resource_path
 from berthmaster.foundation.times import format_rfc3339
 
@@ -53,8 +54,7 @@ def preempted_message(preemptor: JSON, node: str) -> str:
 
 def involved(obj: JSON) -> JSON:
     meta = obj.get("metadata") or {}
-    ref = {"apiVersion": "v1", "kind": "Pod", "namespace": meta.get("namespace"),
-           "name": meta.get("name"), "uid": meta.get("uid")}
+    ref = {**object_reference(obj), "apiVersion": "v1", "kind": "Pod"}  # always a pod
     if meta.get("resourceVersion"):
         ref["resourceVersion"] = meta["resourceVersion"]
     return ref
@@ -66,27 +66,11 @@ def build_event(
 ) -> JSON:
     """A core/v1 Event about ``obj`` (a pod)."""
     ref = involved(obj)
-    stamp = now_rfc3339()
-    event: JSON = {
-        "apiVersion": "v1",
-        "kind": "Event",
-        "metadata": {"name": f"{ref['name']}.{uuid.uuid4().hex[:16]}",
-                     "namespace": ref["namespace"]},
-        "involvedObject": ref,
-        "reason": reason,
-        "message": message[:1024],
-        "type": event_type,
-        "source": {"component": component},
-        "firstTimestamp": stamp,
-        "lastTimestamp": stamp,
-        "count": 1,
-        "action": action,
-        "reportingComponent": component,
-        "reportingInstance": instance[:128],
-    }
-    if related is not None:
-        event["related"] = involved(related)
-    return event
+    return core_event(ref, name=f"{ref['name']}.{uuid.uuid4().hex[:16]}",
+                      namespace=ref["namespace"], reason=reason, message=message[:1024],
+                      event_type=event_type, component=component, instance=instance[:128],
+                      now=datetime.now(UTC), action=action,
+                      related=None if related is None else involved(related))
 
 
 def unschedulable_status_patch(message: str, reason: str = UNSCHEDULABLE,

@@ -33,8 +33,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from berthmaster.foundation.keys import key_of
 from berthmaster.scheduler.daemon.hints import FORCE_ACTIVATE, ClusterEvent, could_help
-from berthmaster.scheduler.pods import pod_ref
 
 JSON = dict[str, Any]
 
@@ -153,7 +153,7 @@ class SchedulingQueue:
         PodsToActivate / Activate); how many moved."""
         moved = 0
         for pod in pods:
-            info = self._pods.get(pod_ref(pod))
+            info = self._pods.get(key_of(pod))
             if info is not None and info.where in (UNSCHEDULABLE, BACKOFF):
                 self._place(info, ACTIVE, FORCE_ACTIVATE)
                 moved += 1
@@ -181,7 +181,7 @@ class SchedulingQueue:
     # ---- watch-driven changes ----------------------------------------------------------------
     def add(self, pod: JSON, priority: int) -> None:
         """A pending pod for this scheduler was added or updated in the API."""
-        key = pod_ref(pod)
+        key = key_of(pod)
         now = self.clock()
         info = self._pods.get(key)
         if info is None:

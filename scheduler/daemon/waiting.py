@@ -21,19 +21,12 @@ import asyncio
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+from berthmaster.foundation.durations import format_go_duration
 from berthmaster.scheduler.framework import MAX_PERMIT_TIMEOUT_SECONDS
 from berthmaster.scheduler.plugins.base import Status, unschedulable
 from berthmaster.scheduler.snapshot import pod_key
 
 JSON = dict[str, Any]
-
-
-def go_duration(seconds: float) -> str:
-    """A duration as Go's time.Duration prints whole and fractional seconds (``10s``,
-    ``1.5s``, ``2m0s``)."""
-    minutes, rest = divmod(seconds, 60.0)
-    text = f"{rest:.9f}".rstrip("0").rstrip(".") + "s"
-    return f"{int(minutes)}m{text}" if minutes else text
 
 
 class WaitingPod:
@@ -47,11 +40,10 @@ class WaitingPod:
         self.rejected_by = ""
         loop = asyncio.get_running_loop()
         self._timers = [
-            loop.call_later(min(timeout, MAX_PERMIT_TIMEOUT_SECONDS), self.reject, plugin,
-                            f"rejected due to timeout after waiting "
-                            f"{go_duration(min(timeout, MAX_PERMIT_TIMEOUT_SECONDS))} at plugin "
-                            f"{plugin}")
-            for plugin, timeout in timeouts.items()]
+            loop.call_later(wait, self.reject, plugin, "rejected due to timeout after waiting "
+                            f"{format_go_duration(wait)} at plugin {plugin}")
+            for plugin, wait in ((p, min(t, MAX_PERMIT_TIMEOUT_SECONDS))
+                                 for p, t in timeouts.items())]
 
     @property
     def pod(self) -> JSON:

@@ -22,13 +22,13 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from berthmaster.foundation.keys import key_of
 from berthmaster.foundation.times import parse_rfc3339
 from berthmaster.scheduler.descheduler.fields import PodFilter
 from berthmaster.scheduler.descheduler.protection import EvictorSettings, protection_reasons
 from berthmaster.scheduler.label_string import parse_label_selector
 from berthmaster.scheduler.model import LabelSelector, NodeView, PodView
 from berthmaster.scheduler.model import label_selector as compile_selector
-from berthmaster.scheduler.pods import pod_ref
 
 Pod = dict[str, Any]
 Node = dict[str, Any]
@@ -46,7 +46,7 @@ class Candidate:
 
     @property
     def key(self) -> str:
-        return pod_ref(self.pod)
+        return key_of(self.pod)
 
     @property
     def node_name(self) -> str:
@@ -77,8 +77,7 @@ class Tally:
 
 
 def uid(pod: Mapping[str, Any]) -> str:
-    meta = pod.get("metadata") or {}
-    return str(meta.get("uid") or f"{meta.get('namespace')}/{meta.get('name')}")
+    return str((pod.get("metadata") or {}).get("uid") or key_of(pod))
 
 
 def _controller_uid(pod: Mapping[str, Any]) -> str:

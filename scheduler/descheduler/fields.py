@@ -1,20 +1,22 @@
-"""Reading policy fields: a problem collector and the parsers every strategy shares.
+"""Reading policy fields: the parsers every strategy shares.
 
-Design: validation never stops at the first mistake. Each parser takes an :class:`Problems`
-collector and the field's path (``profiles[0].pluginConfig[1].args.thresholds``), records every
-problem it sees as a sentence naming that path and the fix, and returns a usable default so the
-caller can go on checking the rest. :func:`Problems.raise_if_any` turns the list into one
-:class:`PolicyError` at the end. Sentences reuse upstream descheduler's wording where it has one
-("only one of Include/Exclude namespaces can be set").
+Design: validation never stops at the first mistake. Each parser takes the foundation's
+:class:`~berthmaster.foundation.problems.Problems` and the field's path
+(``profiles[0].pluginConfig[1].args.thresholds``), records every problem it sees as a sentence
+naming that path and the fix, and returns a usable default so the caller can go on checking the
+rest. :func:`raise_if_any` turns the list into one :class:`PolicyError` at the end. Sentences
+reuse upstream descheduler's wording where it has one ("only one of Include/Exclude namespaces
+can be set").
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from berthmaster.foundation.errors import PolicyError
+from berthmaster.foundation.problems import Problems
 from berthmaster.scheduler.model import SELECTOR_OPERATORS
 
 
@@ -23,21 +25,10 @@ def invalid_policy(source: str, problems: list[str]) -> PolicyError:
     return PolicyError(source, problems, document="descheduler policy")
 
 
-@dataclass
-class Problems:
-    """Collects validation problems; ``add`` prefixes each with the field path."""
-
-    items: list[str] = field(default_factory=list)
-
-    def add(self, where: str, message: str) -> None:
-        self.items.append(f"{where}: {message}" if where else message)
-
-    def __bool__(self) -> bool:
-        return bool(self.items)
-
-    def raise_if_any(self, source: str = "<policy>") -> None:
-        if self.items:
-            raise invalid_policy(source, self.items)
+def raise_if_any(problems: Problems, source: str = "<policy>") -> None:
+    """The :func:`invalid_policy` error of everything ``problems`` found, if anything."""
+    if problems:
+        raise invalid_policy(source, problems.lines())
 
 
 @dataclass(frozen=True)

@@ -24,8 +24,8 @@ import yaml
 
 from berthmaster.foundation.documents import read_text, safe_load
 from berthmaster.foundation.durations import parse_go_duration
+from berthmaster.foundation.problems import Problems
 from berthmaster.scheduler.descheduler.fields import (
-    Problems,
     boolean,
     check_known,
     integer,
@@ -33,6 +33,7 @@ from berthmaster.scheduler.descheduler.fields import (
     join,
     label_selector,
     mapping,
+    raise_if_any,
 )
 from berthmaster.scheduler.descheduler.protection import MANDATORY, PREFERRED, EvictorSettings
 from berthmaster.scheduler.descheduler.strategies import REGISTRY
@@ -114,7 +115,7 @@ def parse_policy(document: Any, source: str = "<policy>") -> DeschedulerPolicy:
     problems = Problems()
     if not isinstance(document, Mapping):
         problems.add("", "the policy must be a mapping with apiVersion and kind")
-        problems.raise_if_any(source)
+        raise_if_any(problems, source)
         raise AssertionError  # unreachable
     version = document.get("apiVersion")
     if document.get("kind") != KIND:
@@ -126,7 +127,7 @@ def parse_policy(document: Any, source: str = "<policy>") -> DeschedulerPolicy:
     else:
         problems.add("apiVersion", f"must be {V1ALPHA1!r} or {V1ALPHA2!r}, got {version!r}")
         policy = DeschedulerPolicy(str(version), ())
-    problems.raise_if_any(source)
+    raise_if_any(problems, source)
     return policy
 
 

@@ -39,6 +39,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from berthmaster.foundation.keys import object_key
 from berthmaster.foundation.times import parse_rfc3339
 from berthmaster.scheduler.framework import (
     ArgErrors,
@@ -223,7 +224,7 @@ def _refusal(pod: PodView, snapshot: Snapshot, groups: GroupTracker) -> Status |
     if group is None:
         return unresolvable(f'{NOT_FOUND}: "{namespace}/{name}" (named by the pod\'s label '
                             f'"{POD_GROUP_LABEL}"); create the PodGroup or correct the label')
-    full = f"{namespace}/{name}"
+    full = object_key(namespace, name)
     if groups.is_backed_off(full):
         return unresolvable(f"podGroup {full} failed recently")
     siblings = list(members(snapshot, namespace, name))
@@ -300,7 +301,7 @@ class CoschedulingLifecycle(Lifecycle):
             return unresolvable(NOT_FOUND)
         assert self.handle is not None
         namespace = _namespace(pod)
-        full = f"{namespace}/{name}"
+        full = object_key(namespace, name)
         if placed_count(self.handle.snapshot, namespace, name) >= min_member(group):
             self.groups.clear_failure(full)
             for waiting in self.handle.iterate_over_waiting_pods():
@@ -335,7 +336,7 @@ class CoschedulingLifecycle(Lifecycle):
         if group is None or self.handle is None:
             return None
         namespace, name = _namespace(pod), str(group_label(pod))
-        full = f"{namespace}/{name}"
+        full = object_key(namespace, name)
         wanted = min_member(group)
         assigned = placed_count(self.handle.snapshot, namespace, name)
         if assigned >= wanted:

@@ -34,6 +34,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from berthmaster.foundation.keys import key_of, object_key
 from berthmaster.scheduler.model import PodView
 from berthmaster.scheduler.plugins.base import Predicate, PrefilterResult, Status, unschedulable
 from berthmaster.scheduler.plugins.volume_limits import REASON
@@ -73,8 +74,7 @@ def claim_volume(claim: Mapping[str, Any], snapshot: Snapshot) -> VolumeKey | No
     provisioner = (storage_class or {}).get("provisioner")
     if not provisioner:
         return None
-    meta = claim.get("metadata") or {}
-    return (str(provisioner), "claim", f"{meta.get('namespace')}/{meta.get('name')}")
+    return (str(provisioner), "claim", key_of(claim))
 
 
 def csi_volumes(pod: PodView, snapshot: Snapshot) -> dict[VolumeKey, str]:
@@ -84,7 +84,7 @@ def csi_volumes(pod: PodView, snapshot: Snapshot) -> dict[VolumeKey, str]:
         if v.kind not in ("pvc", "ephemeral"):
             continue
         name = _claim_name(pod, v.kind, v.ident, v.name)
-        claim = snapshot.persistent_volume_claims.get(f"{pod.namespace}/{name}")
+        claim = snapshot.persistent_volume_claims.get(object_key(pod.namespace, name))
         if claim is None or (v.kind == "ephemeral" and not _controlled_by(claim, pod)):
             continue
         key = claim_volume(claim, snapshot)

@@ -45,6 +45,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
+from berthmaster.foundation.keys import key_of, object_key
 from berthmaster.scheduler.model import (
     NodeSelector,
     PodView,
@@ -126,8 +127,7 @@ def volume_class(pv: Obj) -> str:
 
 
 def claim_key(pvc: Obj) -> str:
-    meta = pvc.get("metadata") or {}
-    return f"{meta.get('namespace') or 'default'}/{meta.get('name') or ''}"
+    return key_of(pvc, default_namespace="default")
 
 
 def is_bound_to_claim(pv: Obj, pvc: Obj) -> bool:
@@ -283,7 +283,7 @@ def pod_volume_claims(pod: PodView, snapshot: Snapshot) -> PodVolumeClaims | Sta
         return None
     claims: list[Obj] = []
     for name, ephemeral in names:
-        pvc = snapshot.persistent_volume_claims.get(f"{pod.namespace}/{name}")
+        pvc = snapshot.persistent_volume_claims.get(object_key(pod.namespace, name))
         if pvc is None:
             return unresolvable((REASON_EPHEMERAL_NOT_FOUND if ephemeral
                                  else REASON_CLAIM_NOT_FOUND) % name)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from berthmaster.foundation.keys import object_key
 from berthmaster.scheduler.model import PodView, Volume
 from berthmaster.scheduler.plugins.base import (
     Predicate,
@@ -77,7 +78,7 @@ class VolumeRestrictions(Predicate):
         if claims and snapshot.persistent_volume_claims is not None:
             once: list[str] = []
             for name in claims:
-                pvc = snapshot.persistent_volume_claims.get(f"{pod.namespace}/{name}")
+                pvc = snapshot.persistent_volume_claims.get(object_key(pod.namespace, name))
                 if pvc is None:
                     continue  # VolumeBinding's PreFilter reports it, in the same words
                 if "ReadWriteOncePod" in ((pvc.get("spec") or {}).get("accessModes") or ()):

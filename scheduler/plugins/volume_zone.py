@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from berthmaster.foundation.keys import object_key
 from berthmaster.scheduler.model import PodView
 from berthmaster.scheduler.plugins.base import Predicate, PrefilterResult, Status, unresolvable
 from berthmaster.scheduler.snapshot import NodeInfo, Snapshot
@@ -23,7 +24,7 @@ TOPOLOGY_LABELS = ("topology.kubernetes.io/zone", "topology.kubernetes.io/region
 
 
 def bound_volume(snapshot: Snapshot, namespace: str, claim: str) -> dict | None:  # type: ignore[type-arg]
-    pvc = snapshot.persistent_volume_claims.get(f"{namespace}/{claim}")
+    pvc = snapshot.persistent_volume_claims.get(object_key(namespace, claim))
     if pvc is None:
         return None
     name = (pvc.get("spec") or {}).get("volumeName")

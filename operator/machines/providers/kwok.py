@@ -25,7 +25,9 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from berthmaster.foundation.keys import key_of
 from berthmaster.foundation.kube import KubeClient, KubeError
+from berthmaster.foundation.problems import Problems
 from berthmaster.operator.machines.api import (
     INSTANCE_TYPE_LABEL,
     NODE_MACHINE,
@@ -59,7 +61,7 @@ def provider_id(machine: dict[str, Any]) -> str:
     return f"kwok://{meta.get('namespace')}/{meta.get('name')}"
 
 
-def name_problems(machine: dict[str, Any]) -> list[str]:
+def name_problems(machine: dict[str, Any], problems: Problems) -> None:
     """Whether the Machine's name can name its Node: a DNS-1123 subdomain, and (the Node's
     ``kubernetes.io/hostname`` label carries it) a valid label value, so at most 63
     characters."""
@@ -67,55 +69,58 @@ def name_problems(machine: dict[str, Any]) -> list[str]:
     fix = ("give the Machine a shorter name (a MachineSet's Machines are named after it: "
            "<MachineSet name>-<5 characters>, so keep MachineSet names to 57 characters)")
     if len(name) > 253 or not _DNS1123_SUBDOMAIN.match(name):
-        return [f"Machine {name}: metadata.name: {name!r} is not a valid Node name (a lowercase "
-                f"RFC 1123 subdomain); {fix}"]
-    if label_value_problem(name) is not None:
-        return [f"Machine {name}: metadata.name: the Node named after the Machine carries its "
-                f"name in the kubernetes.io/hostname label, which must be at most 63 characters "
-                f"(this one is {len(name)}); {fix}"]
-    return []
+        problems.add("metadata.name", f"{name!r} is not a valid Node name (a lowercase RFC 1123 "
+                     f"subdomain); {fix}")
+    elif label_value_problem(name) is not None:
+        problems.add("metadata.name", "the Node named after the Machine carries its name in the "
+                     "kubernetes.io/hostname label, which must be at most 63 characters (this "
+                     f"one is {len(name)}); {fix}")
 
 
-def node_machine_problems(machine: dict[str, Any], kind: str, fields: set[str]) -> list[str]:
+def node_machine_problems(machine: dict[str, Any], kind: str, fields: set[str]) -> Problems:
     """What every provider whose Node is named after its Machine checks: the Machine's name,
     the labels its Node would carry, and providerSpec fields outside ``fields``."""
-    name = (machine.get("metadata") or {}).get("name")
-    problems = [*name_problems(machine), *label_problems(machine)]
+    problems = Problems()
+    name_problems(machine, problems)
+    label_problems(machine, problems)
     unknown = sorted(set(provider_spec(machine)) - fields)
     if unknown:
-        problems.append(f"Machine {name}: spec.providerSpec.value: unknown field(s) "
-                        f"{', '.join(unknown)}; {kind} accepts {', '.join(sorted(fields))}")
+        problems.add(VALUE, f"unknown field(s) {', '.join(unknown)}; {kind} accepts "
+                     f"{', '.join(sorted(fields))}")
     return problems
+
+
+VALUE = "spec.providerSpec.value"
 
 
 def validate(machine: dict[str, Any]) -> list[str]:
     """Every problem with a kwok Machine (its name, the labels its Node would carry, its
     providerSpec), each naming the field and the fix."""
     name = (machine.get("metadata") or {}).get("name")
-    where = f"Machine {name}: spec.providerSpec.value"
+    where = VALUE
     value = provider_spec(machine)
     problems = node_machine_problems(machine, KIND, FIELDS)
     capacity = value.get("capacity") or {}
     if not isinstance(capacity, dict):
-        problems.append(f"{where}.capacity: must be a map of resource name to quantity, "
-                        'such as {cpu: "4", memory: 16Gi}')
+        problems.add(f"{where}.capacity", "must be a map of resource name to quantity, "
+                     'such as {cpu: "4", memory: 16Gi}')
     else:
         for resource, quantity in capacity.items():
             if not _QUANTITY.match(str(quantity)):
-                problems.append(f"{where}.capacity.{resource}: {quantity!r} is not a quantity; "
-                                "write it like 4, 500m, 16Gi or 1e3")
+                problems.add(f"{where}.capacity.{resource}", f"{quantity!r} is not a quantity; "
+                             "write it like 4, 500m, 16Gi or 1e3")
     labels = value.get("labels") or {}
     if not isinstance(labels, dict) or not all(isinstance(v, str) for v in labels.values()):
-        problems.append(f"{where}.labels: must be a map of label name to string value")
+        problems.add(f"{where}.labels", "must be a map of label name to string value")
     else:
         for key, label in labels.items():
             problem = label_key_problem(str(key)) or label_value_problem(label)
             if problem is not None:
-                problems.append(f"{where}.labels[{key!r}]: {problem}")
+                problems.add(f"{where}.labels[{key!r}]", problem)
     for key in ("instanceType", "region", "zone"):
         if key in value and not isinstance(value[key], str):
-            problems.append(f"{where}.{key}: must be a string")
-    return problems
+            problems.add(f"{where}.{key}", "must be a string")
+    return problems.lines(f"Machine {name}")
 
 
 def build_node(machine: dict[str, Any]) -> dict[str, Any]:
@@ -146,7 +151,7 @@ def build_node(machine: dict[str, Any]) -> dict[str, Any]:
         "metadata": {
             "name": name, "labels": labels,
             "annotations": {FAKE_NODE_ANNOTATION: FAKE_NODE_VALUE,
-                            NODE_MACHINE: f"{meta.get('namespace')}/{name}",
+                            NODE_MACHINE: key_of(machine),
                             "node.alpha.kubernetes.io/ttl": "0"},
         },
         "spec": spec,

@@ -14,8 +14,8 @@ from collections.abc import Mapping
 from types import ModuleType
 from typing import Any, Protocol, cast
 
+from berthmaster.foundation.problems import Problems
 from berthmaster.scheduler.descheduler.context import CandidateStream, StrategyContext
-from berthmaster.scheduler.descheduler.fields import Problems
 from berthmaster.scheduler.descheduler.strategies import (
     duplicates,
     failed_pods,

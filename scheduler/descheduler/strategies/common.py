@@ -11,9 +11,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from berthmaster.foundation.problems import Problems
 from berthmaster.scheduler.descheduler.fields import (
     PodFilter,
-    Problems,
     join,
     label_selector,
     namespaces,

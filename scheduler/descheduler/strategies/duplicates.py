@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from berthmaster.foundation.problems import Problems
 from berthmaster.scheduler.descheduler.context import (
     Candidate,
     CandidateStream,
@@ -25,7 +26,6 @@ from berthmaster.scheduler.descheduler.context import (
 from berthmaster.scheduler.descheduler.fields import (
     Namespaces,
     PodFilter,
-    Problems,
     check_known,
     join,
     mapping,

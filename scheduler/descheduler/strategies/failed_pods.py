@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from berthmaster.foundation.problems import Problems
 from berthmaster.foundation.times import parse_rfc3339
 from berthmaster.scheduler.descheduler.context import (
     Candidate,
@@ -24,7 +25,6 @@ from berthmaster.scheduler.descheduler.context import (
 from berthmaster.scheduler.descheduler.fields import (
     EVERY_POD,
     PodFilter,
-    Problems,
     boolean,
     check_known,
     integer,

@@ -23,11 +23,11 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
+from berthmaster.foundation.problems import Problems
 from berthmaster.scheduler.descheduler.context import CandidateStream, StrategyContext
 from berthmaster.scheduler.descheduler.fields import (
     EVERY_POD,
     PodFilter,
-    Problems,
     check_known,
     join,
     strings,

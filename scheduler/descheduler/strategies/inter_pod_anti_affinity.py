@@ -18,13 +18,18 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from berthmaster.foundation.problems import Problems
 from berthmaster.scheduler.descheduler.context import (
     Candidate,
     CandidateStream,
     StrategyContext,
     uid,
 )
-from berthmaster.scheduler.descheduler.fields import EVERY_POD, PodFilter, Problems, check_known
+from berthmaster.scheduler.descheduler.fields import (
+    EVERY_POD,
+    PodFilter,
+    check_known,
+)
 from berthmaster.scheduler.descheduler.protection import eviction_order
 from berthmaster.scheduler.descheduler.strategies.common import common_v1alpha1, pod_filter
 from berthmaster.scheduler.model import NodeView, PodView

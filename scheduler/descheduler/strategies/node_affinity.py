@@ -18,11 +18,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from berthmaster.foundation.problems import Problems
 from berthmaster.scheduler.descheduler.context import Candidate, CandidateStream, StrategyContext
 from berthmaster.scheduler.descheduler.fields import (
     EVERY_POD,
     PodFilter,
-    Problems,
     check_known,
     join,
     strings,

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from berthmaster.foundation.problems import Problems
 from berthmaster.foundation.times import parse_rfc3339
 from berthmaster.scheduler.descheduler.context import (
     Candidate,
@@ -31,7 +32,6 @@ from berthmaster.scheduler.descheduler.context import (
 from berthmaster.scheduler.descheduler.fields import (
     EVERY_POD,
     PodFilter,
-    Problems,
     boolean,
     check_known,
     include_exclude,

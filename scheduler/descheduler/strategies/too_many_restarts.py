@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from berthmaster.foundation.problems import Problems
 from berthmaster.scheduler.descheduler.context import (
     Candidate,
     CandidateStream,
@@ -19,7 +20,6 @@ from berthmaster.scheduler.descheduler.context import (
 from berthmaster.scheduler.descheduler.fields import (
     EVERY_POD,
     PodFilter,
-    Problems,
     boolean,
     check_known,
     integer,

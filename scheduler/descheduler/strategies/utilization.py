@@ -21,10 +21,10 @@ from collections.abc import Callable, Generator, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from berthmaster.foundation.problems import Problems
 from berthmaster.scheduler.descheduler.context import Candidate, StrategyContext
 from berthmaster.scheduler.descheduler.fields import (
     PodFilter,
-    Problems,
     check_known,
     integer,
     join,

@@ -11,26 +11,11 @@ from berthmaster.operator.autoscaler.config import (
     GpuLimit,
     ResourceRange,
     parse_cluster_autoscaler,
-    parse_duration,
 )
 
 
 def ca(spec: dict[str, Any], name: str = "default") -> dict[str, Any]:
     return {"metadata": {"name": name}, "spec": spec}
-
-
-@pytest.mark.parametrize(("text", "seconds"), [
-    ("10s", 10.0), ("10m", 600.0), ("1h30m", 5400.0), ("500ms", 0.5), ("1.5h", 5400.0),
-    ("0", 0.0), ("2m3s", 123.0), ("100us", 1e-4),
-])
-def test_go_durations(text: str, seconds: float) -> None:
-    assert parse_duration(text) == pytest.approx(seconds)
-
-
-@pytest.mark.parametrize("text", ["", "10", "ten minutes", "5d", "m", "1h 30m"])
-def test_bad_durations(text: str) -> None:
-    with pytest.raises(ValueError, match="is not a duration"):
-        parse_duration(text)
 
 
 def test_upstream_defaults() -> None:

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
+from berthmaster.foundation.problems import Problems
 from berthmaster.scheduler.descheduler.evictor import EvictionBook
-from berthmaster.scheduler.descheduler.fields import Problems
 from berthmaster.scheduler.descheduler.protection import EvictorSettings
 from berthmaster.scheduler.descheduler.strategies import (
     duplicates,
@@ -28,7 +28,7 @@ from tests.unit.descheduler.builders import make_node, make_pod, plan
 def params(module: Any, **args: Any) -> Any:
     problems = Problems()
     parsed = module.parse(args, module.NAME, problems)
-    assert not problems, problems.items
+    assert not problems, problems.lines()
     return parsed
 
 

@@ -15,6 +15,7 @@ import pytest
 import yaml
 
 from berthmaster.foundation.errors import PolicyError
+from berthmaster.foundation.problems import Problems
 from berthmaster.scheduler.descheduler.context import (
     Candidate,
     ClusterState,
@@ -27,7 +28,6 @@ from berthmaster.scheduler.descheduler.evictor import (
     drive_planned,
     planned_attempt,
 )
-from berthmaster.scheduler.descheduler.fields import Problems
 from berthmaster.scheduler.descheduler.policy import load_policy_file, parse_policy_text
 from berthmaster.scheduler.descheduler.protection import EvictorSettings, eviction_order
 from berthmaster.scheduler.descheduler.strategies import (
@@ -42,7 +42,7 @@ from tests.unit.descheduler.builders import NOW, make_node, make_pod, plan
 def params(module: Any, **args: Any) -> Any:
     problems = Problems()
     parsed = module.parse(args, module.NAME, problems)
-    assert not problems, problems.items
+    assert not problems, problems.lines()
     return parsed
 
 
@@ -482,7 +482,7 @@ def test_pod_lifetime_validation(args: dict[str, Any], message: str) -> None:
     """Upstream main podlifetime/validation.go ValidatePodLifeTimeArgs."""
     problems = Problems()
     pod_lifetime.parse(args, "PodLifeTime", problems)
-    assert any(message in item for item in problems.items), problems.items
+    assert any(message in item for item in problems.lines()), problems.lines()
 
 
 # evictionFailureEventNotification (pkg/descheduler/evictions/evictions.go EvictPod)
@@ -578,7 +578,7 @@ def test_high_node_utilization_only_thresholding_resources_mode() -> None:
     problems = Problems()
     high_node_utilization.parse({"thresholds": {"cpu": 20}, "evictionModes": ["Sometimes"]},
                                 "HighNodeUtilization", problems)
-    assert any("invalid eviction mode Sometimes" in p for p in problems.items)
+    assert any("invalid eviction mode Sometimes" in p for p in problems.lines())
 
 
 def test_v1alpha2_pre_eviction_filter_by_its_json_name() -> None:

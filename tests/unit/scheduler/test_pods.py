@@ -23,7 +23,6 @@ from berthmaster.scheduler.pods import (
     has_daemonset_owner,
     is_daemonset_pod,
     is_mirror_pod,
-    pod_ref,
 )
 from tests.support.builders import make_pod
 
@@ -72,4 +71,3 @@ def test_mirror_pod_and_ref() -> None:
     assert not is_mirror_pod(pod)
     pod["metadata"]["annotations"] = {"kubernetes.io/config.mirror": "hash"}
     assert is_mirror_pod(pod)
-    assert pod_ref(pod) == "ns/p"

@@ -7,6 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from berthmaster.foundation.durations import parse_go_timedelta
 from berthmaster.operator.machines.controller import MachineController
 from berthmaster.operator.machines.drain import (
     DrainFailure,
@@ -17,13 +18,11 @@ from berthmaster.operator.machines.drain import (
     drain_not_permitted,
     eviction_body,
     eviction_error,
-    format_duration,
     global_timeout_error,
     must_check_control_plane_peers,
     namespace_terminating,
     node_drained_message,
     node_is_unreachable,
-    parse_duration,
     plan_drain,
     wait_timeout_error,
 )
@@ -74,19 +73,14 @@ def test_node_unreachable_is_ready_unknown() -> None:
                                                # Go's other units (MachineHealthCheck timeouts)
                                                ("2h45m", 9900), ("1500us", 0.0015),
                                                ("1500µs", 0.0015), ("2000000ns", 0.002)])
-def test_parse_duration(text: str, seconds: float) -> None:
-    assert parse_duration(text) == timedelta(seconds=seconds)
+def test_drain_timeout_durations(text: str, seconds: float) -> None:
+    assert parse_go_timedelta(text) == timedelta(seconds=seconds)
 
 
 @pytest.mark.parametrize("text", ["", "5", "5 minutes", "m5", "-5m"])
-def test_parse_duration_refuses(text: str) -> None:
+def test_drain_timeout_durations_refused(text: str) -> None:
     with pytest.raises(ValueError, match="not a duration"):
-        parse_duration(text)
-
-
-def test_format_duration_is_gos() -> None:
-    assert [format_duration(timedelta(seconds=s)) for s in (45, 300, 5400)] == \
-        ["45s", "5m0s", "1h30m0s"]
+        parse_go_timedelta(text)
 
 
 def node(name: str, *, role: str | None = None, cordoned: bool = False) -> dict:
