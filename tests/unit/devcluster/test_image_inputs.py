@@ -103,4 +103,4 @@ def test_the_local_base_uses_the_machines_debian_mirror(text: str, mirror: str |
 def test_a_changed_base_recipe_gets_a_new_tag() -> None:
     assert images.local_base_tag() == images.local_base_tag()
     assert images.local_base_tag() != images.local_base_tag(packages=("python3",))
-    assert images.local_base_tag().startswith("berthmaster.local/python-base:3.11-bookworm-")
+    assert images.local_base_tag().startswith("berthmaster.local/python-base:3.13-trixie-")
