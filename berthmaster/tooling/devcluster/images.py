@@ -6,10 +6,10 @@ the two inputs come from, and both are decided here, before the build:
 
 - **the Python base** (the Dockerfile's ``PYTHON_IMAGE`` build argument): the official
   ``python:3.13-slim-trixie`` when it is present or can be pulled; otherwise a local base made
-  from Debian's packages (``debootstrap`` of trixie, whose python3 is 3.13, with python3, python3-venv and
-  ca-certificates, trimmed of documentation and apt lists) and ``docker import``ed under a tag
-  that carries a hash of its recipe, so a machine builds it once and a changed recipe builds a
-  new one;
+  from Debian's packages (``debootstrap`` of trixie, whose python3 is 3.13, with python3,
+  python3-venv and ca-certificates, trimmed of documentation and apt lists) and
+  ``docker import``ed under a tag that carries a hash of its recipe, so a machine builds it
+  once and a changed recipe builds a new one;
 - **the wheels**: the Dockerfile installs exactly the lock files in ``hack/image/`` with
   ``--require-hashes``. When ``hack/image/wheelhouse/`` holds wheels, it installs from there
   with no index (hashes still checked); ``make image`` fills it on the host, whose pip trusts
