@@ -11,9 +11,9 @@
 # build then installs from with no index (see docs/deployment.md).
 #
 # The base is pinned by tag. Pin it by digest too where you build:
-#   docker buildx imagetools inspect python:3.11-slim-bookworm --format '{{.Manifest.Digest}}'
-#   docker build --build-arg PYTHON_IMAGE=python:3.11-slim-bookworm@sha256:<digest> .
-ARG PYTHON_IMAGE=python:3.11-slim-bookworm
+#   docker buildx imagetools inspect python:3.13-slim-trixie --format '{{.Manifest.Digest}}'
+#   docker build --build-arg PYTHON_IMAGE=python:3.13-slim-trixie@sha256:<digest> .
+ARG PYTHON_IMAGE=python:3.13-slim-trixie
 
 FROM ${PYTHON_IMAGE} AS build
 # /src holds operator/, which would shadow the standard library's `operator` for any
@@ -62,10 +62,10 @@ LABEL org.opencontainers.image.title="berthmaster" \
       org.opencontainers.image.revision="${REVISION}"
 # The base's own pip and the wheels ensurepip would install are build tools too: the final
 # image has none (official base: /usr/local; Debian base: /usr/lib, /usr/share/python-wheels).
-RUN rm -rf /usr/local/lib/python3.11/site-packages/pip \
-           /usr/local/lib/python3.11/site-packages/pip-* \
-           /usr/local/bin/pip /usr/local/bin/pip3 /usr/local/bin/pip3.11 \
-           /usr/local/lib/python3.11/ensurepip /usr/lib/python3.11/ensurepip \
+RUN rm -rf /usr/local/lib/python3.13/site-packages/pip \
+           /usr/local/lib/python3.13/site-packages/pip-* \
+           /usr/local/bin/pip /usr/local/bin/pip3 /usr/local/bin/pip3.13 \
+           /usr/local/lib/python3.13/ensurepip /usr/lib/python3.13/ensurepip \
            /usr/share/python-wheels
 # uid 65532 gets a name: kopf (like getpass.getuser()) asks the passwd database who runs it.
 RUN echo 'berthmaster:x:65532:65532:berthmaster:/tmp:/usr/sbin/nologin' >> /etc/passwd \

@@ -5,11 +5,11 @@ users and here alike. What differs on a machine that reaches no image registry i
 the two inputs come from, and both are decided here, before the build:
 
 - **the Python base** (the Dockerfile's ``PYTHON_IMAGE`` build argument): the official
-  ``python:3.11-slim-bookworm`` when it is present or can be pulled; otherwise a local base made
-  from Debian's packages (``debootstrap`` of bookworm with python3, python3-venv and
-  ca-certificates, trimmed of documentation and apt lists) and ``docker import``ed under a tag
-  that carries a hash of its recipe, so a machine builds it once and a changed recipe builds a
-  new one;
+  ``python:3.13-slim-trixie`` when it is present or can be pulled; otherwise a local base made
+  from Debian's packages (``debootstrap`` of trixie, whose python3 is 3.13, with python3,
+  python3-venv and ca-certificates, trimmed of documentation and apt lists) and
+  ``docker import``ed under a tag that carries a hash of its recipe, so a machine builds it
+  once and a changed recipe builds a new one;
 - **the wheels**: the Dockerfile installs exactly the lock files in ``hack/image/`` with
   ``--require-hashes``. When ``hack/image/wheelhouse/`` holds wheels, it installs from there
   with no index (hashes still checked); ``make image`` fills it on the host, whose pip trusts
@@ -49,17 +49,21 @@ from berthmaster.tooling.devcluster.paths import hack_dir
 
 LOCKS = ("requirements-build.lock", "requirements.lock")
 
-OFFICIAL_BASE = "python:3.11-slim-bookworm"
-DEBIAN_SUITE = "bookworm"
+# One Python for both bases: the official image's and Debian trixie's python3 are both 3.13, so
+# the wheels below fit either (docs/deployment.md).
+PYTHON_VERSION = "3.13"
+OFFICIAL_BASE = f"python:{PYTHON_VERSION}-slim-trixie"
+DEBIAN_SUITE = "trixie"
 DEBIAN_PACKAGES = ("python3", "python3-venv", "ca-certificates")
 DEFAULT_MIRROR = "http://deb.debian.org/debian"
 # Removed from the debootstrapped root before import: nothing at run time reads them.
 TRIM = ("usr/share/doc", "usr/share/man", "usr/share/info", "usr/share/locale",
         "var/cache/apt", "var/lib/apt/lists", "var/cache/debconf/templates.dat-old",
         "var/log")
-# The wheels the image installs: CPython 3.11 on x86-64 glibc (bookworm's glibc is 2.36).
-WHEEL_PLATFORM = ("--only-binary=:all:", "--implementation", "cp", "--python-version", "3.11",
-                  "--abi", "cp311", "--abi", "abi3", "--abi", "none",
+# The wheels the image installs: CPython 3.13 on x86-64 glibc (trixie's glibc is 2.41).
+WHEEL_PLATFORM = ("--only-binary=:all:", "--implementation", "cp",
+                  "--python-version", PYTHON_VERSION,
+                  "--abi", f"cp{PYTHON_VERSION.replace('.', '')}", "--abi", "abi3", "--abi", "none",
                   "--platform", "manylinux2014_x86_64", "--platform", "manylinux_2_17_x86_64",
                   "--platform", "manylinux_2_28_x86_64", "--platform", "any")
 
@@ -156,7 +160,7 @@ def local_base_tag(suite: str = DEBIAN_SUITE, packages: Sequence[str] = DEBIAN_P
     recipe = json.dumps({"suite": suite, "packages": list(packages), "trim": list(trim),
                          "variant": "minbase"}, sort_keys=True)
     key = hashlib.sha256(recipe.encode()).hexdigest()[:12]
-    return f"berthmaster.local/python-base:3.11-{suite}-{key}"
+    return f"berthmaster.local/python-base:{PYTHON_VERSION}-{suite}-{key}"
 
 
 def python_base(say: Say) -> str:

@@ -106,17 +106,11 @@ true
 {{- end -}}
 
 {{/*
-The admissionregistration.k8s.io version for the ValidatingAdmissionPolicy on this cluster, or
-"" when it has none: v1 from 1.30 (GA), v1beta1 on 1.28-1.29 only if the API server serves it
-(the beta API is off by default there), nothing before.
+The admissionregistration.k8s.io version for the ValidatingAdmissionPolicy: v1, GA since 1.30,
+on every version Chart.yaml's kubeVersion admits.
 */}}
 {{- define "berthmaster.admissionPolicyVersion" -}}
-{{- $version := .Capabilities.KubeVersion.Version -}}
-{{- if semverCompare ">=1.30.0-0" $version -}}
 admissionregistration.k8s.io/v1
-{{- else if and (semverCompare ">=1.28.0-0" $version) (.Capabilities.APIVersions.Has "admissionregistration.k8s.io/v1beta1/ValidatingAdmissionPolicy") -}}
-admissionregistration.k8s.io/v1beta1
-{{- end -}}
 {{- end -}}
 
 {{/*

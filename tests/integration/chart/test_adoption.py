@@ -3,11 +3,9 @@ helm.
 
 - As a dependency: Helm passes ``global:`` to every subchart, so the strict values schema must
   accept it (and stay strict everywhere else) — checked through a real umbrella chart.
-- On every supported version: ``kubeVersion`` in Chart.yaml says 1.27+, and the Machine hooks
-  ValidatingAdmissionPolicy follows the cluster: ``admissionregistration.k8s.io/v1`` from 1.30
-  (GA), ``v1beta1`` on 1.28-1.29 only where the API server serves it (the beta API is off by
-  default there: kubernetes ``pkg/controlplane/apiserver/options`` default resource config),
-  nothing on 1.27; and a switch.
+- Only the tested version is claimed: ``kubeVersion`` in Chart.yaml says 1.35+ (the one version
+  CI runs), and the Machine hooks ValidatingAdmissionPolicy is ``admissionregistration.k8s.io/v1``
+  (GA since 1.30), with a switch.
 - The conventions of the descheduler and cluster-autoscaler charts (kubernetes-sigs/descheduler
   ``charts/descheduler/values.yaml``, kubernetes/autoscaler
   ``charts/cluster-autoscaler/values.yaml``): ``rbac.create``, ``serviceAccount.create/name/
@@ -34,7 +32,6 @@ from tests.integration.chart.chartkit import (
 )
 
 HOOKS_POLICY = ("ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding")
-VAP_BETA = "admissionregistration.k8s.io/v1beta1/ValidatingAdmissionPolicy"
 
 
 def umbrella(tmp_path: Path, values: dict[str, Any]) -> Path:
@@ -86,11 +83,11 @@ def test_global_is_the_one_open_key() -> None:
 
 def test_chart_declares_the_kubernetes_versions_it_supports() -> None:
     chart = yaml.safe_load((CHART / "Chart.yaml").read_text())
-    assert chart["kubeVersion"] == ">=1.27.0-0"
-    assert "Kubernetes 1.27 or newer" in (CHART / "README.md").read_text()
-    refused = helm("template", "berthmaster", str(CHART), "--kube-version", "1.26.15")
+    assert chart["kubeVersion"] == ">=1.35.0-0"
+    assert "Kubernetes 1.35 or newer" in (CHART / "README.md").read_text()
+    refused = helm("template", "berthmaster", str(CHART), "--kube-version", "1.34.4")
     assert refused.returncode != 0
-    assert "chart requires kubeVersion: >=1.27.0-0" in refused.stderr
+    assert "chart requires kubeVersion: >=1.35.0-0" in refused.stderr
 
 
 def hooks_policy(version: str, *extra: str) -> list[tuple[str, str]]:
@@ -101,18 +98,14 @@ def hooks_policy(version: str, *extra: str) -> list[tuple[str, str]]:
 
 
 @pytest.mark.parametrize(("version", "extra", "expected"), [
-    ("1.27.16", (), None),
-    ("1.28.15", (), None),  # the beta API is off by default: not served, not rendered
-    ("1.28.15", ("--api-versions", VAP_BETA), "admissionregistration.k8s.io/v1beta1"),
-    ("1.29.14", ("--api-versions", VAP_BETA), "admissionregistration.k8s.io/v1beta1"),
-    ("1.30.0", (), "admissionregistration.k8s.io/v1"),
+    ("1.35.0", (), "admissionregistration.k8s.io/v1"),
     ("1.35.4", (), "admissionregistration.k8s.io/v1"),
-    ("1.30.0", ("--set", "machineHooksPolicy.enabled=false"), None),
-    ("1.30.0", ("--set", "operator.capabilities={deschedulers}"), None),
-    ("1.30.0", ("--set", "operator.enabled=false"), None),
-    ("1.30.0", ("--set", "operator.capabilities={machines}"), "admissionregistration.k8s.io/v1"),
+    ("1.35.4", ("--set", "machineHooksPolicy.enabled=false"), None),
+    ("1.35.4", ("--set", "operator.capabilities={deschedulers}"), None),
+    ("1.35.4", ("--set", "operator.enabled=false"), None),
+    ("1.35.4", ("--set", "operator.capabilities={machines}"), "admissionregistration.k8s.io/v1"),
 ])
-def test_the_hooks_policy_follows_the_kubernetes_version(
+def test_the_hooks_policy_is_v1_and_follows_its_switches(
         version: str, extra: tuple[str, ...], expected: str | None) -> None:
     found = hooks_policy(version, *extra)
     if expected is None:

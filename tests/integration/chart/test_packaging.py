@@ -275,7 +275,7 @@ def test_dockerfile_final_stage_is_slim_and_non_root() -> None:
     assert len(stages) == 2, "multi-stage: build, then final"
     assert lines[stages[0]].endswith(" AS build")
     final = lines[stages[1]:]
-    assert any(line.startswith("ARG PYTHON_IMAGE=python:3.11-slim-bookworm") for line in lines)
+    assert any(line.startswith("ARG PYTHON_IMAGE=python:3.13-slim-trixie") for line in lines)
     assert not any("pip install" in line or "apt-get" in line for line in final)
     assert "COPY --from=build /opt/berthmaster /opt/berthmaster" in final
     users = [line for line in final if line.startswith("USER ")]

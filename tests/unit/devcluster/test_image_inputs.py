@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
+from packaging.version import Version
 
 from berthmaster.tooling.devcluster import images
 
@@ -79,6 +80,53 @@ def test_every_dependency_is_locked_with_hashes_at_a_version_pyproject_allows() 
     assert all("--hash=sha256:" in block for block in blocks[1:])
 
 
+def lower_bound(requirement: Requirement) -> Version | None:
+    """The highest ``>=``, ``==`` or ``~=`` version a requirement's specifier names."""
+    bounds = [Version(spec.version) for spec in requirement.specifier
+              if spec.operator in (">=", "==", "~=")]
+    return max(bounds, default=None)
+
+
+def test_lower_bound_reads_the_floor_of_a_specifier() -> None:
+    assert lower_bound(Requirement("kopf>=1.45.2,<2")) == Version("1.45.2")
+    assert lower_bound(Requirement("shtab<2")) is None
+
+
+def runtime_requirements() -> list[Requirement]:
+    """What an installation of berthmaster runs with: its dependencies and the AWS provider's
+    extra (the test extra is the tests' own)."""
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    return [Requirement(text) for text in
+            [*project["dependencies"], *project["optional-dependencies"]["aws"]]]
+
+
+def test_no_runtime_lower_bound_is_older_than_the_locked_version_the_tests_run() -> None:
+    """pyproject.toml promises what it may not have tested unless its lower bounds are the
+    versions the tests install (hack/venv.sh installs requirements-test.lock): a bound below the
+    locked version's major.minor claims releases nothing here ever ran. Raise the bound when the
+    lock moves (hack/image/lock.sh)."""
+    lock = ROOT / "hack" / "image" / "requirements-test.lock"
+    pins = locked(lock)
+    too_low = []
+    for requirement in runtime_requirements():
+        name = canonicalize_name(requirement.name)
+        assert name in pins, f"{name} is not in {lock.name}: run hack/image/lock.sh"
+        tested = Version(pins[name])
+        floor = lower_bound(requirement)
+        if floor is None or floor < Version(f"{tested.major}.{tested.minor}"):
+            too_low.append(f"{requirement} (the tests run {name}=={tested})")
+    assert not too_low, ("pyproject.toml declares lower bounds older than what is tested; "
+                         "raise them to the locked versions: " + "; ".join(too_low))
+
+
+def test_the_test_venv_and_the_image_install_the_same_runtime_versions() -> None:
+    """The image's lock is the runtime part of the test lock at the same versions
+    (hack/image/lock.sh), so the tests run what the image ships."""
+    image = locked(ROOT / "hack" / "image" / "requirements.lock")
+    tests = locked(ROOT / "hack" / "image" / "requirements-test.lock")
+    assert {name: tests.get(name) for name in image} == image
+
+
 def test_the_build_locks_pin_what_builds_our_wheel() -> None:
     system = tomllib.loads((ROOT / "pyproject.toml").read_text())["build-system"]
     pins = locked(ROOT / "hack" / "image" / "requirements-build.lock")
@@ -103,4 +151,4 @@ def test_the_local_base_uses_the_machines_debian_mirror(text: str, mirror: str |
 def test_a_changed_base_recipe_gets_a_new_tag() -> None:
     assert images.local_base_tag() == images.local_base_tag()
     assert images.local_base_tag() != images.local_base_tag(packages=("python3",))
-    assert images.local_base_tag().startswith("berthmaster.local/python-base:3.11-bookworm-")
+    assert images.local_base_tag().startswith("berthmaster.local/python-base:3.13-trixie-")
