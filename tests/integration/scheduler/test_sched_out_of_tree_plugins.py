@@ -39,6 +39,13 @@ from tests.support.waiting import wait_for
 LICENSED = "licenses.example.com/matlab"
 
 
+async def failed_scheduling(kube: KubeClient, namespace: str, pod: str
+                            ) -> list[dict[str, Any]]:
+    """The FailedScheduling Events of one pod."""
+    return [e for e in await events_for(kube, namespace, "FailedScheduling")
+            if e["involvedObject"]["name"] == pod]
+
+
 @pytest.fixture
 def installed(tmp_path: Path) -> Iterator[Path]:
     root = tmp_path / "site"
@@ -86,11 +93,8 @@ async def test_an_installed_plugin_places_pods_and_a_raising_one_is_contained(
     await create_pod(kube, namespace, make_pod("boom", sched.name, nodeSelector=group,
                                                labels={plugins.TRIGGER: "yes"}))
 
-    async def failed() -> list[dict[str, Any]]:
-        return [e for e in await events_for(kube, namespace, "FailedScheduling")
-                if e["involvedObject"]["name"] == "boom"]
-
-    (event,) = await wait_for(failed, timeout=30, what="FailedScheduling for boom")
+    (event,) = await wait_for(lambda: failed_scheduling(kube, namespace, "boom"), timeout=30,
+                              what="FailedScheduling for boom")
     assert event["type"] == "Warning"
     assert event["message"].startswith("running \"RaisingFilter\" filter plugin: 'no table "
                                        "for ")
@@ -128,11 +132,8 @@ async def test_an_installed_plugin_places_pods_and_a_raising_one_is_contained(
     await create_pod(kube, namespace, make_pod("hintless", sched.name, nodeSelector=group,
                                                labels={plugins.HINTS_TRIGGER: "yes"}))
 
-    async def hintless_failed() -> list[dict[str, Any]]:
-        return [e for e in await events_for(kube, namespace, "FailedScheduling")
-                if e["involvedObject"]["name"] == "hintless"]
-
-    (event,) = await wait_for(hintless_failed, timeout=30, what="FailedScheduling for hintless")
+    (event,) = await wait_for(lambda: failed_scheduling(kube, namespace, "hintless"), timeout=30,
+                              what="FailedScheduling for hintless")
     assert event["message"].startswith("0/")
     assert "node(s) are not for this pod" in event["message"]
 
@@ -176,11 +177,8 @@ profiles:
     await create_pod(kube, namespace, make_pod("boom", sched.name, nodeSelector=group,
                                                labels={plugins.TRIGGER: "yes"}))
 
-    async def boom_failed() -> list[dict[str, Any]]:
-        return [e for e in await events_for(kube, namespace, "FailedScheduling")
-                if e["involvedObject"]["name"] == "boom"]
-
-    (event, *_) = await wait_for(boom_failed, timeout=30, what="FailedScheduling for boom")
+    (event, *_) = await wait_for(lambda: failed_scheduling(kube, namespace, "boom"), timeout=30,
+                              what="FailedScheduling for boom")
     assert event["message"] == ('running Reserve plugin "RaisingReserve": reservation book '
                                 "is closed")
     assert await node_of(kube, namespace, "held") is None
@@ -218,11 +216,8 @@ profiles:
     await create_pod(kube, namespace, make_pod("stuck", sched.name, nodeSelector=group,
                                                labels={plugins.HANG_TRIGGER: "yes"}))
 
-    async def stuck_failed() -> list[dict[str, Any]]:
-        return [e for e in await events_for(kube, namespace, "FailedScheduling")
-                if e["involvedObject"]["name"] == "stuck"]
-
-    (event, *_) = await wait_for(stuck_failed, timeout=30, what="FailedScheduling for stuck")
+    (event, *_) = await wait_for(lambda: failed_scheduling(kube, namespace, "stuck"), timeout=30,
+                              what="FailedScheduling for stuck")
     assert event["message"] == ('running "HangingFilter" filter plugin: did not return within '
                                 "1s and was interrupted (the scheduler's --plugin-timeout)")
     await create_pod(kube, namespace, make_pod("calm", sched.name, nodeSelector=group))
