@@ -11,14 +11,7 @@ from typing import Any
 
 from berthmaster.foundation.kube import CORE, KubeClient, resource_path
 from berthmaster.scheduler.descheduler.usage_metrics import APISERVICE_PATH
-from tests.integration.descheduler.kit import (
-    make_owner,
-    make_pod,
-    remaining,
-    run_pass,
-    v1alpha2,
-    wait_running,
-)
+from tests.integration.descheduler.kit import busy_node_scene, remaining, run_pass, v1alpha2
 from tests.integration.descheduler.test_desched_operator import (  # noqa: F401 (fixtures)
     BATCH,
     DESCHEDULERS,
@@ -47,13 +40,7 @@ async def test_pass_without_metrics_api_says_so_and_evicts_nothing(
     cannot be judged without metrics.k8s.io (pkg/descheduler/descheduler.go starts the metrics
     collector only with a metrics client; usageclients.go actualUsageClient reads it)."""
     assert await kube.get_if_exists(APISERVICE_PATH) is None  # the premise
-    hot = await nodes.create(capacity={"cpu": "10", "memory": "32Gi", "pods": "10"})
-    await nodes.create(capacity={"cpu": "10", "memory": "32Gi", "pods": "10"})
-    names = [f"p{i}" for i in range(8)]
-    for i, name in enumerate(names):
-        owner = await make_owner(kube, namespace, f"owner-{i}")
-        await make_pod(kube, namespace, name, hot["metadata"]["name"], owner, cpu="1")
-    await wait_running(kube, namespace, names)
+    _hot, names = await busy_node_scene(kube, namespace, nodes, idle=1)
 
     result = await run_pass(cluster.kubeconfig, usage_policy())
 
