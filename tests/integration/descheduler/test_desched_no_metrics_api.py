@@ -1,17 +1,31 @@
-"""A policy that balances by actual usage, on a control plane with no metrics API.
+"""A policy that balances by actual usage, on a control plane with and without a metrics API.
 
 The local control plane serves no ``metrics.k8s.io`` (no ``v1beta1.metrics.k8s.io``
 APIService): the pass must say so in its log and evict nothing, and the operator must say so on
-the Descheduler (condition and event) and create no Job.
+the Descheduler (condition and event) and create no Job. The last test then serves the group
+from the same API server (CustomResourceDefinitions named as metrics-server's NodeMetrics and
+PodMetrics, which make the API server register the APIService itself, Available) with usage
+that disagrees with requests, and the pass evicts by usage. Real metrics-server on real kubelets
+is the e2e tier's.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from berthmaster.foundation.kube import CORE, KubeClient, resource_path
+import yaml
+
+from berthmaster.foundation.kube import CORE, KubeClient, group_path, resource_path
 from berthmaster.scheduler.descheduler.usage_metrics import APISERVICE_PATH
-from tests.integration.descheduler.kit import busy_node_scene, remaining, run_pass, v1alpha2
+from tests.integration.descheduler.kit import (
+    busy_node_scene,
+    make_owner,
+    make_pod,
+    remaining,
+    run_pass,
+    v1alpha2,
+    wait_running,
+)
 from tests.integration.descheduler.test_desched_operator import (  # noqa: F401 (fixtures)
     BATCH,
     DESCHEDULERS,
@@ -79,3 +93,72 @@ async def test_operator_reports_missing_metrics_api_and_creates_no_job(
                    for e in events)
     finally:
         await kube.delete(path)
+
+
+CRDS = group_path("apiextensions.k8s.io", "v1") + "/customresourcedefinitions"
+
+
+def metrics_crd(plural: str, kind: str, scope: str) -> dict[str, Any]:
+    return {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+            "metadata": {"name": f"{plural}.metrics.k8s.io", "annotations": {
+                "api-approved.kubernetes.io": "unapproved, test only"}},
+            "spec": {"group": "metrics.k8s.io", "scope": scope,
+                     "names": {"plural": plural, "kind": kind},
+                     "versions": [{"name": "v1beta1", "served": True, "storage": True,
+                                   "schema": {"openAPIV3Schema": {
+                                       "type": "object",
+                                       "x-kubernetes-preserve-unknown-fields": True}}}]}}
+
+
+async def test_pass_evicts_by_measured_usage_not_requests(
+    kube: KubeClient, namespace: str, nodes: Any, cluster: Any
+) -> None:
+    """Eight pods requesting 10m each (under 1% by requests) measured at 1 cpu each (80% of the
+    node): by usage the node is over the 50% target and three pods go, each taking its measured
+    1 cpu off (usageclients.go actualUsageClient; lownodeutilization.go); the same policy by
+    requests evicts nothing."""
+    crds = [metrics_crd("nodes", "NodeMetrics", "Cluster"),
+            metrics_crd("pods", "PodMetrics", "Namespaced")]
+    for crd_body in crds:
+        await kube.create(CRDS, crd_body)
+    metrics_api = group_path("metrics.k8s.io", "v1beta1")
+    try:
+        async def served() -> bool:
+            found = await kube.get_if_exists(APISERVICE_PATH)
+            return any(c.get("type") == "Available" and c.get("status") == "True"
+                       for c in ((found or {}).get("status") or {}).get("conditions") or ())
+
+        await wait_for(served, timeout=60, what="APIService v1beta1.metrics.k8s.io Available")
+        capacity = {"cpu": "10", "memory": "32Gi", "pods": "100"}
+        hot = (await nodes.create(capacity=capacity))["metadata"]["name"]
+        idle = [(await nodes.create(capacity=capacity))["metadata"]["name"] for _ in range(2)]
+        names = [f"p{i}" for i in range(8)]
+        for i, name in enumerate(names):
+            owner = await make_owner(kube, namespace, f"owner-{i}")
+            await make_pod(kube, namespace, name, hot, owner, cpu="10m")
+            await kube.create(resource_path(metrics_api, "pods", namespace), {
+                "apiVersion": "metrics.k8s.io/v1beta1", "kind": "PodMetrics",
+                "metadata": {"name": name}, "containers": [
+                    {"name": "main", "usage": {"cpu": "1", "memory": "10Mi"}}]})
+        await wait_running(kube, namespace, names)
+        for node, cpu in [(hot, "8"), *((n, "100m") for n in idle)]:
+            await kube.create(resource_path(metrics_api, "nodes"), {
+                "apiVersion": "metrics.k8s.io/v1beta1", "kind": "NodeMetrics",
+                "metadata": {"name": node}, "usage": {"cpu": cpu, "memory": "1Gi"}})
+
+        by_requests = usage_policy()
+        low = by_requests["profiles"][0]["pluginConfig"][0]["args"]
+        del low["metricsUtilization"]
+        result = await run_pass(cluster.kubeconfig, yaml.safe_dump(by_requests))
+        assert result.code == 0, result.output
+        assert await remaining(kube, namespace) == set(names), result.output
+
+        result = await run_pass(cluster.kubeconfig, usage_policy())
+
+        assert result.code == 0, result.output
+        assert len(await remaining(kube, namespace)) == 5, result.output
+        assert "total: evicted 3 pod(s)" in result.output
+        assert f"node {hot} over target (cpu 80%" in result.output
+    finally:
+        for crd_body in crds:
+            await kube.delete(f"{CRDS}/{crd_body['metadata']['name']}")
