@@ -5,8 +5,9 @@ APIService): the pass must say so in its log and evict nothing, and the operator
 the Descheduler (condition and event) and create no Job. The last test then serves the group
 from the same API server (CustomResourceDefinitions named as metrics-server's NodeMetrics and
 PodMetrics, which make the API server register the APIService itself, Available) with usage
-that disagrees with requests, and the pass evicts by usage. Real metrics-server on real kubelets
-is the e2e tier's.
+that disagrees with requests, and the pass evicts by usage. metrics-server itself is not run here:
+it is an aggregated API server, and the local kube-apiserver has no aggregation layer (front-proxy)
+configured.
 """
 
 from __future__ import annotations
