@@ -64,6 +64,7 @@ from berthmaster.operator.deschedulers.runs import (
 )
 from berthmaster.operator.deschedulers.status import (
     LAST_RUN_SUCCEEDED,
+    METRICS_AVAILABLE,
     POLICY_VALID,
     READY,
     SPEC_ALLOWED,
@@ -73,7 +74,12 @@ from berthmaster.operator.deschedulers.status import (
     run_outcome,
 )
 from berthmaster.operator.retrying import transient_only
-from berthmaster.scheduler.descheduler.policy import parse_policy
+from berthmaster.scheduler.descheduler.policy import DeschedulerPolicy, parse_policy
+from berthmaster.scheduler.descheduler.usage_metrics import (
+    APISERVICE_PATH,
+    REASON_UNAVAILABLE,
+    apiservice_problem,
+)
 
 log = logging.getLogger("berthmaster.operator.deschedulers")
 
@@ -119,7 +125,7 @@ async def read_policy(client: KubeClient, body: Mapping[str, Any], namespace: st
     return str(text), where
 
 
-def check_policy(text: str, source: str) -> None:
+def check_policy(text: str, source: str) -> DeschedulerPolicy:
     """Validate a policy; PolicyError lists every problem. A YAML error is told by position
     alone (line and column), never with the text around it: the ConfigMap's content stays out of
     the Descheduler's status and events."""
@@ -132,7 +138,7 @@ def check_policy(text: str, source: str) -> None:
             position = f" at line {mark.line + 1}, column {mark.column + 1}"
         raise PolicyError(source, [f"not valid YAML or JSON{position}; fix the policy file "
                                    "there"]) from None
-    parse_policy(document, source)
+    return parse_policy(document, source)
 
 
 def _path(obj: dict[str, Any], with_name: bool = True) -> str:
@@ -204,7 +210,7 @@ async def descheduler_reconcile(body: kopf.Body, status: kopf.Status, patch: kop
     source = "spec.policy"
     try:
         text, source = await read_policy(client, body, namespace)
-        check_policy(text, source)
+        policy = check_policy(text, source)
     except PolicyUnavailable as missing:
         patch.status["conditions"] = merge_conditions(
             conditions, allowed,
@@ -216,7 +222,33 @@ async def descheduler_reconcile(body: kopf.Body, status: kopf.Status, patch: kop
     except PolicyError as invalid:
         report_invalid_policy(body, patch, conditions, allowed, invalid, source)
         return
+    if policy.uses_actual_usage:
+        await require_metrics_api(client, body, patch, conditions, allowed)
     await run_policy(client, body, status, patch, conditions, allowed, text)
+
+
+async def require_metrics_api(client: KubeClient, body: kopf.Body, patch: kopf.Patch,
+                              conditions: list[Any], allowed: dict[str, Any]) -> None:
+    """A policy that balances by actual usage needs ``metrics.k8s.io``: without it, no Job (so
+    nothing is evicted), MetricsAvailable and Ready False, a Warning event, and a retry in a
+    minute (the metrics API may be installed later)."""
+    problem = apiservice_problem(await client.get_if_exists(APISERVICE_PATH))
+    generation = body["metadata"].get("generation")
+    if problem is None:
+        conditions[:] = merge_conditions(conditions, condition(
+            conditions, METRICS_AVAILABLE, True, "Available",
+            "the metrics API (metrics.k8s.io) is available", generation))
+        return
+    patch.status["conditions"] = merge_conditions(
+        conditions, allowed,
+        condition(conditions, POLICY_VALID, True, "Valid", "the policy is valid", generation),
+        condition(conditions, METRICS_AVAILABLE, False, REASON_UNAVAILABLE, problem, generation),
+        condition(conditions, READY, False, REASON_UNAVAILABLE,
+                  "the policy balances by actual usage and the metrics API is missing; no Job "
+                  "was created", generation))
+    patch.status["message"] = problem
+    kopf.warn(body, reason=REASON_UNAVAILABLE, message=problem)
+    raise kopf.TemporaryError(problem, delay=60)
 
 
 def report_invalid_policy(body: kopf.Body, patch: kopf.Patch, conditions: list[Any],

@@ -18,6 +18,9 @@ POLICY_VALID = "PolicyValid"
 SPEC_ALLOWED = "SpecAllowed"
 READY = "Ready"
 LAST_RUN_SUCCEEDED = "LastRunSucceeded"
+# berthmaster's: a policy that balances by actual usage has the metrics API it reads
+# (scheduler/descheduler/usage_metrics.py); False stops the run before any Job
+METRICS_AVAILABLE = "MetricsAvailable"
 
 
 def now_stamp() -> str:

@@ -2,7 +2,8 @@
 
 Exit codes: 0 the pass ran (whether or not anything was evicted), 1 a strategy failed, 2 the
 policy file is invalid (every problem is printed) or the kubeconfig is unusable, 3 the API server
-could not be reached or read.
+could not be reached or read, or the policy balances by actual usage and the metrics API
+(``metrics.k8s.io``) is not served: one ``MetricsAPIUnavailable`` line, and nothing is evicted.
 ``--dry-run`` evicts nothing and prints each pod it would have evicted and why.
 """
 
@@ -29,6 +30,11 @@ from berthmaster.scheduler.descheduler.summary import (
     EXIT_INVALID_POLICY,
     exit_code,
     render,
+)
+from berthmaster.scheduler.descheduler.usage_metrics import (
+    REASON_UNAVAILABLE,
+    MetricsUnavailable,
+    read_actual_usage,
 )
 
 
@@ -64,6 +70,13 @@ async def deschedule(policy_file: str, dry_run: bool, kubeconfig: str | None) ->
             print(f"cannot list the cluster: {error}", file=sys.stderr)
             return EXIT_API_ERROR
         state = prepare_for_pass(objects, policy)
+        if policy.uses_actual_usage:
+            try:
+                state.actual_usage = await read_actual_usage(kube)
+            except MetricsUnavailable as error:
+                print(f"{REASON_UNAVAILABLE}: {error}; nothing was evicted", file=sys.stderr,
+                      flush=True)
+                return EXIT_API_ERROR
         print(f"descheduler pass ({policy.api_version}): {len(state.nodes)} of "
               f"{len(state.all_nodes)} nodes, {len(objects.pods)} pods"
               + (" [dry run]" if dry_run else ""), flush=True)

@@ -26,6 +26,7 @@ from berthmaster.foundation.keys import key_of
 from berthmaster.foundation.times import parse_rfc3339
 from berthmaster.scheduler.descheduler.fields import PodFilter
 from berthmaster.scheduler.descheduler.protection import EvictorSettings, protection_reasons
+from berthmaster.scheduler.descheduler.usage_metrics import ActualUsage
 from berthmaster.scheduler.label_string import parse_label_selector
 from berthmaster.scheduler.model import LabelSelector, NodeView, PodView
 from berthmaster.scheduler.model import label_selector as compile_selector
@@ -146,6 +147,8 @@ class ClusterState:
         self._node_views: dict[int, NodeView] = {}
         self._node_entries: dict[str, NodePods] = {}
         self._protection: dict[Hashable, dict[int, tuple[Pod, list[str]]]] = {}
+        # read from the metrics API when the policy balances by actual usage (usage_metrics)
+        self.actual_usage: ActualUsage | None = None
 
     def owner_replicas(self, pod: Pod) -> int:
         """How many listed pods share this pod's controller (DefaultEvictor's minReplicas)."""

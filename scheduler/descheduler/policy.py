@@ -37,6 +37,8 @@ from berthmaster.scheduler.descheduler.fields import (
 )
 from berthmaster.scheduler.descheduler.protection import MANDATORY, PREFERRED, EvictorSettings
 from berthmaster.scheduler.descheduler.strategies import REGISTRY
+from berthmaster.scheduler.descheduler.strategies.low_node_utilization import uses_actual_usage
+from berthmaster.scheduler.descheduler.usage_metrics import KUBERNETES_METRICS, PROMETHEUS
 from berthmaster.scheduler.label_string import SelectorSyntaxError, parse_label_selector
 
 V1ALPHA1 = "descheduler/v1alpha1"
@@ -51,7 +53,8 @@ V1ALPHA1_TOP = ("apiVersion", "kind", "strategies", "nodeSelector", "evictLocalS
 V1ALPHA1_STRATEGY = ("enabled", "weight", "params")
 V1ALPHA2_TOP = ("apiVersion", "kind", "profiles", "nodeSelector", "maxNoOfPodsToEvictPerNode",
                 "maxNoOfPodsToEvictPerNamespace", "maxNoOfPodsToEvictTotal",
-                "gracePeriodSeconds", "evictionFailureEventNotification")
+                "gracePeriodSeconds", "evictionFailureEventNotification", "metricsCollector",
+                "metricsProviders")
 V1ALPHA2_PROFILE = ("name", "pluginConfig", "plugins")
 # v1alpha2 Plugins' JSON name is "preevictionfilter" (types.go); the README writes
 # "preEvictionFilter": both are read.
@@ -95,6 +98,13 @@ class DeschedulerPolicy:
     max_pods_total: int | None = None
     grace_period_seconds: int | None = None
     eviction_failure_events: bool = False
+    # metricsCollector.enabled or a KubernetesMetrics entry in metricsProviders
+    kubernetes_metrics: bool = False
+
+    @property
+    def uses_actual_usage(self) -> bool:
+        """Some strategy balances by the metrics API's usage rather than requests."""
+        return any(uses_actual_usage(c.params) for c in self.strategies)
 
 
 def load_policy_file(path: str | Path) -> DeschedulerPolicy:
@@ -397,8 +407,51 @@ def _v1alpha2(document: Mapping[str, Any], problems: Problems) -> DeschedulerPol
                 args_where, args = args_by_plugin.get(plugin, (at, {}))
                 configs.append(StrategyConfig(plugin, name, module.parse(args, args_where,
                                                                          problems), evictor))
+    kubernetes_metrics = _metrics_sources(document, problems)
+    for config in configs:
+        if uses_actual_usage(config.params) and not kubernetes_metrics:
+            problems.add(f"profiles[{config.profile}].pluginConfig[{config.name}].args"
+                         ".metricsUtilization",
+                         "metrics client not initialized: metricsUtilization needs the metrics "
+                         "collector; set metricsCollector: {enabled: true} or metricsProviders: "
+                         f"[{{source: {KUBERNETES_METRICS}}}] at the top of the policy")
     grace = integer(document.get("gracePeriodSeconds"), "gracePeriodSeconds", problems, minimum=0)
     events = boolean(document.get("evictionFailureEventNotification"),
                      "evictionFailureEventNotification", problems)
     return DeschedulerPolicy(V1ALPHA2, _ordered(configs), grace_period_seconds=grace,
-                             eviction_failure_events=events, **_limits(document, problems))
+                             eviction_failure_events=events,
+                             kubernetes_metrics=kubernetes_metrics, **_limits(document, problems))
+
+
+def _metrics_sources(document: Mapping[str, Any], problems: Problems) -> bool:
+    """``metricsCollector`` and ``metricsProviders`` checked as upstream's
+    validateDeschedulerConfiguration (pkg/descheduler/policyconfig.go); True when the metrics
+    API is to be read. Prometheus is not implemented here and is refused."""
+    collector = mapping(document.get("metricsCollector"), "metricsCollector", problems)
+    check_known(collector, ("enabled",), "metricsCollector", problems)
+    enabled = boolean(collector.get("enabled"), "metricsCollector.enabled", problems)
+    providers = document.get("metricsProviders") or []
+    if not isinstance(providers, list):
+        problems.add("metricsProviders", "must be a list such as [{source: KubernetesMetrics}]")
+        providers = []
+    seen: set[str] = set()
+    for index, raw in enumerate(providers):
+        at = join("metricsProviders", index)
+        provider = mapping(raw, at, problems)
+        check_known(provider, ("source", "prometheus"), at, problems)
+        source = str(provider.get("source") or "")
+        if source in seen:
+            problems.add(at, f"metric provider {source!r} is already configured, each source "
+                             "can be configured only once")
+        seen.add(source)
+        if source == PROMETHEUS:
+            problems.add(join(at, "source"), "the Prometheus metrics source is not supported "
+                                             f"here; use source: {KUBERNETES_METRICS} "
+                                             "(metrics-server)")
+        elif source != KUBERNETES_METRICS:
+            problems.add(join(at, "source"), f"unknown metrics source {source!r}; expected "
+                                             f"{KUBERNETES_METRICS}")
+    if KUBERNETES_METRICS in seen and enabled:
+        problems.add("metricsProviders", "it is not allowed to combine metrics provider when "
+                                         "metrics collector is enabled")
+    return enabled or KUBERNETES_METRICS in seen

@@ -121,6 +121,18 @@ LOCAL_PATH_FAMILY = Family(
     module="local-path-provisioner",
 )
 
+# metrics-server (sigs.k8s.io/metrics-server), which serves metrics.k8s.io from the kubelets'
+# summary API: what a descheduler policy balancing by actual usage reads
+# (docs/descheduler.md). Built only when asked for (:func:`build_metrics_server`), cached as
+# every family is; its version is stamped as its Makefile's VERSION_LDFLAGS do (client-go).
+METRICS_SERVER_VERSION = "v0.8.0"
+METRICS_SERVER_FAMILY = Family(
+    "metrics-server",
+    (("metrics-server", "sigs.k8s.io/metrics-server/cmd/metrics-server"),),
+    ldflags=f"-s -w -X k8s.io/client-go/pkg/version.gitVersion={METRICS_SERVER_VERSION}",
+    module="metrics-server",
+)
+
 # kwok's published stages: the defaults (fake node start-up and lease heart-beats; pods turn
 # Ready, Job pods complete, deletions finish) and the chaos stages, which act only on objects
 # carrying their label (a pod labelled pod-container-running-failed.stage.kwok.x-k8s.io=true
@@ -151,7 +163,7 @@ def family_dir(family: Family) -> Path:
 
 def binary_path(binary: str) -> Path:
     """The cached path of one binary (it may not be built yet)."""
-    for family in (*FAMILIES, NODE_FAMILY, LOCAL_PATH_FAMILY):
+    for family in (*FAMILIES, NODE_FAMILY, LOCAL_PATH_FAMILY, METRICS_SERVER_FAMILY):
         if any(name == binary for name, _ in family.packages):
             return family_dir(family) / binary
     raise KeyError(binary)
@@ -274,6 +286,12 @@ def build_node(say: Callable[[str], None] = print) -> dict[str, Path]:
     """Build (or reuse) the real nodes' kubelet and kube-proxy."""
     build_family(NODE_FAMILY, say)
     return {name: binary_path(name) for name in NODE_BINARIES}
+
+
+def build_metrics_server(say: Callable[[str], None] = print) -> Path:
+    """Build (or reuse) metrics-server; returns its path."""
+    build_family(METRICS_SERVER_FAMILY, say)
+    return binary_path("metrics-server")
 
 
 def main() -> None:  # pragma: no cover - convenience for `python -m`

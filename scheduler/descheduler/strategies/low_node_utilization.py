@@ -59,11 +59,12 @@ from berthmaster.scheduler.descheduler.strategies.utilization import (
     too_few_underutilized,
     tracked,
 )
+from berthmaster.scheduler.descheduler.usage_metrics import KUBERNETES_METRICS, PROMETHEUS
 
 NAME = "LowNodeUtilization"
 EXTENSION_POINT = "balance"
 ARGS = ("thresholds", "targetThresholds", "numberOfNodes", "useDeviationThresholds",
-        "evictableNamespaces", "evictionLimits")
+        "evictableNamespaces", "evictionLimits", "metricsUtilization")
 V1ALPHA1_KEYS = ("thresholds", "targetThresholds", "numberOfNodes", "useDeviationThresholds")
 
 
@@ -76,6 +77,8 @@ class Params:
     filter: PodFilter = EVERY_POD
     node_eviction_limit: int | None = None
     v1alpha1: bool = False  # v0.30.1's fill-in of cpu/memory/pods (module docstring)
+    # KubernetesMetrics: usage from the metrics API (usage_metrics), not requests
+    metrics_utilization: str | None = None
 
 
 def from_v1alpha1(params: Mapping[str, Any], where: str, problems: Problems) -> dict[str, Any]:
@@ -107,7 +110,43 @@ def parse(args: Mapping[str, Any], where: str, problems: Problems) -> Params:
     check_known(limits, ("node",), limits_where, problems)
     node_limit = integer(limits.get("node"), join(limits_where, "node"), problems, minimum=0)
     return Params(low, high, number_of_nodes(args, where, problems), deviation,
-                  evictable_filter(args, where, problems), node_limit)
+                  evictable_filter(args, where, problems), node_limit,
+                  metrics_utilization=metrics_utilization(args, where, problems))
+
+
+def uses_actual_usage(params: Any) -> bool:
+    """The policy's cross-check: this strategy's params ask for the metrics API."""
+    return isinstance(params, Params) and params.metrics_utilization is not None
+
+
+def metrics_utilization(args: Mapping[str, Any], where: str, problems: Problems) -> str | None:
+    """``metricsUtilization`` as upstream's ValidateLowNodeUtilizationArgs checks it
+    (pkg/framework/plugins/nodeutilization/validation.go); the deprecated ``metricsServer: true``
+    means KubernetesMetrics. None when utilization is by requests."""
+    at = join(where, "metricsUtilization")
+    raw = mapping(args.get("metricsUtilization"), at, problems)
+    if args.get("metricsUtilization") is None:
+        return None
+    check_known(raw, ("metricsServer", "source", "prometheus"), at, problems)
+    server = boolean(raw.get("metricsServer"), join(at, "metricsServer"), problems)
+    source = str(raw.get("source") or "")
+    if source == KUBERNETES_METRICS and server:
+        problems.add(at, f'it is not allowed to set both "{KUBERNETES_METRICS}" source and '
+                         "metricsServer")
+    if source == KUBERNETES_METRICS and raw.get("prometheus") is not None:
+        problems.add(at, "prometheus configuration is not allowed to set when source is set to "
+                         f'"{KUBERNETES_METRICS}"')
+    if source == PROMETHEUS:
+        problems.add(join(at, "source"), "the Prometheus metrics source is not supported here; "
+                                         f"use source: {KUBERNETES_METRICS} (metrics-server)")
+        return None
+    if source and source != KUBERNETES_METRICS:
+        problems.add(join(at, "source"), "unrecognized metrics source")
+        return None
+    if not source and not server:
+        problems.add(at, "metrics source is empty; set source: KubernetesMetrics")
+        return None
+    return KUBERNETES_METRICS
 
 
 def filled(params: Params) -> tuple[dict[str, float], dict[str, float]]:
@@ -139,7 +178,10 @@ def bounds(params: Params, usages: list[NodeUsage]) -> tuple[dict[str, float], d
 def decide(params: Params, ctx: StrategyContext) -> CandidateStream:
     resources = list(filled(params)[0])
     every = tracked(resources)
-    usages = [node_usage(n, ctx.consider(ctx.pods_on(n["metadata"]["name"])), every, ctx)
+    actual = ctx.state.actual_usage if params.metrics_utilization else None
+    if params.metrics_utilization and actual is None:
+        raise LookupError("metrics client not initialized")
+    usages = [node_usage(n, ctx.consider(ctx.pods_on(n["metadata"]["name"])), every, ctx, actual)
               for n in ctx.nodes]
     low_bound, high_bound = bounds(params, usages)
     under = [u for u in usages if not u.view.unschedulable

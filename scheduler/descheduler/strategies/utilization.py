@@ -32,6 +32,7 @@ from berthmaster.scheduler.descheduler.fields import (
     namespaces,
     number,
 )
+from berthmaster.scheduler.descheduler.usage_metrics import ActualUsage
 from berthmaster.scheduler.model import PODS, NodeView, PodView, tolerates_all
 
 MIN_PERCENTAGE, MAX_PERCENTAGE = 0.0, 100.0
@@ -135,6 +136,8 @@ class NodeUsage:
     pods: list[dict[str, Any]]
     used: dict[str, float] = field(default_factory=dict)
     allocatable: dict[str, float] = field(default_factory=dict)
+    # set when ``used`` is measured usage: an evicted pod then takes its measured usage away
+    actual: ActualUsage | None = None
 
     @property
     def name(self) -> str:
@@ -153,10 +156,19 @@ def requests(view: PodView, resources: list[str]) -> dict[str, float]:
     return {r: 1.0 if r == PODS else float(view.requests.get(r, 0)) for r in resources}
 
 
+def measured(pod: dict[str, Any], actual: ActualUsage, resources: list[str]) -> dict[str, float]:
+    """usageclients.go actualUsageClient.podUsage: the pod's PodMetrics, pods counted as 1."""
+    used = actual.pod_usage(pod)
+    return {r: 1.0 if r == PODS else float(used.get(r, 0)) for r in resources}
+
+
 def node_usage(
-    node: dict[str, Any], pods: list[dict[str, Any]], resources: list[str], ctx: StrategyContext
+    node: dict[str, Any], pods: list[dict[str, Any]], resources: list[str], ctx: StrategyContext,
+    actual: ActualUsage | None = None,
 ) -> NodeUsage:
     view = ctx.state.node_view(node)
+    if actual is not None:
+        return actual_node_usage(node, view, pods, resources, actual)
     usage = NodeUsage(node, view, pods)
     for resource in resources:
         usage.allocatable[resource] = float(view.allocatable.get(resource, 0))
@@ -166,6 +178,24 @@ def node_usage(
         asked = ctx.state.view(pod).requests
         for resource in resources:
             used[resource] += 1.0 if resource == PODS else float(asked.get(resource, 0))
+    return usage
+
+
+def actual_node_usage(node: dict[str, Any], view: NodeView, pods: list[dict[str, Any]],
+                      resources: list[str], actual: ActualUsage) -> NodeUsage:
+    """usageclients.go actualUsageClient.sync: cpu and memory from the metrics collector, pods
+    counted; a node missing from the metrics, or a resource the metrics API does not report,
+    fails the strategy with upstream's sentence."""
+    measured = actual.nodes.get(view.name)
+    if measured is None:
+        raise LookupError(f"unable to find node {view.name!r} in the collected metrics")
+    usage = NodeUsage(node, view, pods, actual=actual)
+    for resource in resources:
+        if resource != PODS and resource not in measured:
+            raise LookupError(f"unable to find {resource!r} resource for collected "
+                              f"{view.name!r} node metric")
+        usage.allocatable[resource] = float(view.allocatable.get(resource, 0))
+        usage.used[resource] = float(len(pods) if resource == PODS else measured[resource])
     return usage
 
 
@@ -207,7 +237,8 @@ def evict_into_room(
             continue
         if not ctx.evictable(pod):
             continue
-        amounts = requests(view, list(room))
+        amounts = (requests(view, list(room)) if usage.actual is None
+                   else measured(pod, usage.actual, list(room)))
         evicted = yield Candidate(pod, f"node {usage.name} {why} ({describe(usage, shown)})")
         if evicted:
             evicted_here += 1

@@ -59,6 +59,22 @@ async def tainted_node_scene(kube: KubeClient, namespace: str, nodes: Any
     return node, owner
 
 
+async def busy_node_scene(kube: KubeClient, namespace: str, nodes: Any, idle: int
+                          ) -> tuple[dict[str, Any], list[str]]:
+    """A 10-cpu node running eight owned pods requesting 1 cpu each (80% by requests) beside
+    ``idle`` empty nodes of the same size, all Running; the busy node and the pods' names."""
+    capacity = {"cpu": "10", "memory": "32Gi", "pods": "10"}
+    hot = await nodes.create(capacity=capacity)
+    for _ in range(idle):
+        await nodes.create(capacity=capacity)
+    names = [f"p{i}" for i in range(8)]
+    for i, name in enumerate(names):
+        owner = await make_owner(kube, namespace, f"owner-{i}")
+        await make_pod(kube, namespace, name, hot["metadata"]["name"], owner, cpu="1")
+    await wait_running(kube, namespace, names)
+    return hot, names
+
+
 async def wait_running(kube: KubeClient, namespace: str, names: list[str]) -> None:
     async def running() -> bool:
         for name in names:

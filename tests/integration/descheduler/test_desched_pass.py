@@ -11,6 +11,7 @@ from berthmaster.foundation.kube import CORE, KubeClient, group_path, resource_p
 from berthmaster.foundation.times import parse_rfc3339
 from berthmaster.scheduler.descheduler.metrics import parse_termination_message
 from tests.integration.descheduler.kit import (
+    busy_node_scene,
     events_for,
     make_owner,
     make_pod,
@@ -27,14 +28,8 @@ from tests.unit.descheduler.test_desched_upstream_parity import CHART_DEFAULT
 
 async def test_seed_sample_policy_runs_unchanged(kube: KubeClient, namespace: str, nodes: Any,
                                                  cluster: Any) -> None:
-    hot = await nodes.create(capacity={"cpu": "10", "memory": "32Gi", "pods": "10"})
-    for _ in range(4):  # numberOfNodes: 3 in the sample: four idle nodes are needed
-        await nodes.create(capacity={"cpu": "10", "memory": "32Gi", "pods": "10"})
-    names = [f"p{i}" for i in range(8)]
-    for i, name in enumerate(names):
-        owner = await make_owner(kube, namespace, f"owner-{i}")
-        await make_pod(kube, namespace, name, hot["metadata"]["name"], owner, cpu="1")
-    await wait_running(kube, namespace, names)
+    # numberOfNodes: 3 in the sample: four idle nodes are needed
+    hot, _names = await busy_node_scene(kube, namespace, nodes, idle=4)
 
     result = await run_pass(cluster.kubeconfig, SEED_SAMPLE)
 

@@ -15,6 +15,7 @@ from berthmaster.scheduler.descheduler.evictor import (
     planned_attempt,
 )
 from berthmaster.scheduler.descheduler.protection import EvictorSettings
+from berthmaster.scheduler.descheduler.usage_metrics import ActualUsage
 from tests.support import builders
 
 NOW = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
@@ -56,10 +57,11 @@ def everywhere(pod: dict[str, Any], node: str) -> bool:
 def plan(
     module: Any, params: Any, nodes: list[dict[str, Any]], pods: list[dict[str, Any]],
     settings: EvictorSettings | None = None, node_fit: Callable[[dict[str, Any], str], bool]
-    = everywhere, book: EvictionBook | None = None,
+    = everywhere, book: EvictionBook | None = None, actual_usage: ActualUsage | None = None,
 ) -> tuple[list[str], Tally]:
     """Run one strategy's decision with every admissible candidate evicted; names evicted."""
     state = ClusterState(nodes, pods, node_fit=node_fit, now=NOW)
+    state.actual_usage = actual_usage
     tally = Tally(module.NAME)
     ctx = StrategyContext(state, settings or EvictorSettings(), tally)
     drive_planned(module.decide(params, ctx), planned_attempt(book or EvictionBook(), ctx))

@@ -85,3 +85,15 @@ def test_the_provisioner_is_its_own_cached_family() -> None:
         "github.com/rancher/local-path-provisioner v0.0.30") == 1
     assert build.binary_path("local-path-provisioner").parent == build.family_dir(family)
     assert f"main.VERSION={build.LOCAL_PATH_VERSION}" in family.ldflags
+
+
+def test_metrics_server_is_its_own_cached_family() -> None:
+    """Pinned in hack/metrics-server/go.mod; version stamped as metrics-server's Makefile
+    (VERSION_LDFLAGS, PKG k8s.io/client-go/pkg) does."""
+    family = build.METRICS_SERVER_FAMILY
+    assert family.module_dir.name == "metrics-server"
+    assert (family.module_dir / "go.mod").read_text().count(
+        f"sigs.k8s.io/metrics-server {build.METRICS_SERVER_VERSION}") == 1
+    assert build.binary_path("metrics-server").parent == build.family_dir(family)
+    assert f"version.gitVersion={build.METRICS_SERVER_VERSION}" in family.ldflags
+    assert family not in build.FAMILIES  # built only when asked for
