@@ -120,6 +120,11 @@ def _issue(
             critical=True,
         )
         .add_extension(x509.ExtendedKeyUsage([usage]), critical=False)
+        # the key identifiers Go's x509 writes into every certificate kubeadm issues, and
+        # Python 3.13's default TLS verification (VERIFY_X509_STRICT) requires of a leaf
+        .add_extension(x509.SubjectKeyIdentifier.from_public_key(public_key), critical=False)
+        .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()),
+                       critical=False)
     )
     if sans:
         builder = builder.add_extension(x509.SubjectAlternativeName(sans), critical=False)
@@ -154,6 +159,8 @@ def ensure_pki(root: Path, service_ip: str = "10.96.0.1",
             ),
             critical=True,
         )
+        .add_extension(x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key()),
+                       critical=False)
         .sign(ca_key, hashes.SHA256())
     )
     _write_key(pki.ca_key, ca_key)
