@@ -16,11 +16,13 @@ from berthmaster.foundation.kube import CORE, KubeClient, resource_path
 from tests.integration.autoscaler.test_autoscaler import (
     AUTOSCALING,
     MACHINES,
+    MAX_KEY,
     apply,
     cluster_autoscaler,
     crds,  # noqa: F401  (fixture)
     events_for,
     machine_autoscaler,
+    machine_set_annotations,
     operator,  # noqa: F401  (fixture)
     pod,
     scheduler,  # noqa: F401  (fixture)
@@ -57,6 +59,13 @@ async def test_an_aws_machineset_at_zero_scales_up_by_its_instance_types_capacit
     assert apply(cluster, cluster_autoscaler({"resourceLimits": {"maxNodesTotal": 20}})
                  ).returncode == 0
     try:
+        # the pool is a node group once its MachineAutoscaler has annotated it; a pod seen
+        # before that is told there is "no node group to scale up"
+        async def annotated() -> bool:
+            notes = await machine_set_annotations(kube, namespace, pool)
+            return notes.get(MAX_KEY) == "3"
+
+        await wait_for(annotated, timeout=60, what=f"{pool} annotated by its autoscaler")
         too_big = pod("too-big", namespace, "6", pool)  # more than m5.xlarge's 4 vCPU
         await kube.create(resource_path(CORE, "pods", namespace), too_big)
 

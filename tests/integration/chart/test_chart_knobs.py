@@ -130,11 +130,6 @@ def test_flow_schema_is_kube_schedulers_for_the_schedulers_account() -> None:
     assert rule["resourceRules"] == [{"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"],
                                       "clusterScope": True, "namespaces": ["*"]}]
     assert rule["nonResourceRules"] == [{"verbs": ["*"], "nonResourceURLs": ["*"]}]
-    old = helm("template", "berthmaster", str(CHART), "--kube-version", "1.28.0",
-               "--set", "scheduler.flowSchema.enabled=true", "--show-only",
-               "templates/scheduler-flowschema.yaml")
-    assert old.returncode == 0, old.stderr
-    assert "apiVersion: flowcontrol.apiserver.k8s.io/v1beta3" in old.stdout
 
 
 def test_selinux_apparmor_and_supplemental_groups_reach_every_pod() -> None:

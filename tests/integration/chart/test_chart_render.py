@@ -351,8 +351,9 @@ def test_no_component_may_write_rbac(value_set: str) -> None:
 
 def test_the_descheduler_role_is_the_documented_one_and_bound_to_its_account() -> None:
     """The documentation's descheduler-cluster-role (OpenShift scheduling 16.3.2) plus what a
-    pass reads (the volume objects for nodeFit's placement engine too) and the events it
-    records (kubernetes-sigs/descheduler kubernetes/base/rbac.yaml), bound to the Jobs'
+    pass reads (the volume objects for nodeFit's placement engine too; the metrics API and its
+    APIService for policies that balance by real usage) and the events it records
+    (kubernetes-sigs/descheduler kubernetes/base/rbac.yaml), bound to the Jobs'
     ServiceAccount in the release namespace."""
     objects = render()
     rules = one(objects, "ClusterRole", "-descheduler")["rules"]
@@ -370,7 +371,9 @@ def test_the_descheduler_role_is_the_documented_one_and_bound_to_its_account() -
             ("storage.k8s.io", "storageclasses"), ("storage.k8s.io", "csinodes"),
             ("storage.k8s.io", "csidrivers"), ("storage.k8s.io", "csistoragecapacities"))
         for v in ("get", "watch", "list")} | {
-        ("events.k8s.io", "events", "create"), ("events.k8s.io", "events", "patch")}
+        ("events.k8s.io", "events", "create"), ("events.k8s.io", "events", "patch")} | {
+        ("metrics.k8s.io", resource, v) for resource in ("nodes", "pods")
+        for v in ("get", "list")} | {("apiregistration.k8s.io", "apiservices", "get")}
     binding = one(objects, "ClusterRoleBinding", "-descheduler")
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "berthmaster-descheduler",
                                     "namespace": "berthmaster"}]
