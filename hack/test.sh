@@ -26,10 +26,30 @@ parallel=()
 if [ "$workers" -gt 1 ]; then
   parallel=(-n "$workers" --dist loadfile)
 fi
-echo "==> pytest${parallel:+ (${workers} workers)}"
+# Tests marked serial (the differential test's quick share, which needs the machine's cores
+# for kube-scheduler and berthmaster at once) run alone after the workers, unless the caller
+# chose with -m.
+selected=no
+for arg in "$@"; do
+  if [ "$arg" = "-m" ]; then selected=yes; fi
+done
 set +e
-.venv/bin/python -m pytest "${parallel[@]}" "$@"
-status=$?
+if [ ${#parallel[@]} -gt 0 ] && [ "$selected" = no ]; then
+  echo "==> pytest (${workers} workers; the tests marked serial after them)"
+  .venv/bin/python -m pytest "${parallel[@]}" -m "not serial" "$@"
+  status=$?
+  echo "==> pytest: the tests marked serial, alone"
+  .venv/bin/python -m pytest -m serial "$@"
+  serial=$?
+  # either part may select nothing when a narrower path is given; both empty is exit 5
+  if [ "$status" -eq 5 ]; then status=$serial
+  elif [ "$status" -eq 0 ] && [ "$serial" -ne 5 ]; then status=$serial
+  fi
+else
+  echo "==> pytest${parallel:+ (${workers} workers)}"
+  .venv/bin/python -m pytest "${parallel[@]}" "$@"
+  status=$?
+fi
 set -e
 if [ "$status" -eq 5 ]; then
   echo "pytest collected no tests: that is a failure" >&2

@@ -152,6 +152,9 @@ def _timeout(scenarios: int, batches: int) -> int:
     return 300 + 3 * (scenarios + batches * CONFIG_SCENARIOS) + 20 * batches
 
 
+# alone, after the parallel workers (hack/test.sh): under their load, kube-scheduler and
+# berthmaster reach too few preemption decisions within a scenario for the coverage floors
+@pytest.mark.serial
 @pytest.mark.timeout(_timeout(QUICK_SCENARIOS, QUICK_BATCHES))
 async def test_berthmaster_agrees_with_kube_scheduler(cluster: Any, kube: KubeClient,
                                                       run_scheduler: Any,
