@@ -39,6 +39,15 @@ from tests.support.waiting import wait_for
 LICENSED = "licenses.example.com/matlab"
 
 
+def _enabling(scheduler: str, *plugins: str) -> str:
+    """A configuration of one profile for ``scheduler`` with ``plugins`` enabled at every
+    extension point they implement (multiPoint)."""
+    enabled = ", ".join(f"{{name: {name}}}" for name in plugins)
+    return ("apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n"
+            f"profiles:\n- schedulerName: {scheduler}\n  plugins:\n    multiPoint:\n"
+            f"      enabled: [{enabled}]\n")
+
+
 async def failed_scheduling(kube: KubeClient, namespace: str, pod: str
                             ) -> list[dict[str, Any]]:
     """The FailedScheduling Events of one pod."""
@@ -155,15 +164,7 @@ async def test_an_installed_permit_plugin_holds_pods_and_a_raising_reserve_is_co
     and the scheduler goes on."""
     group = {"berthmaster.test/group": uuid.uuid4().hex[:8]}
     await nodes.create(labels=group, capacity={"cpu": "4", "memory": "8Gi", "pods": "110"})
-    config = f"""
-apiVersion: kubescheduler.config.k8s.io/v1
-kind: KubeSchedulerConfiguration
-profiles:
-- schedulerName: {run_scheduler.name}
-  plugins:
-    multiPoint:
-      enabled: [{{name: HoldUntilReleased}}, {{name: RaisingReserve}}]
-"""
+    config = _enabling(run_scheduler.name, "HoldUntilReleased", "RaisingReserve")
     sched = await run_scheduler.start(load_config(config, "permit"))
     waiting = sched.service.waiting
 
@@ -203,15 +204,7 @@ async def test_a_plugin_that_hangs_fails_its_pod_and_the_scheduler_goes_on(
     scheduled meanwhile."""
     group = {"berthmaster.test/group": uuid.uuid4().hex[:8]}
     await nodes.create(labels=group, capacity={"cpu": "4", "memory": "8Gi", "pods": "110"})
-    config = f"""
-apiVersion: kubescheduler.config.k8s.io/v1
-kind: KubeSchedulerConfiguration
-profiles:
-- schedulerName: {run_scheduler.name}
-  plugins:
-    multiPoint:
-      enabled: [{{name: HangingFilter}}]
-"""
+    config = _enabling(run_scheduler.name, "HangingFilter")
     sched = await run_scheduler.start(load_config(config, "hang"), plugin_timeout=1.0)
     await create_pod(kube, namespace, make_pod("stuck", sched.name, nodeSelector=group,
                                                labels={plugins.HANG_TRIGGER: "yes"}))
