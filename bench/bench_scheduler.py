@@ -95,6 +95,7 @@ from berthmaster.tooling.devcluster.schedulers import (
     kube_scheduler_config,
     start_kube_scheduler,
 )
+from berthmaster.tooling.python import BERTHMASTER_CLI
 
 JSON = dict[str, Any]
 WORKLOADS = ("basic", "affinity-taints", "anti-affinity", "preferred-affinity", "spread",
@@ -325,7 +326,7 @@ def start_scheduler(kind: str, kubeconfig: str, workdir: Path, binary: Path,
                        str(berthmaster_bind_concurrency(extra))]
         else:
             # no configuration: kube-scheduler 1.35's default profile, as kube-scheduler runs
-            command = [sys.executable, "-m", "berthmaster.cli", "scheduler", "--kubeconfig",
+            command = [*BERTHMASTER_CLI, "scheduler", "--kubeconfig",
                        kubeconfig, "--scheduler-name", name, "--no-leader-elect",
                        "--metrics-bind-address", "", "--kube-api-qps", str(LIFTED_QPS),
                        "--kube-api-burst", str(LIFTED_BURST), *extra]

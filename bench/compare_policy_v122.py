@@ -56,6 +56,7 @@ from berthmaster.scheduler.engine import Engine  # noqa: E402
 from berthmaster.scheduler.policy import load_policy  # noqa: E402
 from berthmaster.tooling.devcluster import build  # noqa: E402
 from berthmaster.tooling.devcluster.schedulers import Proc  # noqa: E402
+from berthmaster.tooling.python import BERTHMASTER_CLI  # noqa: E402
 from tests.support.differential import Harness, Outcome  # noqa: E402
 from tests.support.scenarios import copy_for, describe_pod, generate  # noqa: E402
 
@@ -88,7 +89,7 @@ def start_berthmaster(kubeconfig: str, policy: Path, name: str, workdir: Path) -
     log = workdir / "berthmaster.log"
     with log.open("wb") as handle:
         popen = subprocess.Popen(
-            [sys.executable, "-m", "berthmaster.cli", "scheduler", "--kubeconfig", kubeconfig,
+            [*BERTHMASTER_CLI, "scheduler", "--kubeconfig", kubeconfig,
              "--scheduler-name", name, "--no-leader-elect", "--policy", str(policy),
              "--metrics-bind-address", ""], stdout=handle, stderr=subprocess.STDOUT)
     return Proc(popen, log)

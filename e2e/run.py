@@ -51,6 +51,7 @@ from berthmaster.tooling.devcluster.kubelet import (  # noqa: E402
     preflight,
 )
 from berthmaster.tooling.devcluster.nodes import kind_workers  # noqa: E402
+from berthmaster.tooling.python import PYTHON  # noqa: E402
 
 IMAGE, TAG = "berthmaster", "e2e"
 NAMESPACE = "berthmaster-system"
@@ -197,9 +198,9 @@ def main() -> int:
     parser.add_argument("pytest_args", nargs="*")
     args = parser.parse_args()
     started = time.monotonic()
-    pytest = [sys.executable, "-m", "pytest", "e2e", "-ra", "-q", "-p", "no:cacheprovider",
+    pytest = [*PYTHON, "-m", "pytest", "e2e", "-ra", "-q", "-p", "no:cacheprovider",
               *args.pytest_args]
-    env = dict(os.environ, PYTHONSAFEPATH="1")
+    env = dict(os.environ)
 
     mode, why = args.mode, {}
     if mode == "auto":

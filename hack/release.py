@@ -42,6 +42,7 @@ import tarfile
 import tempfile
 from pathlib import Path
 from typing import Any
+from berthmaster.tooling.python import BERTHMASTER_CLI
 
 ROOT = Path(__file__).resolve().parent.parent
 CHART = ROOT / "charts" / "berthmaster"
@@ -215,7 +216,7 @@ def release(dist: Path, with_image: bool) -> list[Path]:
     artifacts.append(bom)
     if with_image:
         tag = f"berthmaster:{version}"
-        run(sys.executable, "-m", "berthmaster.cli", "dev", "image", "--tag", tag)
+        run(*BERTHMASTER_CLI, "dev", "image", "--tag", tag)
         with tempfile.TemporaryDirectory() as scratch:
             saved = Path(scratch) / "image.tar"
             run("docker", "save", "--output", str(saved), tag)

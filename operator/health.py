@@ -16,9 +16,10 @@ default registry: the capabilities' collectors (``cluster_autoscaler_*``, ``mapi
 
 kopf keeps its watch state to itself (it has no public "listed" signal), so "caches synced" is
 kopf's own ordering: it starts its watches only after the startup handlers; the operator's
-own caches, made in those handlers, are part of the first condition. A capability may add a
-condition of its own (:func:`add_check`): the autoscaler's watch caches are not ready while an
-informer that was restarted after a failure has not listed again. ``/healthz`` answers 200
+own caches, made in those handlers, are part of the first condition. Each capability's
+runtime adds a condition of its own (:func:`set_check`, operator/capability.py): e.g. the
+autoscaler's watch caches are not ready while an informer that was restarted after a failure
+has not listed again. ``/healthz`` answers 200
 while the process serves (kopf's own liveness endpoint, ``--liveness``, stays as it was).
 """
 
@@ -44,13 +45,7 @@ register_build_info(REGISTRY)
 
 CHECK_SECONDS = 10.0
 
-_checks: list[Probe] = []
 _named: dict[str, Probe] = {}
-
-
-def add_check(probe: Probe) -> None:
-    """Have ``/readyz`` also ask ``probe`` (``(ok, reason)``), after the conditions above."""
-    _checks.append(probe)
 
 
 def set_check(name: str, probe: Probe) -> None:
@@ -71,7 +66,7 @@ class Readiness:
             return False, "kopf's startup handlers have not finished"
         if self.api_problem is not None:
             return False, self.api_problem
-        for probe in [*_checks, *_named.values()]:
+        for probe in _named.values():
             ok, detail = probe()
             if not ok:
                 return False, detail

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import sys
 import urllib.error
 import urllib.request
@@ -34,6 +33,7 @@ from berthmaster.tooling.devcluster.build import BuildError
 from berthmaster.tooling.devcluster.cluster import ClusterError, ControlPlane, RunningCluster
 from berthmaster.tooling.devcluster.nodes import fake_node
 from berthmaster.tooling.devcluster.ports import free_port
+from berthmaster.tooling.python import BERTHMASTER_CLI
 
 NAMESPACE = "berthmaster-demo"
 SAMPLES = Path(__file__).resolve().parents[2] / "deploy" / "samples" / "demo.yaml"
@@ -173,10 +173,9 @@ def node_table(nodes: list[dict[str, Any]]) -> str:
 def start_scheduler(plane: ControlPlane, cluster: RunningCluster) -> None:
     """Run ``berthmaster scheduler`` beside the cluster, recorded so ``dev down`` stops it."""
     port = free_port()
-    command = [sys.executable, "-m", "berthmaster.cli", "scheduler",
+    command = [*BERTHMASTER_CLI, "scheduler",
                "--kubeconfig", str(cluster.kubeconfig), "--no-leader-elect",
                "--metrics-bind-address", f"127.0.0.1:{port}", "--log-format", "text"]
-    os.environ["PYTHONSAFEPATH"] = "1"  # the child must never import the checkout's operator/
     plane.attach(cluster, "berthmaster-scheduler", command, f"http://127.0.0.1:{port}",
                  lambda: _http_ok(f"http://127.0.0.1:{port}/healthz"))
 
@@ -186,10 +185,9 @@ def start_operator(plane: ControlPlane, cluster: RunningCluster,
     """Run ``berthmaster operator`` beside the cluster, recorded so ``dev down`` stops it;
     ``env`` adds to its environment (the kubelet provider's settings)."""
     port = free_port()
-    command = [sys.executable, "-m", "berthmaster.cli", "operator",
+    command = [*BERTHMASTER_CLI, "operator",
                "--kubeconfig", str(cluster.kubeconfig), "--standalone",
                "--liveness", f"http://127.0.0.1:{port}/healthz"]
-    os.environ["PYTHONSAFEPATH"] = "1"
     plane.attach(cluster, "berthmaster-operator", command, f"http://127.0.0.1:{port}",
                  lambda: _http_ok(f"http://127.0.0.1:{port}/healthz"), env=env)
 
@@ -199,11 +197,10 @@ def start_admission(plane: ControlPlane, cluster: RunningCluster) -> None:
     stops it. It keeps its certificate in a Secret and registers its configurations itself,
     with ``Ignore``: a stopped demo never blocks the cluster's pods."""
     port = free_port()
-    command = [sys.executable, "-m", "berthmaster.cli", "admission",
+    command = [*BERTHMASTER_CLI, "admission",
                "--kubeconfig", str(cluster.kubeconfig), "--listen", f"127.0.0.1:{free_port()}",
                "--failure-policy", "Ignore", "--metrics-bind-address", f"127.0.0.1:{port}",
                "--log-format", "text"]
-    os.environ["PYTHONSAFEPATH"] = "1"
     plane.attach(cluster, "berthmaster-admission", command, f"http://127.0.0.1:{port}",
                  lambda: _http_ok(f"http://127.0.0.1:{port}/readyz"))
 

@@ -1,13 +1,17 @@
 """kopf handlers: the ClusterAutoscaler loop and the MachineAutoscaler -> MachineSet annotations.
 
 Design: what runs
+- the capability's runtime (:class:`AutoscalerRuntime`, the contract of
+  operator/capability.py) is made by a startup handler: what the loop keeps between runs
+  (upstream's in-memory state, the placement engine, the watch caches of :mod:`.watches`);
+  it stops the caches before the shared client closes and reports them to ``/readyz``.
 - a kopf timer on the ClusterAutoscaler named ``default`` every 10 s (upstream's scan interval;
-  ``BERTHMASTER_AUTOSCALER_SCAN_INTERVAL`` shortens it for tests) calls ``loop.run_once`` and
-  writes the status it returns; kopf never overlaps two runs of one timer, so one decision
-  finishes before the next starts; the status is written only where it changed. The loop
-  reads the cluster from watch caches (:mod:`.watches`), started by its first run and stopped
-  before the shared client closes. An invalid ClusterAutoscaler gets a ``Healthy=False``
-  condition naming every problem, and no scaling.
+  ``BERTHMASTER_AUTOSCALER_SCAN_INTERVAL`` shortens it for tests) calls ``loop.run_once`` with
+  that runtime and writes the status it returns; kopf never overlaps two runs of one timer, so
+  one decision finishes before the next starts; the status is written only where it changed.
+  The watches start with the first run (an operator with no ClusterAutoscaler watches no
+  pods). An invalid ClusterAutoscaler gets a ``Healthy=False`` condition naming every problem,
+  and no scaling.
 - MachineAutoscaler create/update/resume write the min/max annotations, and the owner
   annotation ``autoscaling.openshift.io/machineautoscaler: <namespace>/<name>``, onto the target
   MachineSet, record it as ``status.lastTargetRef`` and add upstream's finalizer
@@ -40,7 +44,6 @@ import kopf
 
 from berthmaster.foundation.keys import object_key
 from berthmaster.foundation.kube import KubeClient, KubeError, group_path, resource_path
-from berthmaster.operator import health
 from berthmaster.operator.autoscaler import events, metrics
 from berthmaster.operator.autoscaler.config import (
     ONLY_NAME,
@@ -58,8 +61,8 @@ from berthmaster.operator.autoscaler.loop import (
 )
 from berthmaster.operator.autoscaler.simulation import Placement
 from berthmaster.operator.autoscaler.watches import WatchedCluster
+from berthmaster.operator.capability import install, running
 from berthmaster.operator.client import operator_client as kube
-from berthmaster.operator.client import stop_before_close
 from berthmaster.operator.retrying import transient_only
 
 GROUP = "autoscaling.openshift.io"
@@ -75,17 +78,52 @@ INTERVAL = float(os.environ.get("BERTHMASTER_AUTOSCALER_SCAN_INTERVAL", SCAN_INT
 log = logging.getLogger("berthmaster.operator.autoscaler")
 
 
-class _Shared:
-    state = AutoscalerState()
-    placement: Placement | None = None
-    cluster: WatchedCluster | None = None
+CAPABILITY = "autoscaler"
+
+
+class _Settings:
     namespace = operator_namespace()
 
 
 def configure(namespace: str = "") -> None:
-    """The operator's namespace (``berthmaster operator --autoscaler-namespace``), before the
-    first loop."""
-    _Shared.namespace = operator_namespace(namespace)
+    """The operator's namespace (``berthmaster operator --autoscaler-namespace``), before kopf
+    starts: a setting read by the startup handler, not state."""
+    _Settings.namespace = operator_namespace(namespace)
+
+
+class AutoscalerRuntime:
+    """What the autoscaler keeps between loops (operator/capability.py's ``Runtime``): the
+    memory upstream keeps in its StaticAutoscaler (:class:`AutoscalerState`), the placement
+    engine, and the watch caches the loop reads."""
+
+    def __init__(self, cluster: WatchedCluster, placement: Placement | None = None) -> None:
+        self.cluster = cluster
+        self.state = AutoscalerState()
+        self._placement = placement
+
+    @property
+    def placement(self) -> Placement:
+        """The scheduler's placement engine, made on the first loop (an operator with no
+        ClusterAutoscaler never builds one)."""
+        if self._placement is None:
+            self._placement = default_placement()
+        return self._placement
+
+    def start(self) -> None:
+        """Nothing runs before the first loop: the informers start with its first read."""
+
+    async def stop(self) -> None:
+        await self.cluster.stop()
+
+    def ready(self) -> tuple[bool, str]:
+        """The watch caches' condition (:meth:`WatchedCluster.ready`)."""
+        return self.cluster.ready()
+
+
+@kopf.on.startup()
+async def start_autoscaler(memo: kopf.Memo, **_: Any) -> None:
+    install(memo, CAPABILITY, AutoscalerRuntime(
+        WatchedCluster(await kube(), namespace=_Settings.namespace)))
 
 
 # ---------------------------------------------------------------- ClusterAutoscaler
@@ -108,20 +146,16 @@ def clusterautoscaler_validate(body: kopf.Body, patch: kopf.Patch, **_: Any) -> 
 
 
 @kopf.timer(GROUP, "v1", "clusterautoscalers", interval=INTERVAL, when=_is_default)
-async def clusterautoscaler_loop(body: kopf.Body, patch: kopf.Patch, **_: Any) -> None:
+async def clusterautoscaler_loop(body: kopf.Body, patch: kopf.Patch, memo: kopf.Memo,
+                                 **_: Any) -> None:
     try:
         parse_cluster_autoscaler(body)
     except ConfigError:
         return  # reported by clusterautoscaler_validate
-    if _Shared.placement is None:
-        _Shared.placement = default_placement()
-    client = await kube()
-    if _Shared.cluster is None:
-        _Shared.cluster = WatchedCluster(client, namespace=_Shared.namespace)
-        stop_before_close(_stop_watches)
+    runtime = running(memo, CAPABILITY, AutoscalerRuntime)
     try:
-        status = await run_once(client, body, _Shared.state, _Shared.placement,
-                                read=_Shared.cluster.read, namespace=_Shared.namespace)
+        status = await run_once(await kube(), body, runtime.state, runtime.placement,
+                                read=runtime.cluster.read, namespace=runtime.cluster.namespace)
     except KubeError as error:
         metrics.errors_total.labels("apiCallError").inc()
         log.warning("autoscaler loop failed: %s", error)
@@ -134,21 +168,6 @@ def status_changes(current: Mapping[str, Any], wanted: Mapping[str, Any]) -> dic
     """The fields of ``wanted`` that differ from ``current``: a loop that changed nothing
     writes nothing (no PATCH, and no watch event of our own to read back every 10 s)."""
     return {key: value for key, value in wanted.items() if current.get(key) != value}
-
-
-def _watches_ready() -> tuple[bool, str]:
-    """The operator's /readyz condition for the watch caches (WatchedCluster.ready)."""
-    return (True, "ok") if _Shared.cluster is None else _Shared.cluster.ready()
-
-
-health.add_check(_watches_ready)
-
-
-async def _stop_watches() -> None:
-    """Before the client closes (operator/client.py): the watches use it."""
-    if _Shared.cluster is not None:
-        await _Shared.cluster.stop()
-    _Shared.cluster = None
 
 
 # ---------------------------------------------------------------- MachineAutoscaler

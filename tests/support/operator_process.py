@@ -7,9 +7,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import sys
 from collections.abc import AsyncIterator, Mapping, Sequence
 from pathlib import Path
+
+from berthmaster.tooling.python import BERTHMASTER_CLI
 
 
 @contextlib.asynccontextmanager
@@ -17,7 +18,7 @@ async def running_operator(kubeconfig: str, args: Sequence[str], log_path: Path,
                            env: Mapping[str, str] | None = None) -> AsyncIterator[None]:
     log = log_path.open("w")
     process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "berthmaster.cli", "operator", *args,
+        *BERTHMASTER_CLI, "operator", *args,
         "--standalone", "--liveness", "", "--kubeconfig", kubeconfig,
         # KUBECONFIG too: kopf's login reads the default path, fixed at import.
         env={**os.environ, **(env or {}), "KUBECONFIG": kubeconfig},

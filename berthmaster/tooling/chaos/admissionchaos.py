@@ -30,7 +30,6 @@ import contextlib
 import datetime
 import json
 import signal
-import sys
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -41,6 +40,7 @@ from berthmaster.tooling.chaos import faults
 from berthmaster.tooling.chaos.faults import Launch, Outcome, Stage, fired, not_fired
 from berthmaster.tooling.chaos.rrproxy import RoundRobinProxy
 from berthmaster.tooling.chaos.workload import WORK, bare_pod
+from berthmaster.tooling.python import BERTHMASTER_CLI
 
 NAME = "chaos-placement"
 REPLICAS = ("admission-a", "admission-b")
@@ -96,7 +96,7 @@ def launch(kubeconfig: str, namespace: str, listen: int, health: int, cert: str,
     """One replica: serves the given certificate on ``listen``, /readyz on ``health``."""
     readyz = f"http://127.0.0.1:{health}/readyz"
     return Launch(
-        lambda life: [sys.executable, "-m", "berthmaster.cli", "admission", "--kubeconfig",
+        lambda life: [*BERTHMASTER_CLI, "admission", "--kubeconfig",
                       kubeconfig, "--listen", f"127.0.0.1:{listen}", "--namespace", namespace,
                       "--name", NAME, "--webhook-cert-file", cert, "--webhook-key-file", key,
                       "--failure-policy", "Ignore", "--timeout-seconds", str(TIMEOUT_SECONDS),

@@ -78,6 +78,7 @@ from berthmaster.tooling.chaos.rrproxy import RoundRobinProxy
 from berthmaster.tooling.chaos.slowproxy import SlowProxy
 from berthmaster.tooling.devcluster import certs
 from berthmaster.tooling.devcluster.cluster import ControlPlane, RunningCluster
+from berthmaster.tooling.python import BERTHMASTER_CLI
 
 ROOT = Path(__file__).resolve().parents[3]
 HOOKS = ROOT / "examples" / "machine_hooks"
@@ -235,7 +236,7 @@ class Campaign:
             def scheduler(life: int, port: int = port, identity: Any = identity,
                           server: str = servers[replica]) -> list[str]:
                 own = self._scheduler_kubeconfig(cluster, identity(life), server)
-                return [python, "-m", "berthmaster.cli", "scheduler", "--kubeconfig",
+                return [*BERTHMASTER_CLI, "scheduler", "--kubeconfig",
                         own, "--scheduler-name", SCHEDULER_NAME, "--policy", policy,
                         "--leader-elect-lease-namespace", LEASE[0],
                         "--leader-elect-lease-name", LEASE[1],
@@ -251,7 +252,7 @@ class Campaign:
                 functools.partial(faults.http_ok, health), identity=identity)
         liveness = f"http://127.0.0.1:{free_port()}/healthz"
         launches["operator"] = faults.Launch(
-            lambda life: [python, "-m", "berthmaster.cli", "operator", "--kubeconfig",
+            lambda life: [*BERTHMASTER_CLI, "operator", "--kubeconfig",
                           kubeconfig, "--standalone", "--liveness", liveness],
             liveness, lambda: faults.http_ok(liveness))
         selector = "machine.openshift.io/cluster-api-machineset=pool-a"

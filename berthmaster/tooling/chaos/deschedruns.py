@@ -16,13 +16,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from berthmaster.tooling.chaos.checker import Checker
+from berthmaster.tooling.python import BERTHMASTER_CLI
 
 RUN_BOUND = 120.0  # seconds one pass may take
 OUTAGE_GRACE = 10.0  # seconds around an outage in which a failed pass is the outage's
@@ -72,7 +72,7 @@ async def scheduled(kubeconfig: Path, workdir: Path, policy: str, every: float,
         began = time.time()  # wall clock, as the outages are recorded
         with logfile.open("ab") as sink:
             process = await asyncio.create_subprocess_exec(
-                sys.executable, "-m", "berthmaster.cli", "deschedule",
+                *BERTHMASTER_CLI, "deschedule",
                 "--policy-config-file", str(policy_file), "--kubeconfig", str(kubeconfig),
                 stdout=sink, stderr=sink)
             code: int | None

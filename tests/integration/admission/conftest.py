@@ -15,7 +15,6 @@ import os
 import signal
 import socket
 import subprocess
-import sys
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -26,6 +25,7 @@ import pytest
 
 from berthmaster.foundation.kube import CORE, KubeClient, KubeError, group_path, resource_path
 from berthmaster.tooling.devcluster.cluster import RunningCluster
+from berthmaster.tooling.python import BERTHMASTER_CLI
 from tests.support.waiting import wait_for
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -35,7 +35,7 @@ JSON = dict[str, Any]
 
 def admission_command(kubeconfig: Path | str, port: int, namespace: str, name: str,
                       *extra: str) -> list[str]:
-    return [sys.executable, "-m", "berthmaster.cli", "admission", "--kubeconfig",
+    return [*BERTHMASTER_CLI, "admission", "--kubeconfig",
             str(kubeconfig), "--listen", f"127.0.0.1:{port}", "--namespace", namespace,
             "--name", name, *extra]
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -21,6 +20,7 @@ import pytest
 
 from berthmaster.foundation.kube import KubeClient, KubeError, group_path, resource_path
 from berthmaster.tooling.devcluster.cluster import RunningCluster
+from berthmaster.tooling.python import BERTHMASTER_CLI
 from tests.integration.admission.conftest import (
     AdmissionProcess,
     create_pod,
@@ -49,7 +49,7 @@ async def operator(cluster: RunningCluster, admission: AdmissionProcess, tmp_pat
     log_path = tmp_path / "operator.log"
     with log_path.open("w") as log:
         process = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "berthmaster.cli", "operator", "--only", "deschedulers",
+            *BERTHMASTER_CLI, "operator", "--only", "deschedulers",
             "--standalone", "--liveness", "", "--kubeconfig", str(cluster.kubeconfig),
             env={**os.environ, "BERTHMASTER_IMAGE": "example.org/berthmaster:test",
                  "BERTHMASTER_DESCHEDULER_SERVICE_ACCOUNT": "chart-descheduler",

@@ -14,7 +14,6 @@ import json
 import os
 import socket
 import subprocess
-import sys
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -24,6 +23,7 @@ from typing import Any
 import pytest
 
 from berthmaster.foundation.kube import CORE, KubeClient, KubeError, group_path, resource_path
+from berthmaster.tooling.python import BERTHMASTER_CLI
 from tests.support.waiting import wait_for
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -74,7 +74,7 @@ def operator(cluster: Any, crds: None, tmp_path_factory: pytest.TempPathFactory
            "BERTHMASTER_AUTOSCALER_SCAN_INTERVAL": "2"}
     with log.open("wb") as out:
         process = subprocess.Popen(
-            [sys.executable, "-m", "berthmaster.cli", "operator", "--kubeconfig",
+            [*BERTHMASTER_CLI, "operator", "--kubeconfig",
              str(cluster.kubeconfig), "--only", "machines", "--only", "autoscaler",
              "--standalone", "--liveness", "",
              "--metrics-bind-address", f"127.0.0.1:{METRICS_PORT}",

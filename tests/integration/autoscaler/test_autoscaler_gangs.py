@@ -14,7 +14,6 @@ as a subprocess with the fixtures of test_autoscaler.py; the rules are docs/auto
 from __future__ import annotations
 
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -22,6 +21,7 @@ from typing import Any
 import pytest
 
 from berthmaster.foundation.kube import CORE, KubeClient, group_path, resource_path
+from berthmaster.tooling.python import BERTHMASTER_CLI
 from tests.integration.autoscaler.test_autoscaler import (
     AUTOSCALING,
     JSON,
@@ -61,7 +61,7 @@ def gang_scheduler(cluster: Any, pod_group_crd: None, tmp_path_factory: pytest.T
     log = folder / "scheduler.log"
     with log.open("wb") as out:
         process = subprocess.Popen(
-            [sys.executable, "-m", "berthmaster.cli", "scheduler", "--config", str(config),
+            [*BERTHMASTER_CLI, "scheduler", "--config", str(config),
              "--kubeconfig", str(cluster.kubeconfig), "--leader-elect=false",
              "--metrics-bind-address", ""], stdout=out, stderr=subprocess.STDOUT)
     try:

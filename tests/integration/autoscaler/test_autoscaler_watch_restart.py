@@ -41,14 +41,15 @@ def restarts() -> float:
 
 @pytest.fixture
 async def watched(kube: KubeClient) -> AsyncIterator[WatchedCluster]:
-    """The operator's WatchedCluster, as the autoscaler loop makes it, seen by /readyz."""
-    cluster = WatchedCluster(kube, sync_timeout=30)
-    handlers._Shared.cluster = cluster
+    """The operator's WatchedCluster in the autoscaler's runtime, seen by /readyz as the
+    capability's startup handler installs it (operator/capability.py)."""
+    runtime = handlers.AutoscalerRuntime(WatchedCluster(kube, sync_timeout=30))
+    health.set_check(handlers.CAPABILITY, runtime.ready)
     try:
-        yield cluster
+        yield runtime.cluster
     finally:
-        handlers._Shared.cluster = None
-        await cluster.stop()
+        health.set_check(handlers.CAPABILITY, lambda: (True, "ok"))
+        await runtime.stop()
 
 
 def operator_readiness() -> tuple[bool, str]:

@@ -65,7 +65,7 @@ async def running(args: Sequence[str], log: Path, env: dict[str, str] | None = N
     with log.open("w") as out:
         process = await asyncio.create_subprocess_exec(
             str(binary), *args, stdout=out, stderr=asyncio.subprocess.STDOUT,
-            cwd=log.parent, env={**os.environ, "PYTHONSAFEPATH": "1", **(env or {})})
+            cwd=log.parent, env={**os.environ, **(env or {})})
         try:
             yield process
         finally:

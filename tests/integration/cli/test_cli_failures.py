@@ -16,12 +16,13 @@ from __future__ import annotations
 import os
 import socket
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+
+from berthmaster.tooling.python import BERTHMASTER_CLI
 
 # Commands that connect, with flags that keep them from binding ports or electing.
 CONNECTING = {
@@ -32,8 +33,8 @@ CONNECTING = {
 
 
 def berthmaster(*argv: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    environment = {**os.environ, "PYTHONSAFEPATH": "1", **(env or {})}
-    return subprocess.run([sys.executable, "-m", "berthmaster.cli", *argv], capture_output=True,
+    environment = {**os.environ, **(env or {})}
+    return subprocess.run([*BERTHMASTER_CLI, *argv], capture_output=True,
                           text=True, timeout=120, env=environment, check=False)
 
 

@@ -27,6 +27,7 @@ import pytest
 
 from berthmaster.foundation.kube import CORE, KubeClient, group_path, resource_path
 from berthmaster.scheduler.live import labelled_policy_configmaps
+from berthmaster.tooling.python import BERTHMASTER_CLI
 from tests.integration.cli.test_cli_failures import closed_port, kubeconfig, one_line
 from tests.support.accounts import account_kubeconfig, granted
 from tests.support.waiting import wait_for
@@ -37,9 +38,9 @@ NOT_FOUND = "node(s) didn't match Pod's node affinity/selector"
 
 async def berthmaster(*argv: str, env: dict[str, str] | None = None
                       ) -> subprocess.CompletedProcess[str]:
-    environment = {**os.environ, "PYTHONSAFEPATH": "1", **(env or {})}
+    environment = {**os.environ, **(env or {})}
     return await asyncio.to_thread(
-        subprocess.run, [sys.executable, "-m", "berthmaster.cli", *argv], capture_output=True,
+        subprocess.run, [*BERTHMASTER_CLI, *argv], capture_output=True,
         text=True, timeout=120, env=environment, check=False)
 
 
@@ -169,8 +170,7 @@ async def test_kubectl_plugin(cluster: Any, scene: dict[str, str]) -> None:
         subprocess.run, [str(cluster.binary("kubectl")), "berthmaster", "explain", "pod",
                          f"{namespace}/b-somewhere", "-o", "json"],
         capture_output=True, text=True, timeout=120, check=False,
-        env={**os.environ, "PATH": path, "KUBECONFIG": str(cluster.kubeconfig),
-             "PYTHONSAFEPATH": "1"})
+        env={**os.environ, "PATH": path, "KUBECONFIG": str(cluster.kubeconfig)})
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout)["placements"][0]["node"] == scene["big"]
 

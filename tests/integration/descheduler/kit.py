@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import sys
 import tempfile
 from dataclasses import dataclass
 from typing import Any
@@ -18,6 +17,7 @@ from typing import Any
 import yaml
 
 from berthmaster.foundation.kube import CORE, KubeClient, KubeError, group_path, resource_path
+from berthmaster.tooling.python import BERTHMASTER_CLI
 from tests.support import builders
 from tests.support.builders import for_create
 from tests.support.waiting import wait_for
@@ -110,7 +110,7 @@ async def run_pass(kubeconfig: str, policy: dict[str, Any] | str, dry_run: bool 
     text = policy if isinstance(policy, str) else yaml.safe_dump(policy)
     with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as handle:
         handle.write(text)
-    args = [sys.executable, "-m", "berthmaster.cli", "deschedule", "--policy-config-file",
+    args = [*BERTHMASTER_CLI, "deschedule", "--policy-config-file",
             handle.name, "--kubeconfig", kubeconfig]
     if dry_run:
         args.append("--dry-run")

@@ -24,7 +24,6 @@ import asyncio
 import contextlib
 import json
 import os
-import sys
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -36,6 +35,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from berthmaster.foundation.kube import KubeClient
 from berthmaster.foundation.logs import KEYS
 from berthmaster.tooling.devcluster.cluster import RunningCluster
+from berthmaster.tooling.python import BERTHMASTER_CLI
 from tests.integration.chart.chartkit import VALUE_SETS, find, one, render
 from tests.integration.cli.test_cli_failures import closed_port
 from tests.integration.conftest import NodeFactory
@@ -84,9 +84,9 @@ def process(args: list[str], log: Path, env: dict[str, str]) -> Iterator[Any]:
     import subprocess
 
     with log.open("wb") as err:
-        child = subprocess.Popen([sys.executable, "-m", "berthmaster.cli", *args],
+        child = subprocess.Popen([*BERTHMASTER_CLI, *args],
                                  stdout=subprocess.DEVNULL, stderr=err,
-                                 env={**os.environ, "PYTHONSAFEPATH": "1", **env})
+                                 env={**os.environ, **env})
     try:
         yield child
     finally:

@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 import uuid
 from pathlib import Path
 from typing import Any
 
 from berthmaster.foundation.kube import CORE, KubeClient, resource_path
 from berthmaster.scheduler.config import load_config
+from berthmaster.tooling.python import BERTHMASTER_CLI
 from tests.integration.scheduler.schedkit import create_pod, make_pod, node_of
 from tests.support.waiting import wait_for
 
@@ -80,9 +80,9 @@ def test_a_bad_configuration_exits_2_naming_the_field(tmp_path: Path, cluster: A
                     "kind: KubeSchedulerConfiguration\n"
                     "profiles:\n- schedulerName: x\n  pluginConfig:\n"
                     "  - name: NodeResourcesFit\n    args: {scoringStrategy: {type: Fancy}}\n")
-    environment = {**os.environ, "PYTHONSAFEPATH": "1"}
+    environment = {**os.environ}
     result = subprocess.run(
-        [sys.executable, "-m", "berthmaster.cli", "scheduler", "--config", str(path),
+        [*BERTHMASTER_CLI, "scheduler", "--config", str(path),
          "--kubeconfig", str(cluster.kubeconfig)],
         capture_output=True, text=True, timeout=120, env=environment, check=False)
     assert result.returncode == 2, result

@@ -28,6 +28,7 @@ import pytest
 import yaml
 
 from berthmaster.foundation.kube import KubeClient
+from berthmaster.tooling.python import BERTHMASTER_CLI
 from tests.integration.chart.chartkit import CHART, helm
 from tests.integration.scheduler.schedkit import create_pod, make_pod, node_of
 from tests.support import plugins
@@ -66,10 +67,10 @@ def scheduler_process(config: Path, kubeconfig: str, site: Path, log: Path
                       ) -> Iterator[subprocess.Popen[bytes]]:
     with log.open("wb") as output:
         process = subprocess.Popen(
-            [sys.executable, "-m", "berthmaster.cli", "scheduler", "--config", str(config),
+            [*BERTHMASTER_CLI, "scheduler", "--config", str(config),
              "--kubeconfig", kubeconfig, "--leader-elect=false", "--metrics-bind-address", ""],
             stdout=output, stderr=subprocess.STDOUT,
-            env={**os.environ, "PYTHONSAFEPATH": "1", "PYTHONPATH": str(site)})
+            env={**os.environ, "PYTHONPATH": str(site)})
         try:
             yield process
         finally:

@@ -6,19 +6,19 @@ import asyncio
 import os
 import signal
 import subprocess
-import sys
 import uuid
 from pathlib import Path
 from typing import Any
 
 from berthmaster.foundation.kube import CORE, KubeClient, resource_path
+from berthmaster.tooling.python import BERTHMASTER_CLI
 from tests.integration.scheduler.schedkit import create_pod, events_for, make_pod
 from tests.support.waiting import wait_for
 
 
 def start(kubeconfig: str, name: str, namespace: str, log: Path) -> subprocess.Popen[bytes]:
     # A low client QPS makes the run last long enough to be killed in the middle of it.
-    command = [sys.executable, "-m", "berthmaster.cli", "scheduler", "--kubeconfig", kubeconfig,
+    command = [*BERTHMASTER_CLI, "scheduler", "--kubeconfig", kubeconfig,
                "--scheduler-name", name, "--metrics-bind-address", "",
                "--leader-elect-lease-namespace", namespace, "--leader-elect-lease-name", name,
                "--leader-elect-lease-duration", "4", "--leader-elect-renew-deadline", "3",

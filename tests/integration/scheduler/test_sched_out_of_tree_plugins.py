@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -26,6 +25,7 @@ import pytest
 
 from berthmaster.foundation.kube import KubeClient
 from berthmaster.scheduler.config import load_config
+from berthmaster.tooling.python import BERTHMASTER_CLI
 from tests.integration.scheduler.schedkit import (
     create_pod,
     events_for,
@@ -245,9 +245,9 @@ def test_a_bad_plugin_configuration_exits_2_naming_the_field(
                     + (f"  pluginConfig:\n{plugin_config}" if plugin_config else ""))
     # not the repository's root: its operator/ would shadow the standard library's
     search = os.pathsep.join([str(installed), str(plugins.EXAMPLE / "src")])
-    environment = {**os.environ, "PYTHONSAFEPATH": "1", "PYTHONPATH": search}
+    environment = {**os.environ, "PYTHONPATH": search}
     result = subprocess.run(
-        [sys.executable, "-m", "berthmaster.cli", "scheduler", "--config", str(path),
+        [*BERTHMASTER_CLI, "scheduler", "--config", str(path),
          "--kubeconfig", str(cluster.kubeconfig)],
         capture_output=True, text=True, timeout=120, env=environment, check=False)
     assert result.returncode == 2, result

@@ -18,6 +18,7 @@ import pytest
 from berthmaster import __version__
 from berthmaster.cli import SUBCOMMANDS, main
 from berthmaster.completion_command import script
+from berthmaster.tooling.python import BERTHMASTER_CLI
 
 
 def test_version_flag_prints_the_first_line_of_the_version_command(
@@ -33,7 +34,7 @@ def test_version_flag_prints_the_first_line_of_the_version_command(
 
 
 def test_version_flag_from_the_console_script() -> None:
-    result = subprocess.run([sys.executable, "-m", "berthmaster.cli", "--version"],
+    result = subprocess.run([*BERTHMASTER_CLI, "--version"],
                             capture_output=True, text=True, check=False, timeout=60)
     assert result.returncode == 0, result.stderr
     assert result.stdout == f"berthmaster {__version__}\n"

@@ -9,9 +9,10 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 import textwrap
 from pathlib import Path
+
+from berthmaster.tooling.python import PYTHON
 
 KUBECONFIG = {
     "apiVersion": "v1", "kind": "Config", "current-context": "c",
@@ -25,8 +26,8 @@ KUBECONFIG = {
 def run(code: str, tmp_path: Path) -> dict[str, object]:
     script = tmp_path / "probe.py"
     script.write_text(textwrap.dedent(code))
-    env = {**os.environ, "PYTHONSAFEPATH": "1"}
-    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+    env = {**os.environ}
+    done = subprocess.run([*PYTHON, str(script)], capture_output=True, text=True,
                           env=env, timeout=120, check=False)
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 import tomllib
 from pathlib import Path
 
+from berthmaster.tooling.python import PYTHON
 from tests.support import plugins
 
 REPO = Path(__file__).resolve().parents[3]
@@ -24,10 +24,10 @@ def test_the_pyproject_declares_the_entry_point() -> None:
 def test_the_examples_own_tests_pass(tmp_path: Path) -> None:
     site = tmp_path / "site"
     plugins.write_distribution(site, "berthmaster-licensed-nodes", plugins.EXAMPLE_ENTRY_POINTS)
-    environment = {**os.environ, "PYTHONSAFEPATH": "1",
+    environment = {**os.environ,
                    "PYTHONPATH": os.pathsep.join([str(site), str(plugins.EXAMPLE / "src")])}
     result = subprocess.run(
-        [sys.executable, "-m", "pytest", str(plugins.EXAMPLE / "tests"), "-q",
+        [*PYTHON, "-m", "pytest", str(plugins.EXAMPLE / "tests"), "-q",
          "-p", "no:cacheprovider"],
         cwd=REPO, capture_output=True, text=True, timeout=120, env=environment, check=False)
     assert result.returncode == 0, result.stdout + result.stderr

@@ -16,7 +16,6 @@ import contextlib
 import os
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -27,6 +26,7 @@ import pytest
 from berthmaster.foundation.kube import CORE, KubeClient, KubeError, resource_path
 from berthmaster.operator.machines import api
 from berthmaster.tooling.devcluster.cluster import RunningCluster
+from berthmaster.tooling.python import BERTHMASTER_CLI
 from tests.support.waiting import wait_for
 
 ROOT = Path(__file__).resolve().parents[4]
@@ -78,7 +78,7 @@ class OperatorProcess:
         log.flush()
         only = [arg for capability in self.capabilities for arg in ("--only", capability)]
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "berthmaster.cli", "operator", "--kubeconfig",
+            [*BERTHMASTER_CLI, "operator", "--kubeconfig",
              self.kubeconfig, *only, "--standalone", "--liveness", "", *self.args],
             stdout=log, stderr=subprocess.STDOUT, env=env, cwd=str(ROOT))
 
@@ -100,6 +100,10 @@ class OperatorProcess:
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+    def log_of_this_start(self) -> str:
+        """What the process started last has logged (the log file holds every start's)."""
+        return self.log().rpartition(f"--- start #{self.starts}\n")[2]
 
 
 class OperatorPool:

@@ -146,7 +146,12 @@ async def test_sigkill_at_each_hook_stage(kube: KubeClient, namespace: str,
     await wait_for(drained, timeout=60, what="Drained True")
     own_operator.kill()  # held at preTerminate
     own_operator.start()
-    await asyncio.sleep(3)
+
+    async def reconciled_after_restart() -> bool:
+        # the controller logs the step it takes on each pass (operator/machines/controller.py)
+        return (f"machine {namespace}/{name}: deletion step WaitForPreTerminateHooks"
+                in own_operator.log_of_this_start())
+    await wait_for(reconciled_after_restart, timeout=60, what="the restarted operator's pass")
     machine = await get_machine(kube, namespace, name)
     assert machine is not None and condition(machine, "Terminable")["status"] == "False"
     assert await node_or_none(kube, name) is not None
