@@ -25,7 +25,7 @@ import weakref
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import chain
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from berthmaster.foundation.keys import object_key
 from berthmaster.scheduler.pod_resources import pod_requests
@@ -383,14 +383,40 @@ def resolve_priority(pod: Obj, priority_classes: Mapping[str, Obj]) -> int:
 # Views
 # --------------------------------------------------------------------------------------------
 
-# Views are cached by (uid, resourceVersion) for as long as something holds them (a snapshot,
-# a decision in progress): the values are weak, so the view of a deleted pod or of a version
-# since replaced goes with its last holder. (A bounded plain dict kept every pod's earlier
-# versions and every deleted pod's view until it filled, megabytes per thousand pods.)
-_POD_CACHE: weakref.WeakValueDictionary[tuple[str, str], PodView] = \
-    weakref.WeakValueDictionary()
-_NODE_CACHE: weakref.WeakValueDictionary[tuple[str, str], NodeView] = \
-    weakref.WeakValueDictionary()
+V = TypeVar("V", "PodView", "NodeView")
+
+
+class _ViewCache(Generic[V]):
+    """Views by (uid, resourceVersion), for as long as something holds them (a snapshot, a
+    decision in progress): the values are weak, so the view of a deleted object or of a
+    version since replaced goes with its last holder. (A bounded plain dict kept every pod's
+    earlier versions and every deleted pod's view until it filled, megabytes per thousand
+    pods.) A view is handed out only for the very dict it was built from: an object edited in
+    place keeps its version but is not the view's ``raw``."""
+
+    def __init__(self) -> None:
+        self._views: weakref.WeakValueDictionary[tuple[str, str], V] = \
+            weakref.WeakValueDictionary()
+
+    @staticmethod
+    def _key(obj: Obj) -> tuple[str, str] | None:
+        meta = obj.get("metadata") or {}
+        uid, rv = meta.get("uid"), meta.get("resourceVersion")
+        return (uid, rv) if uid and rv else None
+
+    def get(self, obj: Obj) -> V | None:
+        key = self._key(obj)
+        cached = None if key is None else self._views.get(key)
+        return cached if cached is not None and cached.raw is obj else None
+
+    def keep(self, obj: Obj, view: V) -> V:
+        key = self._key(obj)
+        if key is not None:
+            self._views[key] = view
+        return view
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._views
 
 
 def _labels(meta: Obj) -> dict[str, str]:
@@ -450,16 +476,7 @@ class PodView:
 
     @classmethod
     def from_dict(cls, pod: Obj) -> PodView:
-        meta = pod.get("metadata") or {}
-        uid, rv = meta.get("uid"), meta.get("resourceVersion")
-        if uid and rv:
-            cached = _POD_CACHE.get((uid, rv))
-            if cached is not None and cached.raw is pod:
-                return cached
-        view = cls._build(pod)
-        if uid and rv:
-            _POD_CACHE[uid, rv] = view
-        return view
+        return _POD_CACHE.get(pod) or _POD_CACHE.keep(pod, cls._build(pod))
 
     @classmethod
     def _build(cls, pod: Obj) -> PodView:
@@ -562,11 +579,7 @@ class PodView:
             setattr(v, slot, getattr(self, slot))
         v.raw = raw
         v.node_name = node_name
-        meta = raw.get("metadata") or {}
-        uid, rv = meta.get("uid"), meta.get("resourceVersion")
-        if uid and rv:
-            _POD_CACHE[uid, rv] = v
-        return v
+        return _POD_CACHE.keep(raw, v)
 
     def placed_on(self, raw: Obj, node_name: str) -> PodView:
         """This view as if bound to ``node_name`` for a what-if question, over ``raw``; never
@@ -631,12 +644,11 @@ class NodeView:
 
     @classmethod
     def from_dict(cls, node: Obj) -> NodeView:
+        return _NODE_CACHE.get(node) or _NODE_CACHE.keep(node, cls._build(node))
+
+    @classmethod
+    def _build(cls, node: Obj) -> NodeView:
         meta = node.get("metadata") or {}
-        uid, rv = meta.get("uid"), meta.get("resourceVersion")
-        if uid and rv:
-            cached = _NODE_CACHE.get((uid, rv))
-            if cached is not None and cached.raw is node:
-                return cached
         v = cls.__new__(cls)
         spec = node.get("spec") or {}
         status = node.get("status") or {}
@@ -657,12 +669,14 @@ class NodeView:
             for n in img.get("names") or ():
                 images[str(n)] = size
         v.images = images
-        if uid and rv:
-            _NODE_CACHE[uid, rv] = v
         return v
 
     def __repr__(self) -> str:
         return f"NodeView({self.name})"
+
+
+_POD_CACHE: _ViewCache[PodView] = _ViewCache()
+_NODE_CACHE: _ViewCache[NodeView] = _ViewCache()
 
 
 ZONE_LABELS = ("topology.kubernetes.io/zone", "failure-domain.beta.kubernetes.io/zone")

@@ -10,9 +10,9 @@ and raises one :class:`ConfigError` whose lines name the field and the fix. Dura
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from berthmaster.foundation.durations import parse_go_duration
 from berthmaster.foundation.problems import Problems
@@ -126,54 +126,59 @@ class AutoscalerConfig:
     log_verbosity: int = DEFAULT_LOG_VERBOSITY
 
 
-def _int(spec: Mapping[str, Any], key: str, path: str, problems: Problems,
-         default: int | None, minimum: int | None = None) -> int | None:
-    value = spec.get(key)
-    if value is None:
-        return default
-    if isinstance(value, bool) or not isinstance(value, int):
-        problems.add(f"{path}.{key}", f"{value!r} is not an integer; write a whole number")
-        return default
-    if minimum is not None and value < minimum:
-        problems.add(f"{path}.{key}", f"{value} is below {minimum}; use a value >= {minimum}")
-        return default
-    return value
+T = TypeVar("T")
 
 
-def _bool(spec: Mapping[str, Any], key: str, path: str, problems: Problems, default: bool) -> bool:
-    value = spec.get(key)
-    if value is None:
-        return default
-    if not isinstance(value, bool):
-        problems.add(f"{path}.{key}", f"{value!r} is not a boolean; write true or false")
-        return default
-    return value
-
-
-def _duration(spec: Mapping[str, Any], key: str, path: str, problems: Problems,
-              default: float) -> float:
+def _field(spec: Mapping[str, Any], key: str, path: str, problems: Problems, default: T,
+              convert: Callable[[Any], T]) -> T:
+    """``spec[key]`` through ``convert``; absent or null: ``default``. A ValueError from
+    ``convert`` is a problem at ``path.key`` (its message says what to write), and the field
+    reads as ``default``."""
     value = spec.get(key)
     if value is None:
         return default
     try:
-        seconds = parse_go_duration(str(value))
+        return convert(value)
     except ValueError as error:
         problems.add(f"{path}.{key}", str(error))
         return default
-    if seconds < 0:
-        problems.add(f"{path}.{key}", f"{value!r} is negative; use a duration >= 0")
-        return default
-    return seconds
+
+
+def _int(spec: Mapping[str, Any], key: str, path: str, problems: Problems,
+         default: int | None, minimum: int | None = None) -> int | None:
+    def convert(value: Any) -> int | None:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ValueError(f"{value!r} is not an integer; write a whole number")
+        if minimum is not None and value < minimum:
+            raise ValueError(f"{value} is below {minimum}; use a value >= {minimum}")
+        return value
+    return _field(spec, key, path, problems, default, convert)
+
+
+def _bool(spec: Mapping[str, Any], key: str, path: str, problems: Problems, default: bool) -> bool:
+    def convert(value: Any) -> bool:
+        if not isinstance(value, bool):
+            raise ValueError(f"{value!r} is not a boolean; write true or false")
+        return value
+    return _field(spec, key, path, problems, default, convert)
+
+
+def _duration(spec: Mapping[str, Any], key: str, path: str, problems: Problems,
+              default: float) -> float:
+    def convert(value: Any) -> float:
+        seconds = parse_go_duration(str(value))
+        if seconds < 0:
+            raise ValueError(f"{value!r} is negative; use a duration >= 0")
+        return seconds
+    return _field(spec, key, path, problems, default, convert)
 
 
 def _mode(spec: Mapping[str, Any], key: str, path: str, problems: Problems, default: bool) -> bool:
-    value = spec.get(key)
-    if value is None:
-        return default
-    if value not in MODES:
-        problems.add(f"{path}.{key}", f"{value!r} is not a mode; write Enabled or Disabled")
-        return default
-    return MODES[value]
+    def convert(value: Any) -> bool:
+        if value not in MODES:
+            raise ValueError(f"{value!r} is not a mode; write Enabled or Disabled")
+        return MODES[value]
+    return _field(spec, key, path, problems, default, convert)
 
 
 def _strings(spec: Mapping[str, Any], key: str, path: str, problems: Problems) -> tuple[str, ...]:
@@ -234,13 +239,19 @@ def _limits(spec: Mapping[str, Any], problems: Problems) -> ResourceLimits:
     )
 
 
+def _section(spec: Mapping[str, Any], key: str, problems: Problems) -> Mapping[str, Any] | None:
+    """An optional object of ``spec``: None when absent, or (a problem) when not an object."""
+    raw = spec.get(key)
+    if raw is not None and not isinstance(raw, Mapping):
+        problems.add(f"spec.{key}", "expected an object")
+        return None
+    return raw
+
+
 def _scale_down(spec: Mapping[str, Any], problems: Problems) -> ScaleDownConfig:
-    raw = spec.get("scaleDown")
     path = "spec.scaleDown"
+    raw = _section(spec, "scaleDown", problems)
     if raw is None:
-        return ScaleDownConfig()
-    if not isinstance(raw, Mapping):
-        problems.add(path, "expected an object")
         return ScaleDownConfig()
     threshold = DEFAULT_UTILIZATION_THRESHOLD
     if raw.get("utilizationThreshold") is not None:
@@ -269,12 +280,9 @@ def _scale_down(spec: Mapping[str, Any], problems: Problems) -> ScaleDownConfig:
 
 
 def _scale_up(spec: Mapping[str, Any], problems: Problems) -> ScaleUpConfig:
-    raw = spec.get("scaleUp")
     path = "spec.scaleUp"
+    raw = _section(spec, "scaleUp", problems)
     if raw is None:
-        return ScaleUpConfig()
-    if not isinstance(raw, Mapping):
-        problems.add(path, "expected an object")
         return ScaleUpConfig()
     return ScaleUpConfig(new_pod_scale_up_delay=_duration(
         raw, "newPodScaleUpDelay", path, problems, DEFAULT_NEW_POD_SCALE_UP_DELAY))

@@ -98,6 +98,17 @@ def mapping(value: Any, where: str, problems: Problems) -> Mapping[str, Any]:
     return value
 
 
+def items(value: Any, where: str, problems: Problems, what: str = "a list") -> list[Any]:
+    """A list field (absent or null: empty); anything else is a problem saying ``must be``
+    ``what``, and reads as empty."""
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        problems.add(where, f"must be {what}")
+        return []
+    return value
+
+
 def boolean(value: Any, where: str, problems: Problems, default: bool = False) -> bool:
     if value is None:
         return default
@@ -173,10 +184,7 @@ def label_selector(value: Any, where: str, problems: Problems) -> dict[str, Any]
     for key, val in labels.items():
         if not isinstance(val, str):
             problems.add(join(join(where, "matchLabels"), key), f"must be a string, got {val!r}")
-    expressions = raw.get("matchExpressions") or []
-    if not isinstance(expressions, list):
-        problems.add(join(where, "matchExpressions"), "must be a list")
-        expressions = []
+    expressions = items(raw.get("matchExpressions"), join(where, "matchExpressions"), problems)
     for i, expression in enumerate(expressions):
         at = join(join(where, "matchExpressions"), i)
         expr = mapping(expression, at, problems)

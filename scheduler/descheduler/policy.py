@@ -30,6 +30,7 @@ from berthmaster.scheduler.descheduler.fields import (
     check_known,
     integer,
     invalid_policy,
+    items,
     join,
     label_selector,
     mapping,
@@ -364,10 +365,8 @@ def _v1alpha2(document: Mapping[str, Any], problems: Problems) -> DeschedulerPol
                                               "be unique")
         names.add(name)
         args_by_plugin: dict[str, tuple[str, Mapping[str, Any]]] = {}
-        plugin_configs = profile.get("pluginConfig") or []
-        if not isinstance(plugin_configs, list):
-            problems.add(join(where, "pluginConfig"), "must be a list of {name, args}")
-            plugin_configs = []
+        plugin_configs = items(profile.get("pluginConfig"), join(where, "pluginConfig"),
+                               problems, "a list of {name, args}")
         for i, item in enumerate(plugin_configs):
             at = join(join(where, "pluginConfig"), i)
             entry = mapping(item, at, problems)

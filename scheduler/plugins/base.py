@@ -59,6 +59,24 @@ def unresolvable(*reasons: str) -> Status:
 Check = Callable[[NodeInfo], Status | None]
 
 
+def unresolvable_for(reasons_of: Callable[[NodeInfo], tuple[str, ...]]) -> Check:
+    """A filter check from the reasons a node fails for: None when it has none, else an
+    UnschedulableAndUnresolvable Status, one per distinct set of reasons (every node failing
+    alike shares it: a decision's diagnosis may hold thousands of nodes)."""
+    cache: dict[tuple[str, ...], Status] = {}
+
+    def check(node: NodeInfo) -> Status | None:
+        reasons = reasons_of(node)
+        if not reasons:
+            return None
+        status = cache.get(reasons)
+        if status is None:
+            status = cache[reasons] = unresolvable(*reasons)
+        return status
+
+    return check
+
+
 @dataclass(frozen=True, slots=True)
 class NarrowedCheck:
     """A per-node check plus the nodes it can pass: every node outside ``allowed`` is rejected

@@ -12,7 +12,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from berthmaster.scheduler.model import PodView
-from berthmaster.scheduler.plugins.base import Predicate, PrefilterResult, Status, unresolvable
+from berthmaster.scheduler.plugins.base import (
+    Predicate,
+    PrefilterResult,
+    Status,
+    unresolvable,
+    unresolvable_for,
+)
 from berthmaster.scheduler.snapshot import NodeInfo, Snapshot
 
 NAME = "CheckNodeCondition"
@@ -47,18 +53,7 @@ class NodeCondition(Predicate):
     EVENTS = ("Node/Add", "Node/UpdateNodeCondition")
 
     def prefilter(self, pod: PodView, snapshot: Snapshot) -> PrefilterResult:
-        cache: dict[tuple[str, ...], Status] = {}
-
-        def check(node: NodeInfo) -> Status | None:
-            reasons = condition_reasons(node)
-            if not reasons:
-                return None
-            status = cache.get(reasons)
-            if status is None:
-                status = cache[reasons] = unresolvable(*reasons)
-            return status
-
-        return check
+        return unresolvable_for(condition_reasons)
 
 
 def _is_best_effort(pod: PodView) -> bool:

@@ -58,8 +58,9 @@ from berthmaster.scheduler.plugins.base import (
     PrefilterResult,
     Status,
     unresolvable,
+    unresolvable_for,
 )
-from berthmaster.scheduler.snapshot import NodeInfo, Snapshot
+from berthmaster.scheduler.snapshot import Snapshot
 
 Obj = Mapping[str, Any]
 
@@ -436,15 +437,5 @@ class VolumeBinding(Predicate):
             return claims
         if not claims.delayed and not claims.bound:
             return None
-        cache: dict[tuple[str, ...], Status] = {}
-
-        def check(node: NodeInfo) -> Status | None:
-            _, reasons = find_pod_volumes(claims, snapshot, node.name, node.labels)
-            if not reasons:
-                return None
-            status = cache.get(reasons)
-            if status is None:
-                status = cache[reasons] = unresolvable(*reasons)
-            return status
-
-        return check
+        return unresolvable_for(
+            lambda node: find_pod_volumes(claims, snapshot, node.name, node.labels)[1])
