@@ -51,12 +51,13 @@ CAPABILITY = "machines"
 class MachinesRuntime:
     """The controllers and queues of the machines capability (the client is the operator's)."""
 
-    def __init__(self, kube: KubeClient, *, drain_backoff: float = 5.0,
+    def __init__(self, kube: KubeClient, *, drain_backoff: float = 5.0, drain_wait: float = 20.0,
                  providers: dict[str, Provider] | None = None):
         self.kube = kube
         if providers is None:
             providers = enabled_providers(kube, os.environ.get(PROVIDERS_VARIABLE))
-        self.machines = MachineController(kube, providers, drain_backoff=drain_backoff)
+        self.machines = MachineController(kube, providers, drain_backoff=drain_backoff,
+                                          drain_wait=drain_wait)
         self.machinesets = MachineSetController(kube, providers)
         self.machine_queue: WorkQueue[Key] = WorkQueue("machines", self.machines.reconcile)
         self.machineset_queue: WorkQueue[Key] = WorkQueue("machinesets",
@@ -127,8 +128,12 @@ class MachinesRuntime:
 @kopf.on.startup()
 async def start_machines(memo: kopf.Memo, settings: kopf.OperatorSettings, **_: Any) -> None:
     settings.watching.label_selectors[api.NODES_WATCH] = api.NODES_WATCH_SELECTOR
+    # upstream's timings (a drain attempt of 20 s, then a backoff); the tests shorten them
+    # (docs/testing.md): the drain's behaviour is the same, only sooner
     backoff = float(os.environ.get("BERTHMASTER_DRAIN_BACKOFF_SECONDS", "5"))
-    install(memo, CAPABILITY, MachinesRuntime(await operator_client(), drain_backoff=backoff))
+    attempt = float(os.environ.get("BERTHMASTER_DRAIN_ATTEMPT_SECONDS", "20"))
+    install(memo, CAPABILITY, MachinesRuntime(await operator_client(), drain_backoff=backoff,
+                                              drain_wait=attempt))
 
 
 def _runtime(memo: kopf.Memo) -> MachinesRuntime:

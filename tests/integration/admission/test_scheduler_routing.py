@@ -83,7 +83,9 @@ async def test_a_labelled_namespace_is_routed_and_scheduled_by_berthmaster(
     bound = await wait_for(lambda: node_of(kube, namespace, "web"), timeout=60,
                            what="berthmaster binding the routed pod")
     assert bound == node["metadata"]["name"]
-    (event,) = await events_for(kube, namespace, "Scheduled")
+    # the event is recorded after the binding, by the scheduler's event broadcaster
+    (event,) = await wait_for(lambda: events_for(kube, namespace, "Scheduled"), timeout=30,
+                              what="the Scheduled event")
     assert (event["source"]["component"], event["reportingComponent"]) == (SCHEDULER,
                                                                             SCHEDULER)
 

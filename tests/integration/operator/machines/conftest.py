@@ -56,6 +56,11 @@ def machine_api(cluster: RunningCluster) -> RunningCluster:
         time.sleep(0.5)
 
 
+# The test operator's drain attempt (upstream's is 20 s; operator/machines/handlers.py): the
+# same drain, its timeouts and requeues reached sooner.
+DRAIN_ATTEMPT_SECONDS = 5
+
+
 class OperatorProcess:
     def __init__(self, kubeconfig: str, log: Path,
                  capabilities: tuple[str, ...] = ("machines",), args: tuple[str, ...] = (),
@@ -72,6 +77,7 @@ class OperatorProcess:
         self.starts += 1
         # KUBECONFIG too: kopf's login reads kubernetes_asyncio's default path, fixed at import.
         env = {**os.environ, "BERTHMASTER_DRAIN_BACKOFF_SECONDS": "1",
+               "BERTHMASTER_DRAIN_ATTEMPT_SECONDS": str(DRAIN_ATTEMPT_SECONDS),
                "KUBECONFIG": self.kubeconfig, **self.env}
         log = self.log_path.open("ab")
         log.write(f"--- start #{self.starts}\n".encode())

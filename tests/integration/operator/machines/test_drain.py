@@ -5,12 +5,17 @@ timeout."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterator
 from datetime import datetime
 from typing import Any
+
+import pytest
 
 from berthmaster.foundation.kube import KubeClient, KubeError, resource_path
 from berthmaster.operator.machines import api
 from tests.integration.operator.machines.conftest import (
+    DRAIN_ATTEMPT_SECONDS,
+    OperatorPool,
     OperatorProcess,
     condition,
     get_machine,
@@ -18,6 +23,7 @@ from tests.integration.operator.machines.conftest import (
     machine_events,
     node_or_none,
     running_machine,
+    running_operator,
 )
 from tests.support.builders import for_create, make_pod
 from tests.support.chaos import make_node_unreachable
@@ -80,8 +86,18 @@ async def gone(kube: KubeClient, namespace: str, name: str) -> None:
     await wait_for(machine_gone, timeout=60, what=f"machine {name} deleted")
 
 
-def global_timeout(namespace: str, pod_name: str) -> str:
-    return f'error when evicting pods/"{pod_name}" -n "{namespace}": global timeout reached: 20s'
+def global_timeout(namespace: str, pod_name: str, seconds: int = DRAIN_ATTEMPT_SECONDS) -> str:
+    return (f'error when evicting pods/"{pod_name}" -n "{namespace}": global timeout reached: '
+            f"{seconds}s")
+
+
+@pytest.fixture
+def upstream_drain_operator(operator_pool: OperatorPool, request: pytest.FixtureRequest
+                            ) -> Iterator[OperatorProcess]:
+    """The operator with upstream's drain attempt of 20 s, for a test whose budget must relent
+    within one attempt (the PDB controller's status update takes a few seconds)."""
+    yield from running_operator(operator_pool, request,
+                                env={"BERTHMASTER_DRAIN_ATTEMPT_SECONDS": "20"})
 
 
 async def machine_with_drain_error(kube: KubeClient, namespace: str, name: str
@@ -97,7 +113,7 @@ async def machine_with_drain_error(kube: KubeClient, namespace: str, name: str
 
 
 async def test_drain_blocked_by_pdb_retries_until_it_allows(
-        kube: KubeClient, namespace: str, operator: OperatorProcess,
+        kube: KubeClient, namespace: str, upstream_drain_operator: OperatorProcess,
         cleanup_nodes: list[str]) -> None:
     """k8s.io/kubectl pkg/drain/drain.go, Helper.evictPods, with the Timeout of 20 s that
     openshift/machine-api-operator pkg/controller/machine/drain_controller.go drainNode sets:
@@ -119,8 +135,8 @@ async def test_drain_blocked_by_pdb_retries_until_it_allows(
         return events if "DrainRequeued" in events else None
 
     events = await wait_for(requeued, timeout=90, what="a DrainRequeued attempt")
-    refused = (f"[{global_timeout(namespace, 'web-0')}, "
-               f"{global_timeout(namespace, 'web-1')}]")
+    refused = (f"[{global_timeout(namespace, 'web-0', 20)}, "
+               f"{global_timeout(namespace, 'web-1', 20)}]")
     assert events["DrainRequeued"]["message"] == f"Node drain requeued: {refused}"
     drained = condition(await machine_with_drain_error(kube, namespace, name), "Drained")
     assert (drained["status"], drained["reason"], drained["message"]) == (

@@ -125,7 +125,8 @@ async def test_sigkill_at_each_hook_stage(kube: KubeClient, namespace: str,
     async def requeued() -> bool:
         events = await machine_events(kube, namespace, name)
         return events.get("DrainRequeued", {}).get("count", 0) >= 1
-    # an attempt retries the refused evictions for 20 s before it is requeued
+    # an attempt retries the refused evictions until its end (DRAIN_ATTEMPT_SECONDS) before it
+    # is requeued
     await wait_for(requeued, timeout=60, what="drain blocked by the PDB")
     own_operator.kill()  # in the middle of a PDB-blocked drain
     before = (await get_machine(kube, namespace, name) or {})["status"]["deletionProgress"]
