@@ -10,12 +10,16 @@ venv_install test
 echo "==> building the local control plane (reused from the cache when present)"
 .venv/bin/berthmaster dev build
 
-echo "==> ruff"
-.venv/bin/ruff check .
-echo "==> mypy --strict"
-.venv/bin/python hack/typecheck.py
-echo "==> import layers (import-linter)"
-.venv/bin/python hack/lint_imports.py
+# The static checks run beside pytest (they need a core for about half a minute; the first
+# minute of pytest is mostly control planes starting), and their verdict is read at the end.
+checks_log=$(mktemp)
+(
+  set -e
+  echo "==> ruff"; .venv/bin/ruff check .
+  echo "==> mypy --strict"; .venv/bin/python hack/typecheck.py
+  echo "==> import layers (import-linter)"; .venv/bin/python hack/lint_imports.py
+) >"$checks_log" 2>&1 &
+checks_pid=$!
 
 # pytest runs in BERTHMASTER_TEST_WORKERS pytest-xdist workers (default 3; 1: one process),
 # each with its own control plane, temp dirs and free ports, a test file to a worker so that
@@ -50,7 +54,16 @@ else
   .venv/bin/python -m pytest "${parallel[@]}" "$@"
   status=$?
 fi
+wait "$checks_pid"
+checks=$?
 set -e
+echo "==> static checks (ruff, mypy --strict, import layers), run beside pytest:"
+cat "$checks_log"
+rm -f "$checks_log"
+if [ "$checks" -ne 0 ]; then
+  echo "the static checks failed (above)" >&2
+  exit 1
+fi
 if [ "$status" -eq 5 ]; then
   echo "pytest collected no tests: that is a failure" >&2
   exit 1

@@ -45,7 +45,7 @@ The scenarios are seeded: ``BERTHMASTER_DIFF_SEED`` (default below),
 configurations of ``BERTHMASTER_DIFF_CONFIG_SCENARIOS`` scenarios each for the second (the
 default set: over 600 pods in each part, about eight minutes on two cores). The set is run in
 two tests that share nothing but the seed: the quick one (in ``make test``) takes the first
-``QUICK_SCENARIOS`` scenarios and the first ``QUICK_BATCHES`` configurations, the long one
+``QUICK_SCENARIOS`` scenarios (60) and the first ``QUICK_BATCHES`` configuration (1), the long one
 (marked ``long``: ``make test-long``, which CI runs after ``make test``) all the others, so
 together they compare the whole set. Raise the counts for a soak, e.g.
 ``BERTHMASTER_DIFF_SCENARIOS=2000 BERTHMASTER_DIFF_CONFIG_BATCHES=100 make test-long``.
@@ -84,9 +84,10 @@ SEED = int(os.environ.get("BERTHMASTER_DIFF_SEED", "20261123"))
 SCENARIOS = int(os.environ.get("BERTHMASTER_DIFF_SCENARIOS", "300"))
 CONFIG_BATCHES = int(os.environ.get("BERTHMASTER_DIFF_CONFIG_BATCHES", "12"))
 CONFIG_SCENARIOS = int(os.environ.get("BERTHMASTER_DIFF_CONFIG_SCENARIOS", "25"))
-# the quick test's share of the set (the first ones of each part); the long test runs the rest
-QUICK_SCENARIOS = min(SCENARIOS, 60)
-QUICK_BATCHES = min(CONFIG_BATCHES, 2)
+# the quick test's share of the set (the first ones of each part; BERTHMASTER_DIFF_QUICK_SCENARIOS
+# and BERTHMASTER_DIFF_QUICK_BATCHES change it); the long test runs the rest
+QUICK_SCENARIOS = min(SCENARIOS, int(os.environ.get("BERTHMASTER_DIFF_QUICK_SCENARIOS", "60")))
+QUICK_BATCHES = min(CONFIG_BATCHES, int(os.environ.get("BERTHMASTER_DIFF_QUICK_BATCHES", "1")))
 # the second part's scenario indices, apart from the first part's
 CONFIG_INDEX_BASE, CONFIG_INDEX_STRIDE = 1_000_000, 10_000
 # floors, as shares of the pods compared, so that a run comparing (almost) nothing fails
