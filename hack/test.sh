@@ -21,11 +21,11 @@ checks_log=$(mktemp)
 ) >"$checks_log" 2>&1 &
 checks_pid=$!
 
-# pytest runs in BERTHMASTER_TEST_WORKERS pytest-xdist workers (default 3; 1: one process),
+# pytest runs in BERTHMASTER_TEST_WORKERS pytest-xdist workers (default 4; 1: one process),
 # each with its own control plane, temp dirs and free ports, a test file to a worker so that
 # module fixtures start once (docs/testing.md). Most integration tests wait on the cluster
-# rather than compute, so three workers fit on two cores: measured in docs/testing.md.
-workers=${BERTHMASTER_TEST_WORKERS:-3}
+# rather than compute, so four workers fit on two cores: measured in docs/testing.md.
+workers=${BERTHMASTER_TEST_WORKERS:-4}
 parallel=()
 if [ "$workers" -gt 1 ]; then
   parallel=(-n "$workers" --dist loadfile)
