@@ -133,6 +133,24 @@ METRICS_SERVER_FAMILY = Family(
     module="metrics-server",
 )
 
+# Prometheus (github.com/prometheus/prometheus, whose v0.3XX.Y modules are Prometheus 3.XX.Y)
+# and its promtool, which the alerting tests run over the chart's rules (docs/observability.md).
+# Built only when asked for (:func:`build_prometheus`). ``remove_all_sd`` is upstream's build tag
+# (plugins/plugin_*.go) that leaves out every service discovery but file and HTTP
+# (plugins/minimum.go): the tests scrape static targets. promtool imports the Kubernetes
+# discovery itself (cmd/promtool/main.go), so client-go stays either way. The version is stamped
+# as upstream's .promu.yml does (github.com/prometheus/common/version.Version).
+PROMETHEUS_MODULE_VERSION = "v0.316.0"
+PROMETHEUS_VERSION = "3.16.0"
+PROMETHEUS_FAMILY = Family(
+    "prometheus",
+    (("prometheus", "github.com/prometheus/prometheus/cmd/prometheus"),
+     ("promtool", "github.com/prometheus/prometheus/cmd/promtool")),
+    ldflags=f"-s -w -X github.com/prometheus/common/version.Version={PROMETHEUS_VERSION}",
+    tags="remove_all_sd",
+    module="prometheus",
+)
+
 # kwok's published stages: the defaults (fake node start-up and lease heart-beats; pods turn
 # Ready, Job pods complete, deletions finish) and the chaos stages, which act only on objects
 # carrying their label (a pod labelled pod-container-running-failed.stage.kwok.x-k8s.io=true
@@ -163,7 +181,8 @@ def family_dir(family: Family) -> Path:
 
 def binary_path(binary: str) -> Path:
     """The cached path of one binary (it may not be built yet)."""
-    for family in (*FAMILIES, NODE_FAMILY, LOCAL_PATH_FAMILY, METRICS_SERVER_FAMILY):
+    for family in (*FAMILIES, NODE_FAMILY, LOCAL_PATH_FAMILY, METRICS_SERVER_FAMILY,
+                   PROMETHEUS_FAMILY):
         if any(name == binary for name, _ in family.packages):
             return family_dir(family) / binary
     raise KeyError(binary)
@@ -292,6 +311,12 @@ def build_metrics_server(say: Callable[[str], None] = print) -> Path:
     """Build (or reuse) metrics-server; returns its path."""
     build_family(METRICS_SERVER_FAMILY, say)
     return binary_path("metrics-server")
+
+
+def build_prometheus(say: Callable[[str], None] = print) -> dict[str, Path]:
+    """Build (or reuse) prometheus and promtool; returns binary name -> path."""
+    build_family(PROMETHEUS_FAMILY, say)
+    return {name: binary_path(name) for name, _ in PROMETHEUS_FAMILY.packages}
 
 
 def main() -> None:  # pragma: no cover - convenience for `python -m`

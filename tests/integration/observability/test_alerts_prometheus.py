@@ -1,0 +1,398 @@
+"""The chart's alerts, evaluated by a real Prometheus beside a real kube-scheduler.
+
+Prometheus (built from the pinned module in hack/prometheus, github.com/prometheus/prometheus
+cmd/prometheus) scrapes, every second: kube-scheduler v1.35.4 running against the session's API
+server (its secure port, authenticated with the control plane's admin client certificate, as
+job ``kube-scheduler`` in ``kube-system``), and berthmaster's scheduler and operator as
+processes (as the jobs the chart's ServiceMonitors produce: the metrics Services' names, in
+the release's namespace). Its rules are the chart's PrometheusRule, rendered by helm with the
+chart's own values shortening each ``for:`` (``prometheusRule.schedulerNotLeadingFor``,
+``pendingPodsWindow``, ``pendingPodsThreshold``); nothing in the rules is rewritten.
+
+kube-scheduler exports the same family names as berthmaster's scheduler
+(``scheduler_pending_pods``, ``leader_election_master_status``; kube-scheduler
+pkg/scheduler/metrics/metrics.go, component-base metrics/prometheus/clientgo/leaderelection):
+the first test makes kube-scheduler's pending pods rise past the threshold, shows that the
+PendingPodsRising expression without its job/namespace scope would then match, and lets the
+rules run before asserting that no alert is pending or firing. The others produce each
+scheduler alert's condition for real and wait for it to fire: pods piling up unschedulable,
+another holder keeping the scheduler's Lease, the scheduler stopped. The operator's two alerts
+(a drain stuck for 30 minutes, an unsafe autoscaler) are proven with promtool's rule unit tests
+(test_alert_rules_promtool.py beside this file).
+
+Prometheus' API: web/api/v1/api.go (alerts, rules with lastEvaluation, query).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+import json
+import re
+import subprocess
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from berthmaster.foundation.kube import KubeClient
+from berthmaster.tooling.devcluster import build
+from berthmaster.tooling.devcluster.cluster import RunningCluster
+from berthmaster.tooling.devcluster.ports import free_port
+from tests.integration.chart.chartkit import one, render
+from tests.integration.observability.test_dashboard_and_alerts import crds, process, ready
+from tests.integration.scheduler.schedkit import create_pod, make_pod
+from tests.support import grafana_model
+from tests.support.prometheus import (
+    PrometheusAPI,
+    configuration,
+    rules_file,
+    running,
+    scrape_config,
+)
+from tests.support.promql import selectors
+from tests.support.waiting import http_get, wait_for
+
+__all__ = ["crds"]  # the fixture, shared with test_dashboard_and_alerts.py
+
+RELEASE_NAMESPACE = "berthmaster"
+THRESHOLD = 3
+# The chart's values for the test: each `for:` short enough for a test, the rest as shipped.
+RULE_VALUES = ["prometheusRule.enabled=true", "dashboards.enabled=true",
+               "prometheusRule.schedulerNotLeadingFor=5s",
+               "prometheusRule.pendingPodsWindow=10s",
+               f"prometheusRule.pendingPodsThreshold={THRESHOLD}"]
+KUBE_SCHEDULER_JOB = "kube-scheduler"
+UNSCHEDULABLE = {"berthmaster.test/no-such-node": "anywhere"}
+
+
+def now() -> datetime.datetime:
+    return datetime.datetime.now(datetime.UTC)
+
+
+class Scheduler:
+    """berthmaster's scheduler as a process that the tests stop and start again on one port
+    (the Prometheus target stays the same)."""
+
+    def __init__(self, cluster: RunningCluster, name: str, folder: Path):
+        self.cluster, self.name, self.folder = cluster, name, folder
+        self.port = free_port()
+        self.base = f"http://127.0.0.1:{self.port}"
+        self._stack: contextlib.ExitStack | None = None
+
+    async def start(self) -> None:
+        args = ["scheduler", "--kubeconfig", str(self.cluster.kubeconfig),
+                "--scheduler-name", self.name, "--leader-elect-lease-namespace", "default",
+                "--leader-elect-lease-name", self.name,
+                "--metrics-bind-address", f"127.0.0.1:{self.port}"]
+        self._stack = contextlib.ExitStack()
+        self._stack.enter_context(process(args, self.folder / f"scheduler-{uuid.uuid4().hex[:4]}"
+                                          ".stderr", {"KUBECONFIG": str(self.cluster.kubeconfig)}))
+        await wait_for(lambda: ready(self.base), timeout=120, what="scheduler /readyz")
+
+    def stop(self) -> None:
+        if self._stack is not None:
+            self._stack.close()
+            self._stack = None
+
+
+@contextlib.contextmanager
+def kube_scheduler(cluster: RunningCluster, folder: Path) -> Iterator[int]:
+    """kube-scheduler against the session's API server (admin credentials, leader election on
+    its default Lease kube-system/kube-scheduler); yields its secure port."""
+    port = free_port()
+    kubeconfig = str(cluster.kubeconfig)
+    with (folder / "kube-scheduler.log").open("wb") as log:
+        child = subprocess.Popen(
+            [str(cluster.binary("kube-scheduler")), f"--kubeconfig={kubeconfig}",
+             f"--authentication-kubeconfig={kubeconfig}",
+             f"--authorization-kubeconfig={kubeconfig}",
+             "--bind-address=127.0.0.1", f"--secure-port={port}"],
+            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    try:
+        yield port
+    finally:
+        child.terminate()
+        try:
+            child.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            child.kill()
+            child.wait()
+
+
+@pytest.fixture(scope="module")
+def rendered(components_name: str) -> list[dict[str, Any]]:
+    return render([*RULE_VALUES, f"scheduler.name={components_name}"],
+                  namespace=RELEASE_NAMESPACE)
+
+
+@pytest.fixture(scope="module")
+def components_name() -> str:
+    return f"alerts-{uuid.uuid4().hex[:6]}"
+
+
+@pytest.fixture(scope="module")
+def jobs(rendered: list[dict[str, Any]]) -> dict[str, str]:
+    """component -> the job its ServiceMonitor's targets get: the metrics Service's name."""
+    return {component: one(rendered, "Service", f"-{component}-metrics")["metadata"]["name"]
+            for component in ("scheduler", "operator")}
+
+
+@pytest.fixture(scope="module")
+async def stack(cluster: RunningCluster, crds: None, rendered: list[dict[str, Any]],
+                jobs: dict[str, str], components_name: str,
+                tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[dict[str, Any]]:
+    folder = tmp_path_factory.mktemp("alerts")
+    binaries = build.build_prometheus(say=lambda line: print(line, flush=True))
+    (folder / "rules.yaml").write_text(rules_file(one(rendered, "PrometheusRule")))
+    name = components_name
+    operator_port = free_port()
+    operator_args = ["operator", "--kubeconfig", str(cluster.kubeconfig), "--standalone",
+                     "--liveness=", "--namespace", name,
+                     "--metrics-bind-address", f"127.0.0.1:{operator_port}"]
+    scheduler = Scheduler(cluster, name, folder)
+    pki = cluster.root / "pki"
+    with kube_scheduler(cluster, folder) as kube_scheduler_port, \
+            process(operator_args, folder / "operator.stderr",
+                    {"KUBECONFIG": str(cluster.kubeconfig)}):
+        await scheduler.start()
+        try:
+            await wait_for(lambda: ready(f"http://127.0.0.1:{operator_port}"), timeout=120,
+                           what="operator /readyz")
+            config = configuration([
+                scrape_config(KUBE_SCHEDULER_JOB, "kube-system",
+                              f"127.0.0.1:{kube_scheduler_port}", https=True,
+                              cert=(pki / "admin.crt", pki / "admin.key")),
+                scrape_config(jobs["scheduler"], RELEASE_NAMESPACE, f"127.0.0.1:{scheduler.port}"),
+                scrape_config(jobs["operator"], RELEASE_NAMESPACE, f"127.0.0.1:{operator_port}"),
+            ], [folder / "rules.yaml"])
+            async with running(binaries["prometheus"], config, folder / "prometheus") as api:
+                await api.wait_scraped([KUBE_SCHEDULER_JOB, *jobs.values()])
+                yield {"api": api, "scheduler": scheduler, "name": name, "folder": folder}
+        finally:
+            scheduler.stop()
+
+
+def alerts_of_chart(rendered: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    return {rule["alert"]: rule
+            for group in one(rendered, "PrometheusRule")["spec"]["groups"]
+            for rule in group["rules"] if "alert" in rule}
+
+
+def unschedulable_pod(name: str, scheduler_name: str) -> dict[str, Any]:
+    return make_pod(name, scheduler_name, nodeSelector=dict(UNSCHEDULABLE))
+
+
+async def test_nothing_fires_while_kube_scheduler_has_pending_pods(
+        stack: dict[str, Any], rendered: list[dict[str, Any]], jobs: dict[str, str],
+        kube: KubeClient, namespace: str) -> None:
+    """kube-scheduler's unschedulable pods rise past the threshold; the PendingPodsRising
+    expression without its scope would match them; with it, after the rules ran on those
+    samples, no alert of the chart is pending or firing, and every rule evaluates without
+    error."""
+    api: PrometheusAPI = stack["api"]
+    for index in range(THRESHOLD + 2):
+        await create_pod(kube, namespace, unschedulable_pod(f"kube-{index}", "default-scheduler"))
+    kube_pending = (f'sum(scheduler_pending_pods{{job="{KUBE_SCHEDULER_JOB}", '
+                    f'queue=~"unschedulable|backoff"}}) > {THRESHOLD}')
+    await wait_for(lambda: api.query(kube_pending), timeout=90,
+                   what="kube-scheduler's pending pods above the threshold in Prometheus")
+    scope = f'job="{jobs["scheduler"]}", namespace="{RELEASE_NAMESPACE}"'
+    rising = alerts_of_chart(rendered)["BerthmasterPendingPodsRising"]["expr"]
+    assert scope in rising
+    unscoped = rising.replace(f"{{{scope}}}", "").replace(f", {scope}", "")
+    assert await api.query(unscoped), f"without its scope {unscoped!r} matches nothing"
+    leases = await api.query(f'leader_election_master_status{{job="{KUBE_SCHEDULER_JOB}"}}')
+    assert leases, "kube-scheduler exports leader_election_master_status as well"
+    await api.wait_evaluations(after=now(), times=3)
+    assert await api.alerts() == []
+    rules = [rule for group in await api.groups() for rule in group["rules"]]
+    assert {rule["name"] for rule in rules} == set(alerts_of_chart(rendered))
+    assert all(rule["health"] == "ok" for rule in rules), rules
+
+
+async def test_pending_pods_rising_fires(stack: dict[str, Any], kube: KubeClient,
+                                         namespace: str) -> None:
+    """Pods for berthmaster's scheduler that no node fits keep coming: once more than the
+    threshold wait unschedulable and the count rose for pendingPodsWindow, the alert fires."""
+    api: PrometheusAPI = stack["api"]
+    created = 0
+
+    async def one_more_then_firing() -> list[dict[str, Any]]:
+        nonlocal created
+        await create_pod(kube, namespace, unschedulable_pod(f"ours-{created}", stack["name"]))
+        created += 1
+        return await api.firing("BerthmasterPendingPodsRising")
+
+    [alert] = await wait_for(one_more_then_firing, timeout=120, interval=1,
+                             what="BerthmasterPendingPodsRising firing")
+    assert alert["labels"]["severity"] == "warning"
+    assert created > THRESHOLD
+
+
+async def test_scheduler_not_leading_fires(stack: dict[str, Any],
+                                           cluster: RunningCluster) -> None:
+    """Another identity holds the scheduler's Lease: the restarted scheduler stands by
+    (leader_election_master_status 0) and BerthmasterSchedulerNotLeading fires."""
+    api: PrometheusAPI = stack["api"]
+    scheduler: Scheduler = stack["scheduler"]
+    name = stack["name"]
+    scheduler.stop()
+    stamp = now().strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    lease = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+             "metadata": {"name": name, "namespace": "default"},
+             "spec": {"holderIdentity": "another-replica", "leaseDurationSeconds": 3600,
+                      "acquireTime": stamp, "renewTime": stamp, "leaseTransitions": 1}}
+    cluster.kubectl("delete", "lease", name, "-n", "default", "--ignore-not-found")
+    created = cluster.kubectl("create", "-f", "-", input=json.dumps(lease))
+    assert created.returncode == 0, created.stderr
+    await scheduler.start()
+    _, text = await http_get(f"{scheduler.base}/metrics")
+    assert f'leader_election_master_status{{name="{name}"}} 0.0' in text
+    [alert] = await wait_for(lambda: api.firing("BerthmasterSchedulerNotLeading"), timeout=90,
+                             what="BerthmasterSchedulerNotLeading firing")
+    assert alert["labels"]["severity"] == "critical"
+    assert not await api.firing("BerthmasterSchedulerAbsent")
+
+
+async def test_scheduler_absent_fires(stack: dict[str, Any]) -> None:
+    """berthmaster's scheduler stops: its series go stale and BerthmasterSchedulerAbsent fires
+    (kube-scheduler's scheduler_pending_pods, still scraped, does not count)."""
+    api: PrometheusAPI = stack["api"]
+    stack["scheduler"].stop()
+    [alert] = await wait_for(lambda: api.firing("BerthmasterSchedulerAbsent"), timeout=90,
+                             what="BerthmasterSchedulerAbsent firing")
+    assert alert["labels"]["severity"] == "critical"
+    assert await api.query(f'scheduler_pending_pods{{job="{KUBE_SCHEDULER_JOB}"}}')
+
+
+def dashboards(rendered: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """file name -> dashboard, as the chart's ConfigMap ships them."""
+    data = one(rendered, "ConfigMap", "-dashboards")["data"]
+    assert data, "the dashboards ConfigMap carries no dashboard"
+    return {name: json.loads(text) for name, text in data.items()}
+
+
+def test_each_dashboard_fits_grafanas_dashboard_model(rendered: list[dict[str, Any]]) -> None:
+    """Every field of every shipped dashboard is one Grafana's dashboard model declares, with
+    the type it declares (tests/support/grafana_model.py)."""
+    for name, dashboard in dashboards(rendered).items():
+        assert grafana_model.problems(dashboard) == [], name
+
+
+async def test_every_panel_query_evaluates_and_is_scoped(
+        stack: dict[str, Any], rendered: list[dict[str, Any]], jobs: dict[str, str]) -> None:
+    """Each panel's PromQL selects on the dashboard's ``$job`` and ``$namespace`` variables in
+    every selector (``$job`` alone for ``OWN_NAMESPACE``), and, with them substituted as Grafana does, Prometheus evaluates it
+    without error; so does each variable's ``label_values`` selector."""
+    api: PrometheusAPI = stack["api"]
+    variables = {"$job": "|".join(jobs.values()), "$namespace": RELEASE_NAMESPACE,
+                 "$__rate_interval": "1m", "$__interval": "1s", "$__range": "5m"}
+    failures = []
+    checked = 0
+    for name, dashboard in dashboards(rendered).items():
+        expressions = [(f"{name} panel {panel['title']!r}", target["expr"], True)
+                       for panel in dashboard["panels"] for target in panel.get("targets", [])]
+        expressions += [
+            (f"{name} variable {v['name']!r}",
+             re.fullmatch(r"label_values\((.*), *\w+\)", v["query"]["query"]).group(1), False)
+            for v in dashboard["templating"]["list"] if v["type"] == "query"]
+        for where, expression, scoped in expressions:
+            checked += 1
+            if scoped:
+                for selector in selectors(expression):
+                    scope = {("job", "=~", "$job")}
+                    if selector.name not in OWN_NAMESPACE:
+                        scope.add(("namespace", "=", "$namespace"))
+                    if not scope <= set(selector.matchers):
+                        failures.append(f"{where}: {selector.name} is not scoped by "
+                                        f"{sorted(scope)}")
+            query = expression
+            for variable in sorted(variables, key=len, reverse=True):
+                query = query.replace(variable, variables[variable])
+            error = await api.query_error(query)
+            if error is not None:
+                failures.append(f"{where}: {query!r}: {error}")
+    assert checked > 20
+    assert not failures, "\n".join(failures)
+
+
+# Families whose samples carry the object's own `namespace` label, which the ServiceMonitors'
+# honorLabels keep (a Machine's, a MachineSet's, an evicted pod's): scoped by job alone.
+# machine-api-operator pkg/metrics/metrics.go, descheduler metrics/metrics.go.
+OWN_NAMESPACE = {"mapi_machine_created_timestamp_seconds", "mapi_machine_set_status_replicas",
+                 "mapi_machine_set_status_replicas_ready",
+                 "berthmaster_machine_drain_started_timestamp_seconds",
+                 "descheduler_pods_evicted_total"}
+
+
+def expand(template: str, labels: dict[str, str]) -> str:
+    """An annotation with its ``{{ $labels.name }}`` references filled in, as Prometheus'
+    template expander does for these (template/template.go)."""
+    text = re.sub(r"\{\{ *\$labels\.(\w+) *\}\}", lambda m: labels[m.group(1)], template)
+    assert "{{" not in text, f"another template in {template!r}"
+    return text
+
+
+def test_operator_alerts_fire_under_promtool(tmp_path: Path) -> None:
+    """BerthmasterMachineDrainStuck and BerthmasterAutoscalerUnsafe, with the chart's default
+    thresholds and ``for:``, by promtool's rule unit tests (cmd/promtool/unittest.go) over
+    input series: a drain running for more than 30 minutes, and the cluster unsafe to
+    autoscale for more than 15. Same-named series of other jobs (cluster-autoscaler's own
+    gauge, another exporter's drain) older and worse than ours never fire (each eval_time
+    lists exactly the alerts expected, annotations expanded)."""
+    objects = render(["prometheusRule.enabled=true"], namespace=RELEASE_NAMESPACE)
+    rules = alerts_of_chart(objects)
+    job = one(objects, "Service", "-operator-metrics")["metadata"]["name"]
+    (tmp_path / "rules.yaml").write_text(rules_file(one(objects, "PrometheusRule")))
+    machine = {"job": job, "namespace": "openshift-machine-api", "name": "worker-a",
+               "node": "node-a"}
+    elsewhere = {**machine, "job": "machine-api-operator"}
+    ours = {"job": job, "namespace": RELEASE_NAMESPACE}
+    upstream = {"job": "cluster-autoscaler", "namespace": "kube-system"}
+
+    def series(name: str, labels: dict[str, str], values: str) -> dict[str, str]:
+        matchers = ", ".join(f'{key}="{value}"' for key, value in labels.items())
+        return {"series": f"{name}{{{matchers}}}", "values": values}
+
+    def expected(alert: str, labels: dict[str, str]) -> dict[str, Any]:
+        rule = rules[alert]
+        return {"exp_labels": {**labels, **rule["labels"]},
+                "exp_annotations": {key: expand(value, labels)
+                                    for key, value in rule["annotations"].items()}}
+
+    drain = "berthmaster_machine_drain_started_timestamp_seconds"
+    safe = "cluster_autoscaler_cluster_safe_to_autoscale"
+    activity = "cluster_autoscaler_last_activity"
+    tests = {"rule_files": ["rules.yaml"], "evaluation_interval": "1m", "tests": [{
+        "interval": "1m",
+        "input_series": [
+            # started at 0 s: past 1800 s from 31m, for 5m -> firing from 36m
+            series(drain, machine, "0x60"),
+            # a drain started at 35m is not stuck at 40m
+            series(drain, {**machine, "name": "worker-b", "node": "node-b"}, "2100x60"),
+            series(drain, elsewhere, "0x60"),
+            # ours unsafe from 10m, for 15m -> firing from 25m; upstream's unsafe throughout
+            series(safe, ours, "1x9 0x50"),
+            series(activity, {**ours, "activity": "main"}, "0+60x60"),
+            series(safe, upstream, "0x60"),
+            series(activity, {**upstream, "activity": "main"}, "0+60x60"),
+        ],
+        "alert_rule_test": [
+            {"eval_time": "34m", "alertname": "BerthmasterMachineDrainStuck", "exp_alerts": []},
+            {"eval_time": "40m", "alertname": "BerthmasterMachineDrainStuck",
+             "exp_alerts": [expected("BerthmasterMachineDrainStuck", machine)]},
+            {"eval_time": "24m", "alertname": "BerthmasterAutoscalerUnsafe", "exp_alerts": []},
+            {"eval_time": "30m", "alertname": "BerthmasterAutoscalerUnsafe",
+             "exp_alerts": [expected("BerthmasterAutoscalerUnsafe", {})]},
+        ],
+    }]}
+    (tmp_path / "tests.yaml").write_text(yaml.safe_dump(tests, sort_keys=False))
+    promtool = build.build_prometheus(say=lambda line: print(line, flush=True))["promtool"]
+    result = subprocess.run([str(promtool), "test", "rules", "tests.yaml"], cwd=tmp_path,
+                            capture_output=True, text=True, check=False, timeout=120)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "SUCCESS" in result.stdout + result.stderr
