@@ -81,3 +81,20 @@ def test_helm_stamps_match_its_wrapper_module() -> None:
     assert f"helm.sh/helm/v3/internal/version.version={build.HELM_VERSION}" in helm.ldflags
     assert "helm.sh/helm/v3/pkg/chartutil.k8sVersionMajor=1" in helm.ldflags
     assert f"helm.sh/helm/v3/pkg/chartutil.k8sVersionMinor={minor}" in helm.ldflags
+
+
+def test_prometheus_is_its_own_cached_family() -> None:
+    """Pinned in hack/prometheus/go.mod (module v0.316.0 is Prometheus 3.16.0: its VERSION
+    file); built with upstream's ``remove_all_sd`` tag (plugins/plugin_*.go) and its version
+    stamped as .promu.yml does; only when asked for."""
+    family = build.PROMETHEUS_FAMILY
+    assert family.module_dir.name == "prometheus"
+    assert (family.module_dir / "go.mod").read_text().count(
+        f"github.com/prometheus/prometheus {build.PROMETHEUS_MODULE_VERSION}") == 1
+    minor = build.PROMETHEUS_MODULE_VERSION.removeprefix("v0.")
+    assert build.PROMETHEUS_VERSION == f"3.{int(minor.split('.')[0]) - 300}.{minor.split('.')[1]}"
+    assert {name for name, _ in family.packages} == {"prometheus", "promtool"}
+    assert build.binary_path("promtool").parent == build.family_dir(family)
+    assert family.tags == "remove_all_sd"
+    assert f"version.Version={build.PROMETHEUS_VERSION}" in family.ldflags
+    assert family not in build.FAMILIES
