@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import contextlib
 import datetime
-import subprocess
 from collections.abc import AsyncIterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -26,6 +25,7 @@ import aiohttp
 import yaml
 
 from berthmaster.tooling.devcluster.ports import free_port
+from tests.support.processes import child
 from tests.support.waiting import wait_for
 
 JSON = dict[str, Any]
@@ -160,39 +160,20 @@ async def _ready(base: str) -> bool:
         return False
 
 
-def _start(binary: Path, config: str, folder: Path) -> tuple[subprocess.Popen[bytes], str]:
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / "prometheus.yml").write_text(config)
-    port = free_port()
-    with (folder / "prometheus.log").open("wb") as sink:
-        process = subprocess.Popen(
-            [str(binary), f"--config.file={folder / 'prometheus.yml'}",
-             f"--storage.tsdb.path={folder / 'data'}",
-             f"--web.listen-address=127.0.0.1:{port}"],
-            stdout=sink, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-    return process, f"http://127.0.0.1:{port}"
-
-
-def _stop(process: subprocess.Popen[bytes]) -> None:
-    process.terminate()
-    try:
-        process.wait(timeout=20)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait()
-
-
 @contextlib.asynccontextmanager
 async def running(binary: Path, config: str, folder: Path) -> AsyncIterator[PrometheusAPI]:
     """Prometheus on 127.0.0.1 with ``config`` and a TSDB in ``folder``; yields its API."""
-    process, base = _start(binary, config, folder)
-    try:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "prometheus.yml").write_text(config)
+    base = f"http://127.0.0.1:{free_port()}"
+    log = folder / "prometheus.log"
+    command = [str(binary), f"--config.file={folder / 'prometheus.yml'}",
+               f"--storage.tsdb.path={folder / 'data'}",
+               f"--web.listen-address={base.removeprefix('http://')}"]
+    with child(command, log) as process:
         async def ready() -> bool:
-            assert process.poll() is None, (
-                f"prometheus exited:\n{(folder / 'prometheus.log').read_text()[-3000:]}")
+            assert process.poll() is None, f"prometheus exited:\n{log.read_text()[-3000:]}"
             return await _ready(base)
 
         await wait_for(ready, timeout=60, what=f"Prometheus ready at {base}")
         yield PrometheusAPI(base)
-    finally:
-        _stop(process)

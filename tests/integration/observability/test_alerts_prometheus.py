@@ -46,6 +46,7 @@ from tests.integration.chart.chartkit import one, render
 from tests.integration.observability.test_dashboard_and_alerts import crds, process, ready
 from tests.integration.scheduler.schedkit import create_pod, make_pod
 from tests.support import grafana_model
+from tests.support.processes import child
 from tests.support.prometheus import (
     PrometheusAPI,
     configuration,
@@ -105,22 +106,12 @@ def kube_scheduler(cluster: RunningCluster, folder: Path) -> Iterator[int]:
     its default Lease kube-system/kube-scheduler); yields its secure port."""
     port = free_port()
     kubeconfig = str(cluster.kubeconfig)
-    with (folder / "kube-scheduler.log").open("wb") as log:
-        child = subprocess.Popen(
-            [str(cluster.binary("kube-scheduler")), f"--kubeconfig={kubeconfig}",
-             f"--authentication-kubeconfig={kubeconfig}",
-             f"--authorization-kubeconfig={kubeconfig}",
-             "--bind-address=127.0.0.1", f"--secure-port={port}"],
-            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-    try:
+    with child([str(cluster.binary("kube-scheduler")), f"--kubeconfig={kubeconfig}",
+                f"--authentication-kubeconfig={kubeconfig}",
+                f"--authorization-kubeconfig={kubeconfig}",
+                "--bind-address=127.0.0.1", f"--secure-port={port}"],
+               folder / "kube-scheduler.log"):
         yield port
-    finally:
-        child.terminate()
-        try:
-            child.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            child.kill()
-            child.wait()
 
 
 @pytest.fixture(scope="module")
@@ -286,8 +277,9 @@ def test_each_dashboard_fits_grafanas_dashboard_model(rendered: list[dict[str, A
 async def test_every_panel_query_evaluates_and_is_scoped(
         stack: dict[str, Any], rendered: list[dict[str, Any]], jobs: dict[str, str]) -> None:
     """Each panel's PromQL selects on the dashboard's ``$job`` and ``$namespace`` variables in
-    every selector (``$job`` alone for ``OWN_NAMESPACE``), and, with them substituted as Grafana does, Prometheus evaluates it
-    without error; so does each variable's ``label_values`` selector."""
+    every selector (``$job`` alone for ``OWN_NAMESPACE``), and, with them substituted as
+    Grafana does, Prometheus evaluates it without error; so does each variable's
+    ``label_values`` selector."""
     api: PrometheusAPI = stack["api"]
     variables = {"$job": "|".join(jobs.values()), "$namespace": RELEASE_NAMESPACE,
                  "$__rate_interval": "1m", "$__interval": "1s", "$__range": "5m"}

@@ -91,8 +91,8 @@ def test_prometheus_is_its_own_cached_family() -> None:
     assert family.module_dir.name == "prometheus"
     assert (family.module_dir / "go.mod").read_text().count(
         f"github.com/prometheus/prometheus {build.PROMETHEUS_MODULE_VERSION}") == 1
-    minor = build.PROMETHEUS_MODULE_VERSION.removeprefix("v0.")
-    assert build.PROMETHEUS_VERSION == f"3.{int(minor.split('.')[0]) - 300}.{minor.split('.')[1]}"
+    minor, patch = build.PROMETHEUS_MODULE_VERSION.removeprefix("v0.").split(".")
+    assert f"3.{int(minor) - 300}.{patch}" == build.PROMETHEUS_VERSION
     assert {name for name, _ in family.packages} == {"prometheus", "promtool"}
     assert build.binary_path("promtool").parent == build.family_dir(family)
     assert family.tags == "remove_all_sd"

@@ -4,6 +4,7 @@ ServiceMonitor-like static target, and the times of Prometheus' API."""
 from __future__ import annotations
 
 import datetime
+import re
 from pathlib import Path
 
 import pytest
@@ -18,8 +19,9 @@ def test_the_rule_file_is_the_objects_spec() -> None:
 
 
 def test_a_rule_without_groups_says_how_to_render_it() -> None:
-    with pytest.raises(ValueError, match="PrometheusRule 'x' has no spec.groups: render the "
-                                         "chart with prometheusRule.enabled=true"):
+    with pytest.raises(ValueError, match=re.escape(
+            "PrometheusRule 'x' has no spec.groups: render the chart with "
+            "prometheusRule.enabled=true")):
         rules_file({"metadata": {"name": "x"}, "spec": {}})
 
 
