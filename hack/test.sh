@@ -9,6 +9,9 @@ venv_install test
 
 echo "==> building the local control plane (reused from the cache when present)"
 .venv/bin/berthmaster dev build
+# Prometheus and promtool for the alerting tests (tests/integration/observability), built here
+# rather than inside a test's time limit: a cold build takes minutes (docs/observability.md).
+.venv/bin/python -P -m berthmaster.tooling.devcluster.build prometheus
 
 # The static checks run beside pytest (they need a core for about half a minute; the first
 # minute of pytest is mostly control planes starting), and their verdict is read at the end.

@@ -319,9 +319,17 @@ def build_prometheus(say: Callable[[str], None] = print) -> dict[str, Path]:
     return {name: binary_path(name) for name, _ in PROMETHEUS_FAMILY.packages}
 
 
-def main() -> None:  # pragma: no cover - convenience for `python -m`
+def main(argv: list[str] | None = None) -> None:  # pragma: no cover - for `python -m`
+    """Build the control plane's binaries, or with the argument ``prometheus`` Prometheus and
+    promtool (hack/test.sh builds them before the tests that run them)."""
+    names = sys.argv[1:] if argv is None else argv
     try:
-        build_all()
+        if names == ["prometheus"]:
+            build_prometheus()
+        elif not names:
+            build_all()
+        else:
+            raise SystemExit("usage: python -m berthmaster.tooling.devcluster.build [prometheus]")
     except BuildError as error:
         print(f"error: {error}", file=sys.stderr)
         raise SystemExit(1) from error

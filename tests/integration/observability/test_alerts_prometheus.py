@@ -58,6 +58,9 @@ from tests.support.promql import selectors
 from tests.support.waiting import http_get, wait_for
 
 __all__ = ["crds"]  # the fixture, shared with test_dashboard_and_alerts.py
+# The first test's set-up builds Prometheus when the cache has none (hack/test.sh builds it
+# before the tests; a cold build takes minutes).
+pytestmark = pytest.mark.timeout(1200)
 
 RELEASE_NAMESPACE = "berthmaster"
 THRESHOLD = 3
