@@ -6,19 +6,23 @@ server (its secure port, authenticated with the control plane's admin client cer
 job ``kube-scheduler`` in ``kube-system``), and berthmaster's scheduler and operator as
 processes (as the jobs the chart's ServiceMonitors produce: the metrics Services' names, in
 the release's namespace). Its rules are the chart's PrometheusRule, rendered by helm with the
-chart's own values shortening each ``for:`` (``prometheusRule.schedulerNotLeadingFor``,
-``pendingPodsWindow``, ``pendingPodsThreshold``); nothing in the rules is rewritten.
+chart's own values shortening each ``for:`` and threshold (``prometheusRule.*For``,
+``pendingPodsWindow``, ``pendingPodsThreshold``, ``drainStuckSeconds``); nothing in the rules
+is rewritten.
 
 kube-scheduler exports the same family names as berthmaster's scheduler
 (``scheduler_pending_pods``, ``leader_election_master_status``; kube-scheduler
 pkg/scheduler/metrics/metrics.go, component-base metrics/prometheus/clientgo/leaderelection):
 the first test makes kube-scheduler's pending pods rise past the threshold, shows that the
 PendingPodsRising expression without its job/namespace scope would then match, and lets the
-rules run before asserting that no alert is pending or firing. The others produce each
-scheduler alert's condition for real and wait for it to fire: pods piling up unschedulable,
-another holder keeping the scheduler's Lease, the scheduler stopped. The operator's two alerts
-(a drain stuck for 30 minutes, an unsafe autoscaler) are proven with promtool's rule unit tests
-(test_alert_rules_promtool.py beside this file).
+rules run before asserting that no alert is pending or firing (the operator runs without a
+ClusterAutoscaler meanwhile: its safe-to-autoscale gauge reads 0 until a first loop). The
+others produce each alert's condition for real and wait for it to fire: pods piling up
+unschedulable, four of four nodes NotReady under a ClusterAutoscaler, a drain a
+PodDisruptionBudget holds, another holder keeping the scheduler's Lease, the scheduler
+stopped. promtool's rule unit tests (cmd/promtool/unittest.go) then check the operator's two
+alerts with the chart's default thresholds and ``for:`` (30 and 15 minutes, too long to wait
+for), against same-named series of other jobs.
 
 Prometheus' API: web/api/v1/api.go (alerts, rules with lastEvaluation, query).
 """
@@ -39,13 +43,22 @@ import pytest
 import yaml
 
 from berthmaster.foundation.kube import KubeClient
+from berthmaster.operator.machines import api as machine_api
 from berthmaster.tooling.devcluster import build
 from berthmaster.tooling.devcluster.cluster import RunningCluster
 from berthmaster.tooling.devcluster.ports import free_port
 from tests.integration.chart.chartkit import one, render
+from tests.integration.conftest import NodeFactory
 from tests.integration.observability.test_dashboard_and_alerts import crds, process, ready
+from tests.integration.operator.machines.test_drain import (
+    gone,
+    machine_with_web_pods,
+    pdb,
+    pdb_settled,
+)
 from tests.integration.scheduler.schedkit import create_pod, make_pod
 from tests.support import grafana_model
+from tests.support.chaos import make_node_not_ready
 from tests.support.processes import child
 from tests.support.prometheus import (
     PrometheusAPI,
@@ -66,8 +79,10 @@ RELEASE_NAMESPACE = "berthmaster"
 THRESHOLD = 3
 # The chart's values for the test: each `for:` short enough for a test, the rest as shipped.
 RULE_VALUES = ["prometheusRule.enabled=true", "dashboards.enabled=true",
-               "prometheusRule.schedulerNotLeadingFor=5s",
-               "prometheusRule.pendingPodsWindow=10s",
+               "prometheusRule.schedulerNotLeadingFor=2s",
+               "prometheusRule.pendingPodsWindow=5s",
+               "prometheusRule.autoscalerUnsafeFor=2s",
+               "prometheusRule.drainStuckSeconds=1", "prometheusRule.drainStuckFor=1s",
                f"prometheusRule.pendingPodsThreshold={THRESHOLD}"]
 KUBE_SCHEDULER_JOB = "kube-scheduler"
 UNSCHEDULABLE = {"berthmaster.test/no-such-node": "anywhere"}
@@ -144,14 +159,16 @@ async def stack(cluster: RunningCluster, crds: None, rendered: list[dict[str, An
     (folder / "rules.yaml").write_text(rules_file(one(rendered, "PrometheusRule")))
     name = components_name
     operator_port = free_port()
+    # Cluster-wide (no --namespace): the ClusterAutoscaler is a cluster-scoped object.
     operator_args = ["operator", "--kubeconfig", str(cluster.kubeconfig), "--standalone",
-                     "--liveness=", "--namespace", name,
+                     "--liveness=",
                      "--metrics-bind-address", f"127.0.0.1:{operator_port}"]
     scheduler = Scheduler(cluster, name, folder)
     pki = cluster.root / "pki"
     with kube_scheduler(cluster, folder) as kube_scheduler_port, \
             process(operator_args, folder / "operator.stderr",
-                    {"KUBECONFIG": str(cluster.kubeconfig)}):
+                    {"KUBECONFIG": str(cluster.kubeconfig),
+                     "BERTHMASTER_AUTOSCALER_SCAN_INTERVAL": "1"}):
         await scheduler.start()
         try:
             await wait_for(lambda: ready(f"http://127.0.0.1:{operator_port}"), timeout=120,
@@ -225,6 +242,56 @@ async def test_pending_pods_rising_fires(stack: dict[str, Any], kube: KubeClient
                              what="BerthmasterPendingPodsRising firing")
     assert alert["labels"]["severity"] == "warning"
     assert created > THRESHOLD
+
+
+async def test_autoscaler_unsafe_fires(stack: dict[str, Any], cluster: RunningCluster,
+                                      kube: KubeClient, nodes: NodeFactory) -> None:
+    """A ClusterAutoscaler starts the operator's autoscaler loop; four nodes of the cluster's
+    four turn NotReady (kwok's node-not-ready stage): more than 3 and more than 45% unready
+    (operator/autoscaler/clusterstate.py, upstream's --ok-total-unready-count and
+    --max-total-unready-percentage), the loop reports cluster_autoscaler_cluster_safe_to_autoscale
+    0 and BerthmasterAutoscalerUnsafe fires."""
+    api: PrometheusAPI = stack["api"]
+    names = [(await nodes.create())["metadata"]["name"] for _ in range(4)]
+    body = {"apiVersion": "autoscaling.openshift.io/v1", "kind": "ClusterAutoscaler",
+            "metadata": {"name": "default"}, "spec": {}}
+    applied = cluster.kubectl("apply", "-f", "-", input=json.dumps(body))
+    assert applied.returncode == 0, applied.stderr
+    try:
+        for name in names:
+            await make_node_not_ready(kube, name)
+        [alert] = await wait_for(lambda: api.firing("BerthmasterAutoscalerUnsafe"),
+                                 timeout=120, what="BerthmasterAutoscalerUnsafe firing")
+        assert alert["labels"]["severity"] == "warning"
+    finally:
+        deleted = cluster.kubectl("delete", "clusterautoscaler", "default", "--wait=true",
+                                  "--timeout=60s")
+        assert deleted.returncode == 0, deleted.stderr
+
+
+async def test_machine_drain_stuck_fires(stack: dict[str, Any], kube: KubeClient,
+                                        namespace: str) -> None:
+    """A Machine whose Node runs two pods a PodDisruptionBudget keeps (minAvailable 2) is
+    deleted: the drain's evictions are refused (k8s.io/kubectl pkg/drain/drain.go), the
+    operator exports berthmaster_machine_drain_started_timestamp_seconds for it, and past
+    drainStuckSeconds BerthmasterMachineDrainStuck fires for that Machine. The budget then
+    relents and the Machine goes."""
+    api: PrometheusAPI = stack["api"]
+    name = f"{namespace}-stuck"
+    await machine_with_web_pods(kube, namespace, name)
+    await pdb(kube, namespace, 2)
+    await pdb_settled(kube, namespace, 2)
+    await kube.delete(machine_api.machine_path(namespace, name))
+    try:
+        [alert] = await wait_for(lambda: api.firing("BerthmasterMachineDrainStuck"),
+                                 timeout=120, what="BerthmasterMachineDrainStuck firing")
+        assert (alert["labels"]["namespace"], alert["labels"]["name"],
+                alert["labels"]["node"]) == (namespace, name, name)
+        assert alert["annotations"]["summary"].startswith(
+            f"The drain of Machine {namespace}/{name} has run for more than 1 s")
+    finally:
+        await pdb(kube, namespace, 0)
+        await gone(kube, namespace, name)
 
 
 async def test_scheduler_not_leading_fires(stack: dict[str, Any],
