@@ -59,12 +59,12 @@ def millicores(quantity: str) -> float:
 
 def usage_policy() -> dict[str, Any]:
     """LowNodeUtilization by actual usage as upstream's README writes it (pkg/api/v1alpha2
-    types.go MetricsCollector, MetricsProviders; nodeutilization/types.go MetricsUtilization),
-    over the real kubelet only."""
+    types.go MetricsProviders; nodeutilization/types.go MetricsUtilization), over the real
+    kubelet only. ``metricsProviders`` alone: upstream refuses it beside the deprecated
+    ``metricsCollector: {enabled: true}`` (pkg/api/v1alpha2 validation)."""
     return {
         "apiVersion": "descheduler/v1alpha2", "kind": "DeschedulerPolicy",
         "nodeSelector": REAL_NODE,
-        "metricsCollector": {"enabled": True},
         "metricsProviders": [{"source": "KubernetesMetrics"}],
         "profiles": [{"name": "usage", "pluginConfig": [{"name": "LowNodeUtilization", "args": {
             "thresholds": {"cpu": 20, "memory": 20, "pods": 20},
