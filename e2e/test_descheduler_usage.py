@@ -25,8 +25,8 @@ import pytest
 import yaml
 
 from e2e.conftest import IMAGE, MODE, NAMESPACE, Kind, wait_for
+from e2e.test_descheduler import completed_job
 
-OWNER_LABEL = "berthmaster.io/descheduler"
 REAL_NODE = "berthmaster.io/node=kubelet"
 BURN = "while True: pass"
 
@@ -102,11 +102,7 @@ def test_metrics_server_reports_a_busy_pods_real_usage_and_a_usage_pass_reads_it
         "apiVersion": "berthmaster.io/v1alpha1", "kind": "Descheduler",
         "metadata": {"name": run}, "spec": {"policy": usage_policy()}}))
     try:
-        jobs = wait_for(lambda: kind.items("jobs", "-n", NAMESPACE, "-l",
-                                           f"{OWNER_LABEL}={run}"), "the descheduler Job")
-        job = jobs[0]["metadata"]["name"]
-        kind.run("wait", "--for=condition=Complete", f"job/{job}", "-n", NAMESPACE,
-                 "--timeout=240s")
+        job = completed_job(kind, run)
         log = kind.run("logs", f"job/{job}", "-n", NAMESPACE).stdout
         print(log)
         assert "MetricsAPIUnavailable" not in log
