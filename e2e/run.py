@@ -17,7 +17,9 @@ on pods. This driver walks it on one of two clusters and says which:
   berthmaster's own pods, kwok and the descheduler Jobs run on the real kubelet. The cluster
   comes with kind's default storage, which kind's nodes ship: StorageClass ``standard`` served
   by rancher's local-path-provisioner, built here and run on the real kubelet
-  (berthmaster/tooling/devcluster/local_path.py); on kind, kind's own is used.
+  (berthmaster/tooling/devcluster/local_path.py); on kind, kind's own is used. It also gets a
+  metrics API: metrics-server, built here (cached) and run on the real kubelet, scraping it
+  (berthmaster/tooling/devcluster/metrics_server.py), for the descheduler's usage-based policies.
 
 Either way kwok runs in the cluster from a locally built image, and the chart is installed with
 ``image.pullPolicy=Never``. Where neither cluster can be had, the suite still runs and skips with
@@ -42,7 +44,12 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from berthmaster.tooling.devcluster import build, images, kwok_incluster  # noqa: E402
+from berthmaster.tooling.devcluster import (  # noqa: E402
+    build,
+    images,
+    kwok_incluster,
+    metrics_server,
+)
 from berthmaster.tooling.devcluster.cluster import ClusterError, ControlPlane, Options  # noqa: E402
 from berthmaster.tooling.devcluster.kubelet import (  # noqa: E402
     NODE_LABEL,
@@ -171,7 +178,7 @@ def up_kind(work: Path) -> Path:
 def up_kubelet() -> Path:
     plane = ControlPlane(DEV_CLUSTER, say=lambda line: print(f"    {line}", flush=True),
                          options=Options(kubelets=1, kwok="cluster"),
-                         images_to_load=(f"{IMAGE}:{TAG}",))
+                         images_to_load=(f"{IMAGE}:{TAG}", metrics_server.IMAGE))
     with step("local control plane with a real kubelet (berthmaster dev up --kubelets 1 "
               "--kwok cluster)"):
         try:
@@ -184,6 +191,10 @@ def up_kubelet() -> Path:
         k("apply", "-f", "-", input=yaml.safe_dump_all(workers))
         k("wait", "--for=condition=Ready", "--timeout=60s",
           *[f"node/{w['metadata']['name']}" for w in workers])
+    with step("metrics-server (APIService v1beta1.metrics.k8s.io Available)"):
+        k("apply", "-f", "-", input=yaml.safe_dump_all(metrics_server.manifests()))
+        k("wait", "--for=condition=Available", "--timeout=180s",
+          f"apiservice/{metrics_server.APISERVICE}")
     # the webhook's replicas must answer: kwok nodes only pretend to run pods
     install(cluster.kubeconfig, [], admission_on=(
         "--set", "admission.nodeSelector." + NODE_LABEL.replace(".", "\\.")
@@ -231,6 +242,7 @@ def main() -> int:
                 images.pause_image(lambda line: print(f"    {line}"))
                 images.local_path_image(lambda line: print(f"    {line}"))
                 images.local_path_helper_image(lambda line: print(f"    {line}"))
+                metrics_server.metrics_server_image(lambda line: print(f"    {line}"))
         except images.ImageError as error:
             raise SystemExit(f"e2e: {error}") from error
     try:

@@ -54,6 +54,17 @@ def place_both_on(kind: Kind, namespace: str, node: str) -> set[str]:
             kind.run("uncordon", name)
 
 
+def completed_job(kind: Kind, descheduler: str) -> str:
+    """The name of the Job the operator runs for ``descheduler``, once it has completed. The
+    Job runs in the operator's (the release's) namespace, as the chart's account."""
+    jobs = wait_for(lambda: kind.items("jobs", "-n", NAMESPACE, "-l",
+                                       f"{OWNER_LABEL}={descheduler}"), "the descheduler Job")
+    job = str(jobs[0]["metadata"]["name"])
+    kind.run("wait", "--for=condition=Complete", f"job/{job}", "-n", NAMESPACE,
+             "--timeout=240s")
+    return job
+
+
 def test_descheduler_job_runs_on_a_kubelet_and_evicts_a_duplicate(kind: Kind,
                                                                   namespace: str) -> None:
     before = place_both_on(kind, namespace, plain_zone_a_worker(kind))
@@ -66,12 +77,7 @@ def test_descheduler_job_runs_on_a_kubelet_and_evicts_a_duplicate(kind: Kind,
             "strategies": {"RemoveDuplicates": {"enabled": True, "params": {
                 "namespaces": {"include": [namespace]}}}}}}}))
     try:
-        # The Job runs in the operator's (the release's) namespace, as the chart's account.
-        jobs = wait_for(lambda: kind.items("jobs", "-n", NAMESPACE, "-l",
-                                           f"{OWNER_LABEL}={name}"), "the descheduler Job")
-        job = jobs[0]["metadata"]["name"]
-        kind.run("wait", "--for=condition=Complete", f"job/{job}", "-n", NAMESPACE,
-                 "--timeout=240s")
+        job = completed_job(kind, name)
         (pod,) = kind.items("pods", "-n", NAMESPACE, "-l", f"job-name={job}")
         container = pod["spec"]["containers"][0]
         assert container["command"][:2] == ["berthmaster", "deschedule"]

@@ -6,6 +6,13 @@ in-cluster ``kubernetes`` service names), and client certificates for the admin
 (``system:kube-scheduler``) and kwok (``system:masters``: it manages nodes and pods wholesale).
 A separate RSA key pair signs and verifies service-account tokens; the apiserver and the
 controller-manager share it. Everything is written once into ``pki/`` and reused on restart.
+
+A second CA, ``front-proxy-ca``, and its one client certificate, ``front-proxy-client``, serve
+the API server's aggregation layer as kubeadm sets it up (kubernetes
+cmd/kubeadm/app/phases/certs/certlist.go KubeadmCertFrontProxyCA, KubeadmCertFrontProxyClient;
+file names from cmd/kubeadm/app/constants/constants.go): the API server presents the client
+certificate to an aggregated API server (metrics-server), which trusts the identity headers it
+sends because the certificate chains to the CA named by ``--requestheader-client-ca-file``.
 """
 
 from __future__ import annotations
@@ -60,6 +67,22 @@ class Pki:
     @property
     def service_account_pub(self) -> Path:
         return self.root / "sa.pub"
+
+    @property
+    def front_proxy_ca_cert(self) -> Path:
+        return self.root / "front-proxy-ca.crt"
+
+    @property
+    def front_proxy_ca_key(self) -> Path:
+        return self.root / "front-proxy-ca.key"
+
+    @property
+    def front_proxy_client_cert(self) -> Path:
+        return self.root / "front-proxy-client.crt"
+
+    @property
+    def front_proxy_client_key(self) -> Path:
+        return self.root / "front-proxy-client.key"
 
     def client_cert(self, name: str) -> Path:
         return self.root / f"{name}.crt"
@@ -131,17 +154,9 @@ def _issue(
     return builder.sign(ca_key, hashes.SHA256())
 
 
-def ensure_pki(root: Path, service_ip: str = "10.96.0.1",
-               extra_ips: tuple[str, ...] = ()) -> Pki:
-    """Create the CA, serving, client and service-account material unless already present.
-    ``extra_ips`` are further addresses the API server is reached at (a real node's pods
-    reach it at the bridge's gateway)."""
-    pki = Pki(root)
-    if pki.ca_cert.exists() and all(pki.client_cert(n).exists() for n in CLIENTS):
-        return pki
-    root.mkdir(parents=True, exist_ok=True)
+def _self_signed_ca(common_name: str) -> tuple[ec.EllipticCurvePrivateKey, x509.Certificate]:
     ca_key = _key()
-    ca_subject = _name("berthmaster-local-ca")
+    ca_subject = _name(common_name)
     ca_cert = (
         x509.CertificateBuilder()
         .subject_name(ca_subject)
@@ -163,6 +178,41 @@ def ensure_pki(root: Path, service_ip: str = "10.96.0.1",
                        critical=False)
         .sign(ca_key, hashes.SHA256())
     )
+    return ca_key, ca_cert
+
+
+# kubeadm's names (cmd/kubeadm/app/phases/certs/certlist.go, constants.go
+# FrontProxyClientCertCommonName); the API server's --requestheader-allowed-names lists the CN.
+FRONT_PROXY_CA_NAME = "front-proxy-ca"
+FRONT_PROXY_CLIENT_NAME = "front-proxy-client"
+
+
+def ensure_front_proxy(pki: Pki) -> None:
+    """The aggregation layer's CA and the API server's client certificate under it, unless
+    already there (a pki/ written before they existed gets them on the next start)."""
+    if pki.front_proxy_ca_cert.exists() and pki.front_proxy_client_cert.exists():
+        return
+    ca_key, ca_cert = _self_signed_ca(FRONT_PROXY_CA_NAME)
+    _write_key(pki.front_proxy_ca_key, ca_key)
+    _write_cert(pki.front_proxy_ca_cert, ca_cert)
+    key = _key()
+    cert = _issue(_name(FRONT_PROXY_CLIENT_NAME), key.public_key(), ca_cert, ca_key,
+                  ExtendedKeyUsageOID.CLIENT_AUTH)
+    _write_key(pki.front_proxy_client_key, key)
+    _write_cert(pki.front_proxy_client_cert, cert)
+
+
+def ensure_pki(root: Path, service_ip: str = "10.96.0.1",
+               extra_ips: tuple[str, ...] = ()) -> Pki:
+    """Create the CA, serving, client and service-account material unless already present.
+    ``extra_ips`` are further addresses the API server is reached at (a real node's pods
+    reach it at the bridge's gateway)."""
+    pki = Pki(root)
+    if pki.ca_cert.exists() and all(pki.client_cert(n).exists() for n in CLIENTS):
+        ensure_front_proxy(pki)
+        return pki
+    root.mkdir(parents=True, exist_ok=True)
+    ca_key, ca_cert = _self_signed_ca("berthmaster-local-ca")
     _write_key(pki.ca_key, ca_key)
     _write_cert(pki.ca_cert, ca_cert)
 
@@ -191,6 +241,7 @@ def ensure_pki(root: Path, service_ip: str = "10.96.0.1",
     pki.service_account_pub.write_bytes(sa_key.public_key().public_bytes(
         serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo,
     ))
+    ensure_front_proxy(pki)
     return pki
 
 

@@ -34,7 +34,13 @@ import yaml
 
 from berthmaster.tooling.devcluster import build, images, kwok_incluster, local_path
 from berthmaster.tooling.devcluster import kubelet as node
-from berthmaster.tooling.devcluster.certs import Pki, ensure_client, ensure_pki, kubeconfig
+from berthmaster.tooling.devcluster.certs import (
+    FRONT_PROXY_CLIENT_NAME,
+    Pki,
+    ensure_client,
+    ensure_pki,
+    kubeconfig,
+)
 from berthmaster.tooling.devcluster.paths import state_root
 from berthmaster.tooling.devcluster.ports import free_port, port_in_use
 
@@ -134,6 +140,29 @@ def webhook_client_config(root: Path, pki: Pki) -> Path:
         "plugins": [{"name": name, "configuration": plugin}
                     for name in ("ValidatingAdmissionWebhook", "MutatingAdmissionWebhook")]}))
     return config
+
+
+def aggregation_flags(pki: Pki, route_to_endpoints: bool) -> list[str]:
+    """The kube-apiserver flags of the aggregation layer, as kubeadm writes them (kubernetes
+    cmd/kubeadm/app/phases/controlplane/manifests.go getAPIServerCommand): the front-proxy CA
+    that aggregated API servers trust for the identity headers, the one name allowed to send
+    them, the header names, and the client certificate the API server presents.
+    ``route_to_endpoints`` adds ``--enable-aggregator-routing=true``: the API server dials an
+    APIService's endpoint (the pod's IP) instead of its Service's ClusterIP. With a real node
+    the API server runs on the host whose bridge reaches pod IPs directly, so it does not
+    depend on the host's kube-proxy rules for the ClusterIP."""
+    flags = [
+        f"--requestheader-client-ca-file={pki.front_proxy_ca_cert}",
+        f"--requestheader-allowed-names={FRONT_PROXY_CLIENT_NAME}",
+        "--requestheader-extra-headers-prefix=X-Remote-Extra-",
+        "--requestheader-group-headers=X-Remote-Group",
+        "--requestheader-username-headers=X-Remote-User",
+        f"--proxy-client-cert-file={pki.front_proxy_client_cert}",
+        f"--proxy-client-key-file={pki.front_proxy_client_key}",
+    ]
+    if route_to_endpoints:
+        flags.append("--enable-aggregator-routing=true")
+    return flags
 
 
 def log_tail(path: Path, lines: int = 25) -> str:
@@ -357,6 +386,7 @@ class ControlPlane:
             "--max-requests-inflight=2000", "--max-mutating-requests-inflight=1000",
             "--enable-priority-and-fairness=false", "--profiling=false",
             f"--admission-control-config-file={admission_config}",
+            *aggregation_flags(pki, route_to_endpoints=bool(kubelets)),
         ], server, lambda: _https_ok(f"{server}/readyz", pki))
 
         cm_port = free_port()

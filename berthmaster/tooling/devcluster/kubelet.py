@@ -183,8 +183,11 @@ def kubelet_config(layout: NodeLayout, ca_cert: Path, port: int, healthz_port: i
         "readOnlyPort": 0,
         "healthzBindAddress": "127.0.0.1",
         "healthzPort": healthz_port,
-        # The API server reaches the kubelet (logs, exec) with a client certificate of our CA.
-        "authentication": {"anonymous": {"enabled": False}, "webhook": {"enabled": False},
+        # The API server reaches the kubelet (logs, exec) with a client certificate of our CA;
+        # metrics-server with its service account's token, which the kubelet checks with a
+        # TokenReview (webhook authentication, on as kubeadm sets it: kubernetes
+        # cmd/kubeadm/app/componentconfigs/kubelet.go kubeletAuthenticationWebhookEnabled).
+        "authentication": {"anonymous": {"enabled": False}, "webhook": {"enabled": True},
                            "x509": {"clientCAFile": str(ca_cert)}},
         "authorization": {"mode": "AlwaysAllow"},
         "clusterDomain": "cluster.local",
