@@ -361,7 +361,8 @@ def main(argv: list[str] | None = None) -> None:  # pragma: no cover - for `pyth
         elif not names:
             build_all()
         else:
-            raise SystemExit("usage: python -m berthmaster.tooling.devcluster.build [prometheus|publishing]")
+            raise SystemExit("usage: python -m berthmaster.tooling.devcluster.build "
+                             "[prometheus|publishing]")
     except BuildError as error:
         print(f"error: {error}", file=sys.stderr)
         raise SystemExit(1) from error
