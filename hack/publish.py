@@ -149,7 +149,7 @@ def run(command: list[str], env: dict[str, str] | None = None) -> str:
 def tools() -> tuple[str, str]:
     """cosign and helm: $COSIGN / $HELM, or built (cached) from hack/cosign and hack/helm."""
     sys.path.insert(0, str(ROOT))
-    from berthmaster.tooling.devcluster.build import binary_path, build_family, COSIGN_FAMILY
+    from berthmaster.tooling.devcluster.build import COSIGN_FAMILY, binary_path, build_family
 
     cosign = os.environ.get("COSIGN")
     if not cosign:
@@ -168,7 +168,7 @@ def generate_key(cosign: str, folder: Path, password: str) -> Path:
 
 
 def publish(target: Target, version: str, dist: Path, *, offline: bool,
-            ephemeral_key: Path | None) -> str:
+            ephemeral_key: Path | None, source: str = "") -> str:
     """Publish (the module docstring); returns the image's digest."""
     for artefact in (dist / f"{IMAGE}-{version}.tgz", dist / f"{IMAGE}-{version}.cdx.json"):
         if not artefact.is_file():
@@ -183,7 +183,7 @@ def publish(target: Target, version: str, dist: Path, *, offline: bool,
     else:
         raise PublishError("no signing key: set COSIGN_KEY (and COSIGN_PASSWORD) to a cosign "
                            "key pair's private key, or pass --ephemeral-key DIR")
-    run(["docker", "tag", f"{IMAGE}:{version}", target.image(version)])
+    run(["docker", "tag", source or f"{IMAGE}:{version}", target.image(version)])
     run(["docker", "push", target.image(version)])
     digests = json.loads(run(["docker", "inspect", "--format", "{{json .RepoDigests}}",
                               target.image(version)]))
@@ -202,13 +202,15 @@ def main() -> int:
                         help="no Rekor and no public signing config (local registries)")
     parser.add_argument("--ephemeral-key", type=Path, metavar="DIR",
                         help="generate a key pair in DIR instead of reading COSIGN_KEY")
+    parser.add_argument("--image", default="",
+                        help="the local image to push (default: berthmaster:<version>)")
     args = parser.parse_args()
     sys.path.insert(0, str(ROOT / "hack"))
-    from release import versions  # noqa: PLC0415 - hack/release.py is a script
+    from release import versions  # type: ignore[import-not-found,unused-ignore]
 
     try:
         digest = publish(Target(args.registry), versions(), args.dist, offline=args.offline,
-                         ephemeral_key=args.ephemeral_key)
+                         ephemeral_key=args.ephemeral_key, source=args.image)
     except PublishError as error:
         print(f"publish: {error}", file=sys.stderr)
         return 1
