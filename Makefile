@@ -1,5 +1,5 @@
 # The README's two commands, and a few conveniences.
-.PHONY: demo test test-long unit build down e2e image release
+.PHONY: demo test test-long unit build down e2e image release publish
 
 demo:           ## bring up the local control plane and show berthmaster at work
 	bash hack/demo.sh
@@ -27,3 +27,7 @@ image:          ## build the image berthmaster:dev with Docker (works with no re
 
 release:        ## dist/: the packaged chart, the image as an OCI archive, the release notes (SKIP_IMAGE=1: no image)
 	PYTHONSAFEPATH=1 .venv/bin/python hack/release.py $(if $(SKIP_IMAGE),--skip-image,)
+
+publish:        ## push the image (signed, SBOM attested) and the chart to REGISTRY=host:port/path (after make release; COSIGN_KEY, COSIGN_PASSWORD)
+	@test -n "$(REGISTRY)" || { echo "publish: set REGISTRY=host[:port][/path]" >&2; exit 1; }
+	PYTHONSAFEPATH=1 .venv/bin/python hack/publish.py --registry $(REGISTRY) $(if $(OFFLINE),--offline,)

@@ -184,14 +184,52 @@ def run(*command: str) -> str:
 
 
 LOCK = ROOT / "hack" / "image" / "requirements.lock"
+# The image's Python (berthmaster.tooling.devcluster.images.PYTHON_VERSION, the Dockerfile's
+# python:3.13 base): the lock is universal, so its environment markers are evaluated for it.
+IMAGE_PYTHON = "3.13"
+
+
+def image_environment(python: str = IMAGE_PYTHON) -> dict[str, str]:
+    """The PEP 508 marker environment of the image's CPython on Linux (packaging.markers
+    names); the machine is left to the host's, as the lock is the same on amd64 and arm64."""
+    from packaging.markers import default_environment
+
+    environment = dict(default_environment())
+    environment.update(python_version=python, python_full_version=f"{python}.0",
+                       implementation_name="cpython", platform_python_implementation="CPython",
+                       sys_platform="linux", platform_system="Linux", os_name="posix")
+    return environment
+
+
+def lock_for_image(text: str, environment: dict[str, str]) -> str:
+    """The lock without the requirements whose marker is false in ``environment`` (pip skips
+    them at install: pip's req_install.match_markers), each with its hash and comment lines."""
+    from packaging.markers import Marker
+
+    kept: list[str] = []
+    keep = True
+    for line in text.splitlines(keepends=True):
+        if line[:1] not in ("", " ", "#", "\n", "-"):
+            requirement = line.rstrip().removesuffix("\\")
+            marker = requirement.split(";", 1)[1].strip() if ";" in requirement else ""
+            keep = not marker or Marker(marker).evaluate(environment)
+        elif not line.startswith(" "):
+            keep = True
+        if keep:
+            kept.append(line)
+    return "".join(kept)
 
 
 def sbom(target: Path) -> int:
-    """Write the image's CycloneDX SBOM from its lock (see the module docstring); returns the
-    number of components beside the root."""
-    run(sys.executable, "-m", "cyclonedx_py", "requirements", str(LOCK),
-        "--pyproject", str(ROOT / "pyproject.toml"), "--output-reproducible", "--of", "JSON",
-        "-o", str(target))
+    """Write the image's CycloneDX SBOM from its lock (see the module docstring), with only the
+    requirements the image's Python installs; returns the number of components beside the
+    root."""
+    with tempfile.TemporaryDirectory() as scratch:
+        lock = Path(scratch) / "requirements.lock"
+        lock.write_text(lock_for_image(LOCK.read_text(), image_environment()))
+        run(sys.executable, "-m", "cyclonedx_py", "requirements", str(lock),
+            "--pyproject", str(ROOT / "pyproject.toml"), "--output-reproducible", "--of",
+            "JSON", "-o", str(target))
     document = json.loads(target.read_text())
     if document.get("bomFormat") != "CycloneDX" or not document.get("components"):
         raise ReleaseError(f"{target.name} is not a CycloneDX document with components")

@@ -7,11 +7,13 @@
 # pinned are kept unless pyproject.toml rules them out; `hack/image/lock.sh --upgrade` moves
 # every pin to the newest release.
 set -euo pipefail
+# uv pinned, so the same pyproject.toml always resolves the same way (bump it on purpose).
+UV_VERSION=0.13.8
 cd "$(dirname "$0")/../.."
 tools=$(mktemp -d)
 trap 'rm -rf "$tools"' EXIT
 python3 -m venv "$tools"
-"$tools/bin/pip" install --quiet uv
+"$tools/bin/pip" install --quiet "uv==$UV_VERSION"
 python_floor=$(python3 -c 'import re, tomllib; print(re.search(r"[0-9.]+", tomllib.load(open("pyproject.toml", "rb"))["project"]["requires-python"])[0])')
 common=(--quiet --universal --python-version "$python_floor"
         --custom-compile-command hack/image/lock.sh "$@")

@@ -151,6 +151,28 @@ PROMETHEUS_FAMILY = Family(
     module="prometheus",
 )
 
+# The publishing tools `make publish` and `make e2e` use (hack/publish.py, docs/release.md): the
+# CNCF distribution registry (cmd/registry; its Makefile's GO_LDFLAGS stamp version.version and
+# version.mainpkg) and cosign (cmd/cosign; its Makefile's LDFLAGS stamp
+# sigs.k8s.io/release-utils/version.gitVersion). cosign is built as its default `make cosign`
+# (CGO off, no pivkey/pkcs11key tags). Built only when asked for (:func:`build_publishing`).
+REGISTRY_VERSION = "v3.1.2"
+REGISTRY_FAMILY = Family(
+    "registry",
+    (("registry", "github.com/distribution/distribution/v3/cmd/registry"),),
+    ldflags=("-s -w -X github.com/distribution/distribution/v3/version.version="
+             f"{REGISTRY_VERSION} -X github.com/distribution/distribution/v3/version.mainpkg="
+             "github.com/distribution/distribution/v3"),
+    module="registry",
+)
+COSIGN_VERSION = "v3.1.3"
+COSIGN_FAMILY = Family(
+    "cosign",
+    (("cosign", "github.com/sigstore/cosign/v3/cmd/cosign"),),
+    ldflags=f"-s -w -X sigs.k8s.io/release-utils/version.gitVersion={COSIGN_VERSION}",
+    module="cosign",
+)
+
 # kwok's published stages: the defaults (fake node start-up and lease heart-beats; pods turn
 # Ready, Job pods complete, deletions finish) and the chaos stages, which act only on objects
 # carrying their label (a pod labelled pod-container-running-failed.stage.kwok.x-k8s.io=true
@@ -182,7 +204,7 @@ def family_dir(family: Family) -> Path:
 def binary_path(binary: str) -> Path:
     """The cached path of one binary (it may not be built yet)."""
     for family in (*FAMILIES, NODE_FAMILY, LOCAL_PATH_FAMILY, METRICS_SERVER_FAMILY,
-                   PROMETHEUS_FAMILY):
+                   PROMETHEUS_FAMILY, REGISTRY_FAMILY, COSIGN_FAMILY):
         if any(name == binary for name, _ in family.packages):
             return family_dir(family) / binary
     raise KeyError(binary)
@@ -319,17 +341,28 @@ def build_prometheus(say: Callable[[str], None] = print) -> dict[str, Path]:
     return {name: binary_path(name) for name, _ in PROMETHEUS_FAMILY.packages}
 
 
+def build_publishing(say: Callable[[str], None] = print) -> dict[str, Path]:
+    """Build (or reuse) the registry and cosign; returns binary name -> path."""
+    for family in (REGISTRY_FAMILY, COSIGN_FAMILY):
+        build_family(family, say)
+    return {"registry": binary_path("registry"), "cosign": binary_path("cosign")}
+
+
 def main(argv: list[str] | None = None) -> None:  # pragma: no cover - for `python -m`
     """Build the control plane's binaries, or with the argument ``prometheus`` Prometheus and
-    promtool (hack/test.sh builds them before the tests that run them)."""
+    promtool (hack/test.sh builds them before the tests that run them), or with ``publishing``
+    the registry and cosign (`make publish`)."""
     names = sys.argv[1:] if argv is None else argv
     try:
         if names == ["prometheus"]:
             build_prometheus()
+        elif names == ["publishing"]:
+            build_publishing()
         elif not names:
             build_all()
         else:
-            raise SystemExit("usage: python -m berthmaster.tooling.devcluster.build [prometheus]")
+            raise SystemExit("usage: python -m berthmaster.tooling.devcluster.build "
+                             "[prometheus|publishing]")
     except BuildError as error:
         print(f"error: {error}", file=sys.stderr)
         raise SystemExit(1) from error

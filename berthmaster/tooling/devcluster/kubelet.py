@@ -84,6 +84,11 @@ class NodeLayout:
         return self.root / "containerd" / "config.toml"
 
     @property
+    def registry_hosts_dir(self) -> Path:
+        """containerd's registry ``config_path``: one ``<host[:port]>/hosts.toml`` a registry."""
+        return self.root / "containerd" / "certs.d"
+
+    @property
     def cni_conf_dir(self) -> Path:
         return self.root / "cni" / "net.d"
 
@@ -143,8 +148,36 @@ def containerd_config(layout: NodeLayout, sandbox_image: str) -> str:
         f"[{cri}.cni]",
         f'  bin_dir = "{CNI_BIN_DIR}"',
         f'  conf_dir = "{layout.cni_conf_dir}"',
+        # Registry hosts (containerd docs/hosts.md): a registry that `make e2e` publishes to
+        # is reached through <registry_hosts_dir>/<host:port>/hosts.toml.
+        f"[{cri}.registry]",
+        f'  config_path = "{layout.registry_hosts_dir}"',
         "",
     ])
+
+
+def registry_hosts_toml(host: str) -> str:
+    """The ``hosts.toml`` (containerd docs/hosts.md) for a plain-HTTP registry at ``host``
+    (``host:port``), such as the loopback registry `make e2e` publishes to: pulled and resolved
+    over http, as ``server`` and one ``[host]`` entry with the pull and resolve capabilities."""
+    if not host or "/" in host:
+        raise ValueError(f"registry host {host!r}: give host:port, with no scheme or path")
+    return "\n".join([
+        f'server = "http://{host}"',
+        "",
+        f'[host."http://{host}"]',
+        '  capabilities = ["pull", "resolve"]',
+        "",
+    ])
+
+
+def write_registry_hosts(layout: NodeLayout, host: str) -> Path:
+    """Write ``hosts.toml`` for ``host`` under the node's ``config_path``; returns its path.
+    containerd reads it at each pull, so no restart is needed."""
+    target = layout.registry_hosts_dir / host / "hosts.toml"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(registry_hosts_toml(host))
+    return target
 
 
 def cni_config(layout: NodeLayout, bridge: str = BRIDGE, subnet: str = POD_SUBNET,
@@ -317,7 +350,7 @@ class NodeHost:
     def prepare(self, api_port: int) -> None:
         for folder in (self.layout.containerd_root, self.layout.containerd_state,
                        self.layout.cni_conf_dir, self.layout.cni_data_dir,
-                       self.layout.kubelet_root):
+                       self.layout.kubelet_root, self.layout.registry_hosts_dir):
             folder.mkdir(parents=True, exist_ok=True)
         names = sorted(p.name for p in NETNS_DIR.iterdir()) if NETNS_DIR.is_dir() else []
         self.layout.netns_before.write_text("\n".join(names))
