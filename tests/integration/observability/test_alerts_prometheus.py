@@ -399,6 +399,29 @@ def expand(template: str, labels: dict[str, str]) -> str:
     return text
 
 
+def series(name: str, labels: dict[str, str], values: str) -> dict[str, str]:
+    """An input series of a promtool rule unit test (cmd/promtool/unittest.go)."""
+    matchers = ", ".join(f'{key}="{value}"' for key, value in labels.items())
+    return {"series": f"{name}{{{matchers}}}", "values": values}
+
+
+def expected_alert(rule: dict[str, Any], labels: dict[str, str]) -> dict[str, Any]:
+    """The alert promtool expects of ``rule`` for a series with ``labels``."""
+    return {"exp_labels": {**labels, **rule["labels"]},
+            "exp_annotations": {key: expand(value, labels)
+                                for key, value in rule["annotations"].items()}}
+
+
+def promtool_test_rules(folder: Path, tests: dict[str, Any]) -> None:
+    """``promtool test rules`` over ``tests`` (written to ``folder``, beside its rule files)."""
+    (folder / "tests.yaml").write_text(yaml.safe_dump(tests, sort_keys=False))
+    promtool = build.build_prometheus(say=lambda line: print(line, flush=True))["promtool"]
+    result = subprocess.run([str(promtool), "test", "rules", "tests.yaml"], cwd=folder,
+                            capture_output=True, text=True, check=False, timeout=120)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "SUCCESS" in result.stdout + result.stderr
+
+
 def test_operator_alerts_fire_under_promtool(tmp_path: Path) -> None:
     """BerthmasterMachineDrainStuck and BerthmasterAutoscalerUnsafe, with the chart's default
     thresholds and ``for:``, by promtool's rule unit tests (cmd/promtool/unittest.go) over
@@ -416,15 +439,8 @@ def test_operator_alerts_fire_under_promtool(tmp_path: Path) -> None:
     ours = {"job": job, "namespace": RELEASE_NAMESPACE}
     upstream = {"job": "cluster-autoscaler", "namespace": "kube-system"}
 
-    def series(name: str, labels: dict[str, str], values: str) -> dict[str, str]:
-        matchers = ", ".join(f'{key}="{value}"' for key, value in labels.items())
-        return {"series": f"{name}{{{matchers}}}", "values": values}
-
     def expected(alert: str, labels: dict[str, str]) -> dict[str, Any]:
-        rule = rules[alert]
-        return {"exp_labels": {**labels, **rule["labels"]},
-                "exp_annotations": {key: expand(value, labels)
-                                    for key, value in rule["annotations"].items()}}
+        return expected_alert(rules[alert], labels)
 
     drain = "berthmaster_machine_drain_started_timestamp_seconds"
     safe = "cluster_autoscaler_cluster_safe_to_autoscale"
@@ -452,9 +468,93 @@ def test_operator_alerts_fire_under_promtool(tmp_path: Path) -> None:
              "exp_alerts": [expected("BerthmasterAutoscalerUnsafe", {})]},
         ],
     }]}
-    (tmp_path / "tests.yaml").write_text(yaml.safe_dump(tests, sort_keys=False))
-    promtool = build.build_prometheus(say=lambda line: print(line, flush=True))["promtool"]
-    result = subprocess.run([str(promtool), "test", "rules", "tests.yaml"], cwd=tmp_path,
-                            capture_output=True, text=True, check=False, timeout=120)
-    assert result.returncode == 0, result.stdout + result.stderr
-    assert "SUCCESS" in result.stdout + result.stderr
+    promtool_test_rules(tmp_path, tests)
+
+
+def test_machine_and_operator_absent_alerts_fire_under_promtool(tmp_path: Path) -> None:
+    """BerthmasterOperatorAbsent, BerthmasterMachineHealthCheckShortCircuited,
+    BerthmasterMachineNotRunning and BerthmasterMachineNotYetDeleted with the chart's default
+    ``for:`` (5m; 30m, 60m and 360m as machine-api-operator's
+    install/0000_90_machine-api-operator_04_alertrules.yaml MachineHealthCheckUnterminatedShortCircuit,
+    MachineWithNoRunningPhase and MachineNotYetDeleted), by promtool's rule unit tests: the
+    operator's target down (``up`` 0) and then gone; a check short-circuited, one recovering
+    before its ``for:``; a Machine Provisioned past 60m, one Running, one Provisioning that
+    turns Running in time; a Machine Deleting for hours. The same series of machine-api-operator
+    itself (another job), in the same states throughout, never fire."""
+    objects = render(["prometheusRule.enabled=true"], namespace=RELEASE_NAMESPACE)
+    rules = alerts_of_chart(objects)
+    job = one(objects, "Service", "-operator-metrics")["metadata"]["name"]
+    (tmp_path / "rules.yaml").write_text(rules_file(one(objects, "PrometheusRule")))
+    ours = {"job": job, "namespace": RELEASE_NAMESPACE}
+    mhc = {"job": job, "namespace": "openshift-machine-api", "name": "workers"}
+    upstream_job = {"job": "machine-api-operator"}
+    created = "mapi_machine_created_timestamp_seconds"
+    short = "mapi_machinehealthcheck_short_circuit"
+
+    def machine(name: str, phase: str, **labels: str) -> dict[str, str]:
+        return {"job": job, "namespace": "openshift-machine-api", "name": name, "node": "",
+                "spec_provider_id": "", "api_version": "machine.openshift.io/v1beta1",
+                "phase": phase, **labels}
+
+    def expected(alert: str, labels: dict[str, str]) -> dict[str, Any]:
+        return expected_alert(rules[alert], labels)
+
+    def named(labels: dict[str, str]) -> dict[str, str]:
+        return {"name": labels["name"], "namespace": labels["namespace"]}
+
+    stuck = machine("worker-a", "Provisioned")
+    deleting = machine("worker-d", "Deleting")
+    tests = {"rule_files": ["rules.yaml"], "evaluation_interval": "1m", "tests": [
+        {"interval": "1m",
+         "input_series": [
+             # scraped and up for 10m, down from 10m, gone from 20m: pending from 10m, firing 15m
+             series("up", ours, "1x9 0x9 _x30"),
+             series("up", {"job": "machine-api-operator", "namespace": "openshift-machine-api"},
+                    "0x50"),
+         ],
+         "alert_rule_test": [
+             {"eval_time": "9m", "alertname": "BerthmasterOperatorAbsent", "exp_alerts": []},
+             {"eval_time": "14m", "alertname": "BerthmasterOperatorAbsent", "exp_alerts": []},
+             {"eval_time": "16m", "alertname": "BerthmasterOperatorAbsent",
+              "exp_alerts": [expected("BerthmasterOperatorAbsent", {})]},
+             {"eval_time": "40m", "alertname": "BerthmasterOperatorAbsent",
+              "exp_alerts": [expected("BerthmasterOperatorAbsent", {})]},
+         ]},
+        {"interval": "1m",
+         "input_series": [
+             # short-circuited from 5m -> firing from 35m
+             series(short, mhc, "0x4 1x60"),
+             # short-circuited for 20m only
+             series(short, {**mhc, "name": "masters"}, "1x19 0x40"),
+             series(short, {**mhc, **upstream_job}, "1x60"),
+         ],
+         "alert_rule_test": [
+             {"eval_time": "34m", "alertname": "BerthmasterMachineHealthCheckShortCircuited",
+              "exp_alerts": []},
+             {"eval_time": "36m", "alertname": "BerthmasterMachineHealthCheckShortCircuited",
+              "exp_alerts": [expected("BerthmasterMachineHealthCheckShortCircuited", mhc)]},
+         ]},
+        {"interval": "1m",
+         "input_series": [
+             # Provisioned throughout -> firing from 60m
+             series(created, stuck, "1000x400"),
+             series(created, machine("worker-b", "Running"), "1000x400"),
+             # Provisioning for 50m, then Running
+             series(created, machine("worker-c", "Provisioning"), "1000x49 _x350"),
+             series(created, machine("worker-c", "Running"), "_x49 1000x350"),
+             series(created, {**stuck, **upstream_job}, "1000x400"),
+             # Deleting from 0: avg over 15m > 0 from 0 -> firing from 360m
+             series(created, deleting, "1000x400"),
+             series(created, {**deleting, **upstream_job}, "1000x400"),
+         ],
+         "alert_rule_test": [
+             {"eval_time": "59m", "alertname": "BerthmasterMachineNotRunning", "exp_alerts": []},
+             {"eval_time": "61m", "alertname": "BerthmasterMachineNotRunning",
+              "exp_alerts": [expected("BerthmasterMachineNotRunning", named(stuck))]},
+             {"eval_time": "359m", "alertname": "BerthmasterMachineNotYetDeleted",
+              "exp_alerts": []},
+             {"eval_time": "361m", "alertname": "BerthmasterMachineNotYetDeleted",
+              "exp_alerts": [expected("BerthmasterMachineNotYetDeleted", named(deleting))]},
+         ]},
+    ]}
+    promtool_test_rules(tmp_path, tests)
