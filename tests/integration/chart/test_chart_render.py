@@ -497,7 +497,9 @@ def test_dashboard_and_alerts_only_when_asked() -> None:
     alerts = {r["alert"]: r for group in rule["spec"]["groups"] for r in group["rules"]}
     assert set(alerts) == {"BerthmasterSchedulerNotLeading", "BerthmasterSchedulerAbsent",
                            "BerthmasterPendingPodsRising", "BerthmasterMachineDrainStuck",
-                           "BerthmasterAutoscalerUnsafe"}
+                           "BerthmasterAutoscalerUnsafe", "BerthmasterOperatorAbsent",
+                           "BerthmasterMachineHealthCheckShortCircuited",
+                           "BerthmasterMachineNotRunning", "BerthmasterMachineNotYetDeleted"}
     assert alerts["BerthmasterSchedulerNotLeading"]["expr"] == (
         'sum(leader_election_master_status{name="berthmaster", '
         'job="berthmaster-scheduler-metrics", namespace="berthmaster"}) == 0')
@@ -558,8 +560,9 @@ def test_every_query_reads_only_this_releases_series() -> None:
     for monitor in find(objects, "ServiceMonitor"):  # job = the Service's name
         assert "jobLabel" not in monitor["spec"]
     for alert in one(objects, "PrometheusRule")["spec"]["groups"][0]["rules"]:
-        component = "operator" if alert["alert"] in (
-            "BerthmasterMachineDrainStuck", "BerthmasterAutoscalerUnsafe") else "scheduler"
+        component = "scheduler" if alert["alert"] in (
+            "BerthmasterSchedulerNotLeading", "BerthmasterSchedulerAbsent",
+            "BerthmasterPendingPodsRising") else "operator"
         problems += unscoped(alert["expr"], {"job": jobs[component], "namespace": "ns1"},
                              OBJECT_NAMESPACED)
     assert problems == []
@@ -583,7 +586,7 @@ def test_every_alert_waits_and_links_its_runbook_section() -> None:
     rules = one(render([*VALUE_SETS["observability-on"],
                         "prometheusRule.runbookURL=https://example.com/runbooks.md"]),
                 "PrometheusRule")["spec"]["groups"][0]["rules"]
-    assert len(rules) == 5
+    assert len(rules) == 9
     for alert in rules:
         assert re.fullmatch(r"([0-9]+(ms|s|m|h))+", str(alert.get("for", ""))), alert
         url = alert["annotations"]["runbook_url"]
