@@ -498,6 +498,7 @@ def test_dashboard_and_alerts_only_when_asked() -> None:
     assert set(alerts) == {"BerthmasterSchedulerNotLeading", "BerthmasterSchedulerAbsent",
                            "BerthmasterPendingPodsRising", "BerthmasterMachineDrainStuck",
                            "BerthmasterAutoscalerUnsafe", "BerthmasterOperatorAbsent",
+                           "BerthmasterDeschedulerRunFailed",
                            "BerthmasterMachineHealthCheckShortCircuited",
                            "BerthmasterMachineNotRunning", "BerthmasterMachineNotYetDeleted"}
     assert alerts["BerthmasterSchedulerNotLeading"]["expr"] == (
@@ -586,7 +587,7 @@ def test_every_alert_waits_and_links_its_runbook_section() -> None:
     rules = one(render([*VALUE_SETS["observability-on"],
                         "prometheusRule.runbookURL=https://example.com/runbooks.md"]),
                 "PrometheusRule")["spec"]["groups"][0]["rules"]
-    assert len(rules) == 9
+    assert len(rules) == 10
     for alert in rules:
         assert re.fullmatch(r"([0-9]+(ms|s|m|h))+", str(alert.get("for", ""))), alert
         url = alert["annotations"]["runbook_url"]

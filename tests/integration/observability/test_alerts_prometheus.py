@@ -471,8 +471,9 @@ def test_operator_alerts_fire_under_promtool(tmp_path: Path) -> None:
     promtool_test_rules(tmp_path, tests)
 
 
-def test_machine_and_operator_absent_alerts_fire_under_promtool(tmp_path: Path) -> None:
-    """BerthmasterOperatorAbsent, BerthmasterMachineHealthCheckShortCircuited,
+def test_machine_operator_and_descheduler_alerts_fire_under_promtool(tmp_path: Path) -> None:
+    """BerthmasterOperatorAbsent, BerthmasterDeschedulerRunFailed,
+    BerthmasterMachineHealthCheckShortCircuited,
     BerthmasterMachineNotRunning and BerthmasterMachineNotYetDeleted with the chart's default
     ``for:`` (5m; 30m, 60m and 360m as machine-api-operator's
     install/0000_90_machine-api-operator_04_alertrules.yaml MachineHealthCheckUnterminatedShortCircuit,
@@ -480,7 +481,9 @@ def test_machine_and_operator_absent_alerts_fire_under_promtool(tmp_path: Path) 
     operator's target down (``up`` 0) and then gone; a check short-circuited, one recovering
     before its ``for:``; a Machine Provisioned past 60m, one Running, one Provisioning that
     turns Running in time; a Machine Deleting for hours. The same series of machine-api-operator
-    itself (another job), in the same states throughout, never fire."""
+    itself (another job), in the same states throughout, never fire. A Descheduler's failed
+    run (``berthmaster_descheduler_runs_total{result="failed"}`` 0 then 1) fires for the
+    window (1h) after it; succeeded runs, and another release's failures, do not."""
     objects = render(["prometheusRule.enabled=true"], namespace=RELEASE_NAMESPACE)
     rules = alerts_of_chart(objects)
     job = one(objects, "Service", "-operator-metrics")["metadata"]["name"]
@@ -490,6 +493,7 @@ def test_machine_and_operator_absent_alerts_fire_under_promtool(tmp_path: Path) 
     upstream_job = {"job": "machine-api-operator"}
     created = "mapi_machine_created_timestamp_seconds"
     short = "mapi_machinehealthcheck_short_circuit"
+    runs = "berthmaster_descheduler_runs_total"
 
     def machine(name: str, phase: str, **labels: str) -> dict[str, str]:
         return {"job": job, "namespace": "openshift-machine-api", "name": name, "node": "",
@@ -519,6 +523,25 @@ def test_machine_and_operator_absent_alerts_fire_under_promtool(tmp_path: Path) 
               "exp_alerts": [expected("BerthmasterOperatorAbsent", {})]},
              {"eval_time": "40m", "alertname": "BerthmasterOperatorAbsent",
               "exp_alerts": [expected("BerthmasterOperatorAbsent", {})]},
+         ]},
+        {"interval": "1m",
+         "input_series": [
+             # a failed run at 10m: increase over 1h > 0 from 10m to 70m, for 1m
+             series(runs, {**ours, "descheduler": "nightly", "result": "failed"}, "0x9 1x90"),
+             series(runs, {**ours, "descheduler": "nightly", "result": "succeeded"},
+                    "0+1x100"),
+             series(runs, {**ours, "descheduler": "hourly", "result": "failed"}, "0x100"),
+             series(runs, {"job": job, "namespace": "other", "descheduler": "nightly",
+                           "result": "failed"}, "0+1x100"),
+         ],
+         "alert_rule_test": [
+             {"eval_time": "9m", "alertname": "BerthmasterDeschedulerRunFailed",
+              "exp_alerts": []},
+             {"eval_time": "12m", "alertname": "BerthmasterDeschedulerRunFailed",
+              "exp_alerts": [expected("BerthmasterDeschedulerRunFailed",
+                                      {"descheduler": "nightly"})]},
+             {"eval_time": "80m", "alertname": "BerthmasterDeschedulerRunFailed",
+              "exp_alerts": []},
          ]},
         {"interval": "1m",
          "input_series": [
