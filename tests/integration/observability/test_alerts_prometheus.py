@@ -581,3 +581,43 @@ def test_machine_operator_and_descheduler_alerts_fire_under_promtool(tmp_path: P
          ]},
     ]}
     promtool_test_rules(tmp_path, tests)
+
+
+def test_admission_webhook_failing_fires_under_promtool(tmp_path: Path) -> None:
+    """BerthmasterAdmissionWebhookFailing with the chart's defaults (5m window, for 5m) by
+    promtool's rule unit tests, over the API server's own series (k8s.io/apiserver
+    pkg/admission/metrics/metrics.go): calls failing from 10m under failurePolicy Fail
+    (``rejection_count{error_type="calling_webhook_error"}``) fire from 15m; under Ignore
+    (``fail_open_count``) alike. Rejections the webhook itself answers (``no_error``), another
+    webhook's call errors, and a job other than ``prometheusRule.apiServerJob`` never fire."""
+    hook = {"job": "apiserver", "name": "pod-placement.berthmaster.io", "type": "admit"}
+    rejection = "apiserver_admission_webhook_rejection_count"
+    fail_open = "apiserver_admission_webhook_fail_open_count"
+    unrelated = [
+        series(rejection, {**hook, "operation": "CREATE", "error_type": "no_error",
+                           "rejection_code": "400"}, "0+5x60"),
+        series(rejection, {**hook, "name": "other.example.com", "operation": "CREATE",
+                           "error_type": "calling_webhook_error", "rejection_code": "500"},
+               "0+5x60"),
+        series(fail_open, {**hook, "job": "kube-apiserver-other"}, "0+5x60"),
+    ]
+    cases = [("Fail", series(rejection, {**hook, "operation": "CREATE",
+                                         "error_type": "calling_webhook_error",
+                                         "rejection_code": "500"}, "0x9 1+3x50")),
+             ("Ignore", series(fail_open, hook, "0x9 1+3x50"))]
+    for policy, failing in cases:
+        folder = tmp_path / policy
+        folder.mkdir()
+        objects = render(["prometheusRule.enabled=true", "admission.enabled=true",
+                          f"admission.failurePolicy={policy}"], namespace=RELEASE_NAMESPACE)
+        rule = alerts_of_chart(objects)["BerthmasterAdmissionWebhookFailing"]
+        (folder / "rules.yaml").write_text(rules_file(one(objects, "PrometheusRule")))
+        name = "BerthmasterAdmissionWebhookFailing"
+        promtool_test_rules(folder, {"rule_files": ["rules.yaml"], "evaluation_interval": "1m",
+                                     "tests": [{
+            "interval": "1m", "input_series": [*unrelated, failing],
+            "alert_rule_test": [
+                {"eval_time": "14m", "alertname": name, "exp_alerts": []},
+                {"eval_time": "17m", "alertname": name,
+                 "exp_alerts": [expected_alert(rule, {})]},
+            ]}]})
