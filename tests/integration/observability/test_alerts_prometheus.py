@@ -83,8 +83,11 @@ RULE_VALUES = ["prometheusRule.enabled=true", "dashboards.enabled=true",
                "prometheusRule.pendingPodsWindow=5s",
                "prometheusRule.autoscalerUnsafeFor=2s",
                "prometheusRule.drainStuckSeconds=1", "prometheusRule.drainStuckFor=1s",
-               f"prometheusRule.pendingPodsThreshold={THRESHOLD}"]
+               f"prometheusRule.pendingPodsThreshold={THRESHOLD}",
+               "admission.enabled=true", "prometheusRule.admissionWebhookFailingWindow=5s",
+               "prometheusRule.admissionWebhookFailingFor=1s"]
 KUBE_SCHEDULER_JOB = "kube-scheduler"
+APISERVER_JOB = "apiserver"  # prometheusRule.apiServerJob's default
 UNSCHEDULABLE = {"berthmaster.test/no-such-node": "anywhere"}
 
 
@@ -179,9 +182,13 @@ async def stack(cluster: RunningCluster, crds: None, rendered: list[dict[str, An
                               cert=(pki / "admin.crt", pki / "admin.key")),
                 scrape_config(jobs["scheduler"], RELEASE_NAMESPACE, f"127.0.0.1:{scheduler.port}"),
                 scrape_config(jobs["operator"], RELEASE_NAMESPACE, f"127.0.0.1:{operator_port}"),
+                {**scrape_config(APISERVER_JOB, "default", cluster.server.split("://")[1],
+                                 https=True, cert=(pki / "admin.crt", pki / "admin.key")),
+                 # its exposition is large: more time than the others' one second
+                 "scrape_interval": "2s", "scrape_timeout": "2s"},
             ], [folder / "rules.yaml"])
             async with running(binaries["prometheus"], config, folder / "prometheus") as api:
-                await api.wait_scraped([KUBE_SCHEDULER_JOB, *jobs.values()])
+                await api.wait_scraped([KUBE_SCHEDULER_JOB, APISERVER_JOB, *jobs.values()])
                 yield {"api": api, "scheduler": scheduler, "name": name, "folder": folder}
         finally:
             scheduler.stop()
@@ -292,6 +299,48 @@ async def test_machine_drain_stuck_fires(stack: dict[str, Any], kube: KubeClient
     finally:
         await pdb(kube, namespace, 0)
         await gone(kube, namespace, name)
+
+
+async def test_admission_webhook_failing_fires(stack: dict[str, Any], cluster: RunningCluster,
+                                              kube: KubeClient, namespace: str) -> None:
+    """A MutatingWebhookConfiguration whose webhook has the chart's name,
+    ``pod-placement.berthmaster.io``, covering only the test's namespace, points at a port
+    nothing listens on, with failurePolicy Ignore: each pod created there is admitted after the
+    API server's call failed, which it counts in apiserver_admission_webhook_fail_open_count
+    (k8s.io/apiserver pkg/admission/plugin/webhook/mutating/dispatcher.go); scraped from the
+    API server, BerthmasterAdmissionWebhookFailing fires."""
+    api: PrometheusAPI = stack["api"]
+    name = f"{namespace}-placement"
+    body = {"apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": "MutatingWebhookConfiguration", "metadata": {"name": name},
+            "webhooks": [{
+                "name": "pod-placement.berthmaster.io", "admissionReviewVersions": ["v1"],
+                "sideEffects": "None", "failurePolicy": "Ignore", "timeoutSeconds": 1,
+                "clientConfig": {"url": f"https://127.0.0.1:{free_port()}/mutate"},
+                "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}},
+                "rules": [{"operations": ["CREATE"], "apiGroups": [""], "apiVersions": ["v1"],
+                           "resources": ["pods"]}]}]}
+    applied = cluster.kubectl("apply", "-f", "-", input=json.dumps(body))
+    assert applied.returncode == 0, applied.stderr
+    created = 0
+
+    async def one_more_then_firing() -> list[dict[str, Any]]:
+        nonlocal created
+        await create_pod(kube, namespace, unschedulable_pod(f"hooked-{created}", stack["name"]))
+        created += 1
+        return await api.firing("BerthmasterAdmissionWebhookFailing")
+
+    try:
+        [alert] = await wait_for(one_more_then_firing, timeout=120, interval=1,
+                                 what="BerthmasterAdmissionWebhookFailing firing")
+        assert alert["labels"]["severity"] == "critical"  # the chart's failurePolicy Fail
+        failed = await api.query('apiserver_admission_webhook_fail_open_count'
+                                 '{name="pod-placement.berthmaster.io"}')
+        assert failed, "the API server counted no failed call"
+    finally:
+        deleted = cluster.kubectl("delete", "mutatingwebhookconfiguration", name,
+                                  "--ignore-not-found")
+        assert deleted.returncode == 0, deleted.stderr
 
 
 async def test_scheduler_not_leading_fires(stack: dict[str, Any],
