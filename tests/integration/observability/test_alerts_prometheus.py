@@ -204,6 +204,24 @@ def unschedulable_pod(name: str, scheduler_name: str) -> dict[str, Any]:
     return make_pod(name, scheduler_name, nodeSelector=dict(UNSCHEDULABLE))
 
 
+async def pods_until_firing(stack: dict[str, Any], kube: KubeClient, namespace: str,
+                            prefix: str, alert: str) -> tuple[dict[str, Any], int]:
+    """Create one unschedulable pod for berthmaster's scheduler a second until ``alert``
+    fires; the alert and the number of pods created."""
+    api: PrometheusAPI = stack["api"]
+    created = 0
+
+    async def one_more_then_firing() -> list[dict[str, Any]]:
+        nonlocal created
+        await create_pod(kube, namespace, unschedulable_pod(f"{prefix}-{created}", stack["name"]))
+        created += 1
+        return await api.firing(alert)
+
+    [firing] = await wait_for(one_more_then_firing, timeout=120, interval=1,
+                              what=f"{alert} firing")
+    return firing, created
+
+
 async def test_nothing_fires_while_kube_scheduler_has_pending_pods(
         stack: dict[str, Any], rendered: list[dict[str, Any]], jobs: dict[str, str],
         kube: KubeClient, namespace: str) -> None:
@@ -236,17 +254,8 @@ async def test_pending_pods_rising_fires(stack: dict[str, Any], kube: KubeClient
                                          namespace: str) -> None:
     """Pods for berthmaster's scheduler that no node fits keep coming: once more than the
     threshold wait unschedulable and the count rose for pendingPodsWindow, the alert fires."""
-    api: PrometheusAPI = stack["api"]
-    created = 0
-
-    async def one_more_then_firing() -> list[dict[str, Any]]:
-        nonlocal created
-        await create_pod(kube, namespace, unschedulable_pod(f"ours-{created}", stack["name"]))
-        created += 1
-        return await api.firing("BerthmasterPendingPodsRising")
-
-    [alert] = await wait_for(one_more_then_firing, timeout=120, interval=1,
-                             what="BerthmasterPendingPodsRising firing")
+    alert, created = await pods_until_firing(stack, kube, namespace, "ours",
+                                             "BerthmasterPendingPodsRising")
     assert alert["labels"]["severity"] == "warning"
     assert created > THRESHOLD
 
@@ -322,17 +331,9 @@ async def test_admission_webhook_failing_fires(stack: dict[str, Any], cluster: R
                            "resources": ["pods"]}]}]}
     applied = cluster.kubectl("apply", "-f", "-", input=json.dumps(body))
     assert applied.returncode == 0, applied.stderr
-    created = 0
-
-    async def one_more_then_firing() -> list[dict[str, Any]]:
-        nonlocal created
-        await create_pod(kube, namespace, unschedulable_pod(f"hooked-{created}", stack["name"]))
-        created += 1
-        return await api.firing("BerthmasterAdmissionWebhookFailing")
-
     try:
-        [alert] = await wait_for(one_more_then_firing, timeout=120, interval=1,
-                                 what="BerthmasterAdmissionWebhookFailing firing")
+        alert, _ = await pods_until_firing(stack, kube, namespace, "hooked",
+                                           "BerthmasterAdmissionWebhookFailing")
         assert alert["labels"]["severity"] == "critical"  # the chart's failurePolicy Fail
         failed = await api.query('apiserver_admission_webhook_fail_open_count'
                                  '{name="pod-placement.berthmaster.io"}')
@@ -525,8 +526,9 @@ def test_machine_operator_and_descheduler_alerts_fire_under_promtool(tmp_path: P
     BerthmasterMachineHealthCheckShortCircuited,
     BerthmasterMachineNotRunning and BerthmasterMachineNotYetDeleted with the chart's default
     ``for:`` (5m; 30m, 60m and 360m as machine-api-operator's
-    install/0000_90_machine-api-operator_04_alertrules.yaml MachineHealthCheckUnterminatedShortCircuit,
-    MachineWithNoRunningPhase and MachineNotYetDeleted), by promtool's rule unit tests: the
+    install/0000_90_machine-api-operator_04_alertrules.yaml
+    MachineHealthCheckUnterminatedShortCircuit, MachineWithNoRunningPhase and
+    MachineNotYetDeleted), by promtool's rule unit tests: the
     operator's target down (``up`` 0) and then gone; a check short-circuited, one recovering
     before its ``for:``; a Machine Provisioned past 60m, one Running, one Provisioning that
     turns Running in time; a Machine Deleting for hours. The same series of machine-api-operator
