@@ -5,8 +5,9 @@ cmd/prometheus) scrapes, every second: kube-scheduler v1.35.4 running against th
 server (its secure port, authenticated with the control plane's admin client certificate, as
 job ``kube-scheduler`` in ``kube-system``), and berthmaster's scheduler and operator as
 processes (as the jobs the chart's ServiceMonitors produce: the metrics Services' names, in
-the release's namespace). Its rules are the chart's PrometheusRule, rendered by helm with the
-chart's own values shortening each ``for:`` and threshold (``prometheusRule.*For``,
+the release's namespace), and the API server itself (job ``apiserver``, the chart's
+``prometheusRule.apiServerJob``). Its rules are the chart's PrometheusRule, rendered by helm
+with the chart's own values shortening each ``for:`` and threshold (``prometheusRule.*For``,
 ``pendingPodsWindow``, ``pendingPodsThreshold``, ``drainStuckSeconds``); nothing in the rules
 is rewritten.
 
@@ -19,10 +20,12 @@ rules run before asserting that no alert is pending or firing (the operator runs
 ClusterAutoscaler meanwhile: its safe-to-autoscale gauge reads 0 until a first loop). The
 others produce each alert's condition for real and wait for it to fire: pods piling up
 unschedulable, four of four nodes NotReady under a ClusterAutoscaler, a drain a
-PodDisruptionBudget holds, another holder keeping the scheduler's Lease, the scheduler
-stopped. promtool's rule unit tests (cmd/promtool/unittest.go) then check the operator's two
-alerts with the chart's default thresholds and ``for:`` (30 and 15 minutes, too long to wait
-for), against same-named series of other jobs.
+PodDisruptionBudget holds, calls to a webhook named as the chart's failing, another holder
+keeping the scheduler's Lease, the scheduler stopped. promtool's rule unit tests
+(cmd/promtool/unittest.go) then check the operator's alerts, the webhook's and the Machine
+alerts (after machine-api-operator install/0000_90_machine-api-operator_04_alertrules.yaml)
+with the chart's default thresholds and ``for:`` (minutes to hours, too long to wait for),
+against same-named series of other jobs.
 
 Prometheus' API: web/api/v1/api.go (alerts, rules with lastEvaluation, query).
 """
