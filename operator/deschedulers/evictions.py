@@ -17,6 +17,7 @@ from datetime import datetime
 from typing import Any
 
 from berthmaster.foundation.kube import CORE, KubeClient, KubeError, resource_path
+from berthmaster.operator.deschedulers.run_metrics import count_run
 from berthmaster.operator.deschedulers.status import run_outcome
 from berthmaster.scheduler.descheduler.metrics import add_reported, parse_termination_message
 
@@ -51,7 +52,8 @@ async def count_finished_run(client: KubeClient, job: Mapping[str, Any],
                              started: float = STARTED
                              ) -> dict[tuple[str, str, str, str, str], int] | None:
     """Add a newly finished run's counts to the metrics and return them (None: not finished,
-    already counted, or finished before this process started)."""
+    already counted, or finished before this process started); count the run itself
+    (:mod:`.run_metrics`)."""
     meta = job.get("metadata") or {}
     uid = str(meta.get("uid") or "")
     if not uid or uid in _counted or run_outcome(job) not in ("Succeeded", "Failed"):
@@ -60,6 +62,7 @@ async def count_finished_run(client: KubeClient, job: Mapping[str, Any],
     finished = finished_at(job)
     if finished is not None and finished < started:
         return None
+    count_run(job)
     try:
         pods, _ = await client.list_all(resource_path(CORE, "pods", meta.get("namespace")),
                                         labelSelector=f"batch.kubernetes.io/controller-uid={uid}")

@@ -55,6 +55,7 @@ from berthmaster.operator.deschedulers.build import (
 from berthmaster.operator.deschedulers.evictions import count_finished_run
 from berthmaster.operator.deschedulers.periodic import deliver, start_watched
 from berthmaster.operator.deschedulers.reporter import RunReporter
+from berthmaster.operator.deschedulers.run_metrics import descheduler_seen
 from berthmaster.operator.deschedulers.runs import (
     NAMESPACE_IGNORED,
     Refusal,
@@ -353,4 +354,6 @@ async def start_run_reporter(memo: kopf.Memo, **_: Any) -> None:
 @kopf.on.event(GROUP, VERSION, PLURAL)
 async def descheduler_event(type: str | None, body: kopf.Body, memo: kopf.Memo,
                             **_: Any) -> None:
+    if type != "DELETED":
+        descheduler_seen(str(body["metadata"]["name"]))
     deliver(memo, REPORTER, type, body)

@@ -497,7 +497,10 @@ def test_dashboard_and_alerts_only_when_asked() -> None:
     alerts = {r["alert"]: r for group in rule["spec"]["groups"] for r in group["rules"]}
     assert set(alerts) == {"BerthmasterSchedulerNotLeading", "BerthmasterSchedulerAbsent",
                            "BerthmasterPendingPodsRising", "BerthmasterMachineDrainStuck",
-                           "BerthmasterAutoscalerUnsafe"}
+                           "BerthmasterAutoscalerUnsafe", "BerthmasterOperatorAbsent",
+                           "BerthmasterDeschedulerRunFailed",
+                           "BerthmasterMachineHealthCheckShortCircuited",
+                           "BerthmasterMachineNotRunning", "BerthmasterMachineNotYetDeleted"}
     assert alerts["BerthmasterSchedulerNotLeading"]["expr"] == (
         'sum(leader_election_master_status{name="berthmaster", '
         'job="berthmaster-scheduler-metrics", namespace="berthmaster"}) == 0')
@@ -558,10 +561,19 @@ def test_every_query_reads_only_this_releases_series() -> None:
     for monitor in find(objects, "ServiceMonitor"):  # job = the Service's name
         assert "jobLabel" not in monitor["spec"]
     for alert in one(objects, "PrometheusRule")["spec"]["groups"][0]["rules"]:
-        component = "operator" if alert["alert"] in (
-            "BerthmasterMachineDrainStuck", "BerthmasterAutoscalerUnsafe") else "scheduler"
+        component = "scheduler" if alert["alert"] in (
+            "BerthmasterSchedulerNotLeading", "BerthmasterSchedulerAbsent",
+            "BerthmasterPendingPodsRising") else "operator"
         problems += unscoped(alert["expr"], {"job": jobs[component], "namespace": "ns1"},
                              OBJECT_NAMESPACED)
+    # The webhook's alert reads the API server's series (its job, the webhook's name).
+    with_webhook = render([*VALUE_SETS["observability-on"], "admission.enabled=true",
+                           "prometheusRule.apiServerJob=kube-apiserver"],
+                          release="rel", namespace="ns1")
+    [failing] = [rule for rule in one(with_webhook, "PrometheusRule")["spec"]["groups"][0][
+        "rules"] if rule["alert"] == "BerthmasterAdmissionWebhookFailing"]
+    problems += unscoped(failing["expr"], {"job": "kube-apiserver",
+                                           "name": "pod-placement.berthmaster.io"})
     assert problems == []
 
 
@@ -580,10 +592,10 @@ def test_every_alert_waits_and_links_its_runbook_section() -> None:
     import re
 
     anchors = github_anchors((CHART.parents[1] / "docs" / "runbooks.md").read_text())
-    rules = one(render([*VALUE_SETS["observability-on"],
+    rules = one(render([*VALUE_SETS["observability-on"], "admission.enabled=true",
                         "prometheusRule.runbookURL=https://example.com/runbooks.md"]),
                 "PrometheusRule")["spec"]["groups"][0]["rules"]
-    assert len(rules) == 5
+    assert len(rules) == 11
     for alert in rules:
         assert re.fullmatch(r"([0-9]+(ms|s|m|h))+", str(alert.get("for", ""))), alert
         url = alert["annotations"]["runbook_url"]

@@ -5,8 +5,9 @@ cmd/prometheus) scrapes, every second: kube-scheduler v1.35.4 running against th
 server (its secure port, authenticated with the control plane's admin client certificate, as
 job ``kube-scheduler`` in ``kube-system``), and berthmaster's scheduler and operator as
 processes (as the jobs the chart's ServiceMonitors produce: the metrics Services' names, in
-the release's namespace). Its rules are the chart's PrometheusRule, rendered by helm with the
-chart's own values shortening each ``for:`` and threshold (``prometheusRule.*For``,
+the release's namespace), and the API server itself (job ``apiserver``, the chart's
+``prometheusRule.apiServerJob``). Its rules are the chart's PrometheusRule, rendered by helm
+with the chart's own values shortening each ``for:`` and threshold (``prometheusRule.*For``,
 ``pendingPodsWindow``, ``pendingPodsThreshold``, ``drainStuckSeconds``); nothing in the rules
 is rewritten.
 
@@ -19,10 +20,12 @@ rules run before asserting that no alert is pending or firing (the operator runs
 ClusterAutoscaler meanwhile: its safe-to-autoscale gauge reads 0 until a first loop). The
 others produce each alert's condition for real and wait for it to fire: pods piling up
 unschedulable, four of four nodes NotReady under a ClusterAutoscaler, a drain a
-PodDisruptionBudget holds, another holder keeping the scheduler's Lease, the scheduler
-stopped. promtool's rule unit tests (cmd/promtool/unittest.go) then check the operator's two
-alerts with the chart's default thresholds and ``for:`` (30 and 15 minutes, too long to wait
-for), against same-named series of other jobs.
+PodDisruptionBudget holds, calls to a webhook named as the chart's failing, another holder
+keeping the scheduler's Lease, the scheduler stopped. promtool's rule unit tests
+(cmd/promtool/unittest.go) then check the operator's alerts, the webhook's and the Machine
+alerts (after machine-api-operator install/0000_90_machine-api-operator_04_alertrules.yaml)
+with the chart's default thresholds and ``for:`` (minutes to hours, too long to wait for),
+against same-named series of other jobs.
 
 Prometheus' API: web/api/v1/api.go (alerts, rules with lastEvaluation, query).
 """
@@ -83,8 +86,11 @@ RULE_VALUES = ["prometheusRule.enabled=true", "dashboards.enabled=true",
                "prometheusRule.pendingPodsWindow=5s",
                "prometheusRule.autoscalerUnsafeFor=2s",
                "prometheusRule.drainStuckSeconds=1", "prometheusRule.drainStuckFor=1s",
-               f"prometheusRule.pendingPodsThreshold={THRESHOLD}"]
+               f"prometheusRule.pendingPodsThreshold={THRESHOLD}",
+               "admission.enabled=true", "prometheusRule.admissionWebhookFailingWindow=5s",
+               "prometheusRule.admissionWebhookFailingFor=1s"]
 KUBE_SCHEDULER_JOB = "kube-scheduler"
+APISERVER_JOB = "apiserver"  # prometheusRule.apiServerJob's default
 UNSCHEDULABLE = {"berthmaster.test/no-such-node": "anywhere"}
 
 
@@ -179,9 +185,13 @@ async def stack(cluster: RunningCluster, crds: None, rendered: list[dict[str, An
                               cert=(pki / "admin.crt", pki / "admin.key")),
                 scrape_config(jobs["scheduler"], RELEASE_NAMESPACE, f"127.0.0.1:{scheduler.port}"),
                 scrape_config(jobs["operator"], RELEASE_NAMESPACE, f"127.0.0.1:{operator_port}"),
+                {**scrape_config(APISERVER_JOB, "default", cluster.server.split("://")[1],
+                                 https=True, cert=(pki / "admin.crt", pki / "admin.key")),
+                 # its exposition is large: more time than the others' one second
+                 "scrape_interval": "2s", "scrape_timeout": "2s"},
             ], [folder / "rules.yaml"])
             async with running(binaries["prometheus"], config, folder / "prometheus") as api:
-                await api.wait_scraped([KUBE_SCHEDULER_JOB, *jobs.values()])
+                await api.wait_scraped([KUBE_SCHEDULER_JOB, APISERVER_JOB, *jobs.values()])
                 yield {"api": api, "scheduler": scheduler, "name": name, "folder": folder}
         finally:
             scheduler.stop()
@@ -195,6 +205,24 @@ def alerts_of_chart(rendered: list[dict[str, Any]]) -> dict[str, dict[str, Any]]
 
 def unschedulable_pod(name: str, scheduler_name: str) -> dict[str, Any]:
     return make_pod(name, scheduler_name, nodeSelector=dict(UNSCHEDULABLE))
+
+
+async def pods_until_firing(stack: dict[str, Any], kube: KubeClient, namespace: str,
+                            prefix: str, alert: str) -> tuple[dict[str, Any], int]:
+    """Create one unschedulable pod for berthmaster's scheduler a second until ``alert``
+    fires; the alert and the number of pods created."""
+    api: PrometheusAPI = stack["api"]
+    created = 0
+
+    async def one_more_then_firing() -> list[dict[str, Any]]:
+        nonlocal created
+        await create_pod(kube, namespace, unschedulable_pod(f"{prefix}-{created}", stack["name"]))
+        created += 1
+        return await api.firing(alert)
+
+    [firing] = await wait_for(one_more_then_firing, timeout=120, interval=1,
+                              what=f"{alert} firing")
+    return firing, created
 
 
 async def test_nothing_fires_while_kube_scheduler_has_pending_pods(
@@ -229,17 +257,8 @@ async def test_pending_pods_rising_fires(stack: dict[str, Any], kube: KubeClient
                                          namespace: str) -> None:
     """Pods for berthmaster's scheduler that no node fits keep coming: once more than the
     threshold wait unschedulable and the count rose for pendingPodsWindow, the alert fires."""
-    api: PrometheusAPI = stack["api"]
-    created = 0
-
-    async def one_more_then_firing() -> list[dict[str, Any]]:
-        nonlocal created
-        await create_pod(kube, namespace, unschedulable_pod(f"ours-{created}", stack["name"]))
-        created += 1
-        return await api.firing("BerthmasterPendingPodsRising")
-
-    [alert] = await wait_for(one_more_then_firing, timeout=120, interval=1,
-                             what="BerthmasterPendingPodsRising firing")
+    alert, created = await pods_until_firing(stack, kube, namespace, "ours",
+                                             "BerthmasterPendingPodsRising")
     assert alert["labels"]["severity"] == "warning"
     assert created > THRESHOLD
 
@@ -292,6 +311,40 @@ async def test_machine_drain_stuck_fires(stack: dict[str, Any], kube: KubeClient
     finally:
         await pdb(kube, namespace, 0)
         await gone(kube, namespace, name)
+
+
+async def test_admission_webhook_failing_fires(stack: dict[str, Any], cluster: RunningCluster,
+                                              kube: KubeClient, namespace: str) -> None:
+    """A MutatingWebhookConfiguration whose webhook has the chart's name,
+    ``pod-placement.berthmaster.io``, covering only the test's namespace, points at a port
+    nothing listens on, with failurePolicy Ignore: each pod created there is admitted after the
+    API server's call failed, which it counts in apiserver_admission_webhook_fail_open_count
+    (k8s.io/apiserver pkg/admission/plugin/webhook/mutating/dispatcher.go); scraped from the
+    API server, BerthmasterAdmissionWebhookFailing fires."""
+    api: PrometheusAPI = stack["api"]
+    name = f"{namespace}-placement"
+    body = {"apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": "MutatingWebhookConfiguration", "metadata": {"name": name},
+            "webhooks": [{
+                "name": "pod-placement.berthmaster.io", "admissionReviewVersions": ["v1"],
+                "sideEffects": "None", "failurePolicy": "Ignore", "timeoutSeconds": 1,
+                "clientConfig": {"url": f"https://127.0.0.1:{free_port()}/mutate"},
+                "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}},
+                "rules": [{"operations": ["CREATE"], "apiGroups": [""], "apiVersions": ["v1"],
+                           "resources": ["pods"]}]}]}
+    applied = cluster.kubectl("apply", "-f", "-", input=json.dumps(body))
+    assert applied.returncode == 0, applied.stderr
+    try:
+        alert, _ = await pods_until_firing(stack, kube, namespace, "hooked",
+                                           "BerthmasterAdmissionWebhookFailing")
+        assert alert["labels"]["severity"] == "critical"  # the chart's failurePolicy Fail
+        failed = await api.query('apiserver_admission_webhook_fail_open_count'
+                                 '{name="pod-placement.berthmaster.io"}')
+        assert failed, "the API server counted no failed call"
+    finally:
+        deleted = cluster.kubectl("delete", "mutatingwebhookconfiguration", name,
+                                  "--ignore-not-found")
+        assert deleted.returncode == 0, deleted.stderr
 
 
 async def test_scheduler_not_leading_fires(stack: dict[str, Any],
@@ -399,6 +452,29 @@ def expand(template: str, labels: dict[str, str]) -> str:
     return text
 
 
+def series(name: str, labels: dict[str, str], values: str) -> dict[str, str]:
+    """An input series of a promtool rule unit test (cmd/promtool/unittest.go)."""
+    matchers = ", ".join(f'{key}="{value}"' for key, value in labels.items())
+    return {"series": f"{name}{{{matchers}}}", "values": values}
+
+
+def expected_alert(rule: dict[str, Any], labels: dict[str, str]) -> dict[str, Any]:
+    """The alert promtool expects of ``rule`` for a series with ``labels``."""
+    return {"exp_labels": {**labels, **rule["labels"]},
+            "exp_annotations": {key: expand(value, labels)
+                                for key, value in rule["annotations"].items()}}
+
+
+def promtool_test_rules(folder: Path, tests: dict[str, Any]) -> None:
+    """``promtool test rules`` over ``tests`` (written to ``folder``, beside its rule files)."""
+    (folder / "tests.yaml").write_text(yaml.safe_dump(tests, sort_keys=False))
+    promtool = build.build_prometheus(say=lambda line: print(line, flush=True))["promtool"]
+    result = subprocess.run([str(promtool), "test", "rules", "tests.yaml"], cwd=folder,
+                            capture_output=True, text=True, check=False, timeout=120)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "SUCCESS" in result.stdout + result.stderr
+
+
 def test_operator_alerts_fire_under_promtool(tmp_path: Path) -> None:
     """BerthmasterMachineDrainStuck and BerthmasterAutoscalerUnsafe, with the chart's default
     thresholds and ``for:``, by promtool's rule unit tests (cmd/promtool/unittest.go) over
@@ -416,15 +492,8 @@ def test_operator_alerts_fire_under_promtool(tmp_path: Path) -> None:
     ours = {"job": job, "namespace": RELEASE_NAMESPACE}
     upstream = {"job": "cluster-autoscaler", "namespace": "kube-system"}
 
-    def series(name: str, labels: dict[str, str], values: str) -> dict[str, str]:
-        matchers = ", ".join(f'{key}="{value}"' for key, value in labels.items())
-        return {"series": f"{name}{{{matchers}}}", "values": values}
-
     def expected(alert: str, labels: dict[str, str]) -> dict[str, Any]:
-        rule = rules[alert]
-        return {"exp_labels": {**labels, **rule["labels"]},
-                "exp_annotations": {key: expand(value, labels)
-                                    for key, value in rule["annotations"].items()}}
+        return expected_alert(rules[alert], labels)
 
     drain = "berthmaster_machine_drain_started_timestamp_seconds"
     safe = "cluster_autoscaler_cluster_safe_to_autoscale"
@@ -452,9 +521,157 @@ def test_operator_alerts_fire_under_promtool(tmp_path: Path) -> None:
              "exp_alerts": [expected("BerthmasterAutoscalerUnsafe", {})]},
         ],
     }]}
-    (tmp_path / "tests.yaml").write_text(yaml.safe_dump(tests, sort_keys=False))
-    promtool = build.build_prometheus(say=lambda line: print(line, flush=True))["promtool"]
-    result = subprocess.run([str(promtool), "test", "rules", "tests.yaml"], cwd=tmp_path,
-                            capture_output=True, text=True, check=False, timeout=120)
-    assert result.returncode == 0, result.stdout + result.stderr
-    assert "SUCCESS" in result.stdout + result.stderr
+    promtool_test_rules(tmp_path, tests)
+
+
+def test_machine_operator_and_descheduler_alerts_fire_under_promtool(tmp_path: Path) -> None:
+    """BerthmasterOperatorAbsent, BerthmasterDeschedulerRunFailed,
+    BerthmasterMachineHealthCheckShortCircuited,
+    BerthmasterMachineNotRunning and BerthmasterMachineNotYetDeleted with the chart's default
+    ``for:`` (5m; 30m, 60m and 360m as machine-api-operator's
+    install/0000_90_machine-api-operator_04_alertrules.yaml
+    MachineHealthCheckUnterminatedShortCircuit, MachineWithNoRunningPhase and
+    MachineNotYetDeleted), by promtool's rule unit tests: the
+    operator's target down (``up`` 0) and then gone; a check short-circuited, one recovering
+    before its ``for:``; a Machine Provisioned past 60m, one Running, one Provisioning that
+    turns Running in time; a Machine Deleting for hours. The same series of machine-api-operator
+    itself (another job), in the same states throughout, never fire. A Descheduler's failed
+    run (``berthmaster_descheduler_runs_total{result="failed"}`` 0 then 1) fires for the
+    window (1h) after it; succeeded runs, and another release's failures, do not."""
+    objects = render(["prometheusRule.enabled=true"], namespace=RELEASE_NAMESPACE)
+    rules = alerts_of_chart(objects)
+    job = one(objects, "Service", "-operator-metrics")["metadata"]["name"]
+    (tmp_path / "rules.yaml").write_text(rules_file(one(objects, "PrometheusRule")))
+    ours = {"job": job, "namespace": RELEASE_NAMESPACE}
+    mhc = {"job": job, "namespace": "openshift-machine-api", "name": "workers"}
+    upstream_job = {"job": "machine-api-operator"}
+    created = "mapi_machine_created_timestamp_seconds"
+    short = "mapi_machinehealthcheck_short_circuit"
+    runs = "berthmaster_descheduler_runs_total"
+
+    def machine(name: str, phase: str, **labels: str) -> dict[str, str]:
+        return {"job": job, "namespace": "openshift-machine-api", "name": name, "node": "",
+                "spec_provider_id": "", "api_version": "machine.openshift.io/v1beta1",
+                "phase": phase, **labels}
+
+    def expected(alert: str, labels: dict[str, str]) -> dict[str, Any]:
+        return expected_alert(rules[alert], labels)
+
+    def named(labels: dict[str, str]) -> dict[str, str]:
+        return {"name": labels["name"], "namespace": labels["namespace"]}
+
+    stuck = machine("worker-a", "Provisioned")
+    deleting = machine("worker-d", "Deleting")
+    tests = {"rule_files": ["rules.yaml"], "evaluation_interval": "1m", "tests": [
+        {"interval": "1m",
+         "input_series": [
+             # scraped and up for 10m, down from 10m, gone from 20m: pending from 10m, firing 15m
+             series("up", ours, "1x9 0x9 _x30"),
+             series("up", {"job": "machine-api-operator", "namespace": "openshift-machine-api"},
+                    "0x50"),
+         ],
+         "alert_rule_test": [
+             {"eval_time": "9m", "alertname": "BerthmasterOperatorAbsent", "exp_alerts": []},
+             {"eval_time": "14m", "alertname": "BerthmasterOperatorAbsent", "exp_alerts": []},
+             {"eval_time": "16m", "alertname": "BerthmasterOperatorAbsent",
+              "exp_alerts": [expected("BerthmasterOperatorAbsent", {})]},
+             {"eval_time": "40m", "alertname": "BerthmasterOperatorAbsent",
+              "exp_alerts": [expected("BerthmasterOperatorAbsent", {})]},
+         ]},
+        {"interval": "1m",
+         "input_series": [
+             # a failed run at 10m: increase over 1h > 0 from 10m to 70m, for 1m
+             series(runs, {**ours, "descheduler": "nightly", "result": "failed"}, "0x9 1x90"),
+             series(runs, {**ours, "descheduler": "nightly", "result": "succeeded"},
+                    "0+1x100"),
+             series(runs, {**ours, "descheduler": "hourly", "result": "failed"}, "0x100"),
+             series(runs, {"job": job, "namespace": "other", "descheduler": "nightly",
+                           "result": "failed"}, "0+1x100"),
+         ],
+         "alert_rule_test": [
+             {"eval_time": "9m", "alertname": "BerthmasterDeschedulerRunFailed",
+              "exp_alerts": []},
+             {"eval_time": "12m", "alertname": "BerthmasterDeschedulerRunFailed",
+              "exp_alerts": [expected("BerthmasterDeschedulerRunFailed",
+                                      {"descheduler": "nightly"})]},
+             {"eval_time": "80m", "alertname": "BerthmasterDeschedulerRunFailed",
+              "exp_alerts": []},
+         ]},
+        {"interval": "1m",
+         "input_series": [
+             # short-circuited from 5m -> firing from 35m
+             series(short, mhc, "0x4 1x60"),
+             # short-circuited for 20m only
+             series(short, {**mhc, "name": "masters"}, "1x19 0x40"),
+             series(short, {**mhc, **upstream_job}, "1x60"),
+         ],
+         "alert_rule_test": [
+             {"eval_time": "34m", "alertname": "BerthmasterMachineHealthCheckShortCircuited",
+              "exp_alerts": []},
+             {"eval_time": "36m", "alertname": "BerthmasterMachineHealthCheckShortCircuited",
+              "exp_alerts": [expected("BerthmasterMachineHealthCheckShortCircuited", mhc)]},
+         ]},
+        {"interval": "1m",
+         "input_series": [
+             # Provisioned throughout -> firing from 60m
+             series(created, stuck, "1000x400"),
+             series(created, machine("worker-b", "Running"), "1000x400"),
+             # Provisioning for 50m, then Running
+             series(created, machine("worker-c", "Provisioning"), "1000x49 _x350"),
+             series(created, machine("worker-c", "Running"), "_x49 1000x350"),
+             series(created, {**stuck, **upstream_job}, "1000x400"),
+             # Deleting from 0: avg over 15m > 0 from 0 -> firing from 360m
+             series(created, deleting, "1000x400"),
+             series(created, {**deleting, **upstream_job}, "1000x400"),
+         ],
+         "alert_rule_test": [
+             {"eval_time": "59m", "alertname": "BerthmasterMachineNotRunning", "exp_alerts": []},
+             {"eval_time": "61m", "alertname": "BerthmasterMachineNotRunning",
+              "exp_alerts": [expected("BerthmasterMachineNotRunning", named(stuck))]},
+             {"eval_time": "359m", "alertname": "BerthmasterMachineNotYetDeleted",
+              "exp_alerts": []},
+             {"eval_time": "361m", "alertname": "BerthmasterMachineNotYetDeleted",
+              "exp_alerts": [expected("BerthmasterMachineNotYetDeleted", named(deleting))]},
+         ]},
+    ]}
+    promtool_test_rules(tmp_path, tests)
+
+
+def test_admission_webhook_failing_fires_under_promtool(tmp_path: Path) -> None:
+    """BerthmasterAdmissionWebhookFailing with the chart's defaults (5m window, for 5m) by
+    promtool's rule unit tests, over the API server's own series (k8s.io/apiserver
+    pkg/admission/metrics/metrics.go): calls failing from 10m under failurePolicy Fail
+    (``rejection_count{error_type="calling_webhook_error"}``) fire from 15m; under Ignore
+    (``fail_open_count``) alike. Rejections the webhook itself answers (``no_error``), another
+    webhook's call errors, and a job other than ``prometheusRule.apiServerJob`` never fire."""
+    hook = {"job": "apiserver", "name": "pod-placement.berthmaster.io", "type": "admit"}
+    rejection = "apiserver_admission_webhook_rejection_count"
+    fail_open = "apiserver_admission_webhook_fail_open_count"
+    unrelated = [
+        series(rejection, {**hook, "operation": "CREATE", "error_type": "no_error",
+                           "rejection_code": "400"}, "0+5x60"),
+        series(rejection, {**hook, "name": "other.example.com", "operation": "CREATE",
+                           "error_type": "calling_webhook_error", "rejection_code": "500"},
+               "0+5x60"),
+        series(fail_open, {**hook, "job": "kube-apiserver-other"}, "0+5x60"),
+    ]
+    cases = [("Fail", series(rejection, {**hook, "operation": "CREATE",
+                                         "error_type": "calling_webhook_error",
+                                         "rejection_code": "500"}, "0x9 1+3x50")),
+             ("Ignore", series(fail_open, hook, "0x9 1+3x50"))]
+    for policy, failing in cases:
+        folder = tmp_path / policy
+        folder.mkdir()
+        objects = render(["prometheusRule.enabled=true", "admission.enabled=true",
+                          f"admission.failurePolicy={policy}"], namespace=RELEASE_NAMESPACE)
+        rule = alerts_of_chart(objects)["BerthmasterAdmissionWebhookFailing"]
+        (folder / "rules.yaml").write_text(rules_file(one(objects, "PrometheusRule")))
+        name = "BerthmasterAdmissionWebhookFailing"
+        promtool_test_rules(folder, {"rule_files": ["rules.yaml"], "evaluation_interval": "1m",
+                                     "tests": [{
+            "interval": "1m", "input_series": [*unrelated, failing],
+            "alert_rule_test": [
+                {"eval_time": "14m", "alertname": name, "exp_alerts": []},
+                {"eval_time": "17m", "alertname": name,
+                 "exp_alerts": [expected_alert(rule, {})]},
+            ]}]})

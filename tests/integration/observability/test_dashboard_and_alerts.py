@@ -48,6 +48,10 @@ SUFFIXES = {"histogram": ("_bucket", "_sum", "_count"), "summary": ("_sum", "_co
 # What Prometheus adds to every series of a ServiceMonitor's target (the Prometheus Operator's
 # relabelling): a query may select on them though no component exports them.
 TARGET_LABELS = {"job", "instance", "namespace", "pod", "service", "container", "endpoint"}
+# Series Prometheus itself writes for every target at each scrape, with the target's labels only
+# (prometheus scrape/scrape.go: up, scrape_duration_seconds, scrape_samples_scraped, ...).
+SCRAPE_SERIES = {"up", "scrape_duration_seconds", "scrape_samples_scraped",
+                 "scrape_samples_post_metric_relabeling", "scrape_series_added"}
 
 
 def expressions() -> list[tuple[str, str]]:
@@ -149,7 +153,7 @@ async def test_every_query_reads_exported_metrics(
     await nodes.create()
     await create_pod(kube, namespace, make_pod("bound", components["name"]))
     await wait_for(lambda: node_of(kube, namespace, "bound"), timeout=60, what="pod bound")
-    series: dict[str, set[str] | None] = {}
+    series: dict[str, set[str] | None] = {name: set() for name in SCRAPE_SERIES}
     for component, base in components["bases"].items():
         status, text = await http_get(f"{base}/metrics")
         assert status == 200, component
