@@ -225,6 +225,25 @@ async def pods_until_firing(stack: dict[str, Any], kube: KubeClient, namespace: 
     return firing, created
 
 
+# The alerts about one object (its name and namespace in the labels, from the operator's
+# mapi_* and drain series).
+OBJECT_ALERTS = frozenset({"BerthmasterMachineNotRunning", "BerthmasterMachineNotYetDeleted",
+                           "BerthmasterMachineHealthCheckShortCircuited",
+                           "BerthmasterMachineDrainStuck"})
+
+
+def left_by_another_test(alert: dict[str, Any], namespace: str) -> bool:
+    """An alert about an object in another test's namespace: the worker's control plane is
+    shared by the test files run before this one, and a Machine one of them left behind (its
+    namespace terminating, no operator of its own to finish it) is rightly not Running. Such
+    an alert names that object; it never comes from kube-scheduler's series, which carry the
+    job's namespace (kube-system) or none."""
+    labels = alert.get("labels") or {}
+    other = labels.get("namespace")
+    return (labels.get("alertname") in OBJECT_ALERTS and other is not None
+            and other not in (namespace, RELEASE_NAMESPACE, "kube-system", "default"))
+
+
 async def test_nothing_fires_while_kube_scheduler_has_pending_pods(
         stack: dict[str, Any], rendered: list[dict[str, Any]], jobs: dict[str, str],
         kube: KubeClient, namespace: str) -> None:
@@ -247,7 +266,8 @@ async def test_nothing_fires_while_kube_scheduler_has_pending_pods(
     leases = await api.query(f'leader_election_master_status{{job="{KUBE_SCHEDULER_JOB}"}}')
     assert leases, "kube-scheduler exports leader_election_master_status as well"
     await api.wait_evaluations(after=now(), times=3)
-    assert await api.alerts() == []
+    assert [alert for alert in await api.alerts()
+            if not left_by_another_test(alert, namespace)] == []
     rules = [rule for group in await api.groups() for rule in group["rules"]]
     assert {rule["name"] for rule in rules} == set(alerts_of_chart(rendered))
     assert all(rule["health"] == "ok" for rule in rules), rules
