@@ -8,6 +8,8 @@ import subprocess
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
+from berthmaster.tooling.processes import terminate
+
 
 @contextlib.contextmanager
 def child(command: Sequence[str], log: Path, env: Mapping[str, str] | None = None,
@@ -18,9 +20,4 @@ def child(command: Sequence[str], log: Path, env: Mapping[str, str] | None = Non
     try:
         yield process
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=grace)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        terminate(process, grace)

@@ -24,6 +24,8 @@ from typing import Any
 
 import yaml
 
+from berthmaster.tooling.processes import terminate
+
 LOOPBACK = "127.0.0.1"
 
 
@@ -69,9 +71,4 @@ def running_registry(binary: Path, folder: Path, ready_within: float = 30) -> It
                 time.sleep(0.2)
         yield address
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        terminate(process)

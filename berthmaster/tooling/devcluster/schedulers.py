@@ -28,6 +28,8 @@ from typing import Any
 
 import yaml
 
+from berthmaster.tooling.processes import terminate
+
 DEFAULT_QPS, DEFAULT_BURST = 50, 100
 
 
@@ -64,12 +66,7 @@ class Proc:
             return ""
 
     def stop(self) -> None:
-        self.popen.terminate()
-        try:
-            self.popen.wait(10)
-        except subprocess.TimeoutExpired:
-            self.popen.kill()
-            self.popen.wait()
+        terminate(self.popen)
 
 
 def comparison_policy() -> dict[str, Any]:
