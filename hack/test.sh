@@ -43,22 +43,25 @@ selected=no
 for arg in "$@"; do
   if [ "$arg" = "-m" ]; then selected=yes; fi
 done
+# pytest's output is also kept, so that its failures are printed again at the very end: a
+# reader of the log's tail (CI shows the tail) sees them, not the static checks' report.
+pytest_log=$(mktemp)
 set +e
 if [ ${#parallel[@]} -gt 0 ] && [ "$selected" = no ]; then
   echo "==> pytest (${workers} workers; the tests marked serial after them)"
-  .venv/bin/python -m pytest "${parallel[@]}" -m "not serial" "$@"
-  status=$?
+  .venv/bin/python -m pytest "${parallel[@]}" -m "not serial" "$@" 2>&1 | tee "$pytest_log"
+  status=${PIPESTATUS[0]}
   echo "==> pytest: the tests marked serial, alone"
-  .venv/bin/python -m pytest -m serial "$@"
-  serial=$?
+  .venv/bin/python -m pytest -m serial "$@" 2>&1 | tee -a "$pytest_log"
+  serial=${PIPESTATUS[0]}
   # either part may select nothing when a narrower path is given; both empty is exit 5
   if [ "$status" -eq 5 ]; then status=$serial
   elif [ "$status" -eq 0 ] && [ "$serial" -ne 5 ]; then status=$serial
   fi
 else
   echo "==> pytest${parallel:+ (${workers} workers)}"
-  .venv/bin/python -m pytest "${parallel[@]}" "$@"
-  status=$?
+  .venv/bin/python -m pytest "${parallel[@]}" "$@" 2>&1 | tee "$pytest_log"
+  status=${PIPESTATUS[0]}
 fi
 wait "$checks_pid"
 checks=$?
@@ -66,6 +69,11 @@ set -e
 echo "==> static checks (ruff, mypy --strict, import layers), run beside pytest:"
 cat "$checks_log"
 rm -f "$checks_log"
+if [ "$status" -ne 0 ] && [ "$status" -ne 5 ]; then
+  echo "==> pytest failed (exit $status); its summary lines again:"
+  grep -E '^(FAILED|ERROR) |^=+ .*(failed|error|passed|interrupted).* =+$' "$pytest_log" | tail -n 40
+fi
+rm -f "$pytest_log"
 if [ "$checks" -ne 0 ]; then
   echo "the static checks failed (above)" >&2
   exit 1

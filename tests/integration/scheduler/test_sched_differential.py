@@ -93,6 +93,11 @@ CONFIG_INDEX_BASE, CONFIG_INDEX_STRIDE = 1_000_000, 10_000
 # floors, as shares of the pods compared, so that a run comparing (almost) nothing fails
 FLOORS = {"bound/bound": 0.3, "unschedulable/unschedulable": 0.05,
           "nominated/nominated": 0.01, "scores compared (all equal)": 0.2}
+# the quick share's 60 scenarios hold one or two preemptions, and whether such a pod is
+# nominated or finds room as the scenario's other copies come and go is timing (both runs on
+# one seed: 0 and 1 of 128 pods): no preemption floor there; the whole set's (over 600 pods)
+# keeps it, and tests/integration/scheduler/test_sched_preemption.py covers preemption
+QUICK_FLOORS = {k: v for k, v in FLOORS.items() if k != "nominated/nominated"}
 # under generated configurations (preemptions are few in a small batch: no floor)
 CONFIG_FLOORS = {"bound/bound": 0.3, "unschedulable/unschedulable": 0.05,
                  "scores compared (all equal)": 0.2}
@@ -162,7 +167,7 @@ async def test_berthmaster_agrees_with_kube_scheduler(cluster: Any, kube: KubeCl
                                                       tmp_path: Path) -> None:
     """The quick share of the seed's set: its first scenarios and configurations."""
     await _compare(cluster, kube, run_scheduler, tmp_path, range(QUICK_SCENARIOS),
-                   range(QUICK_BATCHES))
+                   range(QUICK_BATCHES), QUICK_FLOORS)
 
 
 @pytest.mark.long
@@ -173,13 +178,14 @@ async def test_berthmaster_agrees_with_kube_scheduler_on_the_whole_seed_set(
     if SCENARIOS <= QUICK_SCENARIOS and CONFIG_BATCHES <= QUICK_BATCHES:
         pytest.skip("the quick test already ran the whole (smaller) set")
     await _compare(cluster, kube, run_scheduler, tmp_path, range(QUICK_SCENARIOS, SCENARIOS),
-                   range(QUICK_BATCHES, CONFIG_BATCHES))
+                   range(QUICK_BATCHES, CONFIG_BATCHES), FLOORS)
 
 
 async def _compare(cluster: Any, kube: KubeClient, run_scheduler: Any, tmp_path: Path,
-                   indices: range, batch_numbers: range) -> None:
-    """Both parts (see the module doc) over the default part's scenario ``indices`` and the
-    configurations ``batch_numbers``; fails on any disagreement or floor missed."""
+                   indices: range, batch_numbers: range, floors: dict[str, float]) -> None:
+    """Both parts (see the module doc) over the default part's scenario ``indices`` (held to
+    ``floors``) and the configurations ``batch_numbers``; fails on any disagreement or floor
+    missed."""
     name = f"kube-diff-{uuid.uuid4().hex[:6]}"
     binary = build.binary_path("kube-scheduler")
     kubeconfig = str(cluster.kubeconfig)
@@ -201,7 +207,7 @@ async def _compare(cluster: Any, kube: KubeClient, run_scheduler: Any, tmp_path:
             await berthmaster.stop()
         if scenarios:
             failures += _report(f"default profile, scenarios {indices.start}-"
-                                f"{indices.stop - 1}", harness, found, FLOORS, len(indices))
+                                f"{indices.stop - 1}", harness, found, floors, len(indices))
         default_compared = harness.compared
         harness.compared, harness.outcomes, harness.seconds = 0, Counter(), Counter()
         found = []
