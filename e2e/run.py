@@ -21,15 +21,25 @@ on pods. This driver walks it on one of two clusters and says which:
   metrics API: metrics-server, built here (cached) and run on the real kubelet, scraping it
   (berthmaster/tooling/devcluster/metrics_server.py), for the descheduler's usage-based policies.
 
-Either way kwok runs in the cluster from a locally built image, and the chart is installed with
-``image.pullPolicy=Never``. Where neither cluster can be had, the suite still runs and skips with
-one line saying why. Every step prints its duration; the cluster is removed at the end unless
-``--keep``.
+On the real-kubelet cluster berthmaster arrives the way a release reaches a user's cluster
+(docs/quickstart-existing-cluster.md): an OCI registry (the distribution project's, built here:
+berthmaster/tooling/devcluster/registry.py) serves on loopback; ``make release SKIP_IMAGE=1``
+and ``make publish OFFLINE=1`` (hack/release.py, hack/publish.py) push the image, its cosign
+signature and CycloneDX attestation (with a key pair made for the run) and the chart to it; the
+node's containerd reaches it through its registry ``config_path``; the chart is installed from
+``oci://`` with ``image.digest`` and ``pullPolicy: IfNotPresent``, and the node pulls the image
+(it is not loaded: e2e/test_publish.py checks the pull, the signature and the attestation).
+On kind, whose nodes cannot reach the host's loopback, the image is ``kind load``ed and the chart
+installed from the checkout with ``image.pullPolicy=Never``; kwok's image is loaded either way.
+Where neither cluster can be had, the suite still runs and skips with one line saying why. Every
+step prints its duration; the cluster is removed at the end unless ``--keep``.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import dataclasses
 import os
 import shutil
 import subprocess
@@ -49,6 +59,7 @@ from berthmaster.tooling.devcluster import (  # noqa: E402
     images,
     kwok_incluster,
     metrics_server,
+    registry,
 )
 from berthmaster.tooling.devcluster.cluster import ClusterError, ControlPlane, Options  # noqa: E402
 from berthmaster.tooling.devcluster.kubelet import (  # noqa: E402
@@ -56,6 +67,7 @@ from berthmaster.tooling.devcluster.kubelet import (  # noqa: E402
     NODE_LABEL_VALUE,
     NodeError,
     preflight,
+    write_registry_hosts,
 )
 from berthmaster.tooling.devcluster.nodes import kind_workers  # noqa: E402
 from berthmaster.tooling.python import PYTHON  # noqa: E402
@@ -119,17 +131,67 @@ def why_not_kubelet() -> str | None:
     return None
 
 
-def helm_install(helm: str, kubeconfig: Path, context: list[str],
+@dataclasses.dataclass(frozen=True)
+class Published:
+    """A release in the loopback registry: where, the image's digest, the chart's version and
+    the public half of the key that signed it."""
+
+    registry: str
+    digest: str
+    version: str
+    public_key: Path
+
+    @property
+    def image(self) -> str:
+        return f"{self.registry}/{IMAGE}@{self.digest}"
+
+    @property
+    def chart(self) -> str:
+        return f"oci://{self.registry}/charts/{IMAGE}"
+
+    def chart_args(self) -> list[str]:
+        """``helm install`` arguments: the chart from the registry, the image by digest."""
+        return [self.chart, "--version", self.version, "--plain-http",
+                "--set", f"image.repository={self.registry}/{IMAGE}",
+                "--set", f"image.digest={self.digest}",
+                "--set", "image.pullPolicy=IfNotPresent"]
+
+
+def local_chart_args() -> list[str]:
+    """``helm install`` arguments: the chart from the checkout, the image already loaded."""
+    return [str(CHART), "--set", f"image.repository={IMAGE}", "--set", f"image.tag={TAG}",
+            "--set", "image.pullPolicy=Never"]
+
+
+def publish(work: Path, address: str) -> Published:
+    """``make release SKIP_IMAGE=1`` and ``make publish OFFLINE=1`` of the image built for the
+    run, into the registry at ``address``, signed with a key pair made for the run."""
+    dist, keys = work / "dist", work / "cosign"
+    for folder in (dist, keys):
+        shutil.rmtree(folder, ignore_errors=True)
+    run(*PYTHON, str(ROOT / "hack" / "release.py"), "--skip-image", "--dist", str(dist))
+    said = run(*PYTHON, str(ROOT / "hack" / "publish.py"), "--registry", address, "--dist",
+               str(dist), "--offline", "--ephemeral-key", str(keys), "--image",
+               f"{IMAGE}:{TAG}", env={**os.environ, "COSIGN_PASSWORD": ""})
+    # publish.py's last line: "published <registry>/berthmaster@sha256:..."
+    reference = said.strip().splitlines()[-1].removeprefix("published ")
+    digest = reference.rpartition("@")[2]
+    version = yaml.safe_load((CHART / "Chart.yaml").read_text())["version"]
+    if not digest.startswith("sha256:"):
+        raise SystemExit(f"e2e: make publish printed no digest: {said.strip()[-500:]}")
+    return Published(address, digest, str(version), keys / "cosign.pub")
+
+
+def helm_install(helm: str, kubeconfig: Path, context: list[str], chart: Sequence[str],
                  admission_on: Sequence[str] = ()) -> None:
-    """The chart as users install it, with the placement webhook on for the namespaces
-    labelled ``ADMISSION_LABEL`` only (the other e2e tests' pods are not sent to it) and
-    Coscheduling on in the scheduler's profile from the documented values file
-    (``COSCHEDULING_VALUES``; pods of no PodGroup are placed as by the default profile);
-    ``admission_on`` adds the values keeping its replicas on nodes that run containers."""
-    run(helm, "upgrade", "--install", "berthmaster", str(CHART), "--kubeconfig",
+    """The chart as users install it (``chart``: where from, and its image), with the
+    placement webhook on for the namespaces labelled ``ADMISSION_LABEL`` only (the other e2e
+    tests' pods are not sent to it) and Coscheduling on in the scheduler's profile from the
+    documented values file (``COSCHEDULING_VALUES``; pods of no PodGroup are placed as by the
+    default profile); ``admission_on`` adds the values keeping its replicas on nodes that run
+    containers."""
+    run(helm, "upgrade", "--install", "berthmaster", *chart, "--kubeconfig",
         str(kubeconfig), *context, "--namespace", NAMESPACE, "--create-namespace",
-        "--set", f"image.repository={IMAGE}", "--set", f"image.tag={TAG}",
-        "--set", "image.pullPolicy=Never",
         "--set", "admission.enabled=true",
         "--set", f"admission.namespaceSelector.matchLabels.{ADMISSION_LABEL}=on",
         "--values", str(COSCHEDULING_VALUES),
@@ -144,10 +206,11 @@ def kubectl(kubeconfig: Path, context: list[str]) -> Callable[..., str]:
     return call
 
 
-def install(kubeconfig: Path, context: list[str], admission_on: Sequence[str] = ()) -> None:
+def install(kubeconfig: Path, context: list[str], chart: Sequence[str],
+            admission_on: Sequence[str] = ()) -> None:
     k = kubectl(kubeconfig, context)
-    with step("helm install berthmaster (with its CRDs)"):
-        helm_install(str(build.binary_path("helm")), kubeconfig, context, admission_on)
+    with step(f"helm install berthmaster {chart[0]} (with its CRDs)"):
+        helm_install(str(build.binary_path("helm")), kubeconfig, context, chart, admission_on)
     with step("CRDs Established"):
         k("wait", "--for=condition=Established", "--timeout=60s", "-f", str(CRDS))
 
@@ -171,14 +234,14 @@ def up_kind(work: Path) -> Path:
             kwok_incluster.kwok_manifests(images.KWOK_IMAGE, stages)))
         k("rollout", "status", "-n", kwok_incluster.NAMESPACE,
           f"deployment/{kwok_incluster.NAME}", "--timeout=180s")
-    install(kubeconfig, [])
+    install(kubeconfig, [], local_chart_args())
     return kubeconfig
 
 
-def up_kubelet() -> Path:
+def up_kubelet(published: Published) -> Path:
     plane = ControlPlane(DEV_CLUSTER, say=lambda line: print(f"    {line}", flush=True),
                          options=Options(kubelets=1, kwok="cluster"),
-                         images_to_load=(f"{IMAGE}:{TAG}", metrics_server.IMAGE))
+                         images_to_load=(metrics_server.IMAGE,))
     with step("local control plane with a real kubelet (berthmaster dev up --kubelets 1 "
               "--kwok cluster)"):
         try:
@@ -186,6 +249,8 @@ def up_kubelet() -> Path:
         except (ClusterError, NodeError, images.ImageError) as error:
             raise SystemExit(f"e2e: {error}") from error
     k = kubectl(cluster.kubeconfig, [])
+    with step(f"the node's containerd pulls from {published.registry} (hosts.toml)"):
+        write_registry_hosts(plane.node_layout, published.registry)
     with step("kwok workers shaped like deploy/kind-cluster.yaml's"):
         workers = kind_workers(yaml.safe_load(KIND_CONFIG.read_text()))
         k("apply", "-f", "-", input=yaml.safe_dump_all(workers))
@@ -196,7 +261,7 @@ def up_kubelet() -> Path:
         k("wait", "--for=condition=Available", "--timeout=180s",
           f"apiservice/{metrics_server.APISERVICE}")
     # the webhook's replicas must answer: kwok nodes only pretend to run pods
-    install(cluster.kubeconfig, [], admission_on=(
+    install(cluster.kubeconfig, [], published.chart_args(), admission_on=(
         "--set", "admission.nodeSelector." + NODE_LABEL.replace(".", "\\.")
                  + f"={NODE_LABEL_VALUE}"))
     return cluster.kubeconfig
@@ -245,13 +310,33 @@ def main() -> int:
                 metrics_server.metrics_server_image(lambda line: print(f"    {line}"))
         except images.ImageError as error:
             raise SystemExit(f"e2e: {error}") from error
+    # the registry serves until the suite ends (with --keep, the cluster outlives it: pods
+    # already pulled keep running)
+    stack = contextlib.ExitStack()
     try:
-        kubeconfig = up_kind(work) if mode == "kind" else up_kubelet()
+        published = None
+        if mode == "kubelet":
+            with step("an OCI registry on loopback (distribution, built from hack/registry)"):
+                tools = build.build_publishing(lambda line: print(f"    {line}"))
+                shutil.rmtree(work / "registry", ignore_errors=True)
+                address = stack.enter_context(
+                    registry.running_registry(tools["registry"], work / "registry"))
+            with step(f"make release SKIP_IMAGE=1; make publish REGISTRY={address} OFFLINE=1"):
+                published = publish(work, address)
+                print(f"    published {published.image} and {published.chart}:"
+                      f"{published.version}", flush=True)
+            env.update(BERTHMASTER_E2E_REGISTRY=address,
+                       BERTHMASTER_E2E_CHART_VERSION=published.version,
+                       BERTHMASTER_E2E_COSIGN=str(tools["cosign"]),
+                       BERTHMASTER_E2E_COSIGN_PUB=str(published.public_key))
+        kubeconfig = up_kind(work) if published is None else up_kubelet(published)
         env.update(BERTHMASTER_E2E_KUBECONFIG=str(kubeconfig), BERTHMASTER_E2E_MODE=mode,
-                   BERTHMASTER_E2E_NAMESPACE=NAMESPACE, BERTHMASTER_E2E_IMAGE=f"{IMAGE}:{TAG}")
+                   BERTHMASTER_E2E_NAMESPACE=NAMESPACE,
+                   BERTHMASTER_E2E_IMAGE=published.image if published else f"{IMAGE}:{TAG}")
         with step("pytest e2e/"):
             status = subprocess.call(pytest, cwd=ROOT, env=env)
     finally:
+        stack.close()
         if not args.keep:
             with step("tear down"):
                 if mode == "kind":

@@ -43,7 +43,7 @@ def selected(kind: Kind) -> Iterator[str]:
 def pod(name: str) -> str:
     return json.dumps({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
                        "spec": {"containers": [{"name": "c", "image": IMAGE,
-                                                "imagePullPolicy": "Never"}]}})
+                                                "imagePullPolicy": "IfNotPresent"}]}})
 
 
 def ready_replicas(kind: Kind) -> int:

@@ -41,7 +41,7 @@ def burner(name: str) -> dict[str, Any]:
         "spec": {
             "nodeSelector": {"berthmaster.io/node": "kubelet"},
             "terminationGracePeriodSeconds": 0,
-            "containers": [{"name": "burn", "image": IMAGE, "imagePullPolicy": "Never",
+            "containers": [{"name": "burn", "image": IMAGE, "imagePullPolicy": "IfNotPresent",
                             "command": ["/opt/berthmaster/bin/python", "-c", BURN],
                             "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}}}]},
     }

@@ -1,5 +1,6 @@
 """The chart's lifecycle, last (conftest orders it so): `helm upgrade` with the user's values file
-(what `helm get values` prints, never `--reuse-values`: docs/deployment.md) rolls the release
+(what `helm get values` prints, never `--reuse-values`: docs/deployment.md; on the real-kubelet
+cluster from the chart e2e/run.py installed from the registry to the checkout's) rolls the release
 and it keeps scheduling; `helm uninstall` leaves none of the release's objects behind but the
 CRDs (`crds.keep`)."""
 
@@ -9,7 +10,7 @@ from pathlib import Path
 
 import yaml
 
-from e2e.conftest import IMAGE, NAMESPACE, ROOT, SCHEDULER, Kind, wait_for
+from e2e.conftest import NAMESPACE, ROOT, SCHEDULER, Kind, wait_for
 
 CHART = ROOT / "charts" / "berthmaster"
 RELEASE = "berthmaster"
@@ -23,13 +24,11 @@ CLUSTER_WIDE = ",".join(["clusterroles", "clusterrolebindings", "validatingadmis
 
 def test_upgrade_then_uninstall_leaves_nothing_behind(kind: Kind, namespace: str,
                                                      tmp_path: Path) -> None:
-    repository, tag = IMAGE.rsplit(":", 1)
     values = tmp_path / "values.yaml"
     values.write_text(kind.helm("get", "values", RELEASE, "--namespace", NAMESPACE,
                                 "-o", "yaml").stdout)
     kind.helm("upgrade", RELEASE, str(CHART), "--namespace", NAMESPACE, "-f", str(values),
               "--set", "scheduler.replicas=1", "--set", "scheduler.extraArgs={--log-format=text}",
-              "--set", f"image.repository={repository}", "--set", f"image.tag={tag}",
               "--wait", "--timeout", "5m")
     deployment = kind.get("deployment", f"{RELEASE}-scheduler", "-n", NAMESPACE)
     assert deployment["spec"]["replicas"] == 1

@@ -56,7 +56,7 @@ def stateful_set(name: str, replicas: int) -> dict[str, Any]:
                     "schedulerName": SCHEDULER, "nodeSelector": real_nodes(),
                     "terminationGracePeriodSeconds": 1,
                     "containers": [{
-                        "name": "writer", "image": IMAGE, "imagePullPolicy": "Never",
+                        "name": "writer", "image": IMAGE, "imagePullPolicy": "IfNotPresent",
                         "command": ["/bin/sh", "-c", WRITER],
                         "env": [{"name": "POD_UID", "valueFrom": {
                             "fieldRef": {"fieldPath": "metadata.uid"}}}],
