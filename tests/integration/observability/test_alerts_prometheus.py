@@ -499,7 +499,8 @@ def test_operator_alerts_fire_under_promtool(tmp_path: Path) -> None:
     """BerthmasterMachineDrainStuck and BerthmasterAutoscalerUnsafe, with the chart's default
     thresholds and ``for:``, by promtool's rule unit tests (cmd/promtool/unittest.go) over
     input series: a drain running for more than 30 minutes, and the cluster unsafe to
-    autoscale for more than 15. Same-named series of other jobs (cluster-autoscaler's own
+    autoscale for more than 15 (and quiet again 5 minutes after the loop stopped: the
+    ClusterAutoscaler deleted, the gauge keeping its last value). Same-named series of other jobs (cluster-autoscaler's own
     gauge, another exporter's drain) older and worse than ours never fire (each eval_time
     lists exactly the alerts expected, annotations expanded)."""
     objects = render(["prometheusRule.enabled=true"], namespace=RELEASE_NAMESPACE)
@@ -539,6 +540,22 @@ def test_operator_alerts_fire_under_promtool(tmp_path: Path) -> None:
             {"eval_time": "24m", "alertname": "BerthmasterAutoscalerUnsafe", "exp_alerts": []},
             {"eval_time": "30m", "alertname": "BerthmasterAutoscalerUnsafe",
              "exp_alerts": [expected("BerthmasterAutoscalerUnsafe", {})]},
+        ],
+    }, {
+        "interval": "1m",
+        "input_series": [
+            # unsafe from 10m; the ClusterAutoscaler deleted at 40m: the loop stops, the gauge
+            # keeps its 0 and last_activity its last time
+            series(safe, ours, "1x9 0x50"),
+            series(activity, {**ours, "activity": "main"}, "0+60x40 2400x20"),
+        ],
+        "alert_rule_test": [
+            {"eval_time": "40m", "alertname": "BerthmasterAutoscalerUnsafe",
+             "exp_alerts": [expected("BerthmasterAutoscalerUnsafe", {})]},
+            {"eval_time": "44m", "alertname": "BerthmasterAutoscalerUnsafe",
+             "exp_alerts": [expected("BerthmasterAutoscalerUnsafe", {})]},
+            {"eval_time": "46m", "alertname": "BerthmasterAutoscalerUnsafe", "exp_alerts": []},
+            {"eval_time": "60m", "alertname": "BerthmasterAutoscalerUnsafe", "exp_alerts": []},
         ],
     }]}
     promtool_test_rules(tmp_path, tests)
