@@ -297,8 +297,10 @@ def customization_problems(customizations: Mapping[str, Any], protected: Sequenc
         bad(f"devHighNodeUtilizationThresholds: unknown Descheduler HighNodeUtilization "
             f"threshold {high}, only 'Minimal', 'Modest' and 'Moderate' are supported")
     if customizations.get("devActualUtilizationProfile"):
-        bad("devActualUtilizationProfile: utilization from Prometheus queries is not supported "
-            "by berthmaster; remove it (LowNodeUtilization then balances by requests)")
+        bad("devActualUtilizationProfile: OpenShift's in-cluster Prometheus profiles are not "
+            "supported by berthmaster; remove it (LowNodeUtilization then balances by "
+            "requests), or run a Descheduler whose DeschedulerPolicy names your Prometheus "
+            "(metricsProviders source: Prometheus, docs/descheduler.md)")
     return found
 
 

@@ -4,6 +4,8 @@ Exit codes: 0 the pass ran (whether or not anything was evicted), 1 a strategy f
 policy file is invalid (every problem is printed) or the kubeconfig is unusable, 3 the API server
 could not be reached or read, or the policy balances by actual usage and the metrics API
 (``metrics.k8s.io``) is not served: one ``MetricsAPIUnavailable`` line, and nothing is evicted.
+A Prometheus query that cannot be run (usage_prometheus) fails the strategy that balances by
+it, as upstream, and the others run.
 ``--dry-run`` evicts nothing and prints each pod it would have evicted and why.
 """
 
@@ -35,6 +37,10 @@ from berthmaster.scheduler.descheduler.usage_metrics import (
     REASON_UNAVAILABLE,
     MetricsUnavailable,
     read_actual_usage,
+)
+from berthmaster.scheduler.descheduler.usage_prometheus import (
+    PrometheusUnavailable,
+    read_prometheus_usage,
 )
 
 
@@ -77,6 +83,14 @@ async def deschedule(policy_file: str, dry_run: bool, kubeconfig: str | None) ->
                 print(f"{REASON_UNAVAILABLE}: {error}; nothing was evicted", file=sys.stderr,
                       flush=True)
                 return EXIT_API_ERROR
+        if policy.prometheus is not None:
+            for query in policy.prometheus_queries:
+                # as upstream, a query that fails fails its strategy only (the others run)
+                try:
+                    state.prometheus_usage[query] = await read_prometheus_usage(
+                        kube, policy.prometheus, query)
+                except PrometheusUnavailable as error:
+                    state.prometheus_errors[query] = str(error)
         print(f"descheduler pass ({policy.api_version}): {len(state.nodes)} of "
               f"{len(state.all_nodes)} nodes, {len(objects.pods)} pods"
               + (" [dry run]" if dry_run else ""), flush=True)

@@ -149,6 +149,9 @@ class ClusterState:
         self._protection: dict[Hashable, dict[int, tuple[Pod, list[str]]]] = {}
         # read from the metrics API when the policy balances by actual usage (usage_metrics)
         self.actual_usage: ActualUsage | None = None
+        # node usage by Prometheus query, run once a pass for each query (usage_prometheus)
+        self.prometheus_usage: dict[str, ActualUsage] = {}
+        self.prometheus_errors: dict[str, str] = {}  # why a query could not be run
 
     def owner_replicas(self, pod: Pod) -> int:
         """How many listed pods share this pod's controller (DefaultEvictor's minReplicas)."""

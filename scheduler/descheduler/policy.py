@@ -15,6 +15,7 @@ them with their paths.
 
 from __future__ import annotations
 
+import urllib.parse
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,8 +39,12 @@ from berthmaster.scheduler.descheduler.fields import (
 )
 from berthmaster.scheduler.descheduler.protection import MANDATORY, PREFERRED, EvictorSettings
 from berthmaster.scheduler.descheduler.strategies import REGISTRY
-from berthmaster.scheduler.descheduler.strategies.low_node_utilization import uses_actual_usage
+from berthmaster.scheduler.descheduler.strategies.low_node_utilization import (
+    prometheus_query,
+    uses_actual_usage,
+)
 from berthmaster.scheduler.descheduler.usage_metrics import KUBERNETES_METRICS, PROMETHEUS
+from berthmaster.scheduler.descheduler.usage_prometheus import PrometheusProvider
 from berthmaster.scheduler.label_string import SelectorSyntaxError, parse_label_selector
 
 V1ALPHA1 = "descheduler/v1alpha1"
@@ -101,11 +106,19 @@ class DeschedulerPolicy:
     eviction_failure_events: bool = False
     # metricsCollector.enabled or a KubernetesMetrics entry in metricsProviders
     kubernetes_metrics: bool = False
+    # a Prometheus entry in metricsProviders
+    prometheus: PrometheusProvider | None = None
 
     @property
     def uses_actual_usage(self) -> bool:
         """Some strategy balances by the metrics API's usage rather than requests."""
         return any(uses_actual_usage(c.params) for c in self.strategies)
+
+    @property
+    def prometheus_queries(self) -> tuple[str, ...]:
+        """The Prometheus queries the strategies balance by, each once, in order."""
+        found = (prometheus_query(c.params) for c in self.strategies)
+        return tuple(dict.fromkeys(q for q in found if q))
 
 
 def load_policy_file(path: str | Path) -> DeschedulerPolicy:
@@ -406,26 +419,32 @@ def _v1alpha2(document: Mapping[str, Any], problems: Problems) -> DeschedulerPol
                 args_where, args = args_by_plugin.get(plugin, (at, {}))
                 configs.append(StrategyConfig(plugin, name, module.parse(args, args_where,
                                                                          problems), evictor))
-    kubernetes_metrics = _metrics_sources(document, problems)
+    kubernetes_metrics, prometheus = _metrics_sources(document, problems)
     for config in configs:
+        at = f"profiles[{config.profile}].pluginConfig[{config.name}].args.metricsUtilization"
         if uses_actual_usage(config.params) and not kubernetes_metrics:
-            problems.add(f"profiles[{config.profile}].pluginConfig[{config.name}].args"
-                         ".metricsUtilization",
-                         "metrics client not initialized: metricsUtilization needs the metrics "
-                         "collector; set metricsCollector: {enabled: true} or metricsProviders: "
-                         f"[{{source: {KUBERNETES_METRICS}}}] at the top of the policy")
+            problems.add(at, "metrics client not initialized: metricsUtilization needs the "
+                             "metrics collector; set metricsCollector: {enabled: true} or "
+                             f"metricsProviders: [{{source: {KUBERNETES_METRICS}}}] at the top "
+                             "of the policy")
+        if prometheus_query(config.params) and prometheus is None:
+            problems.add(at, "prometheus client not initialized: metricsUtilization with source "
+                             f"{PROMETHEUS} needs metricsProviders: [{{source: {PROMETHEUS}, "
+                             "prometheus: {url: ...}}] at the top of the policy")
     grace = integer(document.get("gracePeriodSeconds"), "gracePeriodSeconds", problems, minimum=0)
     events = boolean(document.get("evictionFailureEventNotification"),
                      "evictionFailureEventNotification", problems)
     return DeschedulerPolicy(V1ALPHA2, _ordered(configs), grace_period_seconds=grace,
                              eviction_failure_events=events,
-                             kubernetes_metrics=kubernetes_metrics, **_limits(document, problems))
+                             kubernetes_metrics=kubernetes_metrics, prometheus=prometheus,
+                             **_limits(document, problems))
 
 
-def _metrics_sources(document: Mapping[str, Any], problems: Problems) -> bool:
+def _metrics_sources(document: Mapping[str, Any],
+                     problems: Problems) -> tuple[bool, PrometheusProvider | None]:
     """``metricsCollector`` and ``metricsProviders`` checked as upstream's
-    validateDeschedulerConfiguration (pkg/descheduler/policyconfig.go); True when the metrics
-    API is to be read. Prometheus is not implemented here and is refused."""
+    validateDeschedulerConfiguration (pkg/descheduler/policyconfig.go): whether the metrics
+    API is to be read, and the Prometheus server if one is named."""
     collector = mapping(document.get("metricsCollector"), "metricsCollector", problems)
     check_known(collector, ("enabled",), "metricsCollector", problems)
     enabled = boolean(collector.get("enabled"), "metricsCollector.enabled", problems)
@@ -434,6 +453,7 @@ def _metrics_sources(document: Mapping[str, Any], problems: Problems) -> bool:
         problems.add("metricsProviders", "must be a list such as [{source: KubernetesMetrics}]")
         providers = []
     seen: set[str] = set()
+    prometheus: PrometheusProvider | None = None
     for index, raw in enumerate(providers):
         at = join("metricsProviders", index)
         provider = mapping(raw, at, problems)
@@ -442,15 +462,53 @@ def _metrics_sources(document: Mapping[str, Any], problems: Problems) -> bool:
         if source in seen:
             problems.add(at, f"metric provider {source!r} is already configured, each source "
                              "can be configured only once")
+            continue
         seen.add(source)
         if source == PROMETHEUS:
-            problems.add(join(at, "source"), "the Prometheus metrics source is not supported "
-                                             f"here; use source: {KUBERNETES_METRICS} "
-                                             "(metrics-server)")
+            prometheus = _prometheus_provider(provider.get("prometheus"),
+                                              join(at, "prometheus"), problems)
         elif source != KUBERNETES_METRICS:
             problems.add(join(at, "source"), f"unknown metrics source {source!r}; expected "
-                                             f"{KUBERNETES_METRICS}")
+                                             f"{KUBERNETES_METRICS} or {PROMETHEUS}")
     if KUBERNETES_METRICS in seen and enabled:
         problems.add("metricsProviders", "it is not allowed to combine metrics provider when "
                                          "metrics collector is enabled")
-    return enabled or KUBERNETES_METRICS in seen
+    return enabled or KUBERNETES_METRICS in seen, prometheus
+
+
+def _prometheus_provider(value: Any, at: str, problems: Problems) -> PrometheusProvider | None:
+    """A Prometheus entry's ``prometheus``: ``url`` and the optional ``authToken``'s Secret,
+    with upstream's sentences (policyconfig.go validateDeschedulerConfiguration)."""
+    if value is None:
+        problems.add(at, "prometheus configuration is required when prometheus source is "
+                         "enabled")
+        return None
+    config = mapping(value, at, problems)
+    check_known(config, ("url", "authToken"), at, problems)
+    url = config.get("url")
+    if not isinstance(url, str) or not url:
+        problems.add(join(at, "url"), "prometheus URL is required when prometheus is enabled")
+        return None
+    parsed = urllib.parse.urlsplit(url)
+    if parsed.scheme not in ("http", "https") or not parsed.netloc:
+        problems.add(join(at, "url"), f"error parsing prometheus URL: {url!r} is not an "
+                                      "http:// or https:// address")
+        return None
+    if config.get("authToken") is None:
+        return PrometheusProvider(url)
+    token_at = join(at, "authToken")
+    token = mapping(config.get("authToken"), token_at, problems)
+    check_known(token, ("secretReference",), token_at, problems)
+    if token.get("secretReference") is None:
+        problems.add(token_at, "prometheus authToken secret is expected to be set when "
+                               "authToken field is")
+        return None
+    ref_at = join(token_at, "secretReference")
+    ref = mapping(token.get("secretReference"), ref_at, problems)
+    check_known(ref, ("namespace", "name"), ref_at, problems)
+    namespace, name = ref.get("namespace"), ref.get("name")
+    if not namespace or not name or not isinstance(namespace, str) or not isinstance(name, str):
+        problems.add(ref_at, "prometheus authToken secret reference does not set both "
+                             "namespace and name")
+        return None
+    return PrometheusProvider(url, namespace, name)

@@ -69,6 +69,9 @@ class ActualUsage:
 
     nodes: dict[str, dict[str, int]] = field(default_factory=dict)
     pods: dict[str, dict[str, int]] = field(default_factory=dict)
+    # False for a Prometheus query's node usage (usage_prometheus): no pod's share is known,
+    # so evictions are unconstrained (one pod per node unless evictionLimits.node)
+    per_pod: bool = True
 
     def collect(self, node_metrics: Iterable[Mapping[str, Any]]) -> None:
         for item in node_metrics:

@@ -60,6 +60,7 @@ from berthmaster.scheduler.descheduler.strategies.utilization import (
     tracked,
 )
 from berthmaster.scheduler.descheduler.usage_metrics import KUBERNETES_METRICS, PROMETHEUS
+from berthmaster.scheduler.descheduler.usage_prometheus import METRIC_RESOURCE
 
 NAME = "LowNodeUtilization"
 EXTENSION_POINT = "balance"
@@ -77,8 +78,10 @@ class Params:
     filter: PodFilter = EVERY_POD
     node_eviction_limit: int | None = None
     v1alpha1: bool = False  # v0.30.1's fill-in of cpu/memory/pods (module docstring)
-    # KubernetesMetrics: usage from the metrics API (usage_metrics), not requests
+    # KubernetesMetrics: usage from the metrics API (usage_metrics); Prometheus: node usage
+    # from ``prometheus_query`` (usage_prometheus); None: requests
     metrics_utilization: str | None = None
+    prometheus_query: str | None = None
 
 
 def from_v1alpha1(params: Mapping[str, Any], where: str, problems: Problems) -> dict[str, Any]:
@@ -109,24 +112,45 @@ def parse(args: Mapping[str, Any], where: str, problems: Problems) -> Params:
     limits = mapping(args.get("evictionLimits"), limits_where, problems)
     check_known(limits, ("node",), limits_where, problems)
     node_limit = integer(limits.get("node"), join(limits_where, "node"), problems, minimum=0)
+    source, query = metrics_utilization(args, where, problems)
+    if source == PROMETHEUS:
+        prometheus_thresholds(low, high, where, problems)
     return Params(low, high, number_of_nodes(args, where, problems), deviation,
                   evictable_filter(args, where, problems), node_limit,
-                  metrics_utilization=metrics_utilization(args, where, problems))
+                  metrics_utilization=source, prometheus_query=query)
 
 
 def uses_actual_usage(params: Any) -> bool:
     """The policy's cross-check: this strategy's params ask for the metrics API."""
-    return isinstance(params, Params) and params.metrics_utilization is not None
+    return isinstance(params, Params) and params.metrics_utilization == KUBERNETES_METRICS
 
 
-def metrics_utilization(args: Mapping[str, Any], where: str, problems: Problems) -> str | None:
+def prometheus_query(params: Any) -> str | None:
+    """The policy's cross-check: the Prometheus query these params run, if any."""
+    return params.prometheus_query if isinstance(params, Params) else None
+
+
+def prometheus_thresholds(low: Mapping[str, float], high: Mapping[str, float], where: str,
+                          problems: Problems) -> None:
+    """lownodeutilization.go validatePrometheusMetricsUtilization: a Prometheus query gives
+    one figure per node, so both maps threshold ``MetricResource`` alone."""
+    for label, given in (("thresholds", low), ("targetThresholds", high)):
+        if given and list(given) != [METRIC_RESOURCE]:
+            problems.add(join(where, label), f"{label} are expected to specify a single "
+                                             f'instance of "{METRIC_RESOURCE}" resource, got '
+                                             f"[{' '.join(sorted(given))}] instead")
+
+
+def metrics_utilization(args: Mapping[str, Any], where: str,
+                        problems: Problems) -> tuple[str | None, str | None]:
     """``metricsUtilization`` as upstream's ValidateLowNodeUtilizationArgs checks it
-    (pkg/framework/plugins/nodeutilization/validation.go); the deprecated ``metricsServer: true``
-    means KubernetesMetrics. None when utilization is by requests."""
+    (pkg/framework/plugins/nodeutilization/validation.go): the source, and the query with
+    Prometheus; the deprecated ``metricsServer: true`` means KubernetesMetrics. (None, None)
+    when utilization is by requests."""
     at = join(where, "metricsUtilization")
     raw = mapping(args.get("metricsUtilization"), at, problems)
     if args.get("metricsUtilization") is None:
-        return None
+        return None, None
     check_known(raw, ("metricsServer", "source", "prometheus"), at, problems)
     server = boolean(raw.get("metricsServer"), join(at, "metricsServer"), problems)
     source = str(raw.get("source") or "")
@@ -137,16 +161,21 @@ def metrics_utilization(args: Mapping[str, Any], where: str, problems: Problems)
         problems.add(at, "prometheus configuration is not allowed to set when source is set to "
                          f'"{KUBERNETES_METRICS}"')
     if source == PROMETHEUS:
-        problems.add(join(at, "source"), "the Prometheus metrics source is not supported here; "
-                                         f"use source: {KUBERNETES_METRICS} (metrics-server)")
-        return None
+        prometheus = mapping(raw.get("prometheus"), join(at, "prometheus"), problems)
+        check_known(prometheus, ("query",), join(at, "prometheus"), problems)
+        query = prometheus.get("query")
+        if not isinstance(query, str) or not query.strip():
+            problems.add(join(join(at, "prometheus"), "query"), "prometheus query is required when "
+                         f'metrics source is set to "{PROMETHEUS}"')
+            return None, None
+        return PROMETHEUS, query
     if source and source != KUBERNETES_METRICS:
         problems.add(join(at, "source"), "unrecognized metrics source")
-        return None
+        return None, None
     if not source and not server:
         problems.add(at, "metrics source is empty; set source: KubernetesMetrics")
-        return None
-    return KUBERNETES_METRICS
+        return None, None
+    return KUBERNETES_METRICS, None
 
 
 def filled(params: Params) -> tuple[dict[str, float], dict[str, float]]:
@@ -178,9 +207,18 @@ def bounds(params: Params, usages: list[NodeUsage]) -> tuple[dict[str, float], d
 def decide(params: Params, ctx: StrategyContext) -> CandidateStream:
     resources = list(filled(params)[0])
     every = tracked(resources)
-    actual = ctx.state.actual_usage if params.metrics_utilization else None
-    if params.metrics_utilization and actual is None:
-        raise LookupError("metrics client not initialized")
+    if params.metrics_utilization == PROMETHEUS:
+        # lownodeutilization.go: with Prometheus only the thresholded MetricResource is tracked
+        every = resources
+        query = params.prometheus_query or ""
+        actual = ctx.state.prometheus_usage.get(query)
+        if actual is None:
+            raise LookupError(ctx.state.prometheus_errors.get(
+                query, "prometheus client not initialized"))
+    else:
+        actual = ctx.state.actual_usage if params.metrics_utilization else None
+        if params.metrics_utilization and actual is None:
+            raise LookupError("metrics client not initialized")
     usages = [node_usage(n, ctx.consider(ctx.pods_on(n["metadata"]["name"])), every, ctx, actual)
               for n in ctx.nodes]
     low_bound, high_bound = bounds(params, usages)

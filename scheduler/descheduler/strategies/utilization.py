@@ -33,6 +33,7 @@ from berthmaster.scheduler.descheduler.fields import (
     number,
 )
 from berthmaster.scheduler.descheduler.usage_metrics import ActualUsage
+from berthmaster.scheduler.descheduler.usage_prometheus import METRIC_RESOURCE
 from berthmaster.scheduler.model import PODS, NodeView, PodView, tolerates_all
 
 MIN_PERCENTAGE, MAX_PERCENTAGE = 0.0, 100.0
@@ -185,16 +186,20 @@ def actual_node_usage(node: dict[str, Any], view: NodeView, pods: list[dict[str,
                       resources: list[str], actual: ActualUsage) -> NodeUsage:
     """usageclients.go actualUsageClient.sync: cpu and memory from the metrics collector, pods
     counted; a node missing from the metrics, or a resource the metrics API does not report,
-    fails the strategy with upstream's sentence."""
+    fails the strategy with upstream's sentence. A Prometheus query's ``MetricResource`` is a
+    percentage of a capacity of 100 (prometheusUsageClient.sync,
+    referencedResourceListForNodeCapacity)."""
     measured = actual.nodes.get(view.name)
     if measured is None:
-        raise LookupError(f"unable to find node {view.name!r} in the collected metrics")
+        raise LookupError(f"unable to find node {view.name!r} in the collected metrics"
+                          if actual.per_pod else f"unable to find metric entry for {view.name}")
     usage = NodeUsage(node, view, pods, actual=actual)
     for resource in resources:
         if resource != PODS and resource not in measured:
             raise LookupError(f"unable to find {resource!r} resource for collected "
                               f"{view.name!r} node metric")
-        usage.allocatable[resource] = float(view.allocatable.get(resource, 0))
+        usage.allocatable[resource] = (100.0 if resource == METRIC_RESOURCE
+                                       else float(view.allocatable.get(resource, 0)))
         usage.used[resource] = float(len(pods) if resource == PODS else measured[resource])
     return usage
 
@@ -220,9 +225,12 @@ def evict_into_room(
     Each evicted pod's requests leave the node's usage and the room. A pod that tolerates no
     receiving node's taints is passed over. Stops early when ``done()`` says the node needs no
     more or ``node_limit`` pods left it; returns True when the room ran out (the caller stops
-    the whole strategy), False otherwise.
+    the whole strategy), False otherwise. When no pod's share of the node's usage is known (a
+    Prometheus query), nothing is subtracted and, with no ``node_limit``, one pod leaves the
+    node (nodeutilization.go evictPods: "only a single pod eviction is allowed").
     """
     shown = [r for r in resources if r in usage.used]
+    unconstrained = usage.actual is not None and not usage.actual.per_pod
     evicted_here = 0
     for pod in pods:
         if done():
@@ -238,10 +246,12 @@ def evict_into_room(
         if not ctx.evictable(pod):
             continue
         amounts = (requests(view, list(room)) if usage.actual is None
-                   else measured(pod, usage.actual, list(room)))
+                   else {} if unconstrained else measured(pod, usage.actual, list(room)))
         evicted = yield Candidate(pod, f"node {usage.name} {why} ({describe(usage, shown)})")
         if evicted:
             evicted_here += 1
+            if unconstrained and node_limit is None:
+                return False
             usage.remove(amounts)
             for resource, amount in amounts.items():
                 room[resource] -= amount

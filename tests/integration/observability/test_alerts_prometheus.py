@@ -500,9 +500,9 @@ def test_operator_alerts_fire_under_promtool(tmp_path: Path) -> None:
     thresholds and ``for:``, by promtool's rule unit tests (cmd/promtool/unittest.go) over
     input series: a drain running for more than 30 minutes, and the cluster unsafe to
     autoscale for more than 15 (and quiet again 5 minutes after the loop stopped: the
-    ClusterAutoscaler deleted, the gauge keeping its last value). Same-named series of other jobs (cluster-autoscaler's own
-    gauge, another exporter's drain) older and worse than ours never fire (each eval_time
-    lists exactly the alerts expected, annotations expanded)."""
+    ClusterAutoscaler deleted, the gauge keeping its last value). Same-named series of other
+    jobs (cluster-autoscaler's own gauge, another exporter's drain) older and worse than ours
+    never fire (each eval_time lists exactly the alerts expected, annotations expanded)."""
     objects = render(["prometheusRule.enabled=true"], namespace=RELEASE_NAMESPACE)
     rules = alerts_of_chart(objects)
     job = one(objects, "Service", "-operator-metrics")["metadata"]["name"]

@@ -58,10 +58,12 @@ def plan(
     module: Any, params: Any, nodes: list[dict[str, Any]], pods: list[dict[str, Any]],
     settings: EvictorSettings | None = None, node_fit: Callable[[dict[str, Any], str], bool]
     = everywhere, book: EvictionBook | None = None, actual_usage: ActualUsage | None = None,
+    prometheus_usage: dict[str, ActualUsage] | None = None,
 ) -> tuple[list[str], Tally]:
     """Run one strategy's decision with every admissible candidate evicted; names evicted."""
     state = ClusterState(nodes, pods, node_fit=node_fit, now=NOW)
     state.actual_usage = actual_usage
+    state.prometheus_usage = dict(prometheus_usage or {})
     tally = Tally(module.NAME)
     ctx = StrategyContext(state, settings or EvictorSettings(), tally)
     drive_planned(module.decide(params, ctx), planned_attempt(book or EvictionBook(), ctx))

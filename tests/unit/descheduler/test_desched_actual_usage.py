@@ -79,8 +79,6 @@ def test_requests_policy_does_not_need_metrics() -> None:
         {"source": "KubernetesMetrics"}, {"source": "KubernetesMetrics"}]),
      "metric provider 'KubernetesMetrics' is already configured, each source can be configured "
      "only once"),
-    (policy(None, metricsProviders=[{"source": "Prometheus", "prometheus": {"url": "x"}}]),
-     "the Prometheus metrics source is not supported here"),
 ])
 def test_metrics_validation_as_upstream(document: dict[str, Any], expected: str) -> None:
     assert expected in problems(document)
