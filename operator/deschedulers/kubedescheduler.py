@@ -243,7 +243,7 @@ async def _policy(client: KubeClient, kd: Mapping[str, Any], settings: RunSettin
     namespaces, _ = await client.list_all(resource_path(CORE, "namespaces"))
     protected = protected_namespaces((n["metadata"]["name"] for n in namespaces),
                                      settings.namespace)
-    policy = expand(kd.get("spec") or {}, protected)
+    policy = expand(kd.get("spec") or {}, protected, settings.prometheus_url)
     try:
         parse_policy(policy, "the policy expanded from spec.profiles")
     except PolicyError as error:  # a gap between the expansion and the descheduler: say so

@@ -13,11 +13,17 @@ before our CRD was applied, or with the CRD's rules edited out, still gets a cle
 Every problem is collected and raised at once (:class:`KubeDeschedulerInvalid`), each with the
 reason the status condition carries.
 
+``devActualUtilizationProfile`` makes LowNodeUtilization balance by a Prometheus query
+(utilizationProfileToPrometheusQuery's queries, or ``query:<PromQL>``) over ``MetricResource``,
+and adds the Prometheus metrics provider. OpenShift finds Prometheus through the
+``openshift-monitoring/prometheus-k8s`` Route; berthmaster takes its URL from the operator's
+configuration (the chart's ``descheduler.prometheusURL``), and without one refuses the
+customization with a condition saying so.
+
 What berthmaster cannot run is refused, never silently dropped: the KubeVirt profiles (they need
-KubeVirt, PSI metrics and Prometheus, which upstream checks before using them) and
-``devActualUtilizationProfile`` (Prometheus queries). ``devEnableEvictionsInBackground`` only
-matters to KubeVirt's live migration and is ignored. No I/O here: the caller passes the
-namespaces that exist.
+KubeVirt, PSI metrics and Prometheus, which upstream checks before using them).
+``devEnableEvictionsInBackground`` only matters to KubeVirt's live migration and is ignored. No
+I/O here: the caller passes the namespaces that exist and the Prometheus URL.
 """
 
 from __future__ import annotations
@@ -75,6 +81,22 @@ LOW_NODE_UTILIZATION = {"Low": (10, 30), "Medium": (20, 50), "": (20, 50), "High
 # devHighNodeUtilizationThresholds -> thresholds (compactAndScaleProfile); "" is Modest.
 HIGH_NODE_UTILIZATION = {"Minimal": 10, "Modest": 20, "": 20, "Moderate": 30}
 UTILIZATION_RESOURCES = ("cpu", "memory", "pods")
+METRIC_RESOURCE = "MetricResource"
+# devActualUtilizationProfile -> PromQL (target_config_reconciler.go
+# utilizationProfileToPrometheusQuery); "query:<PromQL>" gives the query itself.
+ACTUAL_UTILIZATION_QUERIES = {
+    "PrometheusCPUUsage": "instance:node_cpu:rate:sum",
+    "PrometheusCPUPSIPressure": "rate(node_pressure_cpu_waiting_seconds_total[1m])",
+    "PrometheusCPUPSIPressureByUtilization": (
+        "avg by (instance) ( rate(node_pressure_cpu_waiting_seconds_total[1m])) and (1 - avg by "
+        '(instance) (rate(node_cpu_seconds_total{mode="idle"}[1m]))) > 0.7 or avg by (instance) '
+        "( rate(node_pressure_cpu_waiting_seconds_total[1m])) * 0"),
+    "PrometheusMemoryPSIPressure": "rate(node_pressure_memory_waiting_seconds_total[1m])",
+    "PrometheusIOPSIPressure": "rate(node_pressure_io_waiting_seconds_total[1m])",
+    "PrometheusCPUCombined": "descheduler:combined_utilization_and_pressure:avg1m",
+    "PrometheusCPUMemoryCombinedProfile": (
+        "descheduler:node:linear_amplified_ideal_point_positive_distance:k3:avg1m"),
+}
 DEFAULT_POD_LIFETIME_SECONDS = 86400  # 24 hours
 RESTART_THRESHOLD = 100
 
@@ -86,6 +108,16 @@ UNKNOWN_PROFILE = "UnknownProfile"
 UNSUPPORTED_PROFILE = "UnsupportedProfile"
 INVALID_CUSTOMIZATION = "InvalidProfileCustomizations"
 INVALID_INTERVAL = "InvalidDeschedulingInterval"
+PROMETHEUS_NOT_CONFIGURED = "PrometheusNotConfigured"
+
+
+def utilization_profile_query(profile: str) -> str:
+    """The PromQL of a devActualUtilizationProfile; ValueError with upstream's sentence."""
+    if profile in ACTUAL_UTILIZATION_QUERIES:
+        return ACTUAL_UTILIZATION_QUERIES[profile]
+    if not profile.startswith("query:"):
+        raise ValueError(f"unknown prometheus profile: {profile}")
+    return profile.removeprefix("query:")
 
 
 @dataclass(frozen=True)
@@ -193,8 +225,14 @@ def lifecycle_and_utilization(scope: Scope, customizations: Mapping[str, Any],
     """LifecycleAndUtilization; ``long``: the same without PodLifeTime, named LongLifecycle
     (longLifecycleProfile, for DevPreviewLongLifecycle too)."""
     low, high = LOW_NODE_UTILIZATION[customizations.get("devLowNodeUtilizationThresholds") or ""]
-    utilization: Obj = {"thresholds": dict.fromkeys(UTILIZATION_RESOURCES, low),
-                        "targetThresholds": dict.fromkeys(UTILIZATION_RESOURCES, high)}
+    actual = customizations.get("devActualUtilizationProfile")
+    resources = (METRIC_RESOURCE,) if actual else UTILIZATION_RESOURCES
+    utilization: Obj = {"thresholds": dict.fromkeys(resources, low),
+                        "targetThresholds": dict.fromkeys(resources, high)}
+    if actual:
+        utilization["metricsUtilization"] = {
+            "source": "Prometheus",
+            "prometheus": {"query": utilization_profile_query(str(actual))}}
     evictable = scope.evictable_namespaces()
     if evictable:
         utilization["evictableNamespaces"] = evictable
@@ -262,8 +300,8 @@ def profile_problems(profiles: Sequence[str]) -> list[Problem]:
     return found
 
 
-def customization_problems(customizations: Mapping[str, Any], protected: Sequence[str]
-                           ) -> list[Problem]:
+def customization_problems(customizations: Mapping[str, Any], protected: Sequence[str],
+                           prometheus_url: str = "") -> list[Problem]:
     found: list[Problem] = []
 
     def bad(message: str) -> None:
@@ -296,11 +334,17 @@ def customization_problems(customizations: Mapping[str, Any], protected: Sequenc
     if high is not None and high not in HIGH_NODE_UTILIZATION:
         bad(f"devHighNodeUtilizationThresholds: unknown Descheduler HighNodeUtilization "
             f"threshold {high}, only 'Minimal', 'Modest' and 'Moderate' are supported")
-    if customizations.get("devActualUtilizationProfile"):
-        bad("devActualUtilizationProfile: OpenShift's in-cluster Prometheus profiles are not "
-            "supported by berthmaster; remove it (LowNodeUtilization then balances by "
-            "requests), or run a Descheduler whose DeschedulerPolicy names your Prometheus "
-            "(metricsProviders source: Prometheus, docs/descheduler.md)")
+    actual = customizations.get("devActualUtilizationProfile")
+    if actual:
+        try:
+            utilization_profile_query(str(actual))
+        except ValueError as error:
+            bad(f"devActualUtilizationProfile: {error}")
+        if not prometheus_url:
+            found.append(Problem(PROMETHEUS_NOT_CONFIGURED, (
+                "spec.profileCustomizations.devActualUtilizationProfile: the operator knows no "
+                "Prometheus to query; set the chart's descheduler.prometheusURL (the operator's "
+                "$BERTHMASTER_PROMETHEUS_URL), or remove it to balance by requests")))
     return found
 
 
@@ -339,13 +383,14 @@ def _eviction_limits(policy: Obj, limits: Mapping[str, Any]) -> None:
                     config["args"]["evictionLimits"] = {"node": limits["node"]}
 
 
-def expand(spec: Mapping[str, Any], protected: Sequence[str]) -> Obj:
+def expand(spec: Mapping[str, Any], protected: Sequence[str], prometheus_url: str = "") -> Obj:
     """The DeschedulerPolicy for a KubeDescheduler's spec; KubeDeschedulerInvalid listing every
-    problem otherwise. ``protected``: :func:`protected_namespaces`."""
+    problem otherwise. ``protected``: :func:`protected_namespaces`; ``prometheus_url``: where
+    ``devActualUtilizationProfile``'s queries go ("" when none is configured)."""
     profiles = list(spec.get("profiles") or ())
     customizations: Mapping[str, Any] = spec.get("profileCustomizations") or {}
     problems = [*interval_problems(spec), *profile_problems(profiles),
-                *customization_problems(customizations, protected)]
+                *customization_problems(customizations, protected, prometheus_url)]
     if problems:
         raise KubeDeschedulerInvalid(problems)
     scope = _scope(customizations, profiles, protected)
@@ -363,5 +408,9 @@ def expand(spec: Mapping[str, Any], protected: Sequence[str]) -> Obj:
         # EvictPodsWithPVC and EvictPodsWithLocalStorage only set the DefaultEvictor's args
     policy: Obj = {"apiVersion": "descheduler/v1alpha2", "kind": "DeschedulerPolicy",
                    "profiles": expanded}
+    if customizations.get("devActualUtilizationProfile"):
+        # isPrometheusAsMetricsProviderForProfiles: the provider goes in with the customization
+        policy["metricsProviders"] = [{"source": "Prometheus",
+                                       "prometheus": {"url": prometheus_url}}]
     _eviction_limits(policy, spec.get("evictionLimits") or {})
     return policy

@@ -51,6 +51,9 @@ class RunSettings:
     default_image: str
     allowed_images: frozenset[str]
     system_critical: bool
+    # KubeDescheduler's devActualUtilizationProfile queries it (the chart's
+    # descheduler.prometheusURL); "" when none is configured
+    prometheus_url: str = ""
 
     @classmethod
     def from_environment(cls, env: Mapping[str, str] | None = None) -> RunSettings:
@@ -64,7 +67,8 @@ class RunSettings:
             default_image=image,
             allowed_images=frozenset({image, *(i for i in listed if i)}),
             system_critical=(env.get("BERTHMASTER_DESCHEDULER_SYSTEM_CRITICAL") or "").lower()
-            == "true")
+            == "true",
+            prometheus_url=(env.get("BERTHMASTER_PROMETHEUS_URL") or "").strip())
 
     def priority_class(self, spec: Mapping[str, Any]) -> str:
         """The Job pod's priorityClassName ("" for none)."""

@@ -25,7 +25,11 @@ from typing import Any
 from berthmaster.foundation.keys import key_of
 from berthmaster.foundation.times import parse_rfc3339
 from berthmaster.scheduler.descheduler.fields import PodFilter
-from berthmaster.scheduler.descheduler.protection import EvictorSettings, protection_reasons
+from berthmaster.scheduler.descheduler.protection import (
+    EvictorSettings,
+    claim_classes_of,
+    protection_reasons,
+)
 from berthmaster.scheduler.descheduler.usage_metrics import ActualUsage
 from berthmaster.scheduler.label_string import parse_label_selector
 from berthmaster.scheduler.model import LabelSelector, NodeView, PodView
@@ -116,9 +120,12 @@ class ClusterState:
         node_fit: NodeFit | None = None,
         now: datetime | None = None,
         pdbs: Iterable[Mapping[str, Any]] = (),
+        claims: Iterable[Mapping[str, Any]] = (),
     ):
         self.all_nodes = list(nodes)
         self.pdbs = list(pdbs)
+        # (namespace, claim) -> storage class, for protectedStorageClasses
+        self.claim_classes = claim_classes_of(claims)
         admits = parse_node_selector(node_selector)
         # Upstream works on Ready nodes matching the policy's nodeSelector only.
         self.nodes = [
@@ -245,7 +252,8 @@ class ClusterState:
         memo = self._protection.setdefault(key, {})
         found = memo.get(id(pod))
         if found is None or found[0] is not pod:
-            found = memo[id(pod)] = (pod, protection_reasons(pod, settings, threshold))
+            found = memo[id(pod)] = (pod, protection_reasons(pod, settings, threshold,
+                                                             self.claim_classes))
         return found[1]
 
 
@@ -280,7 +288,7 @@ def protection_key(settings: EvictorSettings, threshold: int | None) -> Hashable
     return (settings.evict_local_storage_pods, settings.evict_daemonset_pods,
             settings.evict_system_critical_pods, settings.ignore_pvc_pods,
             settings.evict_failed_bare_pods, settings.protect_resource_claims,
-            settings.no_eviction_policy, threshold)
+            settings.no_eviction_policy, settings.protected_storage_classes, threshold)
 
 
 class StrategyContext:

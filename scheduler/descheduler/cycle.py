@@ -98,6 +98,7 @@ def prepare(
             namespace_labels={n["metadata"]["name"]: (n["metadata"].get("labels") or {})
                               for n in objects.namespaces},
             node_selector=policy.node_selector, node_fit=node_fit, now=now, pdbs=objects.pdbs,
+            claims=objects.volumes.persistent_volume_claims,
         )
 
 

@@ -279,10 +279,6 @@ def _protections(args: Mapping[str, Any], flags: Mapping[str, bool], where: str,
                              EXTRA_PROTECTIONS, "ExtraEnabled", problems)
     disabled = _protection_list(raw.get("defaultDisabled"), join(at, "defaultDisabled"),
                                 DEFAULT_PROTECTIONS, "DefaultDisabled", problems)
-    if raw.get("config") is not None:
-        problems.add(join(at, "config"), "PodsWithPVC protectedStorageClasses are not supported "
-                                          "here yet; remove config to protect every pod with a "
-                                          "PVC")
     if not (extra or disabled):
         found = {name for name, flag in (
             ("PodsWithLocalStorage", "evictLocalStoragePods"), ("DaemonSetPods",
@@ -298,6 +294,37 @@ def _protections(args: Mapping[str, Any], flags: Mapping[str, bool], where: str,
         problems.add(where, "cannot use Deprecated fields alongside PodProtections.ExtraEnabled "
                             "or PodProtections.DefaultDisabled")
     return (set(DEFAULT_PROTECTIONS) - set(disabled)) | set(extra)
+
+
+def _protected_storage_classes(args: Mapping[str, Any], where: str,
+                               problems: Problems) -> frozenset[str]:
+    """``podProtections.config.PodsWithPVC.protectedStorageClasses`` (defaultevictor/types.go
+    PodProtectionsConfig), checked as validation.go does when PodsWithPVC is extra-enabled;
+    upstream reads the classes only then (defaultevictor.go protectedPVCStorageClasses)."""
+    at = join(join(where, "podProtections"), "config")
+    protections = mapping(args.get("podProtections"), join(where, "podProtections"), Problems())
+    config = mapping(protections.get("config"), at, problems)
+    check_known(config, ("PodsWithPVC",), at, problems)
+    pvc_at = join(at, "PodsWithPVC")
+    pvc = mapping(config.get("PodsWithPVC"), pvc_at, problems)
+    check_known(pvc, ("protectedStorageClasses",), pvc_at, problems)
+    listed = pvc.get("protectedStorageClasses") or []
+    if not isinstance(listed, list):
+        problems.add(join(pvc_at, "protectedStorageClasses"), "must be a list of {name: ...}")
+        return frozenset()
+    if "PodsWithPVC" not in (protections.get("extraEnabled") or ()):
+        return frozenset()
+    names = set()
+    for index, item in enumerate(listed):
+        entry = mapping(item, join(join(pvc_at, "protectedStorageClasses"), index), problems)
+        name = entry.get("name")
+        if not name:
+            problems.add(join(join(pvc_at, "protectedStorageClasses"), index),
+                         f"PodProtections.Config.PodsWithPVC.ProtectedStorageClasses[{index}] "
+                         "name cannot be empty")
+            continue
+        names.add(str(name))
+    return frozenset(names)
 
 
 def _evictor_settings(args: Mapping[str, Any], where: str, problems: Problems) -> EvictorSettings:
@@ -325,6 +352,7 @@ def _evictor_settings(args: Mapping[str, Any], where: str, problems: Problems) -
         evict_daemonset_pods="DaemonSetPods" not in protected,
         evict_system_critical_pods="SystemCriticalPods" not in protected,
         ignore_pvc_pods="PodsWithPVC" in protected,
+        protected_storage_classes=_protected_storage_classes(args, where, problems),
         evict_failed_bare_pods="FailedBarePods" not in protected,
         node_fit=flags["nodeFit"],
         priority_threshold=value,

@@ -12,7 +12,7 @@ Burstable before Guaranteed. All pure, over raw pod dicts.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from fractions import Fraction
 from functools import lru_cache
@@ -65,6 +65,9 @@ class EvictorSettings:
     # upstream's PreEvictionFilter ReadyNodes(..., args.NodeSelector) - not the policy's
     # top-level nodeSelector
     node_selector: str | None = None
+    # podProtections.config.PodsWithPVC.protectedStorageClasses: with PodsWithPVC on, only
+    # pods whose claims use one of these classes are kept (empty: every pod with a claim)
+    protected_storage_classes: frozenset[str] = frozenset()
 
 
 def pod_priority(pod: Mapping[str, Any]) -> int | None:
@@ -114,13 +117,43 @@ def phase(pod: Mapping[str, Any]) -> str:
     return str((pod.get("status") or {}).get("phase") or "")
 
 
+def storage_class_protection(pod: Mapping[str, Any], protected: frozenset[str],
+                             claim_classes: Mapping[tuple[str, str], str]) -> str | None:
+    """defaultevictor.go applyPVCPodsProtection with protectedStorageClasses (and
+    podStorageClasses): why a pod with claims is kept, or None. A claim that cannot be read or
+    has no class keeps the pod, with upstream's sentence."""
+    namespace = (pod.get("metadata") or {}).get("namespace", "")
+    for volume in (pod.get("spec") or {}).get("volumes") or ():
+        claim = (volume.get("persistentVolumeClaim") or {}).get("claimName")
+        if claim is None:
+            continue
+        if (namespace, claim) not in claim_classes:
+            return (f'failed to get persistent volume claim "{namespace}"/"{claim}": '
+                    f'persistentvolumeclaim "{claim}" not found')
+        storage_class = claim_classes[(namespace, claim)]
+        if not storage_class:
+            return f'failed to resolve storage class for pod "{namespace}"/"{claim}"'
+        if storage_class in protected:
+            return f'pod using protected storage class "{storage_class}"'
+    return None
+
+
+def claim_classes_of(claims: Iterable[Mapping[str, Any]]) -> dict[tuple[str, str], str]:
+    """(namespace, name) -> spec.storageClassName ("" for none) of listed claims."""
+    return {((c.get("metadata") or {}).get("namespace", ""), (c.get("metadata") or {})
+             .get("name", "")): str((c.get("spec") or {}).get("storageClassName") or "")
+            for c in claims}
+
+
 def protection_reasons(
-    pod: Mapping[str, Any], settings: EvictorSettings, threshold: int | None
+    pod: Mapping[str, Any], settings: EvictorSettings, threshold: int | None,
+    claim_classes: Mapping[tuple[str, str], str] | None = None,
 ) -> list[str]:
     """Every reason ``pod`` must not be evicted under ``settings``; empty when it may be.
 
     ``threshold`` is the resolved priority threshold (a pod at or above it is kept); ``None``
-    means system-cluster-critical, upstream's default.
+    means system-cluster-critical, upstream's default. ``claim_classes``
+    (:func:`claim_classes_of`) is read only with ``protected_storage_classes``.
     """
     if EVICT_ANNOTATION in annotations_of(pod):
         return []
@@ -153,7 +186,13 @@ def protection_reasons(
     if not settings.evict_daemonset_pods and has_daemonset_owner(pod):
         reasons.append("daemonset pods are protected against eviction")
     if settings.ignore_pvc_pods and has_pvc(pod):
-        reasons.append("pod with PVC is protected against eviction")
+        if not settings.protected_storage_classes:
+            reasons.append("pod with PVC is protected against eviction")
+        else:
+            kept = storage_class_protection(pod, settings.protected_storage_classes,
+                                            claim_classes or {})
+            if kept:
+                reasons.append(kept)
     if settings.protect_resource_claims and has_resource_claims(pod):
         reasons.append("pod has ResourceClaims and descheduler is configured to protect "
                        "ResourceClaims pods")

@@ -118,3 +118,35 @@ async def test_node_fit_keeps_the_untolerating_pod_its_local_volume_pins(
 
     assert result.code == 0, result.output
     assert await remaining(kube, namespace) == {"pinned"}, result.output
+
+
+async def test_protected_storage_classes_keep_only_their_pods(
+    kube: KubeClient, namespace: str, nodes: Any, cluster: Any
+) -> None:
+    """The DefaultEvictor's ``podProtections`` with ``PodsWithPVC`` extra-enabled and
+    ``config.PodsWithPVC.protectedStorageClasses`` (defaultevictor.go applyPVCPodsProtection,
+    podStorageClasses): on a node whose taint none of the pods tolerate, the pod whose claim is
+    of the protected class stays, the one of another class is evicted, and the one whose claim
+    does not exist stays (upstream keeps a pod whose claim it cannot read)."""
+    tainted = (await nodes.create(taints=[{"key": "dedicated", "value": "db",
+                                           "effect": "NoSchedule"}]))["metadata"]["name"]
+    for claim, storage_class in (("precious", "protected-sc"), ("scratch", "plain-sc")):
+        await kube.create(resource_path(CORE, "persistentvolumeclaims", namespace), {
+            "apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": claim},
+            "spec": {"storageClassName": storage_class, "accessModes": ["ReadWriteOnce"],
+                     "resources": {"requests": {"storage": "1Gi"}}}})
+    names = {"keeps": "precious", "goes": "scratch", "unknown": "missing"}
+    for name, claim in names.items():
+        await make_pod(kube, namespace, name, tainted, await make_owner(kube, namespace, name),
+                       volumes=[claim_volume(claim)])
+    await wait_running(kube, namespace, list(names))
+
+    result = await run_pass(cluster.kubeconfig, v1alpha2(
+        "RemovePodsViolatingNodeTaints", {"namespaces": {"include": [namespace]}},
+        evictor={"podProtections": {
+            "extraEnabled": ["PodsWithPVC"],
+            "config": {"PodsWithPVC": {"protectedStorageClasses": [{"name": "protected-sc"}]}}}}))
+
+    assert result.code == 0, result.output
+    assert await remaining(kube, namespace) == {"keeps", "unknown"}, result.output
+    assert "evicted 1 pod(s)" in result.output

@@ -29,7 +29,11 @@ from berthmaster.scheduler.descheduler.evictor import (
     planned_attempt,
 )
 from berthmaster.scheduler.descheduler.policy import load_policy_file, parse_policy_text
-from berthmaster.scheduler.descheduler.protection import EvictorSettings, eviction_order
+from berthmaster.scheduler.descheduler.protection import (
+    EvictorSettings,
+    eviction_order,
+    protection_reasons,
+)
 from berthmaster.scheduler.descheduler.strategies import (
     failed_pods,
     high_node_utilization,
@@ -416,6 +420,49 @@ def test_pod_protections_pods_without_pdb_and_with_resource_claims() -> None:
     assert got == ["guarded"]
     assert tally.skipped["pod does not have a PodDisruptionBudget and is protected against "
                          "eviction"] == 1
+
+
+def claim_pod(name: str, *claims: str) -> dict[str, Any]:
+    return make_pod(name, "n1", volumes=[
+        {"name": c, "persistentVolumeClaim": {"claimName": c}} for c in claims])
+
+
+def test_protected_storage_classes_keep_only_their_pods() -> None:
+    """defaultevictor.go applyPVCPodsProtection with protectedStorageClasses
+    (podStorageClasses): a pod whose claim uses a listed class is kept, one on another class
+    may go; an unknown claim or a claim with no class keeps its pod, with upstream's words."""
+    settings = evictor_of({"podProtections": {
+        "extraEnabled": ["PodsWithPVC"],
+        "config": {"PodsWithPVC": {"protectedStorageClasses": [{"name": "local"}]}}}})
+    assert settings.protected_storage_classes == frozenset({"local"})
+    classes = {("default", "fast"): "ssd", ("default", "disk"): "local",
+               ("default", "bare"): ""}
+    reasons = {name: protection_reasons(pod, settings, None, classes) for name, pod in (
+        ("ssd", claim_pod("ssd", "fast")), ("local", claim_pod("local", "fast", "disk")),
+        ("gone", claim_pod("gone", "missing")), ("bare", claim_pod("bare", "bare")))}
+    assert reasons["ssd"] == []
+    assert reasons["local"] == ['pod using protected storage class "local"']
+    assert reasons["gone"] == ['failed to get persistent volume claim "default"/"missing": '
+                               'persistentvolumeclaim "missing" not found']
+    assert reasons["bare"] == ['failed to resolve storage class for pod "default"/"bare"']
+    # without the list every pod with a claim is kept, as before
+    everything = evictor_of({"podProtections": {"extraEnabled": ["PodsWithPVC"]}})
+    assert protection_reasons(claim_pod("ssd", "fast"), everything, None, classes) == [
+        "pod with PVC is protected against eviction"]
+
+
+def test_protected_storage_classes_are_validated_and_read_only_with_the_protection() -> None:
+    """defaultevictor/validation.go: an empty name; the classes matter only when PodsWithPVC
+    is extra-enabled (defaultevictor.go protectedPVCStorageClasses)."""
+    with pytest.raises(PolicyError) as error:
+        parse_policy_text(v1alpha2_policy({"podProtections": {
+            "extraEnabled": ["PodsWithPVC"],
+            "config": {"PodsWithPVC": {"protectedStorageClasses": [{"name": ""}]}}}}))
+    assert ("PodProtections.Config.PodsWithPVC.ProtectedStorageClasses[0] name cannot be "
+            "empty") in str(error.value)
+    off = evictor_of({"podProtections": {"defaultDisabled": ["DaemonSetPods"], "config": {
+        "PodsWithPVC": {"protectedStorageClasses": [{"name": "local"}]}}}})
+    assert not off.ignore_pvc_pods and off.protected_storage_classes == frozenset()
 
 
 def test_deprecated_ignore_pods_without_pdb_is_read() -> None:

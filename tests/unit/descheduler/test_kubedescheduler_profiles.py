@@ -242,7 +242,10 @@ def test_conflicting_profiles_are_refused(first: str, second: str) -> None:
      "InvalidProfileCustomizations", "is not a duration"),
     (spec("LifecycleAndUtilization", profileCustomizations={
         "devActualUtilizationProfile": "PrometheusCPUUsage"}),
-     "InvalidProfileCustomizations", "Prometheus"),
+     "PrometheusNotConfigured", "set the chart's descheduler.prometheusURL"),
+    (spec("LifecycleAndUtilization", profileCustomizations={
+        "devActualUtilizationProfile": "Nope"}),
+     "InvalidProfileCustomizations", "unknown prometheus profile: Nope"),
 ])
 def test_bad_specs_name_the_field(spec_: dict[str, Any], reason: str, words: str) -> None:
     """target_config_reconciler.go manageConfigMap / defaultEvictorOverrides / sync (interval)
@@ -346,3 +349,29 @@ def test_a_changed_spec_stops_the_unfinished_run_of_the_old_one() -> None:
     jobs = [job("old", 1, STARTED, None), job("older", 0, STARTED, "Complete"),
             job("current", 2, STARTED, None)]
     assert kd.superseded(jobs, 2) == ["old"]
+
+
+PROMETHEUS = "https://prometheus.monitoring.svc:9091"
+
+
+@pytest.mark.parametrize(("profile", "query"), [
+    ("PrometheusCPUUsage", "instance:node_cpu:rate:sum"),
+    ("PrometheusMemoryPSIPressure", "rate(node_pressure_memory_waiting_seconds_total[1m])"),
+    ("query:avg by (instance) (up)", "avg by (instance) (up)"),
+])
+def test_actual_utilization_profile_balances_by_prometheus(profile: str, query: str) -> None:
+    """target_config_reconciler.go lifecycleAndUtilizationProfile with
+    devActualUtilizationProfile (utilizationProfileToPrometheusQuery): LowNodeUtilization by
+    the profile's query over MetricResource at the same thresholds, and the Prometheus provider
+    (isPrometheusAsMetricsProviderForProfiles) at the configured URL."""
+    policy = expand(spec("LifecycleAndUtilization", profileCustomizations={
+        "devActualUtilizationProfile": profile, "devLowNodeUtilizationThresholds": "High"}),
+        PROTECTED, PROMETHEUS)
+    parsed = parse_policy(policy, "expanded")
+    assert policy["metricsProviders"] == [{"source": "Prometheus",
+                                           "prometheus": {"url": PROMETHEUS}}]
+    args = configs(policy["profiles"][0])["LowNodeUtilization"]
+    assert args["thresholds"] == {"MetricResource": 40}
+    assert args["targetThresholds"] == {"MetricResource": 70}
+    assert args["metricsUtilization"] == {"source": "Prometheus", "prometheus": {"query": query}}
+    assert parsed.prometheus_queries == (query,)
