@@ -106,6 +106,10 @@ def _pod_template(descheduler: Mapping[str, Any], settings: RunSettings) -> Obj:
     command = ["berthmaster", "deschedule", "--policy-config-file", f"{POLICY_DIR}/{POLICY_KEY}"]
     if spec.get("dryRun"):
         command.append("--dry-run")
+    gates = spec.get("featureGates") or {}
+    if gates:  # only a KubeDescheduler's run owner sets them (kubedescheduler.run_owner)
+        command.append("--feature-gates=" + ",".join(
+            f"{name}={str(bool(on)).lower()}" for name, on in sorted(gates.items())))
     container: Obj = {"name": "descheduler", "image": spec.get("image") or settings.default_image,
                       "command": command,
                       "volumeMounts": [{"mountPath": POLICY_DIR, "name": "policy-volume"},

@@ -77,6 +77,7 @@ from berthmaster.operator.deschedulers.status import (
     run_outcome,
 )
 from berthmaster.operator.retrying import transient_only
+from berthmaster.scheduler.descheduler.features import EVICTIONS_IN_BACKGROUND
 from berthmaster.scheduler.descheduler.metrics import SUCCESS
 from berthmaster.scheduler.descheduler.policy import parse_policy
 
@@ -109,7 +110,15 @@ def run_owner(kd: Mapping[str, Any]) -> Obj:
     return {"apiVersion": KUBE_DESCHEDULER_API_VERSION, "kind": KUBE_DESCHEDULER_KIND,
             "metadata": {"name": meta.get("name"), "uid": meta.get("uid"),
                          "generation": meta.get("generation", 1)},
-            "spec": {"dryRun": predictive(kd)}}
+            "spec": {"dryRun": predictive(kd), "featureGates": feature_gates(kd)}}
+
+
+def feature_gates(kd: Mapping[str, Any]) -> dict[str, bool]:
+    """target_config_reconciler.go: devEnableEvictionsInBackground adds
+    ``--feature-gates=EvictionsInBackground=true`` to the descheduler's arguments."""
+    customizations = (kd.get("spec") or {}).get("profileCustomizations") or {}
+    return ({EVICTIONS_IN_BACKGROUND: True}
+            if customizations.get("devEnableEvictionsInBackground") else {})
 
 
 def build_run(kd: Mapping[str, Any], settings: RunSettings, now: float) -> Obj:

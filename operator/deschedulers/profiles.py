@@ -22,8 +22,9 @@ customization with a condition saying so.
 
 What berthmaster cannot run is refused, never silently dropped: the KubeVirt profiles (they need
 KubeVirt, PSI metrics and Prometheus, which upstream checks before using them).
-``devEnableEvictionsInBackground`` only matters to KubeVirt's live migration and is ignored. No
-I/O here: the caller passes the namespaces that exist and the Prometheus URL.
+``devEnableEvictionsInBackground`` is not a policy setting: it becomes the runs'
+``--feature-gates`` (kubedescheduler.feature_gates). No I/O here: the caller passes the
+namespaces that exist and the Prometheus URL.
 """
 
 from __future__ import annotations

@@ -3,7 +3,8 @@
 Exit codes: 0 the pass ran (whether or not anything was evicted), 1 a strategy failed, 2 the
 policy file is invalid (every problem is printed) or the kubeconfig is unusable, 3 the API server
 could not be reached or read, or the policy balances by actual usage and the metrics API
-(``metrics.k8s.io``) is not served: one ``MetricsAPIUnavailable`` line, and nothing is evicted.
+(``metrics.k8s.io``) is not served: one ``MetricsAPIUnavailable`` line, and nothing is evicted;
+2 also for a bad ``--feature-gates`` (features.py).
 A Prometheus query that cannot be run (usage_prometheus) fails the strategy that balances by
 it, as upstream, and the others run.
 ``--dry-run`` evicts nothing and prints each pod it would have evicted and why.
@@ -25,6 +26,10 @@ from berthmaster.scheduler.descheduler.cycle import (
     list_cluster,
     prepare_for_pass,
     run_pass,
+)
+from berthmaster.scheduler.descheduler.features import (
+    EVICTIONS_IN_BACKGROUND,
+    parse_feature_gates,
 )
 from berthmaster.scheduler.descheduler.policy import load_policy_file
 from berthmaster.scheduler.descheduler.summary import (
@@ -55,9 +60,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     # cmd/descheduler/app/options: component-base's logs options).
     logs.add_log_format(parser)
     add_verbosity(parser)
+    parser.add_argument("--feature-gates", default="", metavar="KEY=BOOL,...",
+                        help="alpha features, as the descheduler's flag: EvictionsInBackground "
+                             "(default false)")
 
 
-async def deschedule(policy_file: str, dry_run: bool, kubeconfig: str | None) -> int:
+async def deschedule(policy_file: str, dry_run: bool, kubeconfig: str | None,
+                     feature_gates: str = "") -> int:
+    try:
+        gates = parse_feature_gates(feature_gates)
+    except ValueError as error:
+        print(f"berthmaster deschedule: --feature-gates: {error}", file=sys.stderr)
+        return EXIT_INVALID_POLICY
     try:
         policy = load_policy_file(policy_file)
     except PolicyError as error:
@@ -95,7 +109,8 @@ async def deschedule(policy_file: str, dry_run: bool, kubeconfig: str | None) ->
               f"{len(state.all_nodes)} nodes, {len(objects.pods)} pods"
               + (" [dry run]" if dry_run else ""), flush=True)
         tallies = await run_pass(state, policy, kube, dry_run,
-                                 say=lambda line: print(line, flush=True))
+                                 say=lambda line: print(line, flush=True),
+                                 background=gates[EVICTIONS_IN_BACKGROUND])
     print(render(tallies, dry_run), flush=True)
     metrics.write_termination_message()  # the operator adds these to its /metrics
     return exit_code(tallies)
@@ -103,4 +118,5 @@ async def deschedule(policy_file: str, dry_run: bool, kubeconfig: str | None) ->
 
 def run(args: argparse.Namespace) -> int:
     logs.configure("deschedule", args.log_format, args.verbosity)
-    return asyncio.run(deschedule(args.policy_config_file, args.dry_run, args.kubeconfig))
+    return asyncio.run(deschedule(args.policy_config_file, args.dry_run, args.kubeconfig,
+                                  args.feature_gates))

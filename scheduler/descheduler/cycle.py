@@ -109,10 +109,15 @@ def book_for(policy: DeschedulerPolicy) -> EvictionBook:
 
 async def run_pass(
     state: ClusterState, policy: DeschedulerPolicy, kube: KubeClient | None, dry_run: bool,
-    say: Callable[[str], None] = print,
+    say: Callable[[str], None] = print, background: bool = False,
 ) -> list[Tally]:
+    """``background``: the EvictionsInBackground gate (features.py, evictor.py)."""
     evictor = Evictor(kube, book_for(policy), dry_run, policy.grace_period_seconds, say,
-                      failure_events=policy.eviction_failure_events)
+                      failure_events=policy.eviction_failure_events, background=background)
+    under_way = evictor.count_in_background(
+        pod for pods in state.pods_by_node.values() for pod in pods)
+    if under_way:
+        say(f"{under_way} eviction(s) in background under way, counted against the limits")
     tallies = []
     for config in policy.strategies:
         tally = Tally(config.name, config.profile)

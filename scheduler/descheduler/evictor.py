@@ -16,6 +16,13 @@ that a limit or the API refuses gets a ``Warning`` Event too (reason ``EvictionF
 PodEvictor.EvictPod. With ``dry_run`` nothing is sent; the candidate is printed instead and
 counted as it would have been, in the pass's tally and in ``descheduler_pods_evicted_total``
 (result ``success``), as upstream's dry run counts evictions from its fake clientset.
+
+With the ``EvictionsInBackground`` gate (scheduler/descheduler/features.py), pods annotated
+``request-evict-only`` are evicted as upstream's PodEvictor does under it: one that already
+carries ``eviction-in-progress`` (and has not finished) is not asked again and counts against
+the limits from the start of the pass (:func:`in_background`), and a 429 whose message says
+"Eviction triggered evacuation" is an eviction in progress (result ``background``), not a
+refusal (:func:`background_outcome`).
 """
 
 from __future__ import annotations
@@ -23,7 +30,7 @@ from __future__ import annotations
 import os
 import time
 from collections import Counter
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -39,6 +46,11 @@ from berthmaster.scheduler.descheduler.context import (
 )
 
 ACTION = "Descheduled"
+REQUEST_EVICT_ONLY = "descheduler.alpha.kubernetes.io/request-evict-only"
+EVICTION_IN_PROGRESS = "descheduler.alpha.kubernetes.io/eviction-in-progress"
+EVACUATION_TEXT = "Eviction triggered evacuation"
+FINISHED_PHASES = ("Succeeded", "Failed")
+EVICTED, REFUSED, IGNORED = "evicted", "refused", "ignored"  # Evictor._evict's outcomes
 FAILED_REASON = "EvictionFailed"
 FAILED_NOTE = "pod eviction from {node} node by sigs.k8s.io/descheduler failed: {why}"
 REPORTING_CONTROLLER = "berthmaster.io/descheduler"
@@ -87,6 +99,25 @@ class EvictionBook:
         if candidate.node_name:
             self.by_node[candidate.node_name] += 1
         self.by_namespace[(candidate.pod.get("metadata") or {}).get("namespace", "")] += 1
+
+
+def in_background(pod: dict[str, Any]) -> bool:
+    """An eviction in background already under way (evictions.go's pod informer handler)."""
+    annotations = (pod.get("metadata") or {}).get("annotations") or {}
+    return (REQUEST_EVICT_ONLY in annotations and EVICTION_IN_PROGRESS in annotations
+            and (pod.get("status") or {}).get("phase") not in FINISHED_PHASES)
+
+
+def background_outcome(pod: dict[str, Any], error: KubeError) -> str | None:
+    """evictions.go PodEvictor.evictPod under EvictionsInBackground: "background" when the
+    refusal is the evacuation a request-evict-only pod asked for, "finished" when that pod has
+    already completed (nothing to count), None for an ordinary refusal."""
+    annotations = (pod.get("metadata") or {}).get("annotations") or {}
+    if (REQUEST_EVICT_ONLY not in annotations or not error.too_many_requests
+            or EVACUATION_TEXT not in error.message):
+        return None
+    return ("finished" if (pod.get("status") or {}).get("phase") in FINISHED_PHASES
+            else "background")
 
 
 def accept(candidate: Candidate, ctx: StrategyContext) -> None:
@@ -149,6 +180,7 @@ class Evictor:
         grace_period_seconds: int | None = None,
         say: Callable[[str], None] = print,
         failure_events: bool = False,
+        background: bool = False,
     ):
         if kube is None and not dry_run:
             raise ValueError("an Evictor that evicts needs a KubeClient")
@@ -158,8 +190,24 @@ class Evictor:
         self.grace_period_seconds = grace_period_seconds
         self.say = say
         self.failure_events = failure_events
+        self.background = background  # the EvictionsInBackground gate
+
+    def count_in_background(self, pods: Iterable[dict[str, Any]]) -> int:
+        """Book the evictions in background already under way against the limits (upstream's
+        evictionRequestsTotal/PerNode/PerNamespace); how many there are."""
+        found = 0
+        for pod in pods:
+            if self.background and in_background(pod):
+                self.book.record(Candidate(pod, ""))
+                found += 1
+        return found
 
     async def attempt(self, candidate: Candidate, ctx: StrategyContext) -> bool:
+        if self.background and in_background(candidate.pod):
+            # "Eviction in background already requested (ignoring)": as good as evicted
+            ctx.tally.skipped["eviction in background already requested"] += 1
+            ctx.state.evicted.add(uid(candidate.pod))
+            return True
         limit = self.book.limit_reached(candidate)
         refusal = self.book.refusal(candidate, ctx)
         if refusal:
@@ -174,7 +222,11 @@ class Evictor:
             # so PodEvictor.EvictPod counts it as a success (pkg/descheduler/evictions)
             metrics.evicted(metrics.SUCCESS, *_metric_labels(candidate, ctx))
         else:
-            if not await self._evict(candidate, ctx):
+            outcome = await self._evict(candidate, ctx)
+            if outcome == IGNORED:  # in background: as good as evicted, counted no further
+                ctx.state.evicted.add(uid(candidate.pod))
+                return True
+            if outcome != EVICTED:
                 return False
             self.say(f"{ctx.tally.strategy}: evicted {candidate.key} from {candidate.node_name}: "
                      f"{candidate.why}")
@@ -183,7 +235,9 @@ class Evictor:
         accept(candidate, ctx)
         return True
 
-    async def _evict(self, candidate: Candidate, ctx: StrategyContext) -> bool:
+    async def _evict(self, candidate: Candidate, ctx: StrategyContext) -> str:
+        """POST the Eviction: EVICTED, REFUSED, or IGNORED (an eviction in background assumed,
+        or the pod it concerns already finished: evictions.go evictPod's ``ignore``)."""
         assert self.kube is not None
         meta = candidate.pod.get("metadata") or {}
         path = resource_path(CORE, "pods", meta.get("namespace"), meta.get("name"), "eviction")
@@ -191,6 +245,16 @@ class Evictor:
         try:
             await self.kube.create(path, build_eviction(candidate.pod, self.grace_period_seconds))
         except KubeError as error:
+            outcome = background_outcome(candidate.pod, error) if self.background else None
+            if outcome == "finished":  # "Ignoring eviction of a completed/failed pod"
+                return IGNORED
+            if outcome == "background":  # "Eviction in background assumed"
+                metrics.evicted(metrics.BACKGROUND, *labels)
+                self.book.record(candidate)  # the assumed request counts against the limits
+                ctx.tally.skipped["eviction in background assumed"] += 1
+                self.say(f"{ctx.tally.strategy}: eviction in background assumed for "
+                         f"{candidate.key}")
+                return IGNORED
             metrics.evicted(metrics.ERROR, *labels)
             if error.too_many_requests:
                 ctx.tally.skipped[f"eviction refused (429 Too Many Requests): {error.message}"] += 1
@@ -204,9 +268,9 @@ class Evictor:
             self.say(f"{ctx.tally.strategy}: could not evict {candidate.key}: {error}")
             if self.failure_events:
                 await self._record_event(candidate, ctx, failure=why)
-            return False
+            return REFUSED
         metrics.evicted(metrics.SUCCESS, *labels)
-        return True
+        return EVICTED
 
     async def _record_event(self, candidate: Candidate, ctx: StrategyContext,
                             failure: str | None = None) -> None:

@@ -24,6 +24,7 @@ from prometheus_client import Counter
 
 LABELS = ("result", "strategy", "profile", "namespace", "node")
 SUCCESS, ERROR = "success", "error"
+BACKGROUND = "background"  # an eviction in background assumed (EvictionsInBackground)
 TERMINATION_LOG = "/dev/termination-log"
 MESSAGE_LIMIT = 4096  # the kubelet keeps at most this much of a termination message
 

@@ -105,13 +105,13 @@ class PassResult:
 
 
 async def run_pass(kubeconfig: str, policy: dict[str, Any] | str, dry_run: bool = False,
-                   termination_log: str | None = None) -> PassResult:
-    """``berthmaster deschedule`` as a separate process, as the Job runs it."""
+                   termination_log: str | None = None, *flags: str) -> PassResult:
+    """``berthmaster deschedule`` as a separate process, as the Job runs it (``flags`` added)."""
     text = policy if isinstance(policy, str) else yaml.safe_dump(policy)
     with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as handle:
         handle.write(text)
     args = [*BERTHMASTER_CLI, "deschedule", "--policy-config-file",
-            handle.name, "--kubeconfig", kubeconfig]
+            handle.name, "--kubeconfig", kubeconfig, *flags]
     if dry_run:
         args.append("--dry-run")
     env = {**os.environ, "BERTHMASTER_TERMINATION_LOG": termination_log} if termination_log \
