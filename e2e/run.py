@@ -227,11 +227,9 @@ def up_kind(work: Path) -> Path:
         run("kind", "load", "docker-image", f"{IMAGE}:{TAG}", images.KWOK_IMAGE, "--name",
             KIND_CLUSTER)
     with step("kwok in the cluster (local image)"):
-        stages = "\n---\n".join(path.read_text().strip() for path in (
-            build.kwok_stages_path(), build.berthmaster_stages_path()))
         k = kubectl(kubeconfig, [])
         k("apply", "-f", "-", input=yaml.safe_dump_all(
-            kwok_incluster.kwok_manifests(images.KWOK_IMAGE, stages)))
+            kwok_incluster.kwok_manifests(images.KWOK_IMAGE, kwok_incluster.stage_documents())))
         k("rollout", "status", "-n", kwok_incluster.NAMESPACE,
           f"deployment/{kwok_incluster.NAME}", "--timeout=180s")
     install(kubeconfig, [], local_chart_args())
@@ -251,8 +249,11 @@ def up_kubelet(published: Published) -> Path:
     k = kubectl(cluster.kubeconfig, [])
     with step(f"the node's containerd pulls from {published.registry} (hosts.toml)"):
         write_registry_hosts(plane.node_layout, published.registry)
-    with step("kwok workers shaped like deploy/kind-cluster.yaml's"):
+    with step("kwok workers shaped like deploy/kind-cluster.yaml's (with resource metrics)"):
         workers = kind_workers(yaml.safe_load(KIND_CONFIG.read_text()))
+        for worker in workers:
+            worker["metadata"].setdefault("annotations", {}).update(
+                kwok_incluster.metrics_annotations(worker["metadata"]["name"]))
         k("apply", "-f", "-", input=yaml.safe_dump_all(workers))
         k("wait", "--for=condition=Ready", "--timeout=60s",
           *[f"node/{w['metadata']['name']}" for w in workers])

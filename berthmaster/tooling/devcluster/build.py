@@ -231,6 +231,12 @@ def berthmaster_stages_path() -> Path:
     return Path(__file__).parent / "data" / "kwok-stages.yaml"
 
 
+def kwok_metrics_path() -> Path:
+    """The resource metrics the in-cluster kwok serves for its nodes (package data,
+    kwok_incluster)."""
+    return Path(__file__).parent / "data" / "kwok-metrics.yaml"
+
+
 def write_kwok_stages(target: Path) -> None:
     """Collect kwok's Stage documents (``KWOK_STAGE_DIRS``) from the pinned module into
     ``target``."""

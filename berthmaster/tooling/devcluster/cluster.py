@@ -494,9 +494,8 @@ class ControlPlane:
                    timeout=120, log=cluster.components["kubelet"].log)
         self._install_storage(cluster, layout)
         if self.options.kwok == "cluster":
-            stages = "\n---\n".join(path.read_text().strip() for path in (
-                build.kwok_stages_path(), build.berthmaster_stages_path()))
-            manifests = kwok_incluster.kwok_manifests(images.KWOK_IMAGE, stages)
+            manifests = kwok_incluster.kwok_manifests(images.KWOK_IMAGE,
+                                                      kwok_incluster.stage_documents())
             applied = cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump_all(manifests))
             if applied.returncode != 0:
                 raise ClusterError(f"applying kwok's manifests failed: {applied.stderr.strip()}")

@@ -21,7 +21,7 @@ from berthmaster.tooling.devcluster.cluster import (
     describe,
 )
 from berthmaster.tooling.devcluster.kubelet import NodeError, NodeHost
-from berthmaster.tooling.devcluster.kwok_incluster import kwok_manifests
+from berthmaster.tooling.devcluster.kwok_incluster import kwok_manifests, stage_documents
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -101,9 +101,7 @@ def run(args: argparse.Namespace) -> int:
             NodeHost(plane.node_layout, print).load_images(args.image_names)
             print(f"Loaded {', '.join(args.image_names)} into node {plane.node_layout.name}")
         elif args.dev_command == "kwok-manifest":
-            stages = "\n---\n".join(path.read_text().strip() for path in (
-                build.kwok_stages_path(), build.berthmaster_stages_path()))
-            print(yaml.safe_dump_all(kwok_manifests(args.image, stages)), end="")
+            print(yaml.safe_dump_all(kwok_manifests(args.image, stage_documents())), end="")
         elif args.dev_command == "image":
             report = images.build_image(args.tag, print)
             if args.node_images:

@@ -198,6 +198,10 @@ def cni_config(layout: NodeLayout, bridge: str = BRIDGE, subnet: str = POD_SUBNE
                       "ranges": [[addresses]],
                       "routes": [{"dst": "0.0.0.0/0"}]}},
             {"type": "portmap", "capabilities": {"portMappings": True}},
+            # Docker sets the FORWARD policy to DROP and bridged packets pass through it
+            # (br_netfilter): without a rule accepting each pod's traffic (the firewall
+            # plugin's CNI-FORWARD chain) pods cannot reach each other, only the host.
+            {"type": "firewall"},
         ],
     }
 

@@ -9,16 +9,29 @@ not needed: stages given with ``--config`` take their place.
 
 The RBAC is what kwok touches: Nodes (read; status written), Pods (read, status written, deleted
 when their deletion finishes), Leases (node heartbeats) and Events.
+
+Its nodes also have resource metrics for metrics-server (data/kwok-metrics.yaml, given with the
+stages): kwok serves each node's at ``/metrics/nodes/<node>/metrics/resource`` on its port,
+which it writes into the node's ``status.daemonEndpoints`` (``nodePort``, read by
+metrics-server's ``--kubelet-use-node-status-port``) beside its pod IP as the node's address;
+a node names the path in :data:`RESOURCE_METRICS_ANNOTATION` (:func:`metrics_annotations`),
+which metrics-server reads (pkg/scraper/client/resource/client.go). kwok answers HTTPS on that
+port too (its server's test certificate), as metrics-server scrapes with
+``--kubelet-insecure-tls``.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from berthmaster.tooling.devcluster import build
+
 NAME = "kwok-controller"
 NAMESPACE = "kube-system"
 FAKE_NODE_SELECTOR = "kwok.x-k8s.io/node=fake"
 POD_CIDR = "10.244.0.0/16"
+PORT = 10247
+RESOURCE_METRICS_ANNOTATION = "metrics.k8s.io/resource-metrics-path"
 
 _RULES: list[dict[str, Any]] = [
     {"apiGroups": [""], "resources": ["events"],
@@ -38,7 +51,9 @@ def kwok_configuration() -> str:
         "apiVersion: config.kwok.x-k8s.io/v1alpha1",
         "kind: KwokConfiguration",
         "options:",
-        "  serverAddress: 0.0.0.0:10247",
+        f"  serverAddress: 0.0.0.0:{PORT}",
+        # written into each node's status.daemonEndpoints.kubeletEndpoint.port
+        f"  nodePort: {PORT}",
         "  nodeLeaseDurationSeconds: 40",
         # A configuration file leaves unset parallelism at 0.
         "  nodeLeaseParallelism: 16",
@@ -46,6 +61,18 @@ def kwok_configuration() -> str:
         "  nodePlayStageParallelism: 16",
         "  podsOnNodeSyncParallelism: 16",
     ])
+
+
+def stage_documents() -> str:
+    """What the in-cluster kwok reads besides its configuration: kwok's published stages
+    (collected by the build), berthmaster's, and the resource metrics documents."""
+    return "\n---\n".join(path.read_text().strip() for path in (
+        build.kwok_stages_path(), build.berthmaster_stages_path(), build.kwok_metrics_path()))
+
+
+def metrics_annotations(node: str) -> dict[str, str]:
+    """The annotation sending metrics-server to kwok's resource metrics of ``node``."""
+    return {RESOURCE_METRICS_ANNOTATION: f"/metrics/nodes/{node}/metrics/resource"}
 
 
 def kwok_manifests(image: str, stages: str, namespace: str = NAMESPACE) -> list[dict[str, Any]]:
@@ -60,7 +87,7 @@ def kwok_manifests(image: str, stages: str, namespace: str = NAMESPACE) -> list[
                  f"--manage-nodes-with-annotation-selector={FAKE_NODE_SELECTOR}",
                  f"--cidr={POD_CIDR}", "--node-ip=$(POD_IP)"],
         "env": [{"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}],
-        "ports": [{"name": "http", "containerPort": 10247}],
+        "ports": [{"name": "http", "containerPort": PORT}],
         "readinessProbe": {"httpGet": {"path": "/healthz", "port": "http"}, "periodSeconds": 5},
         "livenessProbe": {"httpGet": {"path": "/healthz", "port": "http"},
                           "initialDelaySeconds": 30, "periodSeconds": 30},

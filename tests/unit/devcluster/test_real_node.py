@@ -34,7 +34,11 @@ def test_the_kubelet_accepts_cgroup_v1_and_keeps_loaded_images() -> None:
 
 
 def test_pods_get_bridge_addresses_with_the_host_as_gateway() -> None:
-    bridge, portmap = kubelet.cni_config(LAYOUT)["plugins"]
+    """The bridge and host-local IPAM, then portmap and firewall (containernetworking/plugins
+    plugins/meta/firewall: its CNI-FORWARD rules accept each pod's traffic where the FORWARD
+    policy is DROP, as Docker leaves it)."""
+    bridge, portmap, firewall = kubelet.cni_config(LAYOUT)["plugins"]
+    assert firewall == {"type": "firewall"}
     assert bridge["bridge"] == kubelet.BRIDGE and bridge["isGateway"] is True
     ((subnet,),) = bridge["ipam"]["ranges"]
     assert subnet == {"subnet": kubelet.POD_SUBNET, "gateway": kubelet.GATEWAY}
