@@ -239,6 +239,8 @@ def first_loop_done(kubeconfig: str) -> bool:
 
 def measure(label: str, kubeconfig: str, workdir: Path, pythonpath: str | None,
             warmup: float, window: float) -> JSON:
+    from berthmaster.tooling.processes import terminate
+
     counts = workdir / f"{label}.json"
     log = workdir / f"{label}.log"
     env = {**os.environ, "KUBECONFIG": kubeconfig, "PYTHONSAFEPATH": "1"}
@@ -264,11 +266,7 @@ def measure(label: str, kubeconfig: str, workdir: Path, pythonpath: str | None,
         time.sleep(window)
         after = read_counts(counts)
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            process.kill()
+        terminate(process, 30)
     minutes = (after["time"] - before["time"]) / 60
     requests = Counter(after["requests"])
     requests.subtract(before["requests"])

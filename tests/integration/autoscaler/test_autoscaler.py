@@ -23,6 +23,7 @@ from typing import Any
 import pytest
 
 from berthmaster.foundation.kube import CORE, KubeClient, KubeError, group_path, resource_path
+from berthmaster.tooling.processes import terminate
 from berthmaster.tooling.python import BERTHMASTER_CLI
 from tests.support.waiting import wait_for
 
@@ -83,11 +84,7 @@ def operator(cluster: Any, crds: None, tmp_path_factory: pytest.TempPathFactory
     try:
         yield process
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            process.kill()
+        terminate(process, 20)
         print(log.read_text()[-6000:])
 
 

@@ -35,6 +35,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from berthmaster.foundation.kube import KubeClient
 from berthmaster.foundation.logs import KEYS
 from berthmaster.tooling.devcluster.cluster import RunningCluster
+from berthmaster.tooling.processes import terminate
 from berthmaster.tooling.python import BERTHMASTER_CLI
 from tests.integration.chart.chartkit import VALUE_SETS, find, one, render
 from tests.integration.cli.test_cli_failures import closed_port
@@ -94,12 +95,7 @@ def process(args: list[str], log: Path, env: dict[str, str]) -> Iterator[Any]:
     try:
         yield child
     finally:
-        child.terminate()
-        try:
-            child.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            child.kill()
-            child.wait()
+        terminate(child, 20)
 
 
 async def ready(base: str) -> bool:

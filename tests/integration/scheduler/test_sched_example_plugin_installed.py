@@ -28,6 +28,7 @@ import pytest
 import yaml
 
 from berthmaster.foundation.kube import KubeClient
+from berthmaster.tooling.processes import terminate
 from berthmaster.tooling.python import BERTHMASTER_CLI
 from tests.integration.chart.chartkit import CHART, helm
 from tests.integration.scheduler.schedkit import create_pod, make_pod, node_of
@@ -74,12 +75,7 @@ def scheduler_process(config: Path, kubeconfig: str, site: Path, log: Path
         try:
             yield process
         finally:
-            process.terminate()
-            try:
-                process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+            terminate(process, 30)
 
 
 @pytest.fixture

@@ -26,6 +26,7 @@ import pytest
 from berthmaster.foundation.kube import CORE, KubeClient, KubeError, resource_path
 from berthmaster.operator.machines import api
 from berthmaster.tooling.devcluster.cluster import RunningCluster
+from berthmaster.tooling.processes import terminate
 from berthmaster.tooling.python import BERTHMASTER_CLI
 from tests.support.waiting import wait_for
 
@@ -96,12 +97,7 @@ class OperatorProcess:
 
     def stop(self) -> None:
         if self.process is not None and self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(timeout=10)
+            terminate(self.process, 10)
         self.process = None
 
     def log(self) -> str:
