@@ -45,7 +45,9 @@ from typing import Any
 import pytest
 import yaml
 
-from berthmaster.foundation.kube import KubeClient
+from berthmaster.foundation.kube import CORE, KubeClient, group_path, resource_path
+from berthmaster.operator.deschedulers.build import OWNER_LABEL
+from berthmaster.operator.deschedulers.runs import DEFAULT_SERVICE_ACCOUNT
 from berthmaster.operator.machines import api as machine_api
 from berthmaster.tooling.devcluster import build
 from berthmaster.tooling.devcluster.cluster import RunningCluster
@@ -88,7 +90,10 @@ RULE_VALUES = ["prometheusRule.enabled=true", "dashboards.enabled=true",
                "prometheusRule.drainStuckSeconds=1", "prometheusRule.drainStuckFor=1s",
                f"prometheusRule.pendingPodsThreshold={THRESHOLD}",
                "admission.enabled=true", "prometheusRule.admissionWebhookFailingWindow=5s",
-               "prometheusRule.admissionWebhookFailingFor=1s"]
+               "prometheusRule.admissionWebhookFailingFor=1s",
+               "prometheusRule.operatorAbsentFor=2s",
+               "prometheusRule.deschedulerRunFailedWindow=1m",
+               "prometheusRule.deschedulerRunFailedFor=1s"]
 KUBE_SCHEDULER_JOB = "kube-scheduler"
 APISERVER_JOB = "apiserver"  # prometheusRule.apiServerJob's default
 UNSCHEDULABLE = {"berthmaster.test/no-such-node": "anywhere"}
@@ -171,10 +176,12 @@ async def stack(cluster: RunningCluster, crds: None, rendered: list[dict[str, An
                      "--metrics-bind-address", f"127.0.0.1:{operator_port}"]
     scheduler = Scheduler(cluster, name, folder)
     pki = cluster.root / "pki"
-    with kube_scheduler(cluster, folder) as kube_scheduler_port, \
-            process(operator_args, folder / "operator.stderr",
-                    {"KUBECONFIG": str(cluster.kubeconfig),
-                     "BERTHMASTER_AUTOSCALER_SCAN_INTERVAL": "1"}):
+    # The operator's process: test_operator_absent_fires, the module's last, stops it.
+    operator = contextlib.ExitStack()
+    with kube_scheduler(cluster, folder) as kube_scheduler_port, operator:
+        operator.enter_context(process(operator_args, folder / "operator.stderr",
+                                       {"KUBECONFIG": str(cluster.kubeconfig),
+                                        "BERTHMASTER_AUTOSCALER_SCAN_INTERVAL": "1"}))
         await scheduler.start()
         try:
             await wait_for(lambda: ready(f"http://127.0.0.1:{operator_port}"), timeout=120,
@@ -192,7 +199,8 @@ async def stack(cluster: RunningCluster, crds: None, rendered: list[dict[str, An
             ], [folder / "rules.yaml"])
             async with running(binaries["prometheus"], config, folder / "prometheus") as api:
                 await api.wait_scraped([KUBE_SCHEDULER_JOB, APISERVER_JOB, *jobs.values()])
-                yield {"api": api, "scheduler": scheduler, "name": name, "folder": folder}
+                yield {"api": api, "scheduler": scheduler, "name": name, "folder": folder,
+                       "operator": operator}
         finally:
             scheduler.stop()
 
@@ -331,6 +339,70 @@ async def test_machine_drain_stuck_fires(stack: dict[str, Any], kube: KubeClient
     finally:
         await pdb(kube, namespace, 0)
         await gone(kube, namespace, name)
+
+
+def condition_of(obj: dict[str, Any] | None, type_: str) -> dict[str, Any] | None:
+    return next((dict(c) for c in ((obj or {}).get("status") or {}).get("conditions") or ()
+                 if c.get("type") == type_), None)
+
+
+async def test_descheduler_run_failed_fires(stack: dict[str, Any], cluster: RunningCluster,
+                                           kube: KubeClient, namespace: str) -> None:
+    """A Descheduler (no schedule) becomes a Job in the operator's namespace (``berthmaster``,
+    the default of ``$POD_NAMESPACE``; operator/deschedulers/runs.py), its pod kept off every
+    node by the Descheduler's nodeSelector. The pod fails (its status phase Failed, as a
+    kubelet reports a container that exited non-zero); the Job's backoffLimit is 0, so the
+    job controller marks the Job Failed (k8s.io/kubernetes pkg/controller/job/job_controller.go,
+    BackoffLimitExceeded); the operator counts the run in
+    ``berthmaster_descheduler_runs_total{result="failed"}`` (operator/deschedulers/run_metrics.py)
+    and reports LastRunSucceeded False; BerthmasterDeschedulerRunFailed fires for that
+    Descheduler."""
+    api: PrometheusAPI = stack["api"]
+    name = f"{namespace}-fails"
+    # The run's namespace and the account its pod runs as (the chart creates both).
+    prerequisites = {"apiVersion": "v1", "kind": "List", "items": [
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": RELEASE_NAMESPACE}},
+        {"apiVersion": "v1", "kind": "ServiceAccount",
+         "metadata": {"name": DEFAULT_SERVICE_ACCOUNT, "namespace": RELEASE_NAMESPACE}}]}
+    applied = cluster.kubectl("apply", "-f", "-", input=json.dumps(prerequisites))
+    assert applied.returncode == 0, applied.stderr
+    path = resource_path(group_path("berthmaster.io", "v1alpha1"), "deschedulers", None, name)
+    await kube.create(resource_path(group_path("berthmaster.io", "v1alpha1"), "deschedulers"), {
+        "apiVersion": "berthmaster.io/v1alpha1", "kind": "Descheduler",
+        "metadata": {"name": name},
+        "spec": {"dryRun": True, "nodeSelector": dict(UNSCHEDULABLE),
+                 "policy": {"apiVersion": "descheduler/v1alpha1", "kind": "DeschedulerPolicy",
+                            "strategies": {"RemoveDuplicates": {"enabled": True}}}}})
+    try:
+        pods_path = resource_path(CORE, "pods", RELEASE_NAMESPACE)
+
+        async def run_pod() -> dict[str, Any] | None:
+            pods, _ = await kube.list_all(pods_path, labelSelector=f"{OWNER_LABEL}={name}")
+            return pods[0] if pods else None
+
+        pod = await wait_for(run_pod, timeout=60, what=f"the pod of Descheduler {name}'s Job")
+        assert not pod["spec"].get("nodeName")
+        await kube.patch(f"{pods_path}/{pod['metadata']['name']}/status", {"status": {
+            "phase": "Failed", "reason": "Error", "message": "the descheduler exited with 1"}})
+
+        async def reported_failed() -> dict[str, Any] | None:
+            found = condition_of(await kube.get_if_exists(path), "LastRunSucceeded")
+            return found if found and found["status"] == "False" else None
+
+        reported = await wait_for(reported_failed, timeout=90,
+                                  what=f"Descheduler {name}: LastRunSucceeded False")
+        assert reported["reason"] == "JobFailed"
+        alerts = await wait_for(lambda: api.firing("BerthmasterDeschedulerRunFailed"),
+                                timeout=90, what="BerthmasterDeschedulerRunFailed firing")
+        [alert] = [a for a in alerts if a["labels"].get("descheduler") == name]
+        assert alert["labels"]["severity"] == "warning"
+        assert alert["annotations"]["summary"] == (
+            f"A run of Descheduler {name} failed in the last 1m.")
+        succeeded = await api.query(f'berthmaster_descheduler_runs_total{{descheduler="{name}", '
+                                    f'result="succeeded"}}')
+        assert [sample["value"][1] for sample in succeeded] == ["0"]
+    finally:
+        await kube.delete(path)
 
 
 async def test_admission_webhook_failing_fires(stack: dict[str, Any], cluster: RunningCluster,
@@ -712,3 +784,18 @@ def test_admission_webhook_failing_fires_under_promtool(tmp_path: Path) -> None:
                 {"eval_time": "17m", "alertname": name,
                  "exp_alerts": [expected_alert(rule, {})]},
             ]}]})
+
+
+async def test_operator_absent_fires(stack: dict[str, Any], jobs: dict[str, str]) -> None:
+    """The module's last test on the stack (it stops the operator for good): the operator's
+    process stops, Prometheus' scrapes of its target fail (``up`` 0) and
+    BerthmasterOperatorAbsent fires; the scheduler's and kube-scheduler's targets play no
+    part in it."""
+    api: PrometheusAPI = stack["api"]
+    assert not await api.firing("BerthmasterOperatorAbsent")
+    stack["operator"].close()
+    [alert] = await wait_for(lambda: api.firing("BerthmasterOperatorAbsent"), timeout=90,
+                             what="BerthmasterOperatorAbsent firing")
+    assert alert["labels"]["severity"] == "critical"
+    assert await api.query(f'up{{job="{jobs["operator"]}", namespace="{RELEASE_NAMESPACE}"}} == 0')
+    assert await api.query(f'up{{job="{KUBE_SCHEDULER_JOB}"}} == 1')
