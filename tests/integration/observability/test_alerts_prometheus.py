@@ -55,6 +55,12 @@ from berthmaster.tooling.devcluster.ports import free_port
 from tests.integration.chart.chartkit import one, render
 from tests.integration.conftest import NodeFactory
 from tests.integration.observability.test_dashboard_and_alerts import crds, process, ready
+from tests.integration.operator.machines.conftest import (
+    get_machine,
+    kwok_machine,
+    running_machine,
+    set_hooks,
+)
 from tests.integration.operator.machines.test_drain import (
     gone,
     machine_with_web_pods,
@@ -93,7 +99,9 @@ RULE_VALUES = ["prometheusRule.enabled=true", "dashboards.enabled=true",
                "prometheusRule.admissionWebhookFailingFor=1s",
                "prometheusRule.operatorAbsentFor=2s",
                "prometheusRule.deschedulerRunFailedWindow=1m",
-               "prometheusRule.deschedulerRunFailedFor=1s"]
+               "prometheusRule.deschedulerRunFailedFor=1s",
+               "prometheusRule.machineNotRunningFor=1s",
+               "prometheusRule.machineNotYetDeletedFor=1s"]
 KUBE_SCHEDULER_JOB = "kube-scheduler"
 APISERVER_JOB = "apiserver"  # prometheusRule.apiServerJob's default
 UNSCHEDULABLE = {"berthmaster.test/no-such-node": "anywhere"}
@@ -338,6 +346,62 @@ async def test_machine_drain_stuck_fires(stack: dict[str, Any], kube: KubeClient
             f"The drain of Machine {namespace}/{name} has run for more than 1 s")
     finally:
         await pdb(kube, namespace, 0)
+        await gone(kube, namespace, name)
+
+
+async def machine_alert(api: PrometheusAPI, alert: str, namespace: str,
+                        name: str) -> dict[str, Any]:
+    """``alert`` firing for Machine namespace/name."""
+    async def firing() -> list[dict[str, Any]]:
+        return [a for a in await api.firing(alert)
+                if (a["labels"].get("namespace"), a["labels"].get("name")) == (namespace, name)]
+
+    [found] = await wait_for(firing, timeout=120, what=f"{alert} firing for {namespace}/{name}")
+    return found
+
+
+async def test_machine_not_running_fires(stack: dict[str, Any], kube: KubeClient,
+                                         namespace: str) -> None:
+    """A Running kwok Machine's instance (its Node) is deleted outside the Machine API: the
+    operator turns the Machine Failed (machine-api-operator pkg/controller/machine/
+    controller.go, Reconcile: ``can't find created instance``), its
+    mapi_machine_created_timestamp_seconds series carries phase Failed, and
+    BerthmasterMachineNotRunning (machine-api-operator's MachineWithNoRunningPhase) fires for
+    it."""
+    api: PrometheusAPI = stack["api"]
+    name = f"{namespace}-vanished"
+    await kube.create(machine_api.machine_path(namespace), kwok_machine(name))
+    try:
+        await running_machine(kube, namespace, name)
+        await kube.delete(machine_api.node_path(name))
+        alert = await machine_alert(api, "BerthmasterMachineNotRunning", namespace, name)
+        assert alert["labels"]["severity"] == "warning"
+        machine = await get_machine(kube, namespace, name)
+        assert machine is not None and machine["status"]["phase"] == "Failed"
+    finally:
+        await kube.delete(machine_api.machine_path(namespace, name))
+        await gone(kube, namespace, name)
+
+
+async def test_machine_not_yet_deleted_fires(stack: dict[str, Any], kube: KubeClient,
+                                             namespace: str) -> None:
+    """A Machine with a preDrain lifecycle hook is deleted: the hook holds it in phase Deleting
+    (machine-api-operator pkg/controller/machine/controller.go, before drainNode) and
+    BerthmasterMachineNotYetDeleted (machine-api-operator's MachineNotYetDeleted) fires for it;
+    the hook removed, the Machine goes."""
+    api: PrometheusAPI = stack["api"]
+    name = f"{namespace}-held"
+    await kube.create(machine_api.machine_path(namespace),
+                      kwok_machine(name, pre_drain=[("Hold", "alerts-test")]))
+    try:
+        await running_machine(kube, namespace, name)
+        await kube.delete(machine_api.machine_path(namespace, name))
+        alert = await machine_alert(api, "BerthmasterMachineNotYetDeleted", namespace, name)
+        assert alert["labels"]["severity"] == "warning"
+        machine = await get_machine(kube, namespace, name)
+        assert machine is not None and machine["status"]["phase"] == "Deleting"
+    finally:
+        await set_hooks(kube, namespace, name, "preDrain", [])
         await gone(kube, namespace, name)
 
 
