@@ -49,6 +49,7 @@ from berthmaster.foundation.kube import CORE, KubeClient, group_path, resource_p
 from berthmaster.operator.deschedulers.build import OWNER_LABEL
 from berthmaster.operator.deschedulers.runs import DEFAULT_SERVICE_ACCOUNT
 from berthmaster.operator.machines import api as machine_api
+from berthmaster.operator.machines.healthcheck import mhc_path
 from berthmaster.tooling.devcluster import build
 from berthmaster.tooling.devcluster.cluster import RunningCluster
 from berthmaster.tooling.devcluster.ports import free_port
@@ -67,9 +68,16 @@ from tests.integration.operator.machines.test_drain import (
     pdb,
     pdb_settled,
 )
+from tests.integration.operator.machines.test_healthchecks import (
+    check_status,
+    health_check,
+    node_of,
+    workers,
+)
+from tests.integration.operator.machines.test_machinesets import settle
 from tests.integration.scheduler.schedkit import create_pod, make_pod
 from tests.support import grafana_model
-from tests.support.chaos import make_node_not_ready
+from tests.support.chaos import NODE_NOT_READY, label, make_node_not_ready
 from tests.support.processes import child
 from tests.support.prometheus import (
     PrometheusAPI,
@@ -101,7 +109,8 @@ RULE_VALUES = ["prometheusRule.enabled=true", "dashboards.enabled=true",
                "prometheusRule.deschedulerRunFailedWindow=1m",
                "prometheusRule.deschedulerRunFailedFor=1s",
                "prometheusRule.machineNotRunningFor=1s",
-               "prometheusRule.machineNotYetDeletedFor=1s"]
+               "prometheusRule.machineNotYetDeletedFor=1s",
+               "prometheusRule.machineHealthCheckShortCircuitFor=1s"]
 KUBE_SCHEDULER_JOB = "kube-scheduler"
 APISERVER_JOB = "apiserver"  # prometheusRule.apiServerJob's default
 UNSCHEDULABLE = {"berthmaster.test/no-such-node": "anywhere"}
@@ -403,6 +412,38 @@ async def test_machine_not_yet_deleted_fires(stack: dict[str, Any], kube: KubeCl
     finally:
         await set_hooks(kube, namespace, name, "preDrain", [])
         await gone(kube, namespace, name)
+
+
+async def test_machine_health_check_short_circuited_fires(stack: dict[str, Any],
+                                                          kube: KubeClient,
+                                                          namespace: str) -> None:
+    """Two of a MachineSet's three kwok Machines have NotReady Nodes (kwok's node-not-ready
+    stage) and a MachineHealthCheck over them allows one unhealthy: it short-circuits
+    (machine-api-operator pkg/controller/machinehealthcheck/machinehealthcheck_controller.go,
+    isAllowedRemediation; pkg/metrics/metrics.go, mapi_machinehealthcheck_short_circuit 1) and
+    BerthmasterMachineHealthCheckShortCircuited (machine-api-operator's
+    MachineHealthCheckUnterminatedShortCircuit) fires for the check."""
+    api: PrometheusAPI = stack["api"]
+    name = f"{namespace}-w"
+    await kube.create(machine_api.machineset_path(namespace), workers(name, 3))
+    machines = await settle(kube, namespace, name, 3)
+    sick = [node_of(machine) for machine in machines[:2]]
+    try:
+        for node in sick:
+            await make_node_not_ready(kube, node)
+        await kube.create(mhc_path(namespace), health_check("mhc", name, maxUnhealthy=1))
+        await check_status(kube, namespace, "mhc", expectedMachines=3, currentHealthy=1,
+                           remediationsAllowed=0, allowed="False")
+        alert = await machine_alert(api, "BerthmasterMachineHealthCheckShortCircuited",
+                                    namespace, "mhc")
+        assert alert["labels"]["severity"] == "warning"
+    finally:
+        await kube.delete(mhc_path(namespace, "mhc"))
+        for node in sick:
+            await label(kube, resource_path(CORE, "nodes", name=node), {NODE_NOT_READY: None})
+        await kube.delete(machine_api.machineset_path(namespace, name))
+        for machine in machines:
+            await gone(kube, namespace, machine["metadata"]["name"])
 
 
 def condition_of(obj: dict[str, Any] | None, type_: str) -> dict[str, Any] | None:
