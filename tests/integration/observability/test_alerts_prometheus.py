@@ -7,9 +7,9 @@ job ``kube-scheduler`` in ``kube-system``), and berthmaster's scheduler and oper
 processes (as the jobs the chart's ServiceMonitors produce: the metrics Services' names, in
 the release's namespace), and the API server itself (job ``apiserver``, the chart's
 ``prometheusRule.apiServerJob``). Its rules are the chart's PrometheusRule, rendered by helm
-with the chart's own values shortening each ``for:`` and threshold (``prometheusRule.*For``,
-``pendingPodsWindow``, ``pendingPodsThreshold``, ``drainStuckSeconds``); nothing in the rules
-is rewritten.
+with the chart's own values shortening each ``for:``, window and threshold
+(``prometheusRule.*For``, ``pendingPodsWindow``, ``pendingPodsThreshold``, ``drainStuckSeconds``,
+``deschedulerRunFailedWindow``); nothing in the rules is rewritten.
 
 kube-scheduler exports the same family names as berthmaster's scheduler
 (``scheduler_pending_pods``, ``leader_election_master_status``; kube-scheduler
@@ -20,12 +20,15 @@ rules run before asserting that no alert is pending or firing (the operator runs
 ClusterAutoscaler meanwhile: its safe-to-autoscale gauge reads 0 until a first loop). The
 others produce each alert's condition for real and wait for it to fire: pods piling up
 unschedulable, four of four nodes NotReady under a ClusterAutoscaler, a drain a
-PodDisruptionBudget holds, calls to a webhook named as the chart's failing, another holder
-keeping the scheduler's Lease, the scheduler stopped. promtool's rule unit tests
-(cmd/promtool/unittest.go) then check the operator's alerts, the webhook's and the Machine
-alerts (after machine-api-operator install/0000_90_machine-api-operator_04_alertrules.yaml)
-with the chart's default thresholds and ``for:`` (minutes to hours, too long to wait for),
-against same-named series of other jobs.
+PodDisruptionBudget holds, a Machine whose instance vanished (Failed), a Machine a preDrain
+hook holds Deleting, a MachineHealthCheck short-circuited by NotReady Nodes, a Descheduler
+whose Job failed, calls to a webhook named as the chart's failing, another holder keeping the
+scheduler's Lease, the scheduler stopped, and, last (the operator is not started again), the
+operator stopped. promtool's rule unit tests (cmd/promtool/unittest.go) then check the
+operator's alerts, the webhook's and the Machine alerts (after machine-api-operator
+install/0000_90_machine-api-operator_04_alertrules.yaml) with the chart's default thresholds
+and ``for:`` (minutes to hours, too long to wait for), against same-named series of other
+jobs.
 
 Prometheus' API: web/api/v1/api.go (alerts, rules with lastEvaluation, query).
 """
@@ -464,7 +467,10 @@ async def test_descheduler_run_failed_fires(stack: dict[str, Any], cluster: Runn
     Descheduler."""
     api: PrometheusAPI = stack["api"]
     name = f"{namespace}-fails"
-    # The run's namespace and the account its pod runs as (the chart creates both).
+    # The run's namespace and the account its pod runs as (the chart creates both); the
+    # namespace is deleted afterwards when this test made it (the control plane is shared).
+    made_namespace = await kube.get_if_exists(
+        resource_path(CORE, "namespaces", None, RELEASE_NAMESPACE)) is None
     prerequisites = {"apiVersion": "v1", "kind": "List", "items": [
         {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": RELEASE_NAMESPACE}},
         {"apiVersion": "v1", "kind": "ServiceAccount",
@@ -508,6 +514,8 @@ async def test_descheduler_run_failed_fires(stack: dict[str, Any], cluster: Runn
         assert [sample["value"][1] for sample in succeeded] == ["0"]
     finally:
         await kube.delete(path)
+        if made_namespace:
+            await kube.delete(resource_path(CORE, "namespaces", None, RELEASE_NAMESPACE))
 
 
 async def test_admission_webhook_failing_fires(stack: dict[str, Any], cluster: RunningCluster,
