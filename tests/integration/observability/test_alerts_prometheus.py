@@ -7,9 +7,9 @@ job ``kube-scheduler`` in ``kube-system``), and berthmaster's scheduler and oper
 processes (as the jobs the chart's ServiceMonitors produce: the metrics Services' names, in
 the release's namespace), and the API server itself (job ``apiserver``, the chart's
 ``prometheusRule.apiServerJob``). Its rules are the chart's PrometheusRule, rendered by helm
-with the chart's own values shortening each ``for:`` and threshold (``prometheusRule.*For``,
-``pendingPodsWindow``, ``pendingPodsThreshold``, ``drainStuckSeconds``); nothing in the rules
-is rewritten.
+with the chart's own values shortening each ``for:``, window and threshold
+(``prometheusRule.*For``, ``pendingPodsWindow``, ``pendingPodsThreshold``, ``drainStuckSeconds``,
+``deschedulerRunFailedWindow``); nothing in the rules is rewritten.
 
 kube-scheduler exports the same family names as berthmaster's scheduler
 (``scheduler_pending_pods``, ``leader_election_master_status``; kube-scheduler
@@ -20,12 +20,15 @@ rules run before asserting that no alert is pending or firing (the operator runs
 ClusterAutoscaler meanwhile: its safe-to-autoscale gauge reads 0 until a first loop). The
 others produce each alert's condition for real and wait for it to fire: pods piling up
 unschedulable, four of four nodes NotReady under a ClusterAutoscaler, a drain a
-PodDisruptionBudget holds, calls to a webhook named as the chart's failing, another holder
-keeping the scheduler's Lease, the scheduler stopped. promtool's rule unit tests
-(cmd/promtool/unittest.go) then check the operator's alerts, the webhook's and the Machine
-alerts (after machine-api-operator install/0000_90_machine-api-operator_04_alertrules.yaml)
-with the chart's default thresholds and ``for:`` (minutes to hours, too long to wait for),
-against same-named series of other jobs.
+PodDisruptionBudget holds, a Machine whose instance vanished (Failed), a Machine a preDrain
+hook holds Deleting, a MachineHealthCheck short-circuited by NotReady Nodes, a Descheduler
+whose Job failed, calls to a webhook named as the chart's failing, another holder keeping the
+scheduler's Lease, the scheduler stopped, and, last (the operator is not started again), the
+operator stopped. promtool's rule unit tests (cmd/promtool/unittest.go) then check the
+operator's alerts, the webhook's and the Machine alerts (after machine-api-operator
+install/0000_90_machine-api-operator_04_alertrules.yaml) with the chart's default thresholds
+and ``for:`` (minutes to hours, too long to wait for), against same-named series of other
+jobs.
 
 Prometheus' API: web/api/v1/api.go (alerts, rules with lastEvaluation, query).
 """
@@ -45,23 +48,39 @@ from typing import Any
 import pytest
 import yaml
 
-from berthmaster.foundation.kube import KubeClient
+from berthmaster.foundation.kube import CORE, KubeClient, group_path, resource_path
+from berthmaster.operator.deschedulers.build import OWNER_LABEL
+from berthmaster.operator.deschedulers.runs import DEFAULT_SERVICE_ACCOUNT
 from berthmaster.operator.machines import api as machine_api
+from berthmaster.operator.machines.healthcheck import mhc_path
 from berthmaster.tooling.devcluster import build
 from berthmaster.tooling.devcluster.cluster import RunningCluster
 from berthmaster.tooling.devcluster.ports import free_port
 from tests.integration.chart.chartkit import one, render
 from tests.integration.conftest import NodeFactory
 from tests.integration.observability.test_dashboard_and_alerts import crds, process, ready
+from tests.integration.operator.machines.conftest import (
+    get_machine,
+    kwok_machine,
+    running_machine,
+    set_hooks,
+)
 from tests.integration.operator.machines.test_drain import (
     gone,
     machine_with_web_pods,
     pdb,
     pdb_settled,
 )
+from tests.integration.operator.machines.test_healthchecks import (
+    check_status,
+    health_check,
+    node_of,
+    workers,
+)
+from tests.integration.operator.machines.test_machinesets import settle
 from tests.integration.scheduler.schedkit import create_pod, make_pod
 from tests.support import grafana_model
-from tests.support.chaos import make_node_not_ready
+from tests.support.chaos import NODE_NOT_READY, label, make_node_not_ready
 from tests.support.processes import child
 from tests.support.prometheus import (
     PrometheusAPI,
@@ -88,7 +107,13 @@ RULE_VALUES = ["prometheusRule.enabled=true", "dashboards.enabled=true",
                "prometheusRule.drainStuckSeconds=1", "prometheusRule.drainStuckFor=1s",
                f"prometheusRule.pendingPodsThreshold={THRESHOLD}",
                "admission.enabled=true", "prometheusRule.admissionWebhookFailingWindow=5s",
-               "prometheusRule.admissionWebhookFailingFor=1s"]
+               "prometheusRule.admissionWebhookFailingFor=1s",
+               "prometheusRule.operatorAbsentFor=2s",
+               "prometheusRule.deschedulerRunFailedWindow=1m",
+               "prometheusRule.deschedulerRunFailedFor=1s",
+               "prometheusRule.machineNotRunningFor=1s",
+               "prometheusRule.machineNotYetDeletedFor=1s",
+               "prometheusRule.machineHealthCheckShortCircuitFor=1s"]
 KUBE_SCHEDULER_JOB = "kube-scheduler"
 APISERVER_JOB = "apiserver"  # prometheusRule.apiServerJob's default
 UNSCHEDULABLE = {"berthmaster.test/no-such-node": "anywhere"}
@@ -171,10 +196,12 @@ async def stack(cluster: RunningCluster, crds: None, rendered: list[dict[str, An
                      "--metrics-bind-address", f"127.0.0.1:{operator_port}"]
     scheduler = Scheduler(cluster, name, folder)
     pki = cluster.root / "pki"
-    with kube_scheduler(cluster, folder) as kube_scheduler_port, \
-            process(operator_args, folder / "operator.stderr",
-                    {"KUBECONFIG": str(cluster.kubeconfig),
-                     "BERTHMASTER_AUTOSCALER_SCAN_INTERVAL": "1"}):
+    # The operator's process: test_operator_absent_fires, the module's last, stops it.
+    operator = contextlib.ExitStack()
+    with kube_scheduler(cluster, folder) as kube_scheduler_port, operator:
+        operator.enter_context(process(operator_args, folder / "operator.stderr",
+                                       {"KUBECONFIG": str(cluster.kubeconfig),
+                                        "BERTHMASTER_AUTOSCALER_SCAN_INTERVAL": "1"}))
         await scheduler.start()
         try:
             await wait_for(lambda: ready(f"http://127.0.0.1:{operator_port}"), timeout=120,
@@ -192,7 +219,8 @@ async def stack(cluster: RunningCluster, crds: None, rendered: list[dict[str, An
             ], [folder / "rules.yaml"])
             async with running(binaries["prometheus"], config, folder / "prometheus") as api:
                 await api.wait_scraped([KUBE_SCHEDULER_JOB, APISERVER_JOB, *jobs.values()])
-                yield {"api": api, "scheduler": scheduler, "name": name, "folder": folder}
+                yield {"api": api, "scheduler": scheduler, "name": name, "folder": folder,
+                       "operator": operator}
         finally:
             scheduler.stop()
 
@@ -331,6 +359,163 @@ async def test_machine_drain_stuck_fires(stack: dict[str, Any], kube: KubeClient
     finally:
         await pdb(kube, namespace, 0)
         await gone(kube, namespace, name)
+
+
+async def machine_alert(api: PrometheusAPI, alert: str, namespace: str,
+                        name: str) -> dict[str, Any]:
+    """``alert`` firing for Machine namespace/name."""
+    async def firing() -> list[dict[str, Any]]:
+        return [a for a in await api.firing(alert)
+                if (a["labels"].get("namespace"), a["labels"].get("name")) == (namespace, name)]
+
+    [found] = await wait_for(firing, timeout=120, what=f"{alert} firing for {namespace}/{name}")
+    return found
+
+
+async def test_machine_not_running_fires(stack: dict[str, Any], kube: KubeClient,
+                                         namespace: str) -> None:
+    """A Running kwok Machine's instance (its Node) is deleted outside the Machine API: the
+    operator turns the Machine Failed (machine-api-operator pkg/controller/machine/
+    controller.go, Reconcile: ``can't find created instance``), its
+    mapi_machine_created_timestamp_seconds series carries phase Failed, and
+    BerthmasterMachineNotRunning (machine-api-operator's MachineWithNoRunningPhase) fires for
+    it."""
+    api: PrometheusAPI = stack["api"]
+    name = f"{namespace}-vanished"
+    await kube.create(machine_api.machine_path(namespace), kwok_machine(name))
+    try:
+        await running_machine(kube, namespace, name)
+        await kube.delete(machine_api.node_path(name))
+        alert = await machine_alert(api, "BerthmasterMachineNotRunning", namespace, name)
+        assert alert["labels"]["severity"] == "warning"
+        machine = await get_machine(kube, namespace, name)
+        assert machine is not None and machine["status"]["phase"] == "Failed"
+    finally:
+        await kube.delete(machine_api.machine_path(namespace, name))
+        await gone(kube, namespace, name)
+
+
+async def test_machine_not_yet_deleted_fires(stack: dict[str, Any], kube: KubeClient,
+                                             namespace: str) -> None:
+    """A Machine with a preDrain lifecycle hook is deleted: the hook holds it in phase Deleting
+    (machine-api-operator pkg/controller/machine/controller.go, before drainNode) and
+    BerthmasterMachineNotYetDeleted (machine-api-operator's MachineNotYetDeleted) fires for it;
+    the hook removed, the Machine goes."""
+    api: PrometheusAPI = stack["api"]
+    name = f"{namespace}-held"
+    await kube.create(machine_api.machine_path(namespace),
+                      kwok_machine(name, pre_drain=[("Hold", "alerts-test")]))
+    try:
+        await running_machine(kube, namespace, name)
+        await kube.delete(machine_api.machine_path(namespace, name))
+        alert = await machine_alert(api, "BerthmasterMachineNotYetDeleted", namespace, name)
+        assert alert["labels"]["severity"] == "warning"
+        machine = await get_machine(kube, namespace, name)
+        assert machine is not None and machine["status"]["phase"] == "Deleting"
+    finally:
+        await set_hooks(kube, namespace, name, "preDrain", [])
+        await gone(kube, namespace, name)
+
+
+async def test_machine_health_check_short_circuited_fires(stack: dict[str, Any],
+                                                          kube: KubeClient,
+                                                          namespace: str) -> None:
+    """Two of a MachineSet's three kwok Machines have NotReady Nodes (kwok's node-not-ready
+    stage) and a MachineHealthCheck over them allows one unhealthy: it short-circuits
+    (machine-api-operator pkg/controller/machinehealthcheck/machinehealthcheck_controller.go,
+    isAllowedRemediation; pkg/metrics/metrics.go, mapi_machinehealthcheck_short_circuit 1) and
+    BerthmasterMachineHealthCheckShortCircuited (machine-api-operator's
+    MachineHealthCheckUnterminatedShortCircuit) fires for the check."""
+    api: PrometheusAPI = stack["api"]
+    name = f"{namespace}-w"
+    await kube.create(machine_api.machineset_path(namespace), workers(name, 3))
+    machines = await settle(kube, namespace, name, 3)
+    sick = [node_of(machine) for machine in machines[:2]]
+    try:
+        for node in sick:
+            await make_node_not_ready(kube, node)
+        await kube.create(mhc_path(namespace), health_check("mhc", name, maxUnhealthy=1))
+        await check_status(kube, namespace, "mhc", expectedMachines=3, currentHealthy=1,
+                           remediationsAllowed=0, allowed="False")
+        alert = await machine_alert(api, "BerthmasterMachineHealthCheckShortCircuited",
+                                    namespace, "mhc")
+        assert alert["labels"]["severity"] == "warning"
+    finally:
+        await kube.delete(mhc_path(namespace, "mhc"))
+        for node in sick:
+            await label(kube, resource_path(CORE, "nodes", name=node), {NODE_NOT_READY: None})
+        await kube.delete(machine_api.machineset_path(namespace, name))
+        for machine in machines:
+            await gone(kube, namespace, machine["metadata"]["name"])
+
+
+def condition_of(obj: dict[str, Any] | None, type_: str) -> dict[str, Any] | None:
+    return next((dict(c) for c in ((obj or {}).get("status") or {}).get("conditions") or ()
+                 if c.get("type") == type_), None)
+
+
+async def test_descheduler_run_failed_fires(stack: dict[str, Any], cluster: RunningCluster,
+                                           kube: KubeClient, namespace: str) -> None:
+    """A Descheduler (no schedule) becomes a Job in the operator's namespace (``berthmaster``,
+    the default of ``$POD_NAMESPACE``; operator/deschedulers/runs.py), its pod kept off every
+    node by the Descheduler's nodeSelector. The pod fails (its status phase Failed, as a
+    kubelet reports a container that exited non-zero); the Job's backoffLimit is 0, so the
+    job controller marks the Job Failed (k8s.io/kubernetes pkg/controller/job/job_controller.go,
+    BackoffLimitExceeded); the operator counts the run in
+    ``berthmaster_descheduler_runs_total{result="failed"}`` (operator/deschedulers/run_metrics.py)
+    and reports LastRunSucceeded False; BerthmasterDeschedulerRunFailed fires for that
+    Descheduler."""
+    api: PrometheusAPI = stack["api"]
+    name = f"{namespace}-fails"
+    # The run's namespace and the account its pod runs as (the chart creates both); the
+    # namespace is deleted afterwards when this test made it (the control plane is shared).
+    made_namespace = await kube.get_if_exists(
+        resource_path(CORE, "namespaces", None, RELEASE_NAMESPACE)) is None
+    prerequisites = {"apiVersion": "v1", "kind": "List", "items": [
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": RELEASE_NAMESPACE}},
+        {"apiVersion": "v1", "kind": "ServiceAccount",
+         "metadata": {"name": DEFAULT_SERVICE_ACCOUNT, "namespace": RELEASE_NAMESPACE}}]}
+    applied = cluster.kubectl("apply", "-f", "-", input=json.dumps(prerequisites))
+    assert applied.returncode == 0, applied.stderr
+    path = resource_path(group_path("berthmaster.io", "v1alpha1"), "deschedulers", None, name)
+    await kube.create(resource_path(group_path("berthmaster.io", "v1alpha1"), "deschedulers"), {
+        "apiVersion": "berthmaster.io/v1alpha1", "kind": "Descheduler",
+        "metadata": {"name": name},
+        "spec": {"dryRun": True, "nodeSelector": dict(UNSCHEDULABLE),
+                 "policy": {"apiVersion": "descheduler/v1alpha1", "kind": "DeschedulerPolicy",
+                            "strategies": {"RemoveDuplicates": {"enabled": True}}}}})
+    try:
+        pods_path = resource_path(CORE, "pods", RELEASE_NAMESPACE)
+
+        async def run_pod() -> dict[str, Any] | None:
+            pods, _ = await kube.list_all(pods_path, labelSelector=f"{OWNER_LABEL}={name}")
+            return pods[0] if pods else None
+
+        pod = await wait_for(run_pod, timeout=60, what=f"the pod of Descheduler {name}'s Job")
+        assert not pod["spec"].get("nodeName")
+        await kube.patch(f"{pods_path}/{pod['metadata']['name']}/status", {"status": {
+            "phase": "Failed", "reason": "Error", "message": "the descheduler exited with 1"}})
+
+        async def reported_failed() -> dict[str, Any] | None:
+            found = condition_of(await kube.get_if_exists(path), "LastRunSucceeded")
+            return found if found and found["status"] == "False" else None
+
+        reported = await wait_for(reported_failed, timeout=90,
+                                  what=f"Descheduler {name}: LastRunSucceeded False")
+        assert reported["reason"] == "JobFailed"
+        alerts = await wait_for(lambda: api.firing("BerthmasterDeschedulerRunFailed"),
+                                timeout=90, what="BerthmasterDeschedulerRunFailed firing")
+        [alert] = [a for a in alerts if a["labels"].get("descheduler") == name]
+        assert alert["labels"]["severity"] == "warning"
+        assert alert["annotations"]["summary"] == (
+            f"A run of Descheduler {name} failed in the last 1m.")
+        succeeded = await api.query(f'berthmaster_descheduler_runs_total{{descheduler="{name}", '
+                                    f'result="succeeded"}}')
+        assert [sample["value"][1] for sample in succeeded] == ["0"]
+    finally:
+        await kube.delete(path)
+        if made_namespace:
+            await kube.delete(resource_path(CORE, "namespaces", None, RELEASE_NAMESPACE))
 
 
 async def test_admission_webhook_failing_fires(stack: dict[str, Any], cluster: RunningCluster,
@@ -712,3 +897,18 @@ def test_admission_webhook_failing_fires_under_promtool(tmp_path: Path) -> None:
                 {"eval_time": "17m", "alertname": name,
                  "exp_alerts": [expected_alert(rule, {})]},
             ]}]})
+
+
+async def test_operator_absent_fires(stack: dict[str, Any], jobs: dict[str, str]) -> None:
+    """The module's last test on the stack (it stops the operator for good): the operator's
+    process stops, Prometheus' scrapes of its target fail (``up`` 0) and
+    BerthmasterOperatorAbsent fires; the scheduler's and kube-scheduler's targets play no
+    part in it."""
+    api: PrometheusAPI = stack["api"]
+    assert not await api.firing("BerthmasterOperatorAbsent")
+    stack["operator"].close()
+    [alert] = await wait_for(lambda: api.firing("BerthmasterOperatorAbsent"), timeout=90,
+                             what="BerthmasterOperatorAbsent firing")
+    assert alert["labels"]["severity"] == "critical"
+    assert await api.query(f'up{{job="{jobs["operator"]}", namespace="{RELEASE_NAMESPACE}"}} == 0')
+    assert await api.query(f'up{{job="{KUBE_SCHEDULER_JOB}"}} == 1')
