@@ -12,7 +12,6 @@ stops it on exit. Plain HTTP, loopback only: Docker, helm ``--plain-http``, cosi
 
 from __future__ import annotations
 
-import socket
 import subprocess
 import time
 import urllib.error
@@ -24,6 +23,7 @@ from typing import Any
 
 import yaml
 
+from berthmaster.tooling.devcluster.ports import free_port
 from berthmaster.tooling.processes import terminate
 
 LOOPBACK = "127.0.0.1"
@@ -39,12 +39,6 @@ def registry_config(storage: Path, address: str) -> dict[str, Any]:
             "storage": {"filesystem": {"rootdirectory": str(storage)},
                         "delete": {"enabled": True}},
             "http": {"addr": address}}
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind((LOOPBACK, 0))
-        return int(probe.getsockname()[1])
 
 
 @contextmanager
