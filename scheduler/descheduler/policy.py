@@ -269,9 +269,10 @@ def _protection_list(value: Any, where: str, allowed: tuple[str, ...], label: st
 
 
 def _protections(args: Mapping[str, Any], flags: Mapping[str, bool], where: str,
-                 problems: Problems) -> set[str]:
+                 problems: Problems) -> tuple[set[str], frozenset[str]]:
     """Upstream's getEffectivePodProtections: the deprecated booleans, or podProtections'
-    defaults minus ``defaultDisabled`` plus ``extraEnabled`` (never both)."""
+    defaults minus ``defaultDisabled`` plus ``extraEnabled`` (never both); and the protected
+    storage classes of its ``config`` (:func:`_protected_storage_classes`)."""
     at = join(where, "podProtections")
     raw = mapping(args.get("podProtections"), at, problems)
     check_known(raw, ("extraEnabled", "defaultDisabled", "config"), at, problems)
@@ -289,37 +290,39 @@ def _protections(args: Mapping[str, Any], flags: Mapping[str, bool], where: str,
             found.add("PodsWithPVC")
         if flags["ignorePodsWithoutPDB"]:
             found.add("PodsWithoutPDB")
-        return found
-    if any(flags[f] for f in DEPRECATED_EVICTOR_FLAGS):
-        problems.add(where, "cannot use Deprecated fields alongside PodProtections.ExtraEnabled "
-                            "or PodProtections.DefaultDisabled")
-    return (set(DEFAULT_PROTECTIONS) - set(disabled)) | set(extra)
+    else:
+        if any(flags[f] for f in DEPRECATED_EVICTOR_FLAGS):
+            problems.add(where, "cannot use Deprecated fields alongside "
+                                "PodProtections.ExtraEnabled or PodProtections.DefaultDisabled")
+        found = (set(DEFAULT_PROTECTIONS) - set(disabled)) | set(extra)
+    classes = _protected_storage_classes(raw.get("config"), join(at, "config"), problems,
+                                         enabled="PodsWithPVC" in found)
+    return found, classes
 
 
-def _protected_storage_classes(args: Mapping[str, Any], where: str,
-                               problems: Problems) -> frozenset[str]:
-    """``podProtections.config.PodsWithPVC.protectedStorageClasses`` (defaultevictor/types.go
-    PodProtectionsConfig), checked as validation.go does when PodsWithPVC is extra-enabled;
-    upstream reads the classes only then (defaultevictor.go protectedPVCStorageClasses)."""
-    at = join(join(where, "podProtections"), "config")
-    protections = mapping(args.get("podProtections"), join(where, "podProtections"), Problems())
-    config = mapping(protections.get("config"), at, problems)
+def _protected_storage_classes(config_value: Any, at: str, problems: Problems,
+                               enabled: bool) -> frozenset[str]:
+    """``podProtections.config`` (``at``) and its ``PodsWithPVC.protectedStorageClasses``
+    (defaultevictor/types.go PodProtectionsConfig), read only when the PodsWithPVC protection
+    is ``enabled``, as upstream reads and validates them (defaultevictor.go
+    protectedPVCStorageClasses, validation.go)."""
+    config = mapping(config_value, at, problems)
     check_known(config, ("PodsWithPVC",), at, problems)
     pvc_at = join(at, "PodsWithPVC")
     pvc = mapping(config.get("PodsWithPVC"), pvc_at, problems)
     check_known(pvc, ("protectedStorageClasses",), pvc_at, problems)
+    list_at = join(pvc_at, "protectedStorageClasses")
     listed = pvc.get("protectedStorageClasses") or []
     if not isinstance(listed, list):
-        problems.add(join(pvc_at, "protectedStorageClasses"), "must be a list of {name: ...}")
+        problems.add(list_at, "must be a list of {name: ...}")
         return frozenset()
-    if "PodsWithPVC" not in (protections.get("extraEnabled") or ()):
+    if not enabled:
         return frozenset()
     names = set()
     for index, item in enumerate(listed):
-        entry = mapping(item, join(join(pvc_at, "protectedStorageClasses"), index), problems)
-        name = entry.get("name")
+        name = mapping(item, join(list_at, index), problems).get("name")
         if not name:
-            problems.add(join(join(pvc_at, "protectedStorageClasses"), index),
+            problems.add(join(list_at, index),
                          f"PodProtections.Config.PodsWithPVC.ProtectedStorageClasses[{index}] "
                          "name cannot be empty")
             continue
@@ -346,13 +349,13 @@ def _evictor_settings(args: Mapping[str, Any], where: str, problems: Problems) -
                      f'noEvictionPolicy accepts only ["{PREFERRED}" "{MANDATORY}"] values, got '
                      f"{no_eviction!r}")
         no_eviction = ""
-    protected = _protections(args, flags, where, problems)
+    protected, storage_classes = _protections(args, flags, where, problems)
     return EvictorSettings(
         evict_local_storage_pods="PodsWithLocalStorage" not in protected,
         evict_daemonset_pods="DaemonSetPods" not in protected,
         evict_system_critical_pods="SystemCriticalPods" not in protected,
         ignore_pvc_pods="PodsWithPVC" in protected,
-        protected_storage_classes=_protected_storage_classes(args, where, problems),
+        protected_storage_classes=storage_classes,
         evict_failed_bare_pods="FailedBarePods" not in protected,
         node_fit=flags["nodeFit"],
         priority_threshold=value,
