@@ -34,6 +34,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from berthmaster.foundation.durations import parse_go_duration
+from berthmaster.scheduler.descheduler.usage_metrics import PROMETHEUS
+from berthmaster.scheduler.descheduler.usage_prometheus import METRIC_RESOURCE
 
 Obj = dict[str, Any]
 
@@ -82,7 +84,6 @@ LOW_NODE_UTILIZATION = {"Low": (10, 30), "Medium": (20, 50), "": (20, 50), "High
 # devHighNodeUtilizationThresholds -> thresholds (compactAndScaleProfile); "" is Modest.
 HIGH_NODE_UTILIZATION = {"Minimal": 10, "Modest": 20, "": 20, "Moderate": 30}
 UTILIZATION_RESOURCES = ("cpu", "memory", "pods")
-METRIC_RESOURCE = "MetricResource"
 # devActualUtilizationProfile -> PromQL (target_config_reconciler.go
 # utilizationProfileToPrometheusQuery); "query:<PromQL>" gives the query itself.
 ACTUAL_UTILIZATION_QUERIES = {
@@ -232,7 +233,7 @@ def lifecycle_and_utilization(scope: Scope, customizations: Mapping[str, Any],
                         "targetThresholds": dict.fromkeys(resources, high)}
     if actual:
         utilization["metricsUtilization"] = {
-            "source": "Prometheus",
+            "source": PROMETHEUS,
             "prometheus": {"query": utilization_profile_query(str(actual))}}
     evictable = scope.evictable_namespaces()
     if evictable:
@@ -411,7 +412,7 @@ def expand(spec: Mapping[str, Any], protected: Sequence[str], prometheus_url: st
                    "profiles": expanded}
     if customizations.get("devActualUtilizationProfile"):
         # isPrometheusAsMetricsProviderForProfiles: the provider goes in with the customization
-        policy["metricsProviders"] = [{"source": "Prometheus",
+        policy["metricsProviders"] = [{"source": PROMETHEUS,
                                        "prometheus": {"url": prometheus_url}}]
     _eviction_limits(policy, spec.get("evictionLimits") or {})
     return policy
