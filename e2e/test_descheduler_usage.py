@@ -23,6 +23,7 @@ from typing import Any
 import pytest
 import yaml
 
+from berthmaster.scheduler.quantities import quantity_value
 from berthmaster.tooling.devcluster.kwok_incluster import RESOURCE_METRICS_ANNOTATION
 from e2e.conftest import IMAGE, MODE, NAMESPACE, Kind, wait_for
 from e2e.test_descheduler import completed_job
@@ -52,13 +53,8 @@ def burner(name: str) -> dict[str, Any]:
 
 
 def millicores(quantity: str) -> float:
-    if quantity.endswith("n"):
-        return int(quantity[:-1]) / 1e6
-    if quantity.endswith("u"):
-        return int(quantity[:-1]) / 1e3
-    if quantity.endswith("m"):
-        return float(quantity[:-1])
-    return float(quantity) * 1000
+    """A metrics API cpu quantity ("1150470297n", "250m") in millicores."""
+    return float(quantity_value("cpu", quantity))
 
 
 def policy(selector: str, app: str, by_usage: bool) -> dict[str, Any]:
